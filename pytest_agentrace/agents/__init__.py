@@ -1,0 +1,28 @@
+"""Agent adapters: one module per CLI behind the ``Adapter`` interface in ``base``.
+
+``ADAPTERS`` maps an adapter name to ``"module:Class"``; modules are imported only when used.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .base import Adapter
+
+ADAPTERS: dict[str, str] = {
+    "noop": "pytest_agentrace.agents.builtin:Noop",
+    "oracle": "pytest_agentrace.agents.builtin:Oracle",
+    "plain": "pytest_agentrace.agents.command:Plain",
+}
+
+
+def get_adapter(name: str) -> Adapter:
+    """Return a new adapter instance for ``name``; raises ``KeyError`` for an unknown name."""
+    target = ADAPTERS[name]
+    module, _, cls = target.partition(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def is_builtin(name: str) -> bool:
+    """True for names that have an adapter (``noop``, ``oracle``, ``plain`` and the CLI adapters)."""
+    return name in ADAPTERS

@@ -1,0 +1,97 @@
+"""The adapter interface: build a CLI invocation for a prompt, parse the finished run's output.
+
+An adapter is small and stateless. ``invocation`` returns the argv/env/stdin for one run;
+``parse`` turns the captured stdout/stderr (plus side files in ``ctx.run_dir``) into a ``Usage``.
+In-process agents (``noop``, ``oracle``) set ``executable = None`` and implement ``run_inprocess``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..model import Usage
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Everything an adapter may need for one run.
+
+    ``workspace``: the agent's cwd (fresh clone). ``run_dir``: the run's results folder (side files such as
+    analytics logs go here). ``home``: a per-run directory an adapter may use as HOME. ``prompt``: the exact
+    text sent. ``edits``: whether file changes are allowed. ``env``: the base environment (os.environ plus the
+    task's and agent's env). ``timeout``: seconds. ``task``: the Task or trial question (for oracle).
+    """
+
+    workspace: Path
+    run_dir: Path
+    home: Path
+    prompt: str
+    prompt_file: Path
+    model: str | None
+    edits: bool
+    env: Mapping[str, str]
+    timeout: float
+    agent: Any = None  # spec.common.AgentSpec
+    case: Any = None  # spec.task.Task or a trial question
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """How to start the agent: ``argv`` list, full ``env``, text for ``stdin`` (None: stdin closed)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    stdin: str | None = None
+
+
+@dataclass(frozen=True)
+class InProcessResult:
+    """Result of an in-process agent: exit code (0 = ok) and a message shown as its output."""
+
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+class Adapter:
+    """Base adapter. Subclasses set ``name`` and ``executable`` and override ``invocation`` and ``parse``."""
+
+    name: ClassVar[str] = ""
+    executable: ClassVar[str | None] = None
+    default_edits: ClassVar[bool] = True
+
+    def invocation(self, ctx: RunContext) -> Invocation:
+        """Return the command for one run. Raises ``AgentError`` when the run cannot be configured."""
+        raise NotImplementedError(f"adapter {self.name!r} has no CLI invocation")
+
+    def parse(self, stdout: str, stderr: str, ctx: RunContext | None = None) -> Usage:
+        """Read the run's ``Usage`` from its output; never raises for bad output (use ``parse_warnings``)."""
+        return Usage(answer=last_text(stdout))
+
+    def run_inprocess(self, ctx: RunContext) -> InProcessResult:
+        """Run without a subprocess (only for ``executable = None``)."""
+        raise NotImplementedError(f"adapter {self.name!r} is not an in-process agent")
+
+    def version_argv(self, executable: str) -> list[str] | None:
+        """argv printing the CLI version (``None``: no version to record)."""
+        return [executable, "--version"]
+
+
+def last_text(text: str, limit: int = 20000) -> str | None:
+    """The output with trailing whitespace removed, its last ``limit`` characters (None when empty)."""
+    text = text.strip()
+    return text[-limit:] if text else None
+
+
+_VERSION_RE = re.compile(r"(\d+\.\d+(?:\.\d+)?(?:[-+.][0-9A-Za-z.]+)?)")
+
+
+def version_from(text: str) -> str | None:
+    """The first dotted version number in ``text`` (``"codex-cli 0.171.0"`` -> ``"0.171.0"``)."""
+    m = _VERSION_RE.search(text or "")
+    return m.group(1) if m else None

@@ -1,0 +1,42 @@
+"""The ``agentrace`` command. Subcommands live in their own modules and register here.
+
+``COMMANDS`` maps a subcommand to ``"module:register"``; ``register(subparsers)`` adds its parser and sets
+``func`` (called with the parsed args, returning the exit status). Imports nothing from ``_pytest``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS: dict[str, str] = {}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="agentrace", description="Race coding agents on tasks and trials (pytest-agentrace).")
+    parser.add_argument("--version", action="version", version=f"agentrace {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for target in dict.fromkeys(COMMANDS.values()):
+        module, _, func = target.partition(":")
+        getattr(importlib.import_module(module), func)(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: parse ``argv`` and run the subcommand; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

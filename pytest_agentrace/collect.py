@@ -1,0 +1,198 @@
+"""pytest nodes: task files and the run item. Only wiring; the work is in ``runner``.
+
+A run item is a ``pytest.Function`` (so fixtures, markers and ``-k`` work as usual) whose whole run
+happens in ``setup``: an infrastructure fault there reports as a pytest *error*, an agent's failure as a
+*failure* of the call phase, and ``noop`` (or any agent with ``expect: fail``) is an expected failure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .errors import AgentraceError, SpecError
+from .matrix import RunSpec, task_runs
+from .model import Outcome, Status
+
+RUNSPEC_KEY = pytest.StashKey[RunSpec]()
+OUTCOME_KEY = pytest.StashKey[Outcome]()
+SNIFF_KEY = pytest.StashKey[dict]()
+
+
+class RunFailed(AssertionError):
+    """The agent's run did not pass (a sample, not our fault). ``str()`` is the short report."""
+
+
+class RunError(AgentraceError):
+    """The run hit an infrastructure fault (status ``error``)."""
+
+
+def sniff_task(path: Path, config: pytest.Config) -> bool:
+    """True when ``path`` is a task file: YAML whose top level maps ``description`` and ``test_command``.
+
+    A file that does not parse but has both keys at the start of a line is claimed too, so its syntax
+    error is reported instead of the file being skipped silently. Results are cached per session.
+    """
+    cache = config.stash.setdefault(SNIFF_KEY, {})
+    if path in cache:
+        return cache[path]
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        cache[path] = False
+        return False
+    if "description" not in text or "test_command" not in text:
+        cache[path] = False
+        return False
+    try:
+        from .spec.task import is_task_data
+
+        result = is_task_data(yaml.safe_load(text))
+    except yaml.YAMLError:
+        lines = text.splitlines()
+        result = any(x.startswith("description:") for x in lines) and any(x.startswith("test_command:") for x in lines)
+    cache[path] = result
+    return result
+
+
+def task_repo_dirs(directory: Path, config: pytest.Config) -> set[Path]:
+    """Resolved ``repo`` folders of the task files directly in ``directory`` (not collected as tests)."""
+    from .spec.task import load_task
+
+    dirs = set()
+    for path in sorted(directory.glob("*.y*ml")):
+        if path.suffix in (".yaml", ".yml") and sniff_task(path, config):
+            try:
+                repo = load_task(path).repo
+            except (SpecError, OSError):
+                continue
+            if repo and not repo.startswith(("http", "git@", "ssh:")):
+                dirs.add(Path(repo))
+    return dirs
+
+
+def cli_agents(config: pytest.Config):
+    """Agents from ``--agentrace-agent`` (None when not given)."""
+    from .spec.common import parse_agent, unique_agent_ids
+
+    specs = config.getoption("agentrace_agent")
+    if not specs:
+        return None
+    return unique_agent_ids(parse_agent(Path("--agentrace-agent"), f"--agentrace-agent {s}", s) for s in specs)
+
+
+class SpecFile(pytest.File):
+    """Base of task/trial files: a ``SpecError`` is shown as its one-line message."""
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
+        if isinstance(excinfo.value, SpecError):
+            return f"agentrace: {excinfo.value}"
+        return super().repr_failure(excinfo, style)
+
+    def make_items(self, runs: list[RunSpec]):
+        for spec in runs:
+            item = RunItem.from_parent(self, name=spec.item_name, callobj=check_outcome)
+            item.stash[RUNSPEC_KEY] = spec
+            if spec.agent.expect == "fail" or (spec.agent.expect is None and spec.agent.name == "noop"):
+                item.add_marker(pytest.mark.xfail(reason=f"{spec.agent.label} is a baseline expected to fail", raises=RunFailed, strict=True))
+            yield item
+
+
+class TaskFile(SpecFile):
+    """A coderace-style task file: one item per agent x rep."""
+
+    def collect(self):
+        from .spec.task import load_task
+
+        task = load_task(self.path)
+        override = self.config.getoption("agentrace_timeout")
+        if override:
+            import dataclasses
+
+            task = dataclasses.replace(task, timeout=float(override))
+        agents = cli_agents(self.config) or task.agents
+        if not agents:
+            raise SpecError(self.path, "agents", "no agents to run; add e.g. agents: [claude, noop] or pass --agentrace-agent")
+        reps = self.config.getoption("agentrace_reps") or 1
+        yield from self.make_items(task_runs(task, agents, reps))
+
+
+def check_outcome(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The call phase of a run item: fail with the short report unless the run passed."""
+    outcome = request.node.stash.get(OUTCOME_KEY, None)
+    if outcome is not None and outcome.status != Status.PASSED:
+        raise RunFailed(request.node.failure_text(outcome))
+
+
+class RunItem(pytest.Function):
+    """One run (RunSpec). The run happens in ``setup``; ``check_outcome`` judges it."""
+
+    def setup(self) -> None:
+        super().setup()
+        from . import plugin
+        from .runner import missing_executable
+
+        spec = self.stash[RUNSPEC_KEY]
+        reason = missing_executable(spec)
+        if reason:
+            pytest.skip(reason)
+        outcome = plugin.execute(self.config, spec, self.funcargs["tmp_path"])
+        self.stash[OUTCOME_KEY] = outcome
+        self.user_properties.extend(outcome_properties(outcome))
+        if outcome.status == Status.ERROR:
+            raise RunError(f"{spec.id}: infrastructure error: {outcome.reason}")
+
+    def failure_text(self, outcome: Outcome) -> str:
+        """Short failure report: status, reason, the failing check's exit code and its last 20 log lines."""
+        from .checks import log_tail
+        from .options import out_dir
+
+        spec = self.stash[RUNSPEC_KEY]
+        lines = [f"{spec.id}: {outcome.status}: {outcome.reason or ''}".rstrip(": ")]
+        run_dir = spec.run_dir(out_dir(self.config))
+        for name in ("tests", "verify"):
+            check = outcome.checks.get(name)
+            if check is not None and not check.passed:
+                lines.append(f"--- {name}: `{check.command}` exit {check.exit_code}; last lines of {run_dir / (check.log or '')}:")
+                lines.append(log_tail(run_dir, check))
+                break
+        if outcome.answer_score and outcome.answer_score.get("missing"):
+            lines.append("missing from the answer: " + ", ".join(outcome.answer_score["missing"]))
+        return "\n".join(lines)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
+        if isinstance(excinfo.value, (RunFailed, RunError)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.name}"
+
+
+def outcome_properties(outcome: Outcome) -> list[tuple[str, Any]]:
+    """``item.user_properties`` for a run: one JSON payload plus scalars for JUnit XML."""
+    from .score import solo_score
+
+    extra = outcome.extra
+    score = outcome.score
+    if score is None and outcome.kind == "task":
+        score = solo_score(outcome, extra.get("has_verify", False), extra.get("has_lint", False), extra.get("scoring"))
+    props = [
+        ("agentrace.outcome", json.dumps(outcome.to_dict(), sort_keys=True)),
+        ("agentrace.run_id", outcome.run_id),
+        ("agentrace.status", outcome.status),
+        ("agentrace.score", score if score is not None else ""),
+        ("agentrace.seconds", outcome.seconds),
+        ("agentrace.lines", outcome.lines_changed),
+    ]
+    u = outcome.usage
+    if u.total_tokens is not None:
+        props.append(("agentrace.tokens", u.total_tokens))
+    if u.cost_usd is not None:
+        props.append(("agentrace.cost_usd", u.cost_usd))
+    return props

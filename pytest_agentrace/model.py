@@ -1,0 +1,226 @@
+"""The outcome record and the words the rest of the package shares.
+
+Everything that crosses a process boundary (pytest-xdist workers -> controller, run.json on disk,
+JUnit properties) is a plain JSON dict made by ``to_dict`` and read back by ``from_dict``; enums are
+``StrEnum`` so their values are ordinary strings.
+
+``run.json`` schema (``SCHEMA_VERSION`` 1), one object per run::
+
+    schema_version  int        1
+    run_id          str        RunSpec id: "<kind>:<case>/<arm>/<agent>/r<rep>"
+    kind            str        "task" | "trial"
+    source          str        path of the task/trial file (as given to pytest)
+    content_hash    str        sha256 of the task/trial file content (for resume)
+    case, arm, agent, model, rep
+    status          str        Status value
+    reason          str|None   why a run is not ``passed`` (one line)
+    started         str        ISO-8601 UTC
+    seconds         float      agent wall time (seconds)
+    total_seconds   float      whole run incl. clone, setup and checks (seconds)
+    exit_code       int|None   agent process exit code (None: no process / killed)
+    timed_out       bool
+    checks          {name: CheckResult dict}   name in tests | verify | lint | setup
+    lines_added, lines_removed, lines_changed, files_changed   int
+    tampered        [str]      protected paths the agent created/changed/deleted
+    usage           Usage dict (tokens, cost, tool calls, answer)
+    answer_score    dict|None  trial answer key result {correct, recall, missing, forbidden}
+    used_tool       bool|None  trial arm ``uses`` regex matched a tool call
+    claim           dict|None  trial verification claim
+    score           float|None composite score (tasks; filled in by the controller, 0..100)
+    reused          bool       outcome read back from disk by --agentrace-resume
+    session_id      str
+    extra           dict       adapter/feature specific fields (JSON primitives only)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class Status(enum.StrEnum):
+    """Status of one run. ``ERROR`` is an infrastructure fault (ours), never a sample."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+
+class CostSource(enum.StrEnum):
+    """Where ``Usage.cost_usd`` came from."""
+
+    REPORTED = "reported"  # the CLI's own figure
+    PRICED = "priced"  # tokens x pricing table
+    ESTIMATED = "estimated"  # from input/output sizes; only when tokens are unknown
+    NONE = "none"
+
+
+class AgentStatus(enum.StrEnum):
+    """How the agent's own output says its run ended (from the adapter's parser)."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"
+    ERROR = "error"  # not the agent's fault: login/auth missing, CLI misconfigured (run status ``error``)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call of an agent: tool ``name`` and a short ``summary`` of its arguments."""
+
+    name: str
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What an agent's machine-readable output says about its run.
+
+    Token counts are integers (tokens) or ``None`` when the output does not say: never invented.
+    ``cost_usd`` is US dollars with ``cost_source`` telling where it came from. ``turns`` counts model
+    round-trips. ``status`` is the agent's own view (``completed`` / ``failed`` / ``incomplete``) and
+    ``error`` its reason when not completed. ``parse_warnings`` lists unknown events and malformed lines.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    total_tokens: int | None = None
+    cost_usd: float | None = None
+    cost_source: str = CostSource.NONE
+    turns: int | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    answer: str | None = None
+    cli_version: str | None = None
+    model: str | None = None
+    status: str = AgentStatus.COMPLETED
+    error: str | None = None
+    permission_denials: tuple[str, ...] = ()
+    parse_warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["tool_calls"] = [{"name": t.name, "summary": t.summary} for t in self.tool_calls]
+        d["permission_denials"] = list(self.permission_denials)
+        d["parse_warnings"] = list(self.parse_warnings)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Usage:
+        if not d:
+            return cls()
+        known = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["tool_calls"] = tuple(ToolCall(t.get("name", ""), t.get("summary", "")) for t in d.get("tool_calls") or ())
+        kw["permission_denials"] = tuple(d.get("permission_denials") or ())
+        kw["parse_warnings"] = tuple(d.get("parse_warnings") or ())
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check command (tests / verify / lint / setup): exit code, wall ``seconds``, log path."""
+
+    name: str
+    command: str
+    exit_code: int | None
+    seconds: float
+    log: str | None = None
+    timed_out: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["passed"] = self.passed
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CheckResult:
+        return cls(
+            name=d["name"],
+            command=d.get("command", ""),
+            exit_code=d.get("exit_code"),
+            seconds=float(d.get("seconds") or 0.0),
+            log=d.get("log"),
+            timed_out=bool(d.get("timed_out", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one run measured. See the module docstring for the JSON shape (``run.json``)."""
+
+    run_id: str
+    kind: str
+    source: str
+    case: str
+    arm: str
+    agent: str
+    rep: int
+    status: str
+    model: str | None = None
+    content_hash: str = ""
+    reason: str | None = None
+    started: str = ""
+    seconds: float = 0.0
+    total_seconds: float = 0.0
+    exit_code: int | None = None
+    timed_out: bool = False
+    checks: dict[str, CheckResult] = field(default_factory=dict)
+    lines_added: int = 0
+    lines_removed: int = 0
+    lines_changed: int = 0
+    files_changed: int = 0
+    tampered: tuple[str, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    answer_score: dict[str, Any] | None = None
+    used_tool: bool | None = None
+    claim: dict[str, Any] | None = None
+    score: float | None = None
+    reused: bool = False
+    session_id: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def is_sample(self) -> bool:
+        """True when the run counts for statistics (every status but ``error``)."""
+        return self.status != Status.ERROR
+
+    def check(self, name: str) -> CheckResult | None:
+        return self.checks.get(name)
+
+    def replace(self, **changes: Any) -> Outcome:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["checks"] = {k: v.to_dict() for k, v in self.checks.items()}
+        d["usage"] = self.usage.to_dict()
+        d["tampered"] = list(self.tampered)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Outcome:
+        """Build from a ``to_dict`` payload.
+
+        Raises ``ValueError`` for a newer ``schema_version`` than this package knows.
+        """
+        version = int(d.get("schema_version", 1))
+        if version > SCHEMA_VERSION:
+            raise ValueError(f"run record schema_version {version} is newer than supported {SCHEMA_VERSION}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["checks"] = {k: CheckResult.from_dict(v) for k, v in (d.get("checks") or {}).items()}
+        kw["usage"] = Usage.from_dict(d.get("usage"))
+        kw["tampered"] = tuple(d.get("tampered") or ())
+        return cls(**kw)

@@ -1,0 +1,32 @@
+"""Options shared by the pytest plugin (``--agentrace-*``) and the ``agentrace`` CLI.
+
+``OPTIONS`` lists ``(flag, argparse kwargs)``; ``add_pytest_options`` registers them in an
+``agentrace`` group, and the CLI reuses the same definitions where a subcommand needs them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+OPTIONS: list[tuple[str, dict[str, Any]]] = [
+    ("--agentrace", {"action": "store_true", "default": False, "help": "collect task (YAML) and trial (TOML) files and run the agents they name"}),
+    ("--agentrace-agent", {"action": "append", "default": [], "metavar": "SPEC", "help": "agent to run (name, name:model); repeatable; overrides the files' agent lists"}),
+    ("--agentrace-reps", {"type": int, "default": None, "metavar": "N", "help": "repetitions of each cell (default: the file's reps, else 1)"}),
+    ("--agentrace-out", {"default": None, "metavar": "DIR", "help": "results folder (default: .agentrace under the rootdir)"}),
+    ("--agentrace-timeout", {"type": float, "default": None, "metavar": "SECONDS", "help": "override every task's/trial's timeout (seconds per command)"}),
+    ("--agentrace-no-cost", {"action": "store_true", "default": False, "help": "hide token and cost columns in the summary"}),
+]
+
+
+def add_pytest_options(parser: Any, extra: list[tuple[str, dict[str, Any]]] | None = None) -> None:
+    """Register ``OPTIONS`` (plus ``extra``) with pytest's ``parser`` in the ``agentrace`` group."""
+    group = parser.getgroup("agentrace", "coding-agent races and trials (pytest-agentrace)")
+    for flag, kwargs in [*OPTIONS, *(extra or [])]:
+        group.addoption(flag, dest=flag.lstrip("-").replace("-", "_"), **kwargs)
+
+
+def out_dir(config: Any) -> Path:
+    """The results folder: ``--agentrace-out`` or ``<rootdir>/.agentrace``."""
+    value = config.getoption("agentrace_out")
+    return Path(value).resolve() if value else Path(config.rootpath) / ".agentrace"

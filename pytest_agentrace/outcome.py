@@ -1,0 +1,61 @@
+"""run.json: write atomically, read back, walk a results folder.
+
+A results folder (``--agentrace-out``, default ``.agentrace``) holds
+``runs/<case>/<arm>/<agent>/<rep>/run.json`` beside ``raw.out``, ``raw.err``, ``prompt.txt``,
+``diff.patch`` and the check logs. See ``model`` for the record's fields.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .model import Outcome
+
+RUN_FILE = "run.json"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file and ``os.replace``: readers see old or new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_run(run_dir: Path, outcome: Outcome) -> Path:
+    """Write ``run_dir/run.json`` atomically and return its path."""
+    path = run_dir / RUN_FILE
+    write_atomic(path, json.dumps(outcome.to_dict(), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def read_run(path: Path) -> Outcome:
+    """Read one ``run.json``; raises ``ValueError`` (with the path) when it is not a valid record."""
+    try:
+        return Outcome.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, json.JSONDecodeError, TypeError, KeyError, ValueError) as exc:
+        raise ValueError(f"{path}: not a valid run record: {exc}") from None
+
+
+def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
+    """Yield ``(path, outcome)`` for every readable ``run.json`` under ``out/runs`` in sorted path order.
+
+    Unreadable records are skipped (``read_run`` on them says why).
+    """
+    for path in sorted((Path(out) / "runs").glob(f"**/{RUN_FILE}")):
+        try:
+            yield path, read_run(path)
+        except ValueError:
+            continue

@@ -1,0 +1,103 @@
+"""pytest hooks and wiring only. Nothing happens without ``--agentrace``.
+
+Data flow: ``pytest_collect_file`` claims task/trial files -> run items execute in ``setup`` ->
+their outcome travels in ``report.user_properties`` (one JSON string; the same with pytest-xdist) ->
+the controller's ``session.Aggregator`` gathers them in ``pytest_runtest_logreport`` -> the summary is
+printed in ``pytest_terminal_summary``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .options import add_pytest_options, out_dir
+
+AGGREGATOR_KEY = pytest.StashKey["object"]()
+SESSION_ID_KEY = pytest.StashKey[str]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_pytest_options(parser)
+
+
+def _enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("agentrace", default=False))
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """True inside a pytest-xdist worker (which must never aggregate or set the exit status)."""
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _enabled(config):
+        return
+    from .session import Aggregator
+
+    sid = config.workerinput.get("agentrace_session") if is_worker(config) else None
+    config.stash[SESSION_ID_KEY] = sid or uuid.uuid4().hex[:12]
+    config.stash[AGGREGATOR_KEY] = Aggregator()
+    config.pluginmanager.register(SessionPlugin(config), "agentrace-session")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist: give workers the controller's session id."""
+    if _enabled(node.config):
+        node.workerinput["agentrace_session"] = node.config.stash[SESSION_ID_KEY]
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under --agentrace, a task's starter ``repo`` folder is input, not tests: do not collect it."""
+    if not _enabled(config) or not collection_path.is_dir():
+        return None
+    from .collect import task_repo_dirs
+
+    if collection_path.resolve() in task_repo_dirs(collection_path.parent, config):
+        return True
+    return None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector):
+    if not _enabled(parent.config):
+        return None
+    from .collect import TaskFile, sniff_task
+
+    if file_path.suffix in (".yaml", ".yml") and sniff_task(file_path, parent.config):
+        return TaskFile.from_parent(parent, path=file_path)
+    return None
+
+
+def execute(config: pytest.Config, spec, tmp_path: Path):
+    """Run one RunSpec in ``tmp_path`` and return its Outcome (called from the item's setup)."""
+    from .runner import run_task
+
+    out = out_dir(config)
+    return run_task(spec, tmp_path, out, {"cache_dir": out / ".cache" / "repos"}, config.stash[SESSION_ID_KEY])
+
+
+class SessionPlugin:
+    """Per-session hooks registered by ``pytest_configure`` (holds the config, like pytest-cov's plugin)."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Gather outcomes from reports (on the controller these include every xdist worker's)."""
+        for name, value in getattr(report, "user_properties", ()):
+            if name == "agentrace.outcome":
+                self.config.stash[AGGREGATOR_KEY].add_json(value)
+                return
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+        if is_worker(config):
+            return
+        agg = config.stash[AGGREGATOR_KEY]
+        if not agg.outcomes:
+            return
+        terminalreporter.section("agentrace")
+        for line in agg.summary_lines(show_cost=not config.getoption("agentrace_no_cost")):
+            terminalreporter.write_line(line)

@@ -1,0 +1,1 @@
+"""Reports over outcomes: terminal text (tabulate), and later Markdown, JSON and HTML."""

@@ -1,0 +1,69 @@
+"""Terminal tables (tabulate) for the session summary and the CLI."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from ..model import Outcome, Status
+
+TASK_HEADERS = ["Rank", "Agent", "Score", "Status", "Tests", "Verify", "Exit", "Lint", "Time (s)", "Lines"]
+COST_HEADERS = ["Tokens", "Cost (USD)"]
+
+
+def _check(o: Outcome, name: str) -> str:
+    c = o.checks.get(name)
+    if c is None:
+        return "-"
+    return "pass" if c.passed else ("timeout" if c.timed_out else "fail")
+
+
+def fmt_tokens(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def fmt_cost(o: Outcome) -> str:
+    u = o.usage
+    if u.cost_usd is None:
+        return "-"
+    mark = {"priced": " (priced)", "estimated": " (est.)"}.get(u.cost_source, "")
+    return f"{u.cost_usd:.4f}{mark}"
+
+
+def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str]:
+    """One ranked table per task (per rep when a task has several), as lines of text.
+
+    Rows are ranked by score (competition ranking, ties share a rank); ``error`` runs come last with rank ``-``.
+    """
+    from tabulate import tabulate
+
+    from ..score import rank
+
+    by_case: dict[tuple[str, str], dict[int, list[Outcome]]] = defaultdict(lambda: defaultdict(list))
+    for o in outcomes:
+        if o.kind == "task":
+            by_case[(o.case, o.source)][o.rep].append(o)
+    lines: list[str] = []
+    for (case, source), reps in sorted(by_case.items()):
+        for rep, runs in sorted(reps.items()):
+            ranks = rank({o.run_id: o.score for o in runs})
+            runs = sorted(runs, key=lambda o: (ranks[o.run_id] is None, ranks[o.run_id] or 0, o.agent))
+            rows = []
+            for o in runs:
+                row = [
+                    ranks[o.run_id] or "-", o.agent, "-" if o.score is None else f"{o.score:.1f}",
+                    o.status + (" (reused)" if o.reused else ""), _check(o, "tests"), _check(o, "verify"),
+                    "-" if o.exit_code is None else o.exit_code, _check(o, "lint"), f"{o.seconds:.1f}", o.lines_changed,
+                ]
+                if show_cost:
+                    row += [fmt_tokens(o.usage.total_tokens), fmt_cost(o)]
+                rows.append(row)
+            title = f"task {case}" + (f" (rep {rep})" if len(reps) > 1 else "") + f"  [{source}]"
+            lines.append(title)
+            lines.extend(tabulate(rows, headers=TASK_HEADERS + (COST_HEADERS if show_cost else []), tablefmt="github").splitlines())
+            notes = [f"  {o.agent}: {o.reason}" for o in runs if o.status != Status.PASSED and o.reason]
+            if notes:
+                lines.append("not passed:")
+                lines.extend(notes)
+            lines.append("")
+    return lines

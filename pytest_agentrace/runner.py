@@ -1,0 +1,237 @@
+"""Execute one RunSpec: workspace -> agent -> change accounting -> checks -> Outcome (+ run.json).
+
+``run_agent`` (shared with trials) starts the agent through its adapter and parses its output;
+``run_task`` is the task pipeline. Infrastructure faults become ``status = error`` outcomes, agent faults
+(crash, garbage output, timeout) become samples; nothing here raises for an agent's behaviour.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import process, workspace
+from .agents import get_adapter
+from .agents.base import RunContext
+from .checks import NOT_FOUND_EXIT, clean_env, run_check
+from .errors import AgentError, WorkspaceError
+from .matrix import RunSpec
+from .model import AgentStatus, CheckResult, Outcome, Status, Usage
+from .outcome import write_run
+
+RUN_FILES = ("run.json", "raw.out", "raw.err", "prompt.txt", "diff.patch", "tests.log", "verify.log", "lint.log", "setup.log")
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """What running the agent gave: exit code (None: killed or not started), seconds, parsed usage."""
+
+    exit_code: int | None
+    seconds: float
+    timed_out: bool
+    usage: Usage
+    error: str | None = None  # our side could not start it
+
+
+def resolve_executable(spec: RunSpec) -> str | None:
+    """The executable an agent needs (``None`` for in-process agents). Relative paths with ``/`` in a custom
+    command resolve against the task/trial file's folder."""
+    agent = spec.agent
+    if agent.command:
+        exe = agent.command[0]
+        if "/" in exe and not os.path.isabs(exe):
+            cand = (spec.source.parent / exe).resolve()
+            if cand.exists():
+                return str(cand)
+        return exe
+    try:
+        return get_adapter(agent.adapter).executable
+    except KeyError:
+        return agent.name
+
+
+def missing_executable(spec: RunSpec) -> str | None:
+    """Skip reason when the agent's executable is not on PATH (``None`` when it is, or not needed)."""
+    exe = resolve_executable(spec)
+    if exe is None:
+        return None
+    if os.path.isabs(exe):
+        return None if os.access(exe, os.X_OK) else f"agent '{spec.agent.label}' executable {exe} not found or not executable"
+    return None if shutil.which(exe) else f"agent '{spec.agent.label}' not found on PATH ({exe})"
+
+
+def fresh_run_dir(run_dir: Path) -> None:
+    """Remove the files an earlier run of the same RunSpec left, so a run's folder holds only its own files."""
+    if run_dir.exists():
+        for entry in run_dir.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
+    """Start the agent (in-process for noop/oracle, else its CLI in a process group) and parse its output.
+
+    Writes ``raw.out`` / ``raw.err`` (secrets redacted) to ``ctx.run_dir``. A parser exception is recorded as
+    a parse warning, never raised.
+    """
+    adapter = get_adapter(spec.agent.adapter)
+    secrets = process.secret_values(ctx.env)
+    start = time.monotonic()
+    if spec.agent.command is None and adapter.executable is None:
+        res = adapter.run_inprocess(ctx)
+        stdout, stderr, code, timed_out, err = res.stdout, res.stderr, res.exit_code, False, None
+        seconds = time.monotonic() - start
+    else:
+        try:
+            if spec.agent.command is not None:
+                from .agents.command import expand_template
+
+                exe = resolve_executable(spec)
+                argv = [exe, *expand_template(spec.agent.command[1:], ctx), *spec.agent.args]
+                inv_env, stdin = dict(ctx.env), None
+            else:
+                inv = adapter.invocation(ctx)
+                argv, inv_env, stdin = [*inv.argv, *spec.agent.args], inv.env, inv.stdin
+        except AgentError as exc:
+            return AgentRun(None, 0.0, False, Usage(), error=str(exc))
+        (ctx.run_dir / "argv.json").write_text(process.redact(_json(argv), secrets), encoding="utf-8")
+        pres = process.run(argv, cwd=ctx.workspace, env=inv_env, timeout=ctx.timeout, stdin=stdin)
+        stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
+    (ctx.run_dir / "raw.out").write_text(process.redact(stdout, secrets), encoding="utf-8")
+    (ctx.run_dir / "raw.err").write_text(process.redact(stderr, secrets), encoding="utf-8")
+    if err:
+        return AgentRun(None, seconds, False, Usage(), error=f"could not start agent: {err}")
+    try:
+        usage = adapter.parse(stdout, stderr, ctx)
+    except Exception as exc:  # a parser bug must not lose the run
+        usage = Usage(parse_warnings=(f"parser failed: {type(exc).__name__}: {exc}",))
+    return AgentRun(code, seconds, timed_out, usage)
+
+
+def _json(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, indent=1)
+
+
+def make_context(spec: RunSpec, tmp: Path, run_dir: Path, ws: Path, prompt: str, env: Mapping[str, str], edits: bool, options: Mapping[str, Any]) -> RunContext:
+    """Build the adapter's ``RunContext`` and write ``prompt.txt`` (the exact text sent)."""
+    home = tmp / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    prompt_file = run_dir / "prompt.txt"
+    prompt_file.write_text(prompt, encoding="utf-8")
+    return RunContext(
+        workspace=ws, run_dir=run_dir, home=home, prompt=prompt, prompt_file=prompt_file,
+        model=spec.agent.model, edits=edits, env=env, timeout=spec.timeout, agent=spec.agent,
+        case=spec.case_obj, options=options,
+    )
+
+
+def base_outcome(spec: RunSpec, session_id: str) -> dict[str, Any]:
+    """The identifying fields every outcome of ``spec`` carries."""
+    return {
+        "run_id": spec.id, "kind": spec.kind, "source": str(spec.source), "case": spec.case, "arm": spec.arm,
+        "agent": spec.agent.id, "model": spec.agent.model, "rep": spec.rep,
+        "content_hash": getattr(spec.spec, "content_hash", ""), "session_id": session_id,
+        "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def run_task(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | None = None, session_id: str = "") -> Outcome:
+    """Run one task RunSpec end to end in ``tmp`` and write ``run.json`` under ``out``. Returns the Outcome.
+
+    ``options``: ``cache_dir`` (template repos). Never raises for agent behaviour; ``KeyboardInterrupt``
+    propagates and leaves no ``run.json``.
+    """
+    options = dict(options or {})
+    task = spec.spec
+    run_dir = spec.run_dir(out)
+    fresh_run_dir(run_dir)
+    start = time.monotonic()
+    fields = base_outcome(spec, session_id or uuid.uuid4().hex[:12])
+    fields["extra"] = {
+        "has_verify": bool(task.verify_command), "has_lint": bool(task.lint_command),
+        "scoring": task.scoring or None, "difficulty": task.difficulty,
+    }
+    env = clean_env(extra={**task.env, **spec.agent.env})
+    secrets = process.secret_values(env)
+    checks: dict[str, CheckResult] = {}
+
+    def finish(status: Status, reason: str | None = None, **more: Any) -> Outcome:
+        outcome = Outcome(
+            **fields, status=str(status), reason=reason, checks=checks,
+            total_seconds=round(time.monotonic() - start, 3), **more,
+        )
+        write_run(run_dir, outcome)
+        return outcome
+
+    ws = tmp / "ws"
+    try:
+        workspace.create(task.repo, ws, Path(options.get("cache_dir") or out / ".cache" / "repos"))
+    except WorkspaceError as exc:
+        return finish(Status.ERROR, f"workspace: {exc}")
+    for i, command in enumerate(task.setup):
+        res = run_check("setup", command, ws, env, task.timeout, run_dir / "setup.log", secrets)
+        checks["setup"] = res
+        if not res.passed:
+            return finish(Status.ERROR, f"setup command {i + 1} failed ({_why(res)}): {command}")
+    try:
+        before = workspace.snapshot_tree(ws)
+    except WorkspaceError as exc:
+        return finish(Status.ERROR, f"workspace: {exc}")
+    guarded = workspace.protected_state(ws, task.protected_globs)
+
+    ctx = make_context(spec, tmp, run_dir, ws, task.description, env, True, options)
+    agent = run_agent(spec, ctx)
+    if agent.error:
+        return finish(Status.ERROR, agent.error, usage=agent.usage)
+    fields.update(
+        seconds=round(agent.seconds, 3), exit_code=agent.exit_code, timed_out=agent.timed_out, usage=agent.usage,
+    )
+    try:
+        change = workspace.change(ws, before, workspace.snapshot_tree(ws))
+    except WorkspaceError as exc:
+        return finish(Status.FAILED, f"the agent left the workspace unreadable to git: {exc}")
+    (run_dir / "diff.patch").write_text(process.redact(change.patch, secrets), encoding="utf-8")
+    fields.update(
+        lines_added=change.lines_added, lines_removed=change.lines_removed,
+        lines_changed=change.lines_changed, files_changed=change.files_changed,
+    )
+    bad = workspace.tampered(guarded, workspace.protected_state(ws, task.protected_globs))
+    if bad:
+        return finish(Status.FAILED, f"tampered: {', '.join(bad)}", tampered=tuple(bad))
+    if agent.usage.status == AgentStatus.ERROR:
+        return finish(Status.ERROR, f"agent environment: {agent.usage.error or 'the CLI reported an error on our side'}")
+    if agent.usage.status == AgentStatus.INCOMPLETE and not agent.timed_out:
+        return finish(Status.ERROR, f"incomplete agent run: {agent.usage.error or 'no terminal event in its output'}")
+
+    checks["tests"] = run_check("tests", task.test_command, ws, env, task.timeout, run_dir / "tests.log", secrets)
+    # lint sees the agent's tree, before the hidden verify files are written into it
+    if task.lint_command:
+        checks["lint"] = run_check("lint", task.lint_command, ws, env, task.timeout, run_dir / "lint.log", secrets)
+    if task.verify_command:
+        workspace.write_files(ws, task.verify_files)
+        checks["verify"] = run_check("verify", task.verify_command, ws, env, task.timeout, run_dir / "verify.log", secrets)
+    missing = [c for c in checks.values() if c.name != "setup" and c.exit_code == NOT_FOUND_EXIT]
+    if missing:
+        return finish(Status.ERROR, f"{missing[0].name} command not found: {missing[0].command}")
+    if agent.timed_out:
+        return finish(Status.TIMEOUT, f"agent timed out after {spec.timeout:g}s")
+    failed = [c for c in (checks.get("tests"), checks.get("verify")) if c is not None and not c.passed]
+    if failed:
+        return finish(Status.FAILED, f"{failed[0].name} failed ({_why(failed[0])})")
+    return finish(Status.PASSED)
+
+
+def _why(check: CheckResult) -> str:
+    return "timed out" if check.timed_out else f"exit {check.exit_code}"

@@ -1,0 +1,186 @@
+"""Strict loader for coderace-style task files (YAML).
+
+A task file is a YAML mapping with at least ``description`` and ``test_command`` (coderace's format:
+https://github.com/mikiships/coderace task files load unchanged). Keys are listed in ``TASK_KEYS``; any
+other key, a wrong type or a path escaping the workspace raises ``SpecError`` naming file and key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+from .common import (
+    AgentSpec,
+    check_keys,
+    parse_agent,
+    positive_number,
+    relative_file,
+    resolve_source,
+    str_list,
+    str_mapping,
+    typed,
+    unique_agent_ids,
+)
+
+TASK_KEYS = (
+    "name", "description", "repo", "test_command", "lint_command", "verify_command", "verify_files",
+    "timeout", "agents", "scoring", "pricing", "difficulty", "setup", "solution_files", "solution_patch",
+    "protected", "env",
+)
+REQUIRED = ("name", "description", "test_command")
+SCORE_KEYS = ("tests", "verify", "exit", "lint", "time", "lines")
+PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
+DIFFICULTIES = ("easy", "medium", "hard")
+DEFAULT_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class Task:
+    """A loaded task. ``repo`` is an absolute path or URL (None: start from an empty repository).
+
+    ``timeout`` is seconds per command (agent and each check). ``verify_files`` and ``solution_files``
+    map workspace-relative paths to file contents. ``scoring`` holds raw weights (not normalised).
+    ``pricing`` maps an agent or model name to USD per 1M tokens by kind (``input``, ``output``, ...).
+    """
+
+    path: Path
+    name: str
+    description: str
+    test_command: str
+    repo: str | None = None
+    lint_command: str | None = None
+    verify_command: str | None = None
+    verify_files: dict[str, str] = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
+    agents: tuple[AgentSpec, ...] = ()
+    scoring: dict[str, float] = field(default_factory=dict)
+    pricing: dict[str, dict[str, float]] = field(default_factory=dict)
+    difficulty: str | None = None
+    setup: tuple[str, ...] = ()
+    solution_files: dict[str, str] = field(default_factory=dict)
+    solution_patch: str | None = None
+    protected: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    content_hash: str = ""
+
+    @property
+    def protected_globs(self) -> tuple[str, ...]:
+        """``protected`` plus every ``verify_files`` path (always protected)."""
+        return tuple(dict.fromkeys((*self.protected, *self.verify_files)))
+
+
+def is_task_data(data: Any) -> bool:
+    """True when parsed YAML looks like a task file (a mapping with description and test_command)."""
+    return isinstance(data, Mapping) and "description" in data and "test_command" in data
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file; raises ``SpecError`` with the line for a syntax error."""
+    import yaml
+
+    text = path.read_text(encoding="utf-8")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError(path, None, f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+
+
+def load_task(path: Path, data: Any = None) -> Task:
+    """Load and validate a task file. ``data`` is the already-parsed YAML, if at hand.
+
+    Raises ``SpecError`` (file, key, fix) for any schema violation.
+    """
+    path = Path(path)
+    raw = path.read_bytes()
+    if data is None:
+        data = read_yaml(path)
+    if not isinstance(data, Mapping):
+        raise SpecError(path, None, "a task file must be a YAML mapping with name, description and test_command")
+    check_keys(path, "", data, TASK_KEYS, REQUIRED)
+    name = typed(path, "name", data["name"], str)
+    if not name.strip() or any(c in name for c in "/\\[]") or name in (".", ".."):
+        raise SpecError(path, "name", f"{name!r} cannot be used as a task name; use letters, digits, '-', '_' or '.'")
+    kw: dict[str, Any] = {
+        "path": path,
+        "name": name,
+        "description": typed(path, "description", data["description"], str),
+        "test_command": typed(path, "test_command", data["test_command"], str),
+        "content_hash": hashlib.sha256(raw).hexdigest(),
+    }
+    if data.get("repo") is not None:
+        kw["repo"] = resolve_source(path, typed(path, "repo", data["repo"], str))
+    for key in ("lint_command", "verify_command", "solution_patch"):
+        if data.get(key) is not None:
+            kw[key] = typed(path, key, data[key], str)
+    if data.get("timeout") is not None:
+        kw["timeout"] = positive_number(path, "timeout", data["timeout"])
+    if data.get("difficulty") is not None:
+        diff = typed(path, "difficulty", data["difficulty"], str)
+        if diff not in DIFFICULTIES:
+            raise SpecError(path, "difficulty", f"must be one of {', '.join(DIFFICULTIES)}, not {diff!r}")
+        kw["difficulty"] = diff
+    for key in ("verify_files", "solution_files"):
+        files = str_mapping(path, key, data.get(key) or {})
+        kw[key] = {relative_file(path, f"{key}.{k}", k): v for k, v in files.items()}
+    if kw["verify_files"] and not kw.get("verify_command"):
+        raise SpecError(path, "verify_command", "verify_files are given but no verify_command runs them; add verify_command")
+    if data.get("agents") is not None:
+        agents = typed(path, "agents", data["agents"], list, fix="write a list, e.g. agents: [claude, codex]")
+        kw["agents"] = unique_agent_ids(parse_agent(path, f"agents[{i}]", a) for i, a in enumerate(agents))
+    if data.get("scoring") is not None:
+        kw["scoring"] = _scoring(path, data["scoring"])
+    if data.get("pricing") is not None:
+        kw["pricing"] = _pricing(path, data["pricing"])
+    for key in ("setup", "protected"):
+        if data.get(key) is not None:
+            kw[key] = str_list(path, key, data[key])
+    if kw.get("protected"):
+        kw["protected"] = tuple(relative_file(path, "protected", g) for g in kw["protected"])
+    if data.get("env") is not None:
+        kw["env"] = str_mapping(path, "env", data["env"])
+    return Task(**kw)
+
+
+def _scoring(path: Path, value: Any) -> dict[str, float]:
+    typed(path, "scoring", value, dict)
+    check_keys(path, "scoring", value, SCORE_KEYS)
+    out = {}
+    for k, v in value.items():
+        typed(path, f"scoring.{k}", v, int, float)
+        if v < 0:
+            raise SpecError(path, f"scoring.{k}", f"weight must be 0 or more, not {v}")
+        out[k] = float(v)
+    if out and sum(out.values()) <= 0:
+        raise SpecError(path, "scoring", "weights sum to 0; give at least one positive weight")
+    return out
+
+
+def _pricing(path: Path, value: Any) -> dict[str, dict[str, float]]:
+    typed(path, "pricing", value, dict)
+    out = {}
+    for name, prices in value.items():
+        key = f"pricing.{name}"
+        typed(path, key, prices, dict, fix="give USD per 1M tokens, e.g. {input: 3, output: 15}")
+        check_keys(path, key, prices, PRICE_KEYS)
+        out[str(name)] = {k: float(typed(path, f"{key}.{k}", v, int, float)) for k, v in prices.items()}
+    return out
+
+
+def solution_patch_text(task: Task) -> str | None:
+    """The reference patch text: inline, or read from a ``.patch``/``.diff`` path next to the task file."""
+    patch = task.solution_patch
+    if patch is None:
+        return None
+    if "\n" not in patch.strip() and patch.strip().endswith((".patch", ".diff")):
+        p = task.path.parent / patch.strip()
+        if not p.is_file():
+            raise SpecError(task.path, "solution_patch", f"patch file {p} not found")
+        return p.read_text(encoding="utf-8")
+    return patch
