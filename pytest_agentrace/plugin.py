@@ -92,6 +92,17 @@ class SessionPlugin:
                 self.config.stash[AGGREGATOR_KEY].add_json(value)
                 return
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """After junitxml wrote its file (trylast), put the final composite scores into it."""
+        xml = self.config.getoption("xmlpath", default=None)
+        if is_worker(self.config) or not xml:
+            return
+        from .junit import patch_scores
+
+        scored = self.config.stash[AGGREGATOR_KEY].scored()
+        patch_scores(Path(xml), {o.run_id: o.score for o in scored if o.kind == "task"})
+
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         if is_worker(config):
             return

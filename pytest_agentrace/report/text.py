@@ -30,6 +30,14 @@ def fmt_cost(o: Outcome) -> str:
     return f"{u.cost_usd:.4f}{mark}"
 
 
+def _display_path(path: str) -> str:
+    """``path`` relative to the current directory when it lies below it."""
+    import os
+
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
 def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str]:
     """One ranked table per task (per rep when a task has several), as lines of text.
 
@@ -58,7 +66,7 @@ def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str
                 if show_cost:
                     row += [fmt_tokens(o.usage.total_tokens), fmt_cost(o)]
                 rows.append(row)
-            title = f"task {case}" + (f" (rep {rep})" if len(reps) > 1 else "") + f"  [{source}]"
+            title = f"task {case}" + (f" (rep {rep})" if len(reps) > 1 else "") + f"  [{_display_path(source)}]"
             lines.append(title)
             lines.extend(tabulate(rows, headers=TASK_HEADERS + (COST_HEADERS if show_cost else []), tablefmt="github").splitlines())
             notes = [f"  {o.agent}: {o.reason}" for o in runs if o.status != Status.PASSED and o.reason]
