@@ -1,0 +1,131 @@
+"""Issue 2: the strict task schema — every error names the file, the key and the fix; other files are left alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_agentrace.errors import SpecError
+from pytest_agentrace.spec.task import load_task
+
+BASE = "name: t\ndescription: do it\ntest_command: 'true'\nagents: [noop]\n"
+
+
+def load(tmp_path: Path, text: str):
+    p = tmp_path / "task.yaml"
+    p.write_text(text)
+    return load_task(p)
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "message"),
+    [
+        (BASE + "lint_commnd: ruff\n", "lint_commnd", "did you mean 'lint_command'?"),
+        (BASE.replace("agents: [noop]", "agents: claude"), "agents", "must be a list, not str 'claude'"),
+        (BASE + "timeout: '300'\n", "timeout", "must be an integer or a number, not str '300'"),
+        (BASE + "timeout: -1\n", "timeout", "must be greater than 0"),
+        (BASE + "verify_command: x\nverify_files:\n  /etc/passwd: x\n", "verify_files./etc/passwd", "must be relative to the workspace"),
+        (BASE + "verify_command: x\nverify_files:\n  ../x: y\n", "verify_files.../x", "escapes the workspace"),
+        ("name: t\ndescription: d\nagents: [noop]\nrepo: r\ntest_command: null\n", "test_command", "required key is missing"),
+        ("description: d\ntest_command: x\n", "name", "required key is missing"),
+        (BASE + "difficulty: extreme\n", "difficulty", "must be one of easy, medium, hard"),
+        (BASE + "scoring: {tests: 1, speed: 2}\n", "scoring.speed", "unknown key"),
+        (BASE + "agents: [{name: x, comand: y}]\n".replace("agents: [noop]\n", ""), "agents[0].comand", "did you mean 'command'?"),
+        (BASE + "verify_files: {a.py: x}\n", "verify_command", "no verify_command"),
+        (BASE + "pricing: {m: {input: cheap}}\n", "pricing.m.input", "must be an integer or a number"),
+    ],
+)
+def test_schema_errors_name_file_key_and_fix(tmp_path: Path, text: str, key: str, message: str) -> None:
+    if text.count("agents:") > 1:
+        text = text.replace("agents: [noop]\n", "", 1)
+    with pytest.raises(SpecError) as exc:
+        load(tmp_path, text)
+    assert exc.value.key == key
+    assert str(tmp_path / "task.yaml") in str(exc.value)
+    assert message in str(exc.value)
+
+
+def test_repo_is_resolved_relative_to_the_task_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "sub").mkdir()
+    p = tmp_path / "sub" / "task.yaml"
+    p.write_text(BASE + "repo: ../starter\n")
+    monkeypatch.chdir("/")
+    assert load_task(p).repo == str(tmp_path / "starter")
+
+
+def test_agent_specs(tmp_path: Path) -> None:
+    task = load(tmp_path, BASE.replace("[noop]", "[codex:gpt-5.4, {name: mine, command: 'run {prompt} --m {model}', kind: plain, model: m1, env: {A: '1'}}]"))
+    codex, mine = task.agents
+    assert (codex.name, codex.model, codex.id, codex.adapter) == ("codex", "gpt-5.4", "codex:gpt-5.4", "codex")
+    assert mine.command == ("run", "{prompt}", "--m", "{model}") and mine.adapter == "plain" and mine.env == {"A": "1"}
+    assert mine.id == "mine:m1"
+
+
+def test_coderace_task_file_loads_unchanged(tmp_path: Path) -> None:
+    text = """\
+name: fibonacci
+description: |
+  Write fib.py with a function fibonacci(n) returning the n-th Fibonacci number.
+repo: .
+test_command: python -m pytest tests/ -x
+lint_command: ruff check .
+timeout: 300
+agents:
+  - claude
+  - codex
+  - aider
+difficulty: easy
+verify_command: python -m pytest verify_tests/ -x
+verify_files:
+  verify_tests/test_fib.py: |
+    from fib import fibonacci
+    def test_zero():
+        assert fibonacci(0) == 0
+scoring:
+  tests: 40
+  exit: 20
+  lint: 15
+  time: 15
+  lines: 10
+"""
+    task = load(tmp_path, text)
+    assert task.name == "fibonacci" and [a.name for a in task.agents] == ["claude", "codex", "aider"]
+    assert task.protected_globs == ("verify_tests/test_fib.py",)
+
+
+def test_collection_error_is_one_clear_line(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", task="name: t\ndescription: d\ntest_command: x\nlint_commnd: y\nagents: [noop]\n")
+    res = pytester.runpytest("--agentrace")
+    assert res.ret == pytest.ExitCode.INTERRUPTED
+    res.stdout.fnmatch_lines(["*task.yaml: key 'lint_commnd': unknown key (did you mean 'lint_command'?)*"])
+
+
+def test_broken_yaml_task_is_reported_not_skipped(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", task="name: t\ndescription: [unclosed\ntest_command: x\n")
+    res = pytester.runpytest("--agentrace")
+    res.stdout.fnmatch_lines(["*task.yaml*not valid YAML*"])
+
+
+def test_opt_in_unrelated_files_untouched(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", config="database: {host: localhost}\ntest_command_like: 1\n")
+    pytester.makefile(".yml", other="- a\n- b\n")
+    pytester.makefile(".toml", settings="[tool]\nx = 1\n")
+    pytester.makepyprojecttoml("[tool.pytest.ini_options]\naddopts = ''\n")
+    pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
+    pytester.makefile(".yaml", task="name: t\ndescription: d\ntest_command: 'false'\nagents: [noop]\n")
+    plain = pytester.runpytest()
+    plain.assert_outcomes(passed=1)
+    assert "= agentrace =" not in plain.stdout.str() and "task.yaml" not in plain.stdout.str()
+    assert not (pytester.path / ".agentrace").exists()
+    claimed = pytester.runpytest("--agentrace", "--collect-only", "-q")
+    assert [line for line in claimed.stdout.lines if "::" in line] == ["task.yaml::t[noop-r1]", "test_plain.py::test_ok"]
+
+
+def test_starter_repo_tests_are_not_collected(pytester: pytest.Pytester) -> None:
+    (pytester.path / "suite" / "repo").mkdir(parents=True)
+    (pytester.path / "suite" / "repo" / "test_starter.py").write_text("def test_fails():\n    assert False\n")
+    (pytester.path / "suite" / "repo" / "conftest.py").write_text("raise RuntimeError('must not be imported')\n")
+    (pytester.path / "suite" / "task.yaml").write_text("name: t\ndescription: d\nrepo: repo\ntest_command: 'false'\nagents: [noop]\n")
+    res = pytester.runpytest("--agentrace", "--collect-only", "-q", "suite")
+    assert [line for line in res.stdout.lines if "::" in line] == ["suite/task.yaml::t[noop-r1]"]
