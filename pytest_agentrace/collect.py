@@ -76,6 +76,49 @@ def task_repo_dirs(directory: Path, config: pytest.Config) -> set[Path]:
     return dirs
 
 
+def sniff_trial(path: Path, config: pytest.Config) -> bool:
+    """True when ``path`` is a trial file: a ``*.toml`` (not ``pyproject.toml``) with a top-level
+    ``[[questions]]`` array. A file that does not parse but has a ``[[questions]]`` line is claimed too, so its
+    syntax error is reported. Results are cached per session."""
+    cache = config.stash.setdefault(SNIFF_KEY, {})
+    if path in cache:
+        return cache[path]
+    result = False
+    if path.suffix == ".toml" and path.name != "pyproject.toml":
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        if "questions" in text:
+            import tomllib
+
+            from .spec.trial import is_trial_data
+
+            try:
+                result = is_trial_data(tomllib.loads(text))
+            except tomllib.TOMLDecodeError:
+                result = any(x.strip().replace(" ", "") == "[[questions]]" for x in text.splitlines())
+    cache[path] = result
+    return result
+
+
+def trial_input_dirs(directory: Path, config: pytest.Config) -> set[Path]:
+    """Resolved local ``[[repos]]`` sources and arm overlays of the trial files directly in ``directory``
+    (inputs, not tests: never collected)."""
+    from .spec.trial import load_trial
+
+    dirs = set()
+    for path in sorted(directory.glob("*.toml")):
+        if sniff_trial(path, config):
+            try:
+                trial = load_trial(path)
+            except (SpecError, OSError):
+                continue
+            dirs.update(Path(r.source) for r in trial.repos if Path(r.source).is_absolute())
+            dirs.update(Path(a.overlay) for a in trial.arms if a.overlay)
+    return dirs
+
+
 def cli_agents(config: pytest.Config):
     """Agents from ``--agentrace-agent`` (None when not given)."""
     from .spec.common import parse_agent, unique_agent_ids
@@ -120,6 +163,40 @@ class TaskFile(SpecFile):
             raise SpecError(self.path, "agents", "no agents to run; add e.g. agents: [claude, noop] or pass --agentrace-agent")
         reps = self.config.getoption("agentrace_reps") or 1
         yield from self.make_items(task_runs(task, agents, reps))
+
+
+class TrialFile(SpecFile):
+    """A trial file (TOML): one item per question x arm x agent x rep, named ``question[arm-agent-rN]``.
+
+    ``--agentrace-reps`` overrides ``[defaults].reps``; ``--agentrace-arm`` / ``--agentrace-agent`` keep only
+    the arms / agents named (an agent matches by id, name or ``name:model``); a filter that leaves nothing in
+    this file is a collection error listing what the file has.
+    """
+
+    def collect(self):
+        import dataclasses
+
+        from .matrix import trial_runs
+        from .spec.trial import load_trial
+
+        trial = load_trial(self.path)
+        override = self.config.getoption("agentrace_timeout")
+        if override:
+            trial = dataclasses.replace(trial, timeout=float(override))
+        agents = list(trial.agents)
+        wanted = self.config.getoption("agentrace_agent")
+        if wanted:
+            agents = [a for a in agents if {a.id, a.name, a.label} & set(wanted)]
+            if not agents:
+                raise SpecError(self.path, "--agentrace-agent", f"{', '.join(wanted)} matches none of this trial's agents: {', '.join(a.id for a in trial.agents)}")
+        arms = [a.name for a in trial.arms]
+        wanted_arms = self.config.getoption("agentrace_arm")
+        if wanted_arms:
+            arms = [a for a in arms if a in wanted_arms]
+            if not arms:
+                raise SpecError(self.path, "--agentrace-arm", f"{', '.join(wanted_arms)} matches none of this trial's arms: {', '.join(a.name for a in trial.arms)}")
+        reps = self.config.getoption("agentrace_reps") or trial.reps
+        yield from self.make_items(trial_runs(trial, agents, arms, reps))
 
 
 def check_outcome(request: pytest.FixtureRequest, tmp_path: Path) -> None:

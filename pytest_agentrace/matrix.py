@@ -57,3 +57,17 @@ def task_runs(task: Any, agents: Sequence[AgentSpec], reps: int) -> list[RunSpec
         for agent in agents
         for rep in range(1, reps + 1)
     ]
+
+
+def trial_runs(trial: Any, agents: Sequence[AgentSpec], arms: Sequence[str], reps: int) -> list[RunSpec]:
+    """RunSpecs for a trial: question x arm x agent x rep (reps 1..``reps``) in file order.
+
+    ``case`` is the question id and ``case_obj`` the ``Question``; ``spec`` is the ``Trial``.
+    """
+    return [
+        RunSpec("trial", trial.path, q.id, arm, agent, rep, trial.timeout, trial, q)
+        for q in trial.questions
+        for arm in arms
+        for agent in agents
+        for rep in range(1, reps + 1)
+    ]

@@ -30,3 +30,9 @@ def out_dir(config: Any) -> Path:
     """The results folder: ``--agentrace-out`` or ``<rootdir>/.agentrace``."""
     value = config.getoption("agentrace_out")
     return Path(value).resolve() if value else Path(config.rootpath) / ".agentrace"
+
+
+from .resume import RESUME_OPTIONS  # noqa: E402  (trial/resume options, issue 4)
+from .spec.trial import TRIAL_OPTIONS  # noqa: E402
+
+OPTIONS += TRIAL_OPTIONS + RESUME_OPTIONS

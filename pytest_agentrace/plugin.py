@@ -41,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_ID_KEY] = sid or uuid.uuid4().hex[:12]
     config.stash[AGGREGATOR_KEY] = Aggregator()
     config.pluginmanager.register(SessionPlugin(config), "agentrace-session")
+    if not is_worker(config):
+        from .resume import install_sigterm
+
+        install_sigterm(config)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -54,9 +58,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     """Under --agentrace, a task's starter ``repo`` folder is input, not tests: do not collect it."""
     if not _enabled(config) or not collection_path.is_dir():
         return None
-    from .collect import task_repo_dirs
+    from .collect import task_repo_dirs, trial_input_dirs
 
-    if collection_path.resolve() in task_repo_dirs(collection_path.parent, config):
+    if collection_path.resolve() in task_repo_dirs(collection_path.parent, config) | trial_input_dirs(collection_path.parent, config):
         return True
     return None
 
@@ -64,19 +68,30 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     if not _enabled(parent.config):
         return None
-    from .collect import TaskFile, sniff_task
+    from .collect import TaskFile, TrialFile, sniff_task, sniff_trial
 
     if file_path.suffix in (".yaml", ".yml") and sniff_task(file_path, parent.config):
         return TaskFile.from_parent(parent, path=file_path)
+    if file_path.suffix == ".toml" and sniff_trial(file_path, parent.config):
+        return TrialFile.from_parent(parent, path=file_path)
     return None
 
 
 def execute(config: pytest.Config, spec, tmp_path: Path):
     """Run one RunSpec in ``tmp_path`` and return its Outcome (called from the item's setup)."""
+    from .resume import reused_outcome
     from .runner import run_task
 
     out = out_dir(config)
-    return run_task(spec, tmp_path, out, {"cache_dir": out / ".cache" / "repos"}, config.stash[SESSION_ID_KEY])
+    reused = reused_outcome(config, spec, out)
+    if reused is not None:
+        return reused
+    options = {"cache_dir": out / ".cache" / "repos"}
+    if spec.kind == "trial":
+        from .trial_runner import run_trial
+
+        return run_trial(spec, tmp_path, out, options, config.stash[SESSION_ID_KEY])
+    return run_task(spec, tmp_path, out, options, config.stash[SESSION_ID_KEY])
 
 
 class SessionPlugin:

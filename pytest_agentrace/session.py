@@ -52,5 +52,7 @@ class Aggregator:
     def summary_lines(self, show_cost: bool = True) -> list[str]:
         """The terminal summary: one ranked table per task (see ``report.text``)."""
         from .report.text import task_tables
+        from .report.trials import trial_tables
 
-        return task_tables(self.scored(), show_cost=show_cost)
+        scored = self.scored()
+        return task_tables(scored, show_cost=show_cost) + trial_tables(scored, show_cost=show_cost)

@@ -1,0 +1,68 @@
+"""Terminal table of trial outcomes: one row per cell (question x arm x agent), counts only.
+
+Intervals, relative cost and verdicts are the statistics module's job; this table says what ran and how it
+ended, so a trial session is never silent. Pure function over outcomes (tabulate imported lazily).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from ..model import Outcome, Status
+from .text import _display_path, fmt_tokens
+
+MAX_NOTES = 20
+TRIAL_HEADERS = ["Question", "Arm", "Agent", "Runs", "Passed", "Correct", "Recall", "Verify", "Used tool", "Claims ok", "Errors", "Time (s)"]
+
+
+def _ratio(items: list[bool]) -> str:
+    return f"{sum(items)}/{len(items)}" if items else "-"
+
+
+def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str]:
+    """One table per trial file, rows per cell in (question, arm, agent) order, as lines of text.
+
+    Columns: runs; passed and (answer key) correct among the runs that are samples (status not ``error``);
+    mean recall; verify passed / runs with a verify result; used tool; valid claims without false_pass or
+    false_fail / runs asked for a claim; ``error`` count; mean agent seconds; and (``show_cost``) mean total
+    tokens per run where known. ``(n reused)`` marks runs reported from an earlier session's ``run.json``.
+    """
+    from tabulate import tabulate
+
+    by_trial: dict[str, dict[tuple[str, str, str], list[Outcome]]] = defaultdict(lambda: defaultdict(list))
+    for o in outcomes:
+        if o.kind == "trial":
+            by_trial[o.source][(o.case, o.arm, o.agent)].append(o)
+    lines: list[str] = []
+    for source, cells in sorted(by_trial.items()):
+        rows = []
+        for (case, arm, agent), runs in sorted(cells.items()):
+            samples = [o for o in runs if o.status != Status.ERROR]
+            scored = [o for o in samples if o.answer_score]
+            recall = [o.answer_score["recall"] for o in scored]
+            verify = [o.checks["verify"].passed for o in samples if "verify" in o.checks]
+            used = [bool(o.used_tool) for o in samples if o.used_tool is not None]
+            claims = [o.claim.get("status") == "valid" and not o.claim.get("false_pass") and not o.claim.get("false_fail") for o in samples if o.claim]
+            reused = sum(o.reused for o in runs)
+            row = [
+                case, arm, agent, f"{len(runs)}" + (f" ({reused} reused)" if reused else ""),
+                _ratio([o.status == Status.PASSED for o in samples]), _ratio([bool(o.answer_score["correct"]) for o in scored]),
+                f"{sum(recall) / len(recall):.2f}" if recall else "-", _ratio(verify), _ratio(used), _ratio(claims),
+                len(runs) - len(samples), f"{sum(o.seconds for o in samples) / len(samples):.1f}" if samples else "-",
+            ]
+            if show_cost:
+                tokens = [o.usage.total_tokens for o in samples if o.usage.total_tokens is not None]
+                row.append(fmt_tokens(round(sum(tokens) / len(tokens))) if tokens else "-")
+            rows.append(row)
+        name = next(iter(cells.values()))[0].extra.get("trial", "")
+        lines.append(f"trial {name}  [{_display_path(source)}]")
+        lines.extend(tabulate(rows, headers=TRIAL_HEADERS + (["Tokens/run"] if show_cost else []), tablefmt="github", disable_numparse=True).splitlines())
+        notes = sorted({f"  {o.case}[{o.arm}-{o.agent}-r{o.rep}]: {o.status}: {o.reason}" for c in cells.values() for o in c if o.status != Status.PASSED and o.reason})
+        if notes:
+            lines.append("not passed:")
+            lines.extend(notes[:MAX_NOTES])
+            if len(notes) > MAX_NOTES:
+                lines.append(f"  ... and {len(notes) - MAX_NOTES} more (see the run.json files)")
+        lines.append("")
+    return lines
