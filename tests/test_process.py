@@ -1,0 +1,79 @@
+"""Process control: own process group, timeout kills the group, bounded capture, UTF-8 with replacement."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from pytest_agentrace import process
+
+
+GRANDCHILD_CODE = "import sys, time, pathlib; time.sleep(2); pathlib.Path(sys.argv[1]).write_text('x')"
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", f"GRANDCHILD = {GRANDCHILD_CODE!r}\n" + code]
+
+
+def test_exit_code_and_output(tmp_path: Path) -> None:
+    res = process.run(py("import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"), cwd=tmp_path)
+    assert (res.exit_code, res.stdout, res.stderr, res.timed_out) == (3, "out\n", "err\n", False)
+    assert res.stdout_bytes == 4
+
+
+def test_shell_string_and_not_found(tmp_path: Path) -> None:
+    assert process.run("no-such-command-xyz", cwd=tmp_path).exit_code == 127
+    res = process.run(["no-such-command-xyz"], cwd=tmp_path)
+    assert res.exit_code is None and "FileNotFoundError" in res.error
+
+
+def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
+    marker = tmp_path / "late"
+    code = (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', GRANDCHILD, {str(marker)!r}])\n"
+        "time.sleep(30)\n"
+    )
+    res = process.run(py(code), cwd=tmp_path, timeout=0.5, grace=0.5)
+    assert res.timed_out and res.exit_code is None
+    time.sleep(3)
+    assert not marker.exists()
+
+
+def test_background_grandchild_killed_after_normal_exit(tmp_path: Path) -> None:
+    marker = tmp_path / "late"
+    code = (
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', GRANDCHILD, {str(marker)!r}], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    )
+    res = process.run(py(code), cwd=tmp_path, timeout=10)
+    assert res.exit_code == 0
+    time.sleep(3)
+    assert not marker.exists()
+
+
+def test_flood_is_bounded_head_and_tail_kept(tmp_path: Path) -> None:
+    code = "import sys\nsys.stdout.write('HEAD\\n' + 'x' * 5_000_000 + '\\nTAIL\\n')"
+    res = process.run(py(code), cwd=tmp_path, head=1000, tail=1000)
+    assert res.stdout_bytes == 5 + 5_000_000 + 6
+    assert res.stdout.startswith("HEAD\n") and res.stdout.endswith("\nTAIL\n")
+    assert "bytes dropped by agentrace" in res.stdout
+    assert len(res.stdout) < 3000
+
+
+def test_garbage_bytes_decoded_with_replacement(tmp_path: Path) -> None:
+    res = process.run(py("import sys; sys.stdout.buffer.write(b'ok \\xff\\xfe done')"), cwd=tmp_path)
+    assert res.stdout == "ok \ufffd\ufffd done"
+
+
+def test_stdin_is_closed_or_fed(tmp_path: Path) -> None:
+    assert process.run(py("import sys; print(repr(sys.stdin.read()))"), cwd=tmp_path).stdout == "''\n"
+    assert process.run(py("import sys; print(sys.stdin.read())"), cwd=tmp_path, stdin="hi").stdout == "hi\n"
+
+
+def test_redaction() -> None:
+    text = "OPENAI_API_KEY=sk-abcdefghijklmnopqrstuv and Authorization: Bearer abcdefghijklmnopqrstu secret-value-123"
+    out = process.redact(text, ["secret-value-123"])
+    assert "abcdefghijklmnop" not in out and "secret-value-123" not in out
+    assert "OPENAI_API_KEY=<redacted>" in out

@@ -1,0 +1,55 @@
+"""Workspaces: clones, template repos from plain folders, change accounting, protected files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import git, make_repo
+
+from pytest_agentrace import workspace
+
+
+def test_change_counts_tracked_untracked_and_binary(tmp_path: Path) -> None:
+    src = make_repo(tmp_path / "src", {"a.txt": "1\n2\n3\n", "gone.txt": "x\n", ".gitignore": "ignored/\n"})
+    ws = tmp_path / "ws"
+    workspace.create(str(src), ws, tmp_path / "cache")
+    before = workspace.snapshot_tree(ws)
+    (ws / "a.txt").write_text("1\nTWO\n3\n4\n")
+    (ws / "gone.txt").unlink()
+    (ws / "new.txt").write_text("n\n")
+    (ws / "img.bin").write_bytes(b"\x00\x01\x02" * 10)
+    (ws / "ignored").mkdir()
+    (ws / "ignored" / "big.txt").write_text("z\n" * 100)
+    ch = workspace.change(ws, before, workspace.snapshot_tree(ws))
+    assert (ch.lines_added, ch.lines_removed, ch.files_changed, ch.binary_files) == (3, 2, 4, 1)
+    assert ch.lines_changed == 5
+    assert git(ws, "status", "--porcelain").count("\n") == 4  # the real index is untouched by snapshots
+
+
+def test_plain_folder_becomes_a_cached_template(tmp_path: Path) -> None:
+    src = make_repo(tmp_path / "plain", {"x.py": "x = 1\n"}, commit=False)
+    sha1 = workspace.create(str(src), tmp_path / "ws1", tmp_path / "cache")
+    sha2 = workspace.create(str(src), tmp_path / "ws2", tmp_path / "cache")
+    assert sha1 == sha2 and (tmp_path / "ws2" / "x.py").read_text() == "x = 1\n"
+    assert len([p for p in (tmp_path / "cache").iterdir() if p.is_dir()]) == 1
+    assert not (src / ".git").exists()
+
+
+def test_protected_state_and_tampering(tmp_path: Path) -> None:
+    ws = make_repo(tmp_path / "ws", {"conftest.py": "", "pkg/conftest.py": "", "tests/test_x.py": "", "other.py": ""})
+    pats = ["conftest.py", "tests/*.py"]
+    before = workspace.protected_state(ws, pats)
+    assert sorted(before) == ["conftest.py", "pkg/conftest.py", "tests/test_x.py"]
+    (ws / "pkg" / "conftest.py").write_text("rigged")
+    (ws / "deep" / "er").mkdir(parents=True)
+    (ws / "deep" / "er" / "conftest.py").write_text("new")
+    (ws / "tests" / "test_x.py").unlink()
+    (ws / "other.py").write_text("fine")
+    assert workspace.tampered(before, workspace.protected_state(ws, pats)) == ["deep/er/conftest.py", "pkg/conftest.py", "tests/test_x.py"]
+
+
+def test_missing_repo_is_a_workspace_error(tmp_path: Path) -> None:
+    import pytest
+
+    with pytest.raises(workspace.WorkspaceError, match="does not exist"):
+        workspace.create(str(tmp_path / "nope"), tmp_path / "ws", tmp_path / "cache")
