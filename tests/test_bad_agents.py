@@ -1,0 +1,71 @@
+"""Agents that crash, flood output or print garbage are recorded as such; nothing else is lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import BUGGY_REPO, FIXER, make_repo, write_script
+
+XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_bad_agents_never_break_the_session(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "fixer", FIXER)
+    write_script(bin_dir / "crasher", "raise RuntimeError('agent blew up')\n")
+    write_script(bin_dir / "flooder", "import sys\nfor _ in range(40):\n    sys.stdout.write('y' * 1_000_000)\n")
+    write_script(bin_dir / "garbler", "import sys, os\nsys.stdout.buffer.write(os.urandom(20000))\n")
+    agents = ", ".join(f"{{name: {n}, command: {n}}}" for n in ("fixer", "crasher", "flooder", "garbler"))
+    (pytester.path / "task.yaml").write_text(
+        f"name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\nagents: [{agents}]\n"
+    )
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", *xdist)
+    res.assert_outcomes(passed=1, failed=3)
+    runs = {p.parts[-3]: json.loads(p.read_text()) for p in (pytester.path / "o").glob("runs/t/default/*/1/run.json")}
+    assert sorted(runs) == ["crasher", "fixer", "flooder", "garbler"]
+    assert runs["crasher"]["exit_code"] == 1 and runs["crasher"]["status"] == "failed"
+    assert "agent blew up" in (pytester.path / "o/runs/t/default/crasher/1/raw.err").read_text()
+    flood_out = (pytester.path / "o/runs/t/default/flooder/1/raw.out").read_text()
+    assert len(flood_out) < 11 * 1024 * 1024 and "bytes dropped by agentrace" in flood_out
+    assert runs["garbler"]["status"] == "failed"
+    assert runs["fixer"]["status"] == "passed"
+
+
+def test_prompt_file_and_model_placeholders(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "echoer", """\
+        import json, pathlib, sys
+        pathlib.Path("calc.py").write_text("def add(a, b):\\n    return a + b\\n")
+        print(json.dumps(sys.argv[1:]))
+        print(pathlib.Path(sys.argv[2]).read_text())
+    """)
+    (pytester.path / "task.yaml").write_text(
+        "name: t\ndescription: the prompt text\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+        "env: {TASK_VAR: from-task}\n"
+        "agents: [{name: echoer, command: 'echoer {prompt} {prompt_file} --model={model}', model: m-1}]\n"
+    )
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o")
+    res.assert_outcomes(passed=1)
+    out = (pytester.path / "o/runs/t/default/echoer:m-1/1/raw.out").read_text().splitlines()
+    argv = json.loads(out[0])
+    assert argv[0] == "the prompt text" and argv[1].endswith("prompt.txt") and argv[2] == "--model=m-1"
+    assert out[1] == "the prompt text"
+
+
+def test_task_env_reaches_the_agent_and_pytest_vars_do_not(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "envy", """\
+        import os, sys
+        assert os.environ["TASK_VAR"] == "from-task", os.environ.get("TASK_VAR")
+        assert os.environ["AGENT_VAR"] == "from-agent"
+        assert not [k for k in os.environ if k.startswith("PYTEST_")], [k for k in os.environ if k.startswith("PYTEST_")]
+        open("calc.py", "w").write("def add(a, b):\\n    return a + b\\n")
+    """)
+    (pytester.path / "task.yaml").write_text(
+        "name: t\ndescription: d\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+        "env: {TASK_VAR: from-task}\nagents: [{name: envy, command: envy, env: {AGENT_VAR: from-agent}}]\n"
+    )
+    pytester.runpytest("--agentrace").assert_outcomes(passed=1)
