@@ -103,6 +103,8 @@ class Usage:
     error: str | None = None
     permission_denials: tuple[str, ...] = ()
     parse_warnings: tuple[str, ...] = ()
+    # per model served: {model: {input_tokens, output_tokens, cache_read_tokens, cache_write_tokens}} (for pricing)
+    model_usage: dict[str, dict[str, int | None]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -13,6 +13,13 @@ ADAPTERS: dict[str, str] = {
     "noop": "pytest_agentrace.agents.builtin:Noop",
     "oracle": "pytest_agentrace.agents.builtin:Oracle",
     "plain": "pytest_agentrace.agents.command:Plain",
+    "claude": "pytest_agentrace.agents.claude:Claude",
+    "codex": "pytest_agentrace.agents.codex:Codex",
+    "aider": "pytest_agentrace.agents.aider:Aider",
+    "gemini": "pytest_agentrace.agents.gemini:Gemini",
+    "opencode": "pytest_agentrace.agents.opencode:OpenCode",
+    "cursor": "pytest_agentrace.agents.cursor:Cursor",
+    "copilot": "pytest_agentrace.agents.copilot:Copilot",
 }
 
 

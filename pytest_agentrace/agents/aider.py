@@ -1,0 +1,149 @@
+"""Aider: ``aider --message <prompt> --yes-always --no-auto-commits ... --analytics-log <run dir>/aider-events.jsonl``.
+
+Invocation (aider docs "Options reference", "Chat modes"; behaviour of 0.86.2 in ``model-double.md``):
+``--yes-always --no-auto-commits --no-pretty --no-stream --no-check-update --no-gitignore`` (``--no-stream``
+makes aider use the server's token counts; ``--no-gitignore`` keeps it from editing ``.gitignore``),
+``--analytics-disable`` (no PostHog client, and no "allow analytics?" question answered yes by
+``--yes-always``) with ``--analytics-log`` (a local JSON-lines event log, written also when analytics are
+disabled), ``--no-show-release-notes`` (a first run in a fresh HOME would otherwise offer them).
+Read-only runs add ``--chat-mode ask``. ``--model`` when given.
+
+Parsing (samples ``captured-0.86.2-*``; aider's ``base_coder.py``):
+- the analytics log is the exact source: ``message_send`` events carry ``prompt_tokens``,
+  ``completion_tokens``, ``cost`` (this message) and ``total_cost`` (the session so far) and ``main_model``;
+  tokens are summed over events, the cost is the last ``total_cost``, turns are the number of events; an
+  ``exit`` event ends a run (``Completed --message``), its absence means the run was cut off;
+- without the log, stdout's ``Tokens: 12k sent, 1.2k cache write, 3k cache hit, 1.2k received. Cost: $0.02
+  message, $0.05 session.`` lines are the fallback (``k``/``M`` suffixes and thousands separators; aider
+  rounds these, so a warning says so): tokens summed over lines, the cost is the last ``session`` figure.
+  Cache counts are only ever printed there. As aider's own cost code says, "sent" excludes the cache shares.
+- aider omits ``Cost:`` when the model has no price, and logs a cost of 0: 0 with tokens is "not reported";
+- the answer is the text between aider's start-up banner and its last ``Tokens:`` line; ``Aider vX`` gives
+  the version and ``Model:``/``Main model:`` the model. Aider has no tool calls (edits are parsed from text).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from ..model import AgentStatus, CostSource, Usage
+from . import auth
+from .base import RunContext, version_from
+from .cliadapter import CliAdapter
+from .parsing import Collector, add, as_float, as_int, load_events, mapping, one_line
+
+ANALYTICS_FILE = "aider-events.jsonl"
+_NUM = r"[\d][\d,]*(?:\.\d+)?[kKmM]?"
+TOKENS_RE = re.compile(
+    rf"^Tokens: (?P<sent>{_NUM}) sent(?:, (?P<cw>{_NUM}) cache write)?(?:, (?P<ch>{_NUM}) cache hit)?, (?P<recv>{_NUM}) received\."
+    r"(?: Cost: \$(?P<msg>[\d,]*\.?\d+) message, \$(?P<sess>[\d,]*\.?\d+) session\.)?\s*$"
+)
+MODEL_RE = re.compile(r"^(?:Main )?[Mm]odel: (\S+)")
+BANNER_RE = re.compile(r"^(Aider v\d|(Main |Weak |Editor )?[Mm]odel: |Git repo: |Repo-map: |Added .* to the chat)")
+
+
+class Aider(CliAdapter):
+    """Aider (see the module docstring for argv and output format)."""
+
+    name: ClassVar[str] = "aider"
+    executable: ClassVar[str] = "aider"
+    side_files: ClassVar[dict[str, str]] = {"analytics": ANALYTICS_FILE}
+
+    def argv(self, ctx: RunContext) -> list[str]:
+        message = [f"--message={ctx.prompt}"] if ctx.prompt.startswith("-") else ["--message", ctx.prompt]
+        return [
+            self.executable, *message, "--yes-always", "--no-auto-commits", "--no-pretty", "--no-stream",
+            "--no-check-update", "--no-gitignore", "--analytics-disable", "--no-show-release-notes",
+            "--analytics-log", str(ctx.run_dir / ANALYTICS_FILE), *self.model_args(ctx),
+            *([] if ctx.edits else ["--chat-mode", "ask"]),
+        ]
+
+    def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:
+        return parse_aider(stdout, stderr, (side or {}).get("analytics"))
+
+
+def number(text: str | None) -> int | None:
+    """An aider token figure: ``"1,234"`` -> 1234, ``"3.2k"`` -> 3200, ``"1.1M"`` -> 1100000."""
+    if not text:
+        return None
+    text = text.replace(",", "")
+    scale = {"k": 1000, "m": 1000000}.get(text[-1].lower(), 1)
+    if scale != 1:
+        text = text[:-1]
+    try:
+        return round(float(text) * scale)
+    except ValueError:
+        return None
+
+
+def parse_aider(stdout: str, stderr: str = "", analytics: str | None = None) -> Usage:
+    """Parse aider's stdout plus, when given, its ``--analytics-log`` text (module docstring)."""
+    col = Collector()
+    lines = (stdout or "").splitlines()
+    token_lines = [(i, m) for i, line in enumerate(lines) if (m := TOKENS_RE.match(line.strip()))]
+    fields: dict[str, Any] = {"answer": _answer(lines, token_lines)}
+    for line in lines:
+        if line.startswith("Aider v") and fields.get("cli_version") is None:
+            fields["cli_version"] = version_from(line)
+        if fields.get("model") is None and (m := MODEL_RE.match(line)):
+            fields["model"] = m.group(1)
+    if token_lines:
+        fields["cache_write_tokens"] = sum(number(m.group("cw")) or 0 for _, m in token_lines)
+        fields["cache_read_tokens"] = sum(number(m.group("ch")) or 0 for _, m in token_lines)
+    status, error = AgentStatus.COMPLETED, None
+    if analytics is not None:
+        status, error = _from_analytics(analytics, col, fields)
+    elif token_lines:
+        fields["input_tokens"] = sum(number(m.group("sent")) or 0 for _, m in token_lines)
+        fields["output_tokens"] = sum(number(m.group("recv")) or 0 for _, m in token_lines)
+        fields["turns"] = len(token_lines)
+        sessions = [m.group("sess") for _, m in token_lines if m.group("sess")]
+        cost = as_float(sessions[-1].replace(",", "")) if sessions else None
+        if cost:
+            fields.update(cost_usd=cost, cost_source=CostSource.REPORTED)
+        col.warn("token counts from aider's stdout (rounded by aider); no analytics log")
+    else:
+        tail = [line.strip() for line in [*(stderr or "").splitlines(), *lines] if line.strip()]
+        status, error = AgentStatus.FAILED, "aider printed no Tokens: line (no model call completed)" + (f": {one_line(tail[-1], 200)}" if tail else "")
+    status, error = auth.settle(status, error, [stderr, stdout])
+    return col.usage(status=status, error=error, **fields)
+
+
+def _from_analytics(text: str, col: Collector, fields: dict[str, Any]) -> tuple[str, str | None]:
+    """Fill tokens, cost, turns and model from the analytics log; return (status, error)."""
+    loaded = load_events(text)
+    for w in loaded.warnings:
+        col.warn(f"analytics log: {w}")
+    sends = [mapping(e.get("properties")) for e in loaded.events if e.get("event") == "message_send"]
+    exits = [mapping(e.get("properties")) for e in loaded.events if e.get("event") == "exit"]
+    if sends:
+        fields["input_tokens"] = add(*(as_int(p.get("prompt_tokens")) for p in sends))
+        fields["output_tokens"] = add(*(as_int(p.get("completion_tokens")) for p in sends))
+        fields["turns"] = len(sends)
+        if isinstance(sends[-1].get("main_model"), str):
+            fields["model"] = sends[-1]["main_model"]
+        cost = as_float(sends[-1].get("total_cost"))
+        if cost:
+            fields.update(cost_usd=cost, cost_source=CostSource.REPORTED)
+    if not exits:
+        return AgentStatus.INCOMPLETE, "aider's analytics log has no exit event (the run was cut off or crashed)"
+    reason = str(exits[-1].get("reason") or "")
+    if not sends:
+        return AgentStatus.FAILED, f"aider made no model call (exit: {reason or 'no reason'})"
+    if reason and not reason.startswith("Completed"):
+        return AgentStatus.FAILED, f"aider exited: {one_line(reason, 200)}"
+    return AgentStatus.COMPLETED, None
+
+
+def _answer(lines: list[str], token_lines: list[tuple[int, Any]]) -> str | None:
+    """The reply text: after the start-up banner, before the last ``Tokens:`` line."""
+    start = 0
+    for i, line in enumerate(lines):
+        if BANNER_RE.match(line):
+            start = i + 1
+        elif token_lines and i >= token_lines[-1][0]:
+            break
+    end = token_lines[-1][0] if token_lines else len(lines)
+    return "\n".join(lines[start:end]).strip() or None

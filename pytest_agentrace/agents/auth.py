@@ -1,0 +1,79 @@
+"""Recognise login / auth / account-setup failures in a CLI's error output.
+
+Such a run is our environment's fault (no login in the per-run HOME, a missing API key, an untrusted
+workspace), not the agent's: the parser reports ``AgentStatus.ERROR`` and the runner makes the run status
+``error`` with the matched line as the reason, so it is never scored as a failure.
+
+Only error channels of runs that did not complete are searched (stderr, error events, failed results, non-JSON
+stdout): a successful run whose answer mentions "401 Unauthorized" is not an auth failure.
+
+Messages, by CLI (from their error texts as quoted in public issue threads and docs):
+- Claude Code: ``Invalid API key · Please run /login``, ``Not logged in``, ``OAuth token has expired``,
+  ``authentication_error``, ``Credit balance is too low``.
+- Codex: ``unexpected status 401 Unauthorized``, ``Not logged in``, ``run `codex login```.
+- Gemini CLI: ``Please set an Auth method``, ``When using Gemini API, you must specify the GEMINI_API_KEY
+  environment variable``, exit 55 ``not running in a trusted directory``.
+- Cursor: ``Authentication required``, ``cursor-agent login``, ``Workspace Trust Required``.
+- Copilot: ``No authentication information found``, ``gh auth login``.
+- OpenCode: ``ProviderAuthError``, ``AI_LoadAPIKeyError``; aider/litellm: ``AuthenticationError``,
+  ``The API provider is not able to authenticate you``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ..model import AgentStatus
+from .parsing import one_line
+
+PATTERNS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"invalid api[ _-]?key",
+        r"incorrect api key",
+        r"invalid x-api-key",
+        r"authentication_?error",
+        r"not able to authenticate you",
+        r"\b401\b\W+unauthori[sz]ed",
+        r"\b(status|http|code|error)\W{0,3}401\b",
+        r"\bnot (logged|signed) in\b",
+        r"please (run )?/login",
+        r"please (log|sign) ?in",
+        r"\b(codex|cursor-agent|agent|copilot|gemini|claude|opencode|gh auth|aider) login\b",
+        r"(login|authentication|auth) (is )?required",
+        r"no authentication information",
+        r"api[ _-]?key (is )?(missing|not (set|found|provided|configured))",
+        r"(missing|no) api[ _-]?key",
+        r"must specify the \w*api_key",
+        r"please set an auth method",
+        r"(oauth )?token (has )?expired",
+        r"failed to (log ?in|authenticate)",
+        r"provider_?auth_?error",
+        r"load_?api_?key_?error",
+        r"credit balance is too low",
+        r"workspace trust required",
+        r"not running in a trusted (directory|folder)",
+    )
+)
+
+
+def detect(texts: Iterable[str | None]) -> str | None:
+    """The first line of ``texts`` that looks like a login/auth/setup failure (one line, at most 200
+    characters), or ``None``."""
+    for text in texts:
+        for line in (text or "").splitlines():
+            if any(p.search(line) for p in PATTERNS):
+                return one_line(line, 200)
+    return None
+
+
+def settle(status: str, error: str | None, texts: Iterable[str | None]) -> tuple[str, str | None]:
+    """``(status, error)`` of a parsed run, turned into ``AgentStatus.ERROR`` with the matched line when the
+    run did not complete and ``error`` or ``texts`` show an auth/setup failure."""
+    if status == AgentStatus.COMPLETED:
+        return status, error
+    found = detect([error, *texts])
+    if found:
+        return AgentStatus.ERROR, f"login/auth or setup problem: {found}"
+    return status, error

@@ -1,0 +1,234 @@
+"""Codex CLI: ``codex exec --json -s workspace-write ... <prompt>`` (JSON lines), stdin closed.
+
+Invocation (Codex docs "Non-interactive mode"; behaviour of 0.171.0 in ``model-double.md``): ``-s
+workspace-write`` lets the agent edit the workspace, ``-s read-only`` when the run may not edit (an agent's
+``sandbox:`` value replaces either); ``--disable plugins --disable remote_plugin --disable apps -c
+analytics.enabled=false`` stop the curated-plugin sync and the metrics push that otherwise stall each run for
+about 5 s at exit (these feature names exist in 0.171; older builds may reject them). ``--model`` when
+given. ``CODEX_HOME`` is ``<per-run HOME>/.codex``.
+
+Parsing (``cli-formats.md``; samples ``captured-0.171.0-*``, fullsend 0.152.1, agentcmd 0.46.0, takopi):
+- item format: ``thread.started``, ``turn.started``, ``item.started|updated|completed {item}``,
+  ``turn.completed {usage}``, ``turn.failed {error}``, ``error {message}``. ``turn.completed.usage`` is
+  cumulative for the thread: the **last** one is the total (never summed). Its counters nest (OpenAI style):
+  ``input_tokens`` includes ``cached_input_tokens`` and ``cache_write_input_tokens``, ``output_tokens``
+  includes ``reasoning_output_tokens``; this adapter subtracts the cached shares from the input. No cost, no
+  model and no turn count are reported. The final answer is the last ``agent_message``.
+- an ``error`` item and a top-level ``error`` event are warnings, not failures; only ``turn.failed`` fails.
+  A stream whose last ``turn.started`` has no ``turn.completed``/``turn.failed`` is **incomplete**.
+- legacy format ``{"id", "msg": {"type": ...}}`` (older ``exec --json`` and ``codex proto``): ``token_count``
+  with ``info.total_token_usage`` (cumulative: the last one) or, in older builds, the counters directly in
+  ``msg`` for one request each (summed; per request as in codex-rs before ``TokenUsageInfo``),
+  ``agent_message``, ``exec_command_begin``, ``patch_apply_begin``, ``mcp_tool_call_begin``,
+  ``task_complete {last_agent_message}``, ``error``. Turns are the number of ``token_count`` events there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from ..model import AgentStatus, Usage
+from . import auth
+from .base import RunContext
+from .cliadapter import CliAdapter, prompt_positional
+from .parsing import (
+    Collector,
+    add,
+    as_int,
+    load_events,
+    mapping,
+    one_line,
+    sub,
+    summarize,
+)
+
+OFFLINE_FLAGS = ("--disable", "plugins", "--disable", "remote_plugin", "--disable", "apps", "-c", "analytics.enabled=false")
+TOOL_ITEMS = {"command_execution", "file_change", "mcp_tool_call", "web_search", "todo_list", "collab_tool_call"}
+OTHER_ITEMS = {"agent_message", "reasoning", "error"}
+NEW_EVENTS = {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.started", "item.updated", "item.completed", "error"}
+LEGACY_QUIET = {
+    "task_started", "agent_message_delta", "agent_reasoning", "agent_reasoning_delta", "agent_reasoning_raw_content",
+    "agent_reasoning_section_break", "exec_command_output_delta", "exec_command_end", "patch_apply_end",
+    "mcp_tool_call_end", "web_search_end", "background_event", "turn_diff", "plan_update", "user_message",
+    "exec_approval_request", "apply_patch_approval_request", "get_history_entry_response", "shutdown_complete",
+}
+
+
+class Codex(CliAdapter):
+    """OpenAI Codex CLI (see the module docstring for argv and output format)."""
+
+    name: ClassVar[str] = "codex"
+    executable: ClassVar[str] = "codex"
+    home_dirs: ClassVar[dict[str, str]] = {"CODEX_HOME": ".codex"}
+    sandbox_flag: ClassVar[str] = "-s"
+
+    def argv(self, ctx: RunContext) -> list[str]:
+        sandbox = self.sandbox_args(ctx, "workspace-write" if ctx.edits else "read-only")
+        return [self.executable, "exec", "--json", *sandbox, *OFFLINE_FLAGS, *self.model_args(ctx), *prompt_positional(ctx.prompt)]
+
+    def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:
+        return parse_codex(stdout, stderr)
+
+
+class _State:
+    def __init__(self, col: Collector) -> None:
+        self.col = col
+        self.answer: str | None = None
+        self.usage: dict[str, Any] | None = None  # last cumulative usage
+        self.flat: list[dict[str, Any]] = []  # legacy per-request counters
+        self.requests = 0
+        self.turn = 0
+        self.started = False
+        self.terminal: str | None = None
+        self.error: str | None = None
+        self.errors: list[str] = []
+        self.model: str | None = None
+        self.legacy = False
+
+
+def parse_codex(stdout: str, stderr: str = "") -> Usage:
+    """Parse ``codex exec --json`` output (item or legacy format) into a ``Usage`` (module docstring)."""
+    loaded = load_events(stdout)
+    st = _State(Collector(loaded.warnings))
+    for event in loaded.events:
+        if "type" not in event and isinstance(event.get("msg"), dict):
+            st.legacy = True
+            _legacy(st, event["msg"])
+        elif "type" in event:
+            _item_event(st, event)
+        elif isinstance(event.get("model"), str):  # legacy exec prints its config summary first
+            st.model = event["model"]
+    if st.terminal == "completed":
+        status, error = AgentStatus.COMPLETED, None
+    elif st.terminal == "failed":
+        status, error = AgentStatus.FAILED, st.error or "turn failed"
+    elif st.legacy and st.errors:
+        status, error = AgentStatus.FAILED, st.errors[-1]
+    else:
+        status = AgentStatus.INCOMPLETE
+        error = "no terminal event (turn.completed / turn.failed / task_complete): the run was cut off"
+        if not st.started and not st.legacy:
+            error = "no turn in the output: codex did not start the task"
+    status, error = auth.settle(status, error, [*st.errors, stderr, *loaded.text_lines])
+    fields: dict[str, Any] = {"answer": st.answer, "model": st.model, "status": status, "error": error}
+    fields.update(_tokens(st))
+    if st.legacy and st.requests:
+        fields["turns"] = st.requests
+    return st.col.usage(**fields)
+
+
+def _tokens(st: _State) -> dict[str, Any]:
+    """Disjoint token counts from the last cumulative usage (or the summed legacy per-request counters)."""
+    if st.usage is None and st.flat:
+        keys = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
+        st.usage = {k: add(*(as_int(f.get(k)) for f in st.flat)) for k in keys}
+    if st.usage is None:
+        return {}
+    u = st.usage
+    total_in, cached, written = as_int(u.get("input_tokens")), as_int(u.get("cached_input_tokens")), as_int(u.get("cache_write_input_tokens"))
+    output = as_int(u.get("output_tokens"))
+    return {
+        "input_tokens": sub(total_in, cached, written),
+        "cache_read_tokens": cached,
+        "cache_write_tokens": written,
+        "output_tokens": output,
+        "total_tokens": add(total_in, output) if total_in is not None or output is not None else None,
+    }
+
+
+def _item_event(st: _State, event: dict[str, Any]) -> None:
+    kind = event.get("type")
+    if kind == "turn.started":
+        st.turn += 1
+        st.started = True
+        st.terminal = None
+    elif kind == "turn.completed":
+        st.terminal = "completed"
+        if isinstance(event.get("usage"), dict):
+            st.usage = event["usage"]
+    elif kind == "turn.failed":
+        st.terminal = "failed"
+        st.error = one_line(mapping(event.get("error")).get("message") or "turn failed", 300)
+        if isinstance(event.get("usage"), dict):
+            st.usage = event["usage"]
+    elif kind == "error":
+        message = one_line(event.get("message") or "", 300)
+        st.errors.append(message)
+        st.col.warn(f"codex error event: {message}")
+    elif kind in ("item.started", "item.updated", "item.completed"):
+        _item(st, mapping(event.get("item")), kind == "item.completed")
+    elif kind not in NEW_EVENTS:
+        st.col.unknown("event type", kind)
+
+
+def _item(st: _State, item: dict[str, Any], completed: bool) -> None:
+    kind = item.get("type") or item.get("item_type")  # item_type: builds before the 0.4x rename
+    key = f"{st.turn}:{item.get('id')}"
+    if kind in TOOL_ITEMS:
+        st.col.tool(_tool_name(item, kind), call_id=key, summary=_tool_summary(item, kind))
+    elif kind == "agent_message":
+        if completed and isinstance(item.get("text"), str):
+            st.answer = item["text"]
+    elif kind == "error":
+        if completed:
+            st.col.warn(f"codex error item: {one_line(item.get('message') or '', 300)}")
+    elif kind not in OTHER_ITEMS:
+        st.col.unknown("item type", kind)
+
+
+def _tool_name(item: dict[str, Any], kind: str) -> str:
+    if kind == "mcp_tool_call" and item.get("tool"):
+        return f"mcp:{item.get('server', '?')}.{item['tool']}"
+    return kind
+
+
+def _tool_summary(item: dict[str, Any], kind: str) -> str:
+    if kind == "command_execution":
+        return summarize(item.get("command"))
+    if kind == "file_change":
+        return one_line(", ".join(f"{mapping(c).get('kind', '?')} {mapping(c).get('path', '?')}" for c in item.get("changes") or ()))
+    if kind == "mcp_tool_call":
+        return summarize(item.get("arguments"))
+    if kind == "web_search":
+        return summarize(item.get("query"))
+    if kind == "todo_list":
+        return f"{len(item.get('items') or ())} items"
+    return summarize({k: v for k, v in item.items() if k not in ("id", "type", "status")})
+
+
+def _legacy(st: _State, msg: dict[str, Any]) -> None:
+    kind = msg.get("type")
+    if kind == "token_count":
+        st.requests += 1
+        info = mapping(msg.get("info"))
+        if isinstance(info.get("total_token_usage"), dict):
+            st.usage = info["total_token_usage"]
+        elif any(k in msg for k in ("input_tokens", "output_tokens")):
+            st.flat.append(msg)
+    elif kind == "agent_message":
+        if isinstance(msg.get("message"), str):
+            st.answer = msg["message"]
+    elif kind == "exec_command_begin":
+        st.col.tool("command_execution", call_id=f"legacy:{msg.get('call_id')}", summary=summarize(msg.get("command")))
+    elif kind == "patch_apply_begin":
+        changes = mapping(msg.get("changes"))
+        st.col.tool("file_change", call_id=f"legacy:{msg.get('call_id')}", summary=one_line(", ".join(changes)))
+    elif kind == "mcp_tool_call_begin":
+        inv = mapping(msg.get("invocation"))
+        st.col.tool(f"mcp:{inv.get('server', '?')}.{inv.get('tool', '?')}", inv.get("arguments"), f"legacy:{msg.get('call_id')}")
+    elif kind == "web_search_begin":
+        st.col.tool("web_search", call_id=f"legacy:{msg.get('call_id')}", summary=summarize(msg.get("query")))
+    elif kind == "session_configured":
+        if isinstance(msg.get("model"), str):
+            st.model = msg["model"]
+    elif kind == "task_complete":
+        st.terminal = "completed"
+        if isinstance(msg.get("last_agent_message"), str):
+            st.answer = msg["last_agent_message"]
+    elif kind in ("error", "stream_error", "turn_aborted"):
+        message = one_line(msg.get("message") or msg.get("reason") or kind, 300)
+        st.errors.append(message)
+        st.col.warn(f"codex {kind}: {message}")
+    elif kind not in LEGACY_QUIET:
+        st.col.unknown("legacy event type", kind)

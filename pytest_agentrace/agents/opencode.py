@@ -1,0 +1,117 @@
+"""OpenCode: ``opencode run --format json --auto <prompt>`` (JSON lines).
+
+Invocation (OpenCode docs "CLI"; behaviour of 1.18.33 in ``model-double.md``): ``--auto`` approves the
+agent's permission requests; read-only runs use the built-in ``plan`` agent (``--agent plan``, edits denied)
+without ``--auto``. ``--model provider/model`` when given. ``OPENCODE_CONFIG``/``OPENCODE_CONFIG_DIR`` of the
+user are dropped when HOME is per run.
+
+Parsing (``cli-formats.md``; samples ``captured-1.18.33-*``, takopi, fullsend):
+- events ``{type, timestamp, sessionID, part}``: ``step_start``, ``text {part.text}``, ``tool_use {part.tool,
+  part.callID, part.state.input}``, ``reasoning``, ``step_finish {part.reason, part.tokens, part.cost}``,
+  ``error {error{name, data{message}}}``;
+- tokens and cost are **per step**: the run's figures are sums over ``step_finish``. ``tokens.input`` excludes
+  the cache, which is in ``tokens.cache.read``/``write``; output = ``output`` + ``reasoning``;
+- a step's ``cost`` of 0 with non-zero tokens means "not reported" (subscription/free providers), not free:
+  when any such step exists the run's cost is unknown (a warning says how many steps lacked it);
+- turns = number of ``step_finish`` events; the answer is the text of the last step that has text;
+- status: an ``error`` event with no ``step_finish`` after it is a failed run; a last step finishing with
+  reason ``tool-calls`` and nothing after is an incomplete run; otherwise completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from ..model import AgentStatus, CostSource, Usage
+from . import auth
+from .base import RunContext
+from .cliadapter import CliAdapter, prompt_positional
+from .parsing import Collector, add, as_float, as_int, load_events, mapping, one_line
+
+KNOWN_EVENTS = {"step_start", "text", "tool_use", "reasoning", "step_finish", "error"}
+
+
+class OpenCode(CliAdapter):
+    """OpenCode CLI (see the module docstring for argv and output format)."""
+
+    name: ClassVar[str] = "opencode"
+    executable: ClassVar[str] = "opencode"
+    user_config_vars: ClassVar[tuple[str, ...]] = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR")
+
+    def argv(self, ctx: RunContext) -> list[str]:
+        mode = ["--auto"] if ctx.edits else ["--agent", "plan"]
+        return [self.executable, "run", "--format", "json", *mode, *self.model_args(ctx), *prompt_positional(ctx.prompt)]
+
+    def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:
+        return parse_opencode(stdout, stderr)
+
+
+def parse_opencode(stdout: str, stderr: str = "") -> Usage:
+    """Parse ``opencode run --format json`` output into a ``Usage`` (see the module docstring)."""
+    loaded = load_events(stdout)
+    col = Collector(loaded.warnings)
+    sums: dict[str, int | None] = {"input_tokens": None, "output_tokens": None, "cache_read_tokens": None, "cache_write_tokens": None}
+    steps = 0
+    cost = 0.0
+    costed = unpriced = 0
+    step_text: list[str] = []
+    answer: str | None = None
+    last_reason: str | None = None
+    error: str | None = None
+    errors: list[str] = []
+    for event in loaded.events:
+        kind = event.get("type")
+        part = mapping(event.get("part"))
+        if kind == "step_start":
+            step_text = []
+        elif kind == "text":
+            if isinstance(part.get("text"), str) and part["text"]:
+                step_text.append(part["text"])
+                answer = "".join(step_text)
+        elif kind == "tool_use":
+            state = mapping(part.get("state"))
+            col.tool(part.get("tool") or "?", state.get("input"), part.get("callID") or part.get("id"))
+        elif kind == "step_finish":
+            steps += 1
+            last_reason = part.get("reason")
+            error = None
+            tokens = mapping(part.get("tokens"))
+            cache = mapping(tokens.get("cache"))
+            step = {
+                "input_tokens": as_int(tokens.get("input")),
+                "output_tokens": add(as_int(tokens.get("output")), as_int(tokens.get("reasoning"))),
+                "cache_read_tokens": as_int(cache.get("read")),
+                "cache_write_tokens": as_int(cache.get("write")),
+            }
+            for k, v in step.items():
+                sums[k] = add(sums[k], v)
+            step_cost = as_float(part.get("cost"))
+            if step_cost:
+                cost += step_cost
+                costed += 1
+            elif any(step.values()):
+                unpriced += 1
+        elif kind == "error":
+            err = mapping(event.get("error"))
+            data = mapping(err.get("data"))
+            code = f" ({data['statusCode']})" if data.get("statusCode") else ""
+            error = one_line(f"{err.get('name') or 'error'}: {data.get('message') or err.get('message') or ''}{code}", 300)
+            errors.append(error)
+        elif kind not in KNOWN_EVENTS:
+            col.unknown("event type", kind)
+    fields: dict[str, Any] = {**sums, "answer": answer, "turns": steps or None}
+    if costed and not unpriced:
+        fields.update(cost_usd=round(cost, 10), cost_source=CostSource.REPORTED)
+    elif costed and unpriced:
+        col.warn(f"opencode reported a cost for {costed} of {costed + unpriced} steps; the run's cost is unknown")
+    if error is not None:
+        status = AgentStatus.FAILED
+    elif steps == 0:
+        status, error = AgentStatus.INCOMPLETE, "no step_finish event in the output (the run was cut off or crashed)"
+    elif last_reason == "tool-calls":
+        status, error = AgentStatus.INCOMPLETE, "the last step ended with tool calls and no step followed (cut off)"
+    else:
+        status = AgentStatus.COMPLETED
+    status, error = auth.settle(status, error, [*errors, stderr, *loaded.text_lines])
+    return col.usage(status=status, error=error, **fields)
