@@ -149,7 +149,8 @@ class SpecFile(pytest.File):
 class TaskFile(SpecFile):
     """A coderace-style task file: one item per agent x rep."""
 
-    def collect(self):
+    def load(self):
+        """The task file loaded (``SpecError`` when invalid), with ``--agentrace-timeout`` applied."""
         from .spec.task import load_task
 
         task = load_task(self.path)
@@ -158,6 +159,10 @@ class TaskFile(SpecFile):
             import dataclasses
 
             task = dataclasses.replace(task, timeout=float(override))
+        return task
+
+    def collect(self):
+        task = self.load()
         agents = cli_agents(self.config) or task.agents
         if not agents:
             raise SpecError(self.path, "agents", "no agents to run; add e.g. agents: [claude, noop] or pass --agentrace-agent")

@@ -36,3 +36,11 @@ from .resume import RESUME_OPTIONS  # noqa: E402  (trial/resume options, issue 4
 from .spec.trial import TRIAL_OPTIONS  # noqa: E402
 
 OPTIONS += TRIAL_OPTIONS + RESUME_OPTIONS
+
+from .builtin import SUITE_OPTIONS  # noqa: E402  (built-in suite, difficulty filter, validation; issue 6)
+
+OPTIONS += SUITE_OPTIONS
+
+from .agents.cliadapter import AGENT_OPTIONS  # noqa: E402  (per-run agent HOME; issue 3)
+
+OPTIONS += AGENT_OPTIONS

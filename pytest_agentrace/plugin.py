@@ -23,6 +23,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_pytest_options(parser)
 
 
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """``--agentrace-builtin NAME``: add the built-in tasks' paths to the command line (``builtin.extend_args``)."""
+    from .builtin import extend_args
+
+    extend_args(early_config.known_args_namespace, args)
+
+
 def _enabled(config: pytest.Config) -> bool:
     return bool(config.getoption("agentrace", default=False))
 
@@ -41,6 +48,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_ID_KEY] = sid or uuid.uuid4().hex[:12]
     config.stash[AGGREGATOR_KEY] = Aggregator()
     config.pluginmanager.register(SessionPlugin(config), "agentrace-session")
+    from .validate import configure as configure_validation
+
+    configure_validation(config)
     if not is_worker(config):
         from .resume import install_sigterm
 
@@ -71,10 +81,22 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     from .collect import TaskFile, TrialFile, sniff_task, sniff_trial
 
     if file_path.suffix in (".yaml", ".yml") and sniff_task(file_path, parent.config):
+        if parent.config.getoption("agentrace_validate"):
+            from .validate import ValidationTaskFile
+
+            return ValidationTaskFile.from_parent(parent, path=file_path)
         return TaskFile.from_parent(parent, path=file_path)
     if file_path.suffix == ".toml" and sniff_trial(file_path, parent.config):
         return TrialFile.from_parent(parent, path=file_path)
     return None
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--agentrace-difficulty``: deselect task runs of other difficulties (``builtin.deselect_by_difficulty``)."""
+    if _enabled(config):
+        from .builtin import deselect_by_difficulty
+
+        deselect_by_difficulty(config, items)
 
 
 def execute(config: pytest.Config, spec, tmp_path: Path):
@@ -86,7 +108,7 @@ def execute(config: pytest.Config, spec, tmp_path: Path):
     reused = reused_outcome(config, spec, out)
     if reused is not None:
         return reused
-    options = {"cache_dir": out / ".cache" / "repos"}
+    options = {"cache_dir": out / ".cache" / "repos", "agent_home": config.getoption("agentrace_agent_home")}
     if spec.kind == "trial":
         from .trial_runner import run_trial
 
