@@ -10,7 +10,9 @@ import argparse
 import importlib
 import sys
 
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "parse": "pytest_agentrace.agents.cli_parse:register",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import shutil
@@ -64,7 +65,9 @@ def missing_executable(spec: RunSpec) -> str | None:
         return None
     if os.path.isabs(exe):
         return None if os.access(exe, os.X_OK) else f"agent '{spec.agent.label}' executable {exe} not found or not executable"
-    return None if shutil.which(exe) else f"agent '{spec.agent.label}' not found on PATH ({exe})"
+    if shutil.which(exe):
+        return None
+    return f"agent '{spec.agent.label}' not found on PATH" + ("" if exe == spec.agent.name else f" (looked for {exe})")
 
 
 def fresh_run_dir(run_dir: Path) -> None:
@@ -115,7 +118,32 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         usage = adapter.parse(stdout, stderr, ctx)
     except Exception as exc:  # a parser bug must not lose the run
         usage = Usage(parse_warnings=(f"parser failed: {type(exc).__name__}: {exc}",))
+    if spec.agent.command is None and adapter.executable is not None and usage.cli_version is None:
+        usage = dataclasses.replace(usage, cli_version=cli_version(adapter, argv[0], inv_env, ctx.workspace))
+    from .agents.pricing import apply_pricing
+
+    usage = apply_pricing(usage, spec.agent, getattr(spec.spec, "pricing", None), ctx.prompt)
     return AgentRun(code, seconds, timed_out, usage)
+
+
+_CLI_VERSIONS: dict[str, str | None] = {}  # resolved executable path -> version, probed once per process
+VERSION_TIMEOUT = 30.0  # seconds (gemini needs about 6 s to start)
+
+
+def cli_version(adapter: Any, exe: str, env: Mapping[str, str], cwd: Path) -> str | None:
+    """The CLI's version from ``adapter.version_argv(exe)`` (e.g. ``codex --version``), probed once per
+    executable and process; ``None`` when it cannot be run or prints no version."""
+    from .agents.base import version_from
+
+    key = os.path.realpath(shutil.which(exe, path=env.get("PATH")) or exe)
+    if key not in _CLI_VERSIONS:
+        argv, version = adapter.version_argv(exe), None
+        if argv:
+            res = process.run(argv, cwd=cwd, env=env, timeout=VERSION_TIMEOUT)
+            if res.exit_code == 0:
+                version = version_from(res.stdout) or version_from(res.stderr)
+        _CLI_VERSIONS[key] = version
+    return _CLI_VERSIONS[key]
 
 
 def _json(obj: Any) -> str:

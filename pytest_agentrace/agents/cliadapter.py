@@ -22,6 +22,13 @@ from .base import Adapter, Invocation, RunContext
 
 AGENT_HOME_RUN = "run"
 AGENT_HOME_USER = "user"
+AGENT_OPTIONS: list[tuple[str, dict]] = [
+    ("--agentrace-agent-home", {
+        "choices": [AGENT_HOME_RUN, AGENT_HOME_USER], "default": AGENT_HOME_RUN,
+        "help": "HOME of the agent CLIs: 'run' (default) gives each run a fresh HOME (and CODEX_HOME, XDG_*) so runs "
+                "cannot see each other's sessions or caches; 'user' keeps your HOME (needed for real logins)",
+    }),
+]
 
 
 def isolated_home(ctx: RunContext) -> bool:
