@@ -84,19 +84,21 @@ def test_run_results_on_disk(fixer_project: pytest.Pytester) -> None:
     assert "fixed calc.py" in (run_dir / "raw.out").read_text()
 
 
-def test_user_repo_untouched(fixer_project: pytest.Pytester) -> None:
+@pytest.mark.parametrize("xdist", XDIST)
+def test_user_repo_untouched(fixer_project: pytest.Pytester, xdist: list[str]) -> None:
     repo = fixer_project.path / "repo"
     (repo / "untracked.txt").write_text("mine\n")
     git(repo, "branch", "feature")
     before = (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"), git(repo, "branch", "-a"), git(repo, "symbolic-ref", "HEAD"))
     files_before = {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()}
-    fixer_project.runpytest("--agentrace", "--agentrace-reps", "2").assert_outcomes(passed=2, xfailed=2)
+    fixer_project.runpytest("--agentrace", "--agentrace-reps", "2", *xdist).assert_outcomes(passed=2, xfailed=2)
     after = (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"), git(repo, "branch", "-a"), git(repo, "symbolic-ref", "HEAD"))
     assert before == after
     assert files_before == {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()}
 
 
-def test_runs_never_see_each_other(pytester: pytest.Pytester, bin_dir: Path) -> None:
+@pytest.mark.parametrize("xdist", XDIST)
+def test_runs_never_see_each_other(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "leaker", """\
         import pathlib, sys
@@ -106,11 +108,12 @@ def test_runs_never_see_each_other(pytester: pytest.Pytester, bin_dir: Path) -> 
         p = pathlib.Path("calc.py"); p.write_text(p.read_text().replace("a - b", "a + b"))
     """)
     (pytester.path / "task.yaml").write_text(task_yaml("repo", ["{name: leaker, command: 'leaker'}"]))
-    res = pytester.runpytest("--agentrace", "--agentrace-reps", "3", "-p", "no:randomly")
+    res = pytester.runpytest("--agentrace", "--agentrace-reps", "3", "-p", "no:randomly", *xdist)
     res.assert_outcomes(passed=3)
 
 
-def test_timeout_kills_grandchildren(pytester: pytest.Pytester, bin_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("xdist", XDIST)
+def test_timeout_kills_grandchildren(pytester: pytest.Pytester, bin_dir: Path, tmp_path: Path, xdist: list[str]) -> None:
     marker = tmp_path / "grandchild-wrote-this"
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "hanger", f"""\
@@ -120,7 +123,7 @@ def test_timeout_kills_grandchildren(pytester: pytest.Pytester, bin_dir: Path, t
         time.sleep(60)
     """)
     (pytester.path / "task.yaml").write_text(task_yaml("repo", ["{name: hanger, command: 'hanger'}"]).replace("timeout: 60", "timeout: 1"))
-    res = pytester.runpytest("--agentrace")
+    res = pytester.runpytest("--agentrace", *xdist)
     res.assert_outcomes(failed=1)
     assert "timeout" in res.stdout.str()
     import time
@@ -129,10 +132,11 @@ def test_timeout_kills_grandchildren(pytester: pytest.Pytester, bin_dir: Path, t
     assert not marker.exists()
 
 
-def test_missing_agent_skips(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("xdist", XDIST)
+def test_missing_agent_skips(pytester: pytest.Pytester, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     (pytester.path / "task.yaml").write_text(task_yaml("repo", ["no-such-agent-cli-xyz"]))
-    res = pytester.runpytest("--agentrace", "-rs")
+    res = pytester.runpytest("--agentrace", "-rs", *xdist)
     res.assert_outcomes(skipped=1)
     assert "not found on PATH" in res.stdout.str()
 
@@ -150,7 +154,8 @@ def test_agent_override_reps_and_ids(pytester: pytest.Pytester, bin_dir: Path) -
     ]
 
 
-def test_tampering_with_protected_files_fails(pytester: pytest.Pytester, bin_dir: Path) -> None:
+@pytest.mark.parametrize("xdist", XDIST)
+def test_tampering_with_protected_files_fails(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "rigger", """\
         import pathlib
@@ -159,23 +164,25 @@ def test_tampering_with_protected_files_fails(pytester: pytest.Pytester, bin_dir
     """)
     extra = "protected: ['conftest.py', 'test_calc.py']\n"
     (pytester.path / "task.yaml").write_text(task_yaml("repo", ["{name: rigger, command: 'rigger'}"], extra))
-    res = pytester.runpytest("--agentrace")
+    res = pytester.runpytest("--agentrace", *xdist)
     res.assert_outcomes(failed=1)
     assert "tampered: conftest.py, test_calc.py" in res.stdout.str()
 
 
-def test_setup_failure_is_an_error_not_a_failure(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("xdist", XDIST)
+def test_setup_failure_is_an_error_not_a_failure(pytester: pytest.Pytester, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     (pytester.path / "task.yaml").write_text(task_yaml("repo", ["noop"], "setup: ['exit 7']\n"))
-    res = pytester.runpytest("--agentrace")
+    res = pytester.runpytest("--agentrace", *xdist)
     res.assert_outcomes(errors=1)
     assert "setup command 1 failed (exit 7)" in res.stdout.str()
 
 
-def test_check_command_not_found_is_error(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("xdist", XDIST)
+def test_check_command_not_found_is_error(pytester: pytest.Pytester, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     (pytester.path / "task.yaml").write_text(task_yaml("repo", ["oracle"]).replace("python -m pytest -q test_calc.py", "no-such-test-runner-xyz"))
-    res = pytester.runpytest("--agentrace")
+    res = pytester.runpytest("--agentrace", *xdist)
     res.assert_outcomes(errors=1)
     assert "tests command not found" in res.stdout.str()
 
