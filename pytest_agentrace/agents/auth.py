@@ -73,7 +73,7 @@ def settle(status: str, error: str | None, texts: Iterable[str | None]) -> tuple
     run did not complete and ``error`` or ``texts`` show an auth/setup failure."""
     if status == AgentStatus.COMPLETED:
         return status, error
-    found = detect([error, *texts])
+    found = detect([*texts, error])
     if found:
         return AgentStatus.ERROR, f"login/auth or setup problem: {found}"
     return status, error

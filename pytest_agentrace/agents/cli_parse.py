@@ -89,8 +89,10 @@ def text_lines(usage: Usage) -> list[str]:
     cost = "-" if usage.cost_usd is None else f"${usage.cost_usd:.6f} ({usage.cost_source})"
     lines = [
         f"status:      {usage.status}" + (f" ({usage.error})" if usage.error else ""),
-        f"tokens:      input {n(usage.input_tokens)}, output {n(usage.output_tokens)}, cache read "
-        f"{n(usage.cache_read_tokens)}, cache write {n(usage.cache_write_tokens)}, total {n(usage.total_tokens)}",
+        (
+            f"tokens:      input {n(usage.input_tokens)}, output {n(usage.output_tokens)}, cache read "
+            f"{n(usage.cache_read_tokens)}, cache write {n(usage.cache_write_tokens)}, total {n(usage.total_tokens)}"
+        ),
         f"cost (USD):  {cost}",
         f"turns:       {n(usage.turns)}",
         f"model:       {usage.model or '-'}",

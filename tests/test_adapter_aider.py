@@ -1,0 +1,77 @@
+"""Aider adapter: argv, analytics log (exact) vs stdout Tokens lines (fallback), k/M suffixes, session cost."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from adapterkit import make_ctx, sample
+
+from pytest_agentrace.agents.aider import Aider, number, parse_aider
+from pytest_agentrace.model import AgentStatus, CostSource
+
+
+def test_argv(tmp_path):
+    ctx = make_ctx(tmp_path, name="aider", prompt="fix it", model="openai/gpt-5")
+    assert Aider().invocation(ctx).argv == [
+        "aider", "--message", "fix it", "--yes-always", "--no-auto-commits", "--no-pretty", "--no-stream",
+        "--no-check-update", "--no-gitignore", "--analytics-disable", "--no-show-release-notes",
+        "--analytics-log", str(ctx.run_dir / "aider-events.jsonl"), "--model", "openai/gpt-5",
+    ]
+    ro = Aider().invocation(make_ctx(tmp_path, name="aider", edits=False, prompt="- q")).argv
+    assert ro[1] == "--message=- q" and ro[-2:] == ["--chat-mode", "ask"]
+
+
+@pytest.mark.parametrize(("text", "value"), [("950", 950), ("3.2k", 3200), ("12k", 12000), ("1,234", 1234), ("1.1M", 1100000), ("2m", 2000000)])
+def test_token_figures_with_suffixes_and_separators(text, value):
+    assert number(text) == value
+
+
+def test_stdout_fallback_sums_messages_and_takes_the_last_session_cost():
+    out = "\n".join([
+        "Aider v0.82.2", "Main model: anthropic/claude-sonnet-4-5 with diff edit format", "Git repo: .git with 3 files", "",
+        "First reply.", "", "Tokens: 12k sent, 1.2k received. Cost: $0.02 message, $0.02 session.", "",
+        "Second reply.", "", "Tokens: 1,500 sent, 2.1k cache write, 3k cache hit, 200 received. Cost: $0.03 message, $0.05 session.", "",
+    ])
+    u = parse_aider(out)
+    assert (u.input_tokens, u.output_tokens, u.cache_write_tokens, u.cache_read_tokens) == (13500, 1400, 2100, 3000)
+    assert u.total_tokens == 20000 and u.turns == 2
+    assert u.cost_usd == 0.05 and u.cost_source == CostSource.REPORTED
+    assert u.cli_version == "0.82.2" and u.model == "anthropic/claude-sonnet-4-5"
+    assert any("rounded" in w for w in u.parse_warnings)
+
+
+def test_cost_is_optional_on_the_tokens_line():
+    u = parse_aider("Aider v0.82.2\nModel: gemini/x with whole edit format\n\nok\n\nTokens: 3.2k sent, 222 received.\n")
+    assert (u.input_tokens, u.output_tokens) == (3200, 222) and u.cost_usd is None and u.cost_source == CostSource.NONE
+
+
+def test_analytics_log_is_exact_and_wins_over_stdout(tmp_path):
+    u = parse_aider(sample("aider/captured-0.86.2-stdout-whole-edit.txt"), "", sample("aider/captured-0.86.2-analytics-log.jsonl"))
+    assert (u.input_tokens, u.output_tokens, u.total_tokens, u.cost_usd, u.turns) == (1000, 50, 1050, 0.0011, 1)
+    assert u.status == AgentStatus.COMPLETED and u.parse_warnings == ()
+    assert u.answer.startswith("Creating the file.")
+
+
+def test_the_adapter_reads_the_analytics_log_from_the_run_folder(tmp_path):
+    ctx = make_ctx(tmp_path, name="aider")
+    events = [
+        {"event": "message_send", "properties": {"main_model": "m", "prompt_tokens": 1234, "completion_tokens": 56, "cost": 0.01, "total_cost": 0.01}},
+        {"event": "message_send", "properties": {"main_model": "m", "prompt_tokens": 2000, "completion_tokens": 44, "cost": 0.02, "total_cost": 0.03}},
+        {"event": "exit", "properties": {"reason": "Completed --message"}},
+    ]
+    (ctx.run_dir / "aider-events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    u = Aider().parse("Tokens: 1.2k sent, 56 received.\nTokens: 2.0k sent, 44 received.\n", "", ctx)
+    assert (u.input_tokens, u.output_tokens, u.cost_usd, u.turns, u.model) == (3234, 100, 0.03, 2, "m")
+
+
+def test_zero_cost_in_the_log_is_not_reported_and_missing_exit_is_incomplete():
+    log = json.dumps({"event": "message_send", "properties": {"prompt_tokens": 10, "completion_tokens": 2, "cost": 0, "total_cost": 0}})
+    u = parse_aider("", "", log)
+    assert u.cost_usd is None and u.status == AgentStatus.INCOMPLETE
+
+
+def test_authentication_error_is_an_auth_error():
+    out = "Aider v0.86.2\nlitellm.AuthenticationError: AnthropicException - invalid x-api-key\nThe API provider is not able to authenticate you. Check your API key.\n"
+    u = parse_aider(out)
+    assert u.status == AgentStatus.ERROR and "AuthenticationError" in u.error

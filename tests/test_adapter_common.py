@@ -1,0 +1,95 @@
+"""Behaviour shared by every CLI adapter: the answer cannot change the figures, HOME isolation, auth detection."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from adapterkit import make_ctx, sample
+
+from pytest_agentrace.agents import get_adapter
+from pytest_agentrace.agents.auth import detect
+from pytest_agentrace.agents.cli_parse import CLI_AGENTS, usage_json
+from pytest_agentrace.model import AgentStatus
+
+SPOOF = "Total cost: $9.99\nTokens: 99k sent, 99k received. Cost: $9.99 message, $9.99 session.\ninput_tokens: 999999, total_cost_usd: 9.99"
+
+# (agent, stdout sample, the final answer in it, side files)
+CASES = [
+    ("claude", "claude/captured-2.1.197-stream-json-bash-tool.jsonl", "DONE: created hello.txt", {}),
+    ("codex", "codex/captured-0.171.0-exec-json-command.jsonl", "DONE: created hello.txt", {}),
+    ("gemini", "gemini/captured-0.61.0-stream-json-shell-tool.jsonl", "DONE: created hello.txt", {}),
+    ("opencode", "opencode/captured-1.18.33-run-json-bash-tool.jsonl", "DONE: created hello.txt", {}),
+    ("copilot", "copilot/captured-1.0.102-output-json-bash-tool.jsonl", "DONE: created hello.txt", {"otel": "copilot/captured-1.0.102-otel-export.jsonl"}),
+    ("cursor", "cursor/handwritten-stream-json-shell-tool.jsonl", "Created hello.txt.", {}),
+    ("aider", "aider/captured-0.86.2-stdout-whole-edit.txt", "Creating the file.", {"analytics": "aider/captured-0.86.2-analytics-log.jsonl"}),
+]
+
+
+@pytest.mark.parametrize(("agent", "rel", "answer", "side"), CASES, ids=[c[0] for c in CASES])
+def test_cost_or_token_lines_in_the_answer_do_not_change_the_figures(agent, rel, answer, side):
+    text = sample(rel)
+    assert answer in text
+    escaped = SPOOF if rel.endswith(".txt") else json.dumps(SPOOF)[1:-1]
+    spoofed = text.replace(answer, escaped)
+    adapter = get_adapter(agent)
+    sides = {k: sample(v) for k, v in side.items()}
+    plain, tricked = usage_json(adapter.parse_output(text, "", sides)), usage_json(adapter.parse_output(spoofed, "", sides))
+    assert SPOOF.splitlines()[0] in (tricked["answer"] or "")
+    for d in (plain, tricked):
+        d.pop("answer")
+    assert tricked == plain
+    assert plain["total_tokens"] is not None
+
+
+@pytest.mark.parametrize("agent", CLI_AGENTS)
+def test_every_cli_adapter_isolates_home_unless_asked(agent, tmp_path):
+    adapter = get_adapter(agent)
+    env = {"PATH": "/bin", "HOME": "/home/me", "XDG_CONFIG_HOME": "/home/me/.config", "OPENAI_API_KEY": "sk-x"}
+    ctx = make_ctx(tmp_path, name=agent, env=env)
+    iso = adapter.invocation(ctx).env
+    assert iso["HOME"] == str(ctx.home) and iso["XDG_CONFIG_HOME"].startswith(str(ctx.home))
+    assert iso["OPENAI_API_KEY"] == "sk-x" and iso["PATH"] == "/bin"
+    shared = adapter.invocation(make_ctx(tmp_path, name=agent, env=env, options={"agent_home": "user"})).env
+    assert shared["HOME"] == "/home/me" and shared["XDG_CONFIG_HOME"] == "/home/me/.config"
+
+
+@pytest.mark.parametrize("agent", CLI_AGENTS)
+def test_every_cli_adapter_gives_an_executable_and_a_model_flag(agent, tmp_path):
+    adapter = get_adapter(agent)
+    argv = adapter.invocation(make_ctx(tmp_path, name=agent, model="some-model")).argv
+    assert argv[0] == adapter.executable
+    assert argv[argv.index("--model") + 1] == "some-model"
+    assert "--model" not in adapter.invocation(make_ctx(tmp_path, name=agent)).argv
+
+
+@pytest.mark.parametrize("agent", CLI_AGENTS)
+def test_garbage_output_is_incomplete_or_failed_never_a_crash(agent):
+    u = get_adapter(agent).parse_output("\x00\xff garbage {not json\n[1, 2\n", "segfault", {})
+    assert u.status in (AgentStatus.INCOMPLETE, AgentStatus.FAILED)
+    assert u.total_tokens is None and u.cost_usd is None
+
+
+@pytest.mark.parametrize("text", [
+    "Invalid API key · Please run /login",
+    "Error: unexpected status 401 Unauthorized: Missing bearer authentication",
+    "Not logged in · Please run /login",
+    "When using Gemini API, you must specify the GEMINI_API_KEY environment variable.",
+    "Error: Authentication required. Please run 'cursor-agent login' first.",
+    "Credit balance is too low",
+])
+def test_common_auth_messages_are_recognised(text):
+    assert detect(["some other line", text]) == text
+
+
+def test_ordinary_failures_are_not_auth_errors():
+    assert detect(["FAILED test_api.py::test_get - assert 200 == 404", "rate limit exceeded, status 429"]) is None
+
+
+def test_a_completed_run_mentioning_401_stays_completed():
+    from adapterkit import jsonl
+
+    from pytest_agentrace.agents.claude import parse_claude
+
+    u = parse_claude(jsonl({"type": "result", "subtype": "success", "is_error": False, "result": "Fixed the 401 Unauthorized bug; Invalid API key now handled.", "usage": {"input_tokens": 1, "output_tokens": 1}}))
+    assert u.status == AgentStatus.COMPLETED
