@@ -28,11 +28,11 @@ def test_token_figures_with_suffixes_and_separators(text, value):
 
 
 def test_stdout_fallback_sums_messages_and_takes_the_last_session_cost():
-    out = "\n".join([
-        "Aider v0.82.2", "Main model: anthropic/claude-sonnet-4-5 with diff edit format", "Git repo: .git with 3 files", "",
-        "First reply.", "", "Tokens: 12k sent, 1.2k received. Cost: $0.02 message, $0.02 session.", "",
-        "Second reply.", "", "Tokens: 1,500 sent, 2.1k cache write, 3k cache hit, 200 received. Cost: $0.03 message, $0.05 session.", "",
-    ])
+    out = (
+        "Aider v0.82.2\nMain model: anthropic/claude-sonnet-4-5 with diff edit format\nGit repo: .git with 3 files\n\n"
+        "First reply.\n\nTokens: 12k sent, 1.2k received. Cost: $0.02 message, $0.02 session.\n\n"
+        "Second reply.\n\nTokens: 1,500 sent, 2.1k cache write, 3k cache hit, 200 received. Cost: $0.03 message, $0.05 session.\n"
+    )
     u = parse_aider(out)
     assert (u.input_tokens, u.output_tokens, u.cache_write_tokens, u.cache_read_tokens) == (13500, 1400, 2100, 3000)
     assert u.total_tokens == 20000 and u.turns == 2
