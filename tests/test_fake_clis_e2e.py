@@ -208,3 +208,31 @@ def test_auth_error_output_is_status_error_not_a_failure(pytester: pytest.Pytest
     assert runs["claude"]["status"] == "error" and "Invalid API key" in runs["claude"]["reason"]
     assert runs["codex"]["status"] == "error" and "401 Unauthorized" in runs["codex"]["reason"]
     assert "tests" not in runs["claude"]["checks"]  # never scored: the checks did not run
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_custom_command_with_an_adapter_kind_parses_like_that_adapter(pytester: pytest.Pytester, only_fakes_on_path: Path, xdist):
+    """``{name: mine, command: "my-wrapper {prompt}", kind: claude}``: the wrapper's output is read as Claude Code's."""
+    write_script(only_fakes_on_path / "my-wrapper", f"""\
+        import pathlib, sys
+        calc = pathlib.Path("calc.py")
+        calc.write_text(calc.read_text().replace("a - b", "a + b"))
+        sys.stdout.write(pathlib.Path({str(SAMPLES / FAKES["claude"][0])!r}).read_text())
+    """)
+    write_script(only_fakes_on_path / "my-gemini", f"""\
+        import pathlib, sys
+        calc = pathlib.Path("calc.py")
+        calc.write_text(calc.read_text().replace("a - b", "a + b"))
+        sys.stdout.write(pathlib.Path({str(SAMPLES / FAKES["gemini"][0])!r}).read_text())
+    """)
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    agents = 'agents: [{name: mine, command: "my-wrapper {prompt}", kind: claude}, {name: gem, command: "my-gemini {prompt}", kind: gemini}]'
+    (pytester.path / "task.yaml").write_text(TASK.replace('agents: [claude, "codex:gpt-5", aider, gemini, opencode, cursor, copilot]', agents))
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "results", *xdist)
+    res.assert_outcomes(passed=2)
+    rows = table_rows(res.stdout.str())
+    cols = header_cells(res.stdout.str())
+    assert (rows["mine"][cols.index("Tokens")], rows["mine"][cols.index("Cost (USD)")]) == ("2,260", "0.0125")
+    assert rows["gem"][cols.index("Tokens")] == "2,565"
+    mine = json.loads((pytester.path / "results/runs/fix-add/default/mine/1/run.json").read_text())
+    assert mine["usage"]["cli_version"] == "2.1.197" and mine["usage"]["turns"] == 2
