@@ -12,6 +12,12 @@ import sys
 
 COMMANDS: dict[str, str] = {
     "parse": "pytest_agentrace.agents.cli_parse:register",
+    "leaderboard": "pytest_agentrace.report_cli:register",
+    "history": "pytest_agentrace.report_cli:register",
+    "trend": "pytest_agentrace.report_cli:register",
+    "html": "pytest_agentrace.report_cli:register",
+    "export": "pytest_agentrace.report_cli:register",
+    "comment": "pytest_agentrace.report_cli:register",
 }
 
 

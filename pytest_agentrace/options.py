@@ -44,3 +44,8 @@ OPTIONS += SUITE_OPTIONS
 from .agents.cliadapter import AGENT_OPTIONS  # noqa: E402  (per-run agent HOME; issue 3)
 
 OPTIONS += AGENT_OPTIONS
+
+from .report.options import REPORT_OPTIONS  # noqa: E402  (reports and history store; issue 8)
+from .store import STORE_OPTIONS  # noqa: E402
+
+OPTIONS += REPORT_OPTIONS + STORE_OPTIONS

@@ -55,6 +55,9 @@ def pytest_configure(config: pytest.Config) -> None:
         from .resume import install_sigterm
 
         install_sigterm(config)
+        from .report.session_outputs import ReportPlugin  # issue 8: store, HTML/Markdown/JSON at session end
+
+        config.pluginmanager.register(ReportPlugin(config, AGGREGATOR_KEY, SESSION_ID_KEY), "agentrace-report")
 
 
 @pytest.hookimpl(optionalhook=True)

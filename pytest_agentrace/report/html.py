@@ -1,0 +1,326 @@
+"""The self-contained HTML report (``--agentrace-html``, ``agentrace html OUT``).
+
+One file, no network fetch when opened: CSS and JS from ``report/assets`` are inlined, charts are inline SVG
+(``report.charts``), and a Content-Security-Policy forbids loading anything else. Rendered from the export
+document (``report.json_export``) plus the run files in the results folder (prompt, diff, check logs); every
+text from a run is HTML-escaped, and files longer than ``MAX_FILE_CHARS`` are cut with a note saying so.
+
+Sections: headline and theme toggle; charts (score vs cost per agent, pass rate with Wilson 95% intervals,
+relative cost with 95% intervals per arm, Elo over time); sortable tables (leaderboard, tasks, trials, arms vs
+baseline, Elo); and the runs table, whose rows expand to the prompt, final answer, tool calls, diff and logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from . import charts
+from .markdown import (
+    COMPARISON_HEADERS,
+    LEADERBOARD_HEADERS,
+    comparison_fields,
+    headline,
+    interval,
+    not_passed,
+    num,
+    pct,
+    tokens,
+    usd,
+    with_ci,
+)
+
+MAX_FILE_CHARS = 20_000
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+LOG_FILES = (("stderr", "raw.err"),)
+GOOD_VERDICTS = {"cheaper", "better", "improved"}
+BAD_VERDICTS = {"dearer", "worse", "regressed"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A table cell: shown ``text`` (escaped), optional numeric ``sort`` key, CSS ``cls``, or trusted ``html``."""
+
+    text: Any = ""
+    sort: float | None = None
+    cls: str = ""
+    html: str | None = None
+
+    def render(self) -> str:
+        attrs = ""
+        if self.sort is not None:
+            attrs += f' data-sort="{self.sort!r}"'
+        if self.cls:
+            attrs += f' class="{escape(self.cls)}"'
+        body = self.html if self.html is not None else escape("-" if self.text is None else str(self.text))
+        return f"<td{attrs}>{body}</td>"
+
+
+def _cell(value: Any) -> Cell:
+    if isinstance(value, Cell):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Cell(value, sort=float(value), cls="num")
+    return Cell(value)
+
+
+def _asset(name: str) -> str:
+    return resources.files("pytest_agentrace.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], table_id: str, numeric: Sequence[int] = ()) -> str:
+    """A sortable table; ``numeric`` column indexes sort as numbers (by each cell's ``data-sort``)."""
+    if not rows:
+        return '<p class="note">Nothing recorded.</p>'
+    ths = "".join(f'<th scope="col" data-type="{"num" if i in numeric else "text"}"{" class=num" if i in numeric else ""}>{escape(h)}</th>'
+                  for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(_cell(c).render() for c in row) + "</tr>" for row in rows)
+    return f'<table class="sortable" id="{escape(table_id)}"><thead><tr>{ths}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def page(title: str, subtitle: str, body: str, footer: str = "") -> str:
+    """The HTML document: inline CSS/JS, theme toggle, CSP that forbids any network fetch. ``footer`` is trusted HTML."""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\" data-theme=\"light\"><head><meta charset=\"utf-8\">"
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">'
+        f"<title>{escape(title)}</title><style>{_asset('report.css')}</style></head><body>"
+        f'<header><div><h1>{escape(title)}</h1><div class="headline">{escape(subtitle)}</div></div>'
+        '<button type="button" id="theme-toggle" aria-pressed="false">Dark theme</button></header>'
+        f"<main>{body}</main>{footer}<script>{_asset('report.js')}</script></body></html>\n"
+    )
+
+
+def table_page(title: str, headers: Sequence[str], rows: Sequence[Sequence[Any]], note: str = "") -> str:
+    """A page holding one sortable table (the CLI's ``--format html``); columns of numbers sort numerically."""
+    numeric = [i for i in range(len(headers)) if rows and all(_is_number(r[i]) for r in rows)]
+    cells = [[_number_cell(v) if i in numeric else v for i, v in enumerate(r)] for r in rows]
+    body = f"<section>{table(headers, cells, 'table', numeric)}" + (f'<p class="note">{escape(note)}</p>' if note else "") + "</section>"
+    return page(title, "", body)
+
+
+def _is_number(v: Any) -> bool:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return True
+    try:
+        float(str(v).rstrip("%").replace(",", ""))
+        return True
+    except ValueError:
+        return str(v) == "-"
+
+
+def _number_cell(v: Any) -> Cell:
+    try:
+        return Cell(v, sort=float(str(v).rstrip("%").replace(",", "")), cls="num")
+    except ValueError:
+        return Cell(v, cls="num")
+
+
+# -- charts -------------------------------------------------------------------------------------------------
+
+
+def _charts(doc: Mapping[str, Any]) -> str:
+    cells = doc.get("cells") or []
+    task_cells = [c for c in cells if c.get("kind") == "task"]
+    use_cost = any(c.get("cost_mean") is not None for c in task_cells)
+    points = [{"x": c.get("cost_mean") if use_cost else c.get("tokens_mean"), "y": c.get("score_mean"), "series": c["agent"],
+               "label": f"{c['agent']} on {c['case']}"} for c in task_cells]
+    figures = [("Score vs cost per agent", charts.scatter(points, "Score vs cost per agent", "cost per run (USD)" if use_cost else "tokens per run",
+                                                          "mean score", y_range=(0, 100)))]
+    rows = []
+    for c in cells:
+        lo, hi = interval(c.get("pass_ci"))
+        rows.append({"label": f"{c['agent']} · {c['case']}" + ("" if c.get("kind") == "task" else f" · {c['arm']}"),
+                     "value": c.get("pass_rate"), "lo": lo, "hi": hi})
+    figures.append(("Pass rate with Wilson 95% intervals", charts.intervals(rows, "Pass rate with Wilson 95% intervals", "pass rate", x_range=(0.0, 1.0))))
+    rows = []
+    for c in doc.get("comparisons") or []:
+        f = comparison_fields(c)
+        lo, hi = interval(f["ci"])
+        tone = "good" if f["verdict"] in GOOD_VERDICTS else "bad" if f["verdict"] in BAD_VERDICTS else ""
+        rows.append({"label": f"{f['agent']} · {f['arm']} vs {f['baseline']}", "value": f["ratio"], "lo": lo, "hi": hi, "tone": tone})
+    figures.append(("Relative cost vs baseline arm (95% intervals)", charts.intervals(rows, "Relative cost vs baseline arm", "tokens relative to baseline (1.00 = same)", reference=1.0)))
+    figures.append(("Elo over time", charts.lines(elo_series((doc.get("elo") or {}).get("history") or []), "Elo over time", "race", "rating")))
+    return '<div class="charts">' + "".join(f"<figure><figcaption>{escape(t)}</figcaption>{svg}</figure>" for t, svg in figures) + "</div>"
+
+
+def elo_series(history: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """``{agent: [(step, rating)]}`` from ``ratings.elo_history`` entries: either one entry per step with a
+    ``ratings`` mapping, or one per agent and step with ``agent`` and ``rating`` (step from ``step``/``index``)."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    for i, entry in enumerate(history):
+        step = entry.get("step", entry.get("index", i))
+        step = float(step) if isinstance(step, (int, float)) else float(i)
+        if isinstance(entry.get("ratings"), Mapping):
+            for agent, rating in entry["ratings"].items():
+                if rating is not None:
+                    series.setdefault(str(agent), []).append((step, float(rating)))
+        elif entry.get("agent") is not None and entry.get("rating") is not None:
+            series.setdefault(str(entry["agent"]), []).append((step, float(entry["rating"])))
+    return series
+
+
+# -- tables -------------------------------------------------------------------------------------------------
+
+
+def _status(status: str) -> Cell:
+    return Cell(status, cls=f"status-{status}")
+
+
+def _ci_cell(x: Any, ci: Any, fmt, **kw: Any) -> Cell:
+    return Cell(with_ci(x, ci, fmt, **kw), sort=None if x is None else float(x), cls="num")
+
+
+def _tables(doc: Mapping[str, Any]) -> str:
+    out = []
+    if doc.get("leaderboard"):
+        rows = [[i, s["agent"], s["wins"], s["races"], Cell(pct(s["win_rate"]), s["win_rate"], "num"),
+                 Cell(num(s["mean_score"]), s["mean_score"], "num"), Cell(f"{s['passed']}/{s['runs']}", s["passed"], "num"),
+                 Cell(usd(s["mean_cost"]), s["mean_cost"], "num"), Cell(num(s["mean_seconds"]), s["mean_seconds"], "num")]
+                for i, s in enumerate(doc["leaderboard"], 1)]
+        out.append(_section("Leaderboard", table(LEADERBOARD_HEADERS, rows, "leaderboard", numeric=[0, 2, 3, 4, 5, 6, 7, 8]),
+                            "A race is one task and rep with two or more scored agents; a shared top score is a tie, and ties are not wins."))
+    cells = doc.get("cells") or []
+    task = [c for c in cells if c.get("kind") == "task"]
+    if task:
+        headers = ["Task", "Agent", "Runs", "Passed", "Pass rate (95% CI)", "Score mean", "Score sd", "Tokens/run", "Cost/run", "Time (s)"]
+        rows = [[c["case"], c["agent"], c["runs"], Cell(f"{c['passed']}/{c['valid']}", c["passed"], "num"),
+                 _ci_cell(c.get("pass_rate"), c.get("pass_ci"), pct), Cell(num(c.get("score_mean")), c.get("score_mean"), "num"),
+                 Cell(num(c.get("score_sd")), c.get("score_sd"), "num"), Cell(tokens(c.get("tokens_mean")), c.get("tokens_mean"), "num"),
+                 Cell(usd(c.get("cost_mean")), c.get("cost_mean"), "num"), Cell(num(c.get("seconds_mean")), c.get("seconds_mean"), "num")]
+                for c in task]
+        out.append(_section("Tasks", table(headers, rows, "tasks", numeric=range(2, 10))))
+    trial = [c for c in cells if c.get("kind") == "trial"]
+    if trial:
+        headers = ["Question", "Arm", "Agent", "Runs", "Passed", "Pass rate (95% CI)", "Tokens/run (95% CI)", "Turns", "Used tool", "Errors", "Time (s)"]
+        rows = [[c["case"], c["arm"], c["agent"], c["runs"], Cell(f"{c['passed']}/{c['valid']}", c["passed"], "num"),
+                 _ci_cell(c.get("pass_rate"), c.get("pass_ci"), pct), _ci_cell(c.get("tokens_mean"), c.get("tokens_ci"), tokens),
+                 Cell(num(c.get("turns_mean")), c.get("turns_mean"), "num"), "-" if c.get("used_tool") is None else c["used_tool"],
+                 c.get("errors", 0), Cell(num(c.get("seconds_mean")), c.get("seconds_mean"), "num")] for c in trial]
+        out.append(_section("Trials", table(headers, rows, "trials", numeric=[3, 4, 5, 6, 7, 9, 10])))
+    comps = doc.get("comparisons") or []
+    if comps:
+        rows = []
+        for c in comps:
+            f = comparison_fields(c)
+            verdict = f["verdict"] or "-"
+            pv = f["pass_verdict"] or "-"
+            rows.append([f["agent"], f["case"] or "-", f["arm"], f["baseline"], Cell(f"{f['runs']} vs {f['baseline_runs']}", f["runs"], "num"),
+                         _ci_cell(f["ratio"], f["ci"], num, digits=2),
+                         Cell(verdict + (" (provisional)" if f["provisional"] else ""), cls=f"verdict-{verdict.replace(' ', '-')}"),
+                         Cell(f"{pct(f['pass_arm'])} vs {pct(f['pass_base'])}", f["pass_arm"], "num"), Cell(pv, cls=f"verdict-{pv.replace(' ', '-')}")])
+        out.append(_section("Arms vs baseline", table(COMPARISON_HEADERS, rows, "comparisons", numeric=[4, 5, 7]),
+                            "Relative cost: each run's tokens divided by the baseline arm's mean for the same case and agent. "
+                            "cheaper/dearer only when the 95% interval excludes 1.00."))
+    ratings = (doc.get("elo") or {}).get("ratings") or {}
+    if ratings:
+        rows = [[a, Cell(num(r, 0), r, "num")] for a, r in sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))]
+        out.append(_section("Elo", table(["Agent", "Rating"], rows, "elo", numeric=[1])))
+    return "".join(out)
+
+
+def _section(title: str, body: str, note: str = "") -> str:
+    anchor = title.lower().replace(" ", "-")
+    return f'<section id="section-{escape(anchor)}"><h2>{escape(title)}</h2>{body}' + (f'<p class="note">{escape(note)}</p>' if note else "") + "</section>"
+
+
+# -- runs with details --------------------------------------------------------------------------------------
+
+
+def clip(text: str, where: str, keep: str = "head", limit: int = MAX_FILE_CHARS) -> tuple[str, str | None]:
+    """``text`` cut to ``limit`` characters (its head or tail) and a note saying what was cut (None: whole)."""
+    if len(text) <= limit:
+        return text, None
+    part = text[:limit] if keep == "head" else text[-limit:]
+    which = "first" if keep == "head" else "last"
+    return part, f"truncated: showing the {which} {limit:,} of {len(text):,} characters; the whole file is {where}"
+
+
+def _file_block(title: str, path: Path | None, text: str | None = None, keep: str = "tail", diff: bool = False) -> str:
+    if text is None:
+        if path is None or not path.is_file():
+            return ""
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+    if not text.strip():
+        return ""
+    shown, note = clip(text, str(path) if path else "in the run record", keep)
+    if diff:
+        lines = []
+        for line in shown.splitlines():
+            cls = "diff-add" if line.startswith("+") and not line.startswith("+++") else \
+                "diff-del" if line.startswith("-") and not line.startswith("---") else "diff-hunk" if line.startswith("@@") else ""
+            lines.append(f'<span class="{cls}">{escape(line)}</span>' if cls else escape(line))
+        body = "\n".join(lines)
+    else:
+        body = escape(shown)
+    return f"<h4>{escape(title)}</h4>" + (f'<p class="truncated">{escape(note)}</p>' if note else "") + f"<pre>{body}</pre>"
+
+
+def run_details(run: Mapping[str, Any], run_dir: Path | None) -> str:
+    """The expanded part of a run row: reason, prompt, final answer, tool calls, diff, check logs, stderr."""
+    parts = []
+    if run.get("reason"):
+        parts.append(f"<p><strong>{escape(str(run['status']))}:</strong> {escape(str(run['reason']))}</p>")
+    usage = run.get("usage") or {}
+    parts.append(_file_block("Prompt", run_dir / "prompt.txt" if run_dir else None, keep="head"))
+    parts.append(_file_block("Final answer", None, text=usage.get("answer") or "", keep="tail"))
+    calls = usage.get("tool_calls") or []
+    if calls:
+        text = "\n".join(f"{i}. {c.get('name', '')}" + (f": {c['summary']}" if c.get("summary") else "") for i, c in enumerate(calls, 1))
+        parts.append(_file_block(f"Tool calls ({len(calls)})", None, text=text, keep="head"))
+    parts.append(_file_block("Diff", run_dir / "diff.patch" if run_dir else None, keep="head", diff=True))
+    for name, check in sorted((run.get("checks") or {}).items()):
+        title = f"{name} check: `{check.get('command', '')}` exit {check.get('exit_code')}" + (" (timed out)" if check.get("timed_out") else "")
+        block = _file_block(title, run_dir / check["log"] if run_dir and check.get("log") else None)
+        parts.append(block or f"<h4>{escape(title)}</h4><p class=\"note\">no log</p>")
+    for title, name in LOG_FILES:
+        parts.append(_file_block(title, run_dir / name if run_dir else None))
+    body = "".join(p for p in parts if p)
+    return f'<div class="detail">{body or "<p class=note>No run files found.</p>"}</div>'
+
+
+def _runs(doc: Mapping[str, Any]) -> str:
+    runs = doc.get("runs") or []
+    if not runs:
+        return ""
+    base = Path(doc["results_dir"]) if doc.get("results_dir") else None
+    headers = ["", "Case", "Kind", "Arm", "Agent", "Rep", "Status", "Score", "Tokens", "Cost", "Tool calls", "Time (s)"]
+    numeric = {5, 7, 8, 9, 10, 11}
+    ths = "".join(f'<th scope="col" data-type="{"num" if i in numeric else "text"}">{escape(h)}</th>' for i, h in enumerate(headers))
+    groups = []
+    for i, r in enumerate(runs):
+        u = r.get("usage") or {}
+        run_dir = base / "runs" / r["case"] / r["arm"] / r["agent"] / str(r["rep"]) if base else None
+        did = f"run-{i}"
+        cells = [
+            Cell(html=f'<button type="button" class="expand" aria-expanded="false" aria-controls="{did}" title="show prompt, answer, tool calls, diff and logs">▸</button>'),
+            Cell(r["case"]), Cell(r["kind"]), Cell(r["arm"]), Cell(r["agent"]), _cell(r["rep"]), _status(r["status"]),
+            Cell(num(r.get("score")), r.get("score"), "num"), Cell(tokens(u.get("total_tokens")), u.get("total_tokens"), "num"),
+            Cell(usd(u.get("cost_usd")), u.get("cost_usd"), "num"), _cell(len(u.get("tool_calls") or [])),
+            Cell(num(r.get("seconds")), r.get("seconds"), "num"),
+        ]
+        groups.append(f'<tbody class="run" data-run-id="{escape(r["run_id"])}"><tr>' + "".join(c.render() for c in cells) + "</tr>"
+                      f'<tr class="details" id="{did}" hidden><td colspan="{len(headers)}">{run_details(r, run_dir)}</td></tr></tbody>')
+    bad = not_passed(doc)
+    note = f"{len(bad)} of {len(runs)} runs did not pass. " if bad else ""
+    return _section("Runs", f'<table class="sortable" id="runs"><thead><tr>{ths}</tr></thead>{"".join(groups)}</table>',
+                    note + f"Expand a row for its prompt, final answer, tool calls, diff and check logs (files over {MAX_FILE_CHARS:,} characters are cut).")
+
+
+def render_report(doc: Mapping[str, Any], out: Path | None = None) -> str:
+    """The whole report page for an export document (``out`` overrides the document's ``results_dir``)."""
+    if out is not None:
+        doc = {**doc, "results_dir": str(out)}
+    system = doc.get("system") or {}
+    footer = (f"<footer>pytest-agentrace {escape(str(doc['product']['version']))} · generated {escape(str(doc['generated']))} · "
+              f"Python {escape(str(system.get('python')))} on {escape(str(system.get('platform')))} · "
+              f"pass-rate intervals: Wilson 95%; token intervals: bootstrap 95% (seed {escape(str(doc['config'].get('seed')))})</footer>")
+    body = f'<section id="section-charts"><h2>Charts</h2>{_charts(doc)}</section>' + _tables(doc) + _runs(doc)
+    return page("agentrace report", headline(doc), body, footer)

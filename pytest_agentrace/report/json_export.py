@@ -1,0 +1,181 @@
+"""The JSON export: one versioned document per session or results folder (``--agentrace-json``, ``agentrace export``).
+
+The document's shape is the JSON Schema ``pytest_agentrace/schemas/report.schema.json`` (draft 2020-12,
+``EXPORT_VERSION`` 1); the Markdown and HTML reports are rendered from this same document, so the three
+never disagree. Top-level keys::
+
+    schema_version  1
+    product         {name, version}
+    generated       ISO-8601 UTC time the document was made
+    system          {python, implementation, platform, machine, host, cpus, pytest}
+    session         {id, started, finished, args, git_sha, rootdir} or null (a results folder has no session)
+    results_dir     the results folder the runs came from (run files: prompt, diff, logs) or null
+    config          {agents, tasks [{name, source, timeout}], trials [{name, source, timeout, arms, baseline,
+                    questions}], reps, timeout (the session's override, seconds), seed, baseline}
+    totals          {runs, passed, failed, timeout, error}
+    leaderboard     per agent: runs, races, wins, win_rate, mean_score, mean_cost (USD), mean_seconds, passed
+                    (races and ties as defined in ``report.leaderboard``)
+    cells           per case x arm x agent: ``cells.summarize`` (Wilson pass-rate interval, token interval, ...)
+    comparisons     per arm vs baseline: ``cells.compare_arms`` (relative cost, 95% interval, verdict)
+    elo             {ratings {agent: rating}, history [...]} (``ratings.elo`` / ``ratings.elo_history``)
+    runs            every outcome (``Outcome.to_dict``, the run.json record) with its composite score
+
+Numbers that cannot be computed are null, never NaN (JSON has no NaN).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..model import Outcome
+
+EXPORT_VERSION = 1
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "report.schema.json"
+
+
+def clean(value: Any) -> Any:
+    """``value`` with NaN/inf replaced by None, tuples made lists and enums made strings (JSON-safe)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, str):
+        return str(value)
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if hasattr(value, "to_dict"):
+        return clean(value.to_dict())
+    return str(value)
+
+
+def system_info() -> dict[str, Any]:
+    """Python version and implementation, platform, machine, host name, CPU count, pytest version."""
+    import os
+    import platform
+    import socket
+
+    try:
+        from importlib.metadata import version
+
+        pytest_version = version("pytest")
+    except Exception:  # noqa: BLE001 - only informative
+        pytest_version = None
+    return {
+        "python": platform.python_version(), "implementation": platform.python_implementation(),
+        "platform": platform.platform(), "machine": platform.machine(), "host": socket.gethostname(),
+        "cpus": os.cpu_count(), "pytest": pytest_version,
+    }
+
+
+def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Task and trial entries of ``config``, read back from their files where they still load."""
+    from ..errors import SpecError
+
+    tasks: dict[tuple[str, str], dict[str, Any]] = {}
+    trials: dict[str, dict[str, Any]] = {}
+    for o in outcomes:
+        if o.kind == "task" and (o.case, o.source) not in tasks:
+            entry: dict[str, Any] = {"name": o.case, "source": o.source, "timeout": None}
+            try:
+                from ..spec.task import load_task
+
+                entry["timeout"] = load_task(Path(o.source)).timeout
+            except (SpecError, OSError, ValueError):
+                pass
+            tasks[(o.case, o.source)] = entry
+        elif o.kind == "trial" and o.source not in trials:
+            entry = {"name": o.extra.get("trial") or Path(o.source).stem, "source": o.source, "timeout": None,
+                     "arms": [], "baseline": None, "questions": []}
+            try:
+                from ..spec.trial import load_trial
+
+                trial = load_trial(Path(o.source))
+                entry.update(name=trial.name, timeout=trial.timeout, arms=[a.name for a in trial.arms],
+                             baseline=getattr(trial, "baseline", None) or (trial.arms[0].name if trial.arms else None),
+                             questions=[q.id for q in trial.questions])
+            except (SpecError, OSError, ValueError):
+                pass
+            trials[o.source] = entry
+    # arms and questions that ran, even when the file no longer loads
+    for o in outcomes:
+        if o.kind == "trial":
+            t = trials[o.source]
+            if o.arm not in t["arms"]:
+                t["arms"].append(o.arm)
+            if o.case not in t["questions"]:
+                t["questions"].append(o.case)
+    return sorted(tasks.values(), key=lambda t: (t["name"], t["source"])), sorted(trials.values(), key=lambda t: t["source"])
+
+
+def build_export(
+    outcomes: Sequence[Outcome],
+    *,
+    out: Path | str | None = None,
+    session: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    baseline: str | None = None,
+    seed: int = 0,
+    history: Sequence[Outcome] | None = None,
+) -> dict[str, Any]:
+    """The export document (see the module docstring) for ``outcomes`` (scored: ``Aggregator.scored()``).
+
+    ``session``: the session row (``store.SessionInfo`` fields) or None; ``options``: ``{reps, timeout}`` the
+    session overrode; ``baseline``/``seed``: passed to ``cells.compare_arms``; ``history``: outcomes of earlier
+    sessions (the history store) for the Elo chart, else Elo uses ``outcomes`` alone.
+    """
+    from .. import __version__
+    from ..cells import compare_arms, summarize
+    from ..ratings import elo, elo_history
+    from .leaderboard import leaderboard, rows_from_outcomes
+
+    outcomes = list(outcomes)
+    options = dict(options or {})
+    tasks, trials = _spec_info(outcomes)
+    statuses = Counter(str(o.status) for o in outcomes)
+    elo_source = list(history) if history else outcomes
+    session_doc = None
+    if session:
+        session_doc = {k: session.get(k) for k in ("id", "started", "finished", "git_sha", "rootdir")}
+        session_doc["args"] = list(session.get("args") or [])
+    doc = {
+        "schema_version": EXPORT_VERSION,
+        "product": {"name": "pytest-agentrace", "version": __version__},
+        "generated": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "system": system_info(),
+        "session": session_doc,
+        "results_dir": str(out) if out else None,
+        "config": {
+            "agents": sorted({o.agent for o in outcomes}),
+            "tasks": tasks, "trials": trials,
+            "reps": options.get("reps") or max((o.rep for o in outcomes), default=0),
+            "timeout": options.get("timeout"), "seed": seed, "baseline": baseline,
+        },
+        "totals": {"runs": len(outcomes), **{s: statuses.get(s, 0) for s in ("passed", "failed", "timeout", "error")}},
+        "leaderboard": [s.to_dict() for s in leaderboard(rows_from_outcomes(outcomes))],
+        "cells": [c.to_dict() for c in summarize(outcomes)],
+        "comparisons": [c.to_dict() for c in compare_arms(outcomes, baseline=baseline, seed=seed)],
+        "elo": {"ratings": dict(elo(elo_source)), "history": list(elo_history(elo_source))},
+        "runs": [o.to_dict() for o in outcomes],
+    }
+    return clean(doc)
+
+
+def load_schema() -> dict[str, Any]:
+    """The export's JSON Schema (a dict)."""
+    import json
+
+    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+def validate(doc: Mapping[str, Any]) -> None:
+    """Validate ``doc`` against the schema; raises ``jsonschema.ValidationError`` (jsonschema is a test extra)."""
+    import jsonschema
+
+    jsonschema.validate(doc, load_schema(), cls=jsonschema.Draft202012Validator)

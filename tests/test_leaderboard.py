@@ -1,0 +1,148 @@
+"""`agentrace leaderboard / history / trend` on a fixed store, against figures counted by hand (issue 8)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from reportkit import outcome
+
+from pytest_agentrace import store
+from pytest_agentrace.cli import main
+from pytest_agentrace.report.leaderboard import parse_since, sparkline
+from pytest_agentrace.store import SessionInfo
+
+S1, S2 = "2026-01-10T09:00:00+00:00", "2026-02-10T09:00:00+00:00"
+
+
+def run(agent, case, rep, score, sid, cost=None, seconds=1.0, status=None, **kw):
+    status = status or ("error" if score is None else "passed" if score >= 50 else "failed")
+    return outcome(case=case, agent=agent, rep=rep, score=score, session_id=sid, cost=cost, seconds=seconds, status=status, **kw)
+
+
+@pytest.fixture
+def fixed_store(tmp_path: Path) -> Path:
+    """Two sessions. Session 1: fix-add r1 a90 b70 c50 (a wins); r2 a80 b80 c60 (tie: no win); slugify r1 a40 b95
+    (b wins; c had an infrastructure error: not scored, not a participant). Session 2: fix-add r1 a100 b20 c100
+    (tie); r2 only c70 (a race of one: not a race); plus trial runs, which the leaderboard ignores."""
+    db = tmp_path / "history.db"
+    s1 = [
+        run("a", "fix-add", 1, 90.0, "s1", cost=0.01, seconds=10), run("b", "fix-add", 1, 70.0, "s1", cost=0.02, seconds=20),
+        run("c", "fix-add", 1, 50.0, "s1", seconds=1),
+        run("a", "fix-add", 2, 80.0, "s1", cost=0.01, seconds=10), run("b", "fix-add", 2, 80.0, "s1", cost=0.04, seconds=30),
+        run("c", "fix-add", 2, 60.0, "s1", seconds=1),
+        run("a", "slugify", 1, 40.0, "s1", cost=0.01, seconds=10), run("b", "slugify", 1, 95.0, "s1", seconds=40),
+        run("c", "slugify", 1, None, "s1", seconds=0),
+    ]
+    s2 = [
+        run("a", "fix-add", 1, 100.0, "s2", cost=0.01, seconds=10), run("b", "fix-add", 1, 20.0, "s2", seconds=50),
+        run("c", "fix-add", 1, 100.0, "s2", seconds=1),
+        run("a", "fix-add", 2, None, "s2"), run("b", "fix-add", 2, None, "s2"), run("c", "fix-add", 2, 70.0, "s2", seconds=1),
+        run("a", "q1", 1, None, "s2", kind="trial", arm="docs", status="passed"),
+        run("b", "q1", 1, None, "s2", kind="trial", arm="docs", status="passed"),
+    ]
+    store.save(db, SessionInfo("s1", started=S1), s1)
+    store.save(db, SessionInfo("s2", started=S2), s2)
+    return db
+
+
+def cli_json(capsys: pytest.CaptureFixture, *args: str):
+    assert main([*args, "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_leaderboard_matches_hand_counts(fixed_store: Path, capsys: pytest.CaptureFixture) -> None:
+    board = cli_json(capsys, "leaderboard", "--db", str(fixed_store))
+    got = [(s["agent"], s["runs"], s["races"], s["wins"], s["win_rate"], s["mean_score"], s["passed"]) for s in board]
+    assert got == [
+        ("a", 4, 4, 1, 0.25, 77.5, 3),  # wins tie with b, win rate tie, higher mean score ranks first
+        ("b", 4, 4, 1, 0.25, 66.25, 3),
+        ("c", 4, 3, 0, 0.0, 70.0, 4),  # its one-agent "race" counts as a run, not a race
+    ]
+    by = {s["agent"]: s for s in board}
+    assert by["a"]["mean_cost"] == pytest.approx(0.01) and by["b"]["mean_cost"] == pytest.approx(0.03) and by["c"]["mean_cost"] is None
+    assert by["a"]["mean_seconds"] == 10 and by["b"]["mean_seconds"] == 35 and by["c"]["mean_seconds"] == 1
+
+
+def test_leaderboard_filters(fixed_store: Path, capsys: pytest.CaptureFixture) -> None:
+    since = cli_json(capsys, "leaderboard", "--db", str(fixed_store), "--since", "2026-02-01")
+    assert [(s["agent"], s["runs"], s["races"], s["wins"]) for s in since] == [("a", 1, 1, 0), ("c", 2, 1, 0), ("b", 1, 1, 0)]  # by mean score: 100, 85, 20
+    task = cli_json(capsys, "leaderboard", "--db", str(fixed_store), "--task", "slugify")
+    assert [(s["agent"], s["runs"], s["races"], s["wins"], s["win_rate"]) for s in task] == [("b", 1, 1, 1, 1.0), ("a", 1, 1, 0, 0.0)]
+    few = cli_json(capsys, "leaderboard", "--db", str(fixed_store), "--since", "2026-02-01", "--min-runs", "2")
+    assert [s["agent"] for s in few] == ["c"]
+
+
+def test_leaderboard_terminal_and_markdown(fixed_store: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["leaderboard", "--db", str(fixed_store)]) == 0
+    text = capsys.readouterr().out
+    lines = [line.split() for line in text.splitlines()]
+    rows = [row for row in lines if row and row[0] in ("1", "2", "3")]
+    assert [row[1:5] for row in rows] == [["a", "1", "4", "25.0%"], ["b", "1", "4", "25.0%"], ["c", "0", "3", "0.0%"]]
+    assert "ties are not wins" in text
+    assert main(["leaderboard", "--db", str(fixed_store), "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    md_lines = md.splitlines()
+    assert md_lines[0] == "### agentrace leaderboard"
+    assert [c.strip() for c in md_lines[2].strip("|").split("|")][:4] == ["Rank", "Agent", "Wins", "Races"]
+    assert [c.strip() for c in md_lines[4].strip("|").split("|")][:6] == ["1", "a", "1", "4", "25.0%", "77.5"]
+
+
+def test_leaderboard_html_is_a_sortable_page(fixed_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "board.html"
+    assert main(["leaderboard", "--db", str(fixed_store), "--format", "html", "-o", str(out)]) == 0
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and 'class="sortable"' in page and "<td>a</td>" in page
+    assert 'data-sort="77.5"' in page  # numeric columns sort by value
+
+
+def test_history_matches_hand_counts(fixed_store: Path, capsys: pytest.CaptureFixture) -> None:
+    races = cli_json(capsys, "history", "--db", str(fixed_store))
+    got = [(r["session_id"], r["task"], r["rep"], r["agents"], r["winner"], r["top_score"]) for r in races]
+    assert got == [
+        ("s2", "fix-add", 2, ["c"], None, 70.0),
+        ("s2", "fix-add", 1, ["a", "b", "c"], "tie", 100.0),
+        ("s1", "slugify", 1, ["a", "b"], "b", 95.0),
+        ("s1", "fix-add", 2, ["a", "b", "c"], "tie", 80.0),
+        ("s1", "fix-add", 1, ["a", "b", "c"], "a", 90.0),
+    ]
+    mine = cli_json(capsys, "history", "--db", str(fixed_store), "--agent", "c")
+    assert [(r["session_id"], r["rep"], r["score"], r["rank"]) for r in mine] == [("s2", 2, 70.0, 1), ("s2", 1, 100.0, 1), ("s1", 2, 60.0, 3), ("s1", 1, 50.0, 3)]
+    assert len(cli_json(capsys, "history", "--db", str(fixed_store), "--limit", "2")) == 2
+    assert [r["task"] for r in cli_json(capsys, "history", "--db", str(fixed_store), "--task", "slugify")] == ["slugify"]
+
+
+def test_trend_series_and_sparkline(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    db = tmp_path / "h.db"
+    now = dt.datetime.now(dt.UTC)
+    for i, (days_ago, a_scores) in enumerate([(60, [10.0]), (3, [0.0, 50.0]), (2, [50.0]), (1, [100.0])]):
+        started = (now - dt.timedelta(days=days_ago)).isoformat(timespec="seconds")
+        store.save(db, SessionInfo(f"s{i}", started=started),
+                   [run("a", "fix-add", rep, s, f"s{i}") for rep, s in enumerate(a_scores, 1)] + [run("b", "fix-add", 1, 70.0, f"s{i}")])
+    series = cli_json(capsys, "trend", "--db", str(db))  # last 30 days: the 60-day-old session is out
+    a = next(s for s in series if s["agent"] == "a")
+    assert [v for _, v in a["points"]] == [25.0, 50.0, 100.0] and a["change"] == 75.0
+    assert main(["trend", "--db", str(db), "--agent", "a"]) == 0
+    text = capsys.readouterr().out
+    assert sparkline([25.0, 50.0, 100.0]) in text and " b " not in text
+    assert len(cli_json(capsys, "trend", "--db", str(db), "--days", "90")[0]["points"]) == 4
+
+
+def test_sparkline_and_since_parsing() -> None:
+    assert sparkline([0, 50, 100]) == "▁▅█"
+    now = dt.datetime(2026, 3, 10, 12, 0, tzinfo=dt.UTC)
+    assert parse_since("7d", now) == "2026-03-03T12:00:00+00:00"
+    assert parse_since("2026-01-31", now) == "2026-01-31T00:00:00+00:00"
+    with pytest.raises(ValueError, match="expected a span like 7d"):
+        parse_since("last week", now)
+
+
+def test_missing_store_and_bad_since_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture, fixed_store: Path) -> None:
+    assert main(["leaderboard", "--db", str(tmp_path / "nope.db")]) == 2
+    err = capsys.readouterr().err
+    assert "no history store at" in err and "nope.db" in err
+    assert not (tmp_path / "nope.db").exists()  # reading never creates a store
+    assert main(["leaderboard", "--db", str(fixed_store), "--since", "yesterday-ish"]) == 2
+    assert "expected a span like 7d" in capsys.readouterr().err
