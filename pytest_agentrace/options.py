@@ -49,3 +49,7 @@ from .report.options import REPORT_OPTIONS  # noqa: E402  (reports and history s
 from .store import STORE_OPTIONS  # noqa: E402
 
 OPTIONS += REPORT_OPTIONS + STORE_OPTIONS
+
+from .model_double.opts import OPTIONS as MODEL_DOUBLE_OPTIONS  # noqa: E402  (--agentrace-offline, --agentrace-model-double; issue 7)
+
+OPTIONS += MODEL_DOUBLE_OPTIONS

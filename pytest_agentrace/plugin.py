@@ -112,6 +112,9 @@ def execute(config: pytest.Config, spec, tmp_path: Path):
     if reused is not None:
         return reused
     options = {"cache_dir": out / ".cache" / "repos", "agent_home": config.getoption("agentrace_agent_home")}
+    from .model_double.opts import run_options
+
+    options.update(run_options(config))  # issue 7: --agentrace-offline, --agentrace-model-double
     if spec.kind == "trial":
         from .trial_runner import run_trial
 

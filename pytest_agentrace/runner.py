@@ -95,6 +95,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         stdout, stderr, code, timed_out, err = res.stdout, res.stderr, res.exit_code, False, None
         seconds = time.monotonic() - start
     else:
+        session = None  # the model double and/or --agentrace-offline namespace of this run (issue 7)
         try:
             if spec.agent.command is not None:
                 from .agents.command import expand_template
@@ -105,10 +106,22 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             else:
                 inv = adapter.invocation(ctx)
                 argv, inv_env, stdin = [*inv.argv, *spec.agent.args], inv.env, inv.stdin
+            run_argv = argv
+            if spec.agent.model_double or (ctx.options or {}).get("model_double") or (ctx.options or {}).get("offline"):
+                from .model_double.runs import start_session
+
+                session = start_session(spec, ctx)
+                run_argv, inv_env = session.apply(argv, inv_env)
         except AgentError as exc:
+            if session is not None:
+                session.close()
             return AgentRun(None, 0.0, False, Usage(), error=str(exc))
-        (ctx.run_dir / "argv.json").write_text(process.redact(_json(argv), secrets), encoding="utf-8")
-        pres = process.run(argv, cwd=ctx.workspace, env=inv_env, timeout=ctx.timeout, stdin=stdin)
+        (ctx.run_dir / "argv.json").write_text(process.redact(_json(run_argv), secrets), encoding="utf-8")
+        try:
+            pres = process.run(run_argv, cwd=ctx.workspace, env=inv_env, timeout=ctx.timeout, stdin=stdin)
+        finally:
+            if session is not None:
+                session.close()
         stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
     (ctx.run_dir / "raw.out").write_text(process.redact(stdout, secrets), encoding="utf-8")
     (ctx.run_dir / "raw.err").write_text(process.redact(stderr, secrets), encoding="utf-8")

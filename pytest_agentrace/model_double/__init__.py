@@ -1,0 +1,31 @@
+"""The model double: a scripted local model server that real agent CLIs run against, offline.
+
+- ``script``: model scripts (YAML): ``shell`` / ``write`` / ``text`` steps with usage, delays and faults;
+- ``server``: ``ModelDouble``, one stateless HTTP server for the Anthropic, OpenAI Responses, OpenAI Chat and
+  Gemini wire protocols, logging every request;
+- ``tools``: reading requests and mapping steps onto the tools a CLI offered; ``wire``: the encoders;
+- ``environment``: per-CLI offline settings (``offline_env``); ``netns``: ``--agentrace-offline``;
+- ``runs``: what the runner calls for an agent with ``model_double:``; ``fixtures``: the ``model_double``
+  pytest fixture.
+
+See ``../shared/design/model-double.md`` for what each CLI version needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["ModelDouble", "Script", "Step", "TurnUsage", "load_script", "parse_script"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import lazily: ``options`` imports ``netns`` from this package, and ``pytest --help`` stays fast."""
+    if name == "ModelDouble":
+        from .server import ModelDouble
+
+        return ModelDouble
+    if name in ("Script", "Step", "TurnUsage", "load_script", "parse_script"):
+        from . import script
+
+        return getattr(script, name)
+    raise AttributeError(name)

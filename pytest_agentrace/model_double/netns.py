@@ -1,0 +1,113 @@
+"""``--agentrace-offline``: run an agent in a network namespace that has only loopback (Linux ``unshare -n``).
+
+Nothing the agent starts can then reach another host, even when a CLI update adds new traffic
+(``model-double.md``, "How offline was enforced"). A new namespace has its own, downed ``lo``, so the model
+double cannot stay outside it: ``wrap`` returns an argv that runs this module inside the namespace, which
+brings ``lo`` up, starts the double there on the port the run's config already names (every port is free in
+a new namespace), runs the agent as its child in the same process group (so the runner's timeout kill reaches
+both), and exits with the agent's exit code.
+
+``unshare -n`` needs CAP_SYS_ADMIN (root); other users get ``unshare -rn`` (a user namespace mapping them to
+root inside) where the kernel allows it. ``probe`` finds out once per process which works.
+
+Usage inside the namespace (built by ``wrap``)::
+
+    python -m pytest_agentrace.model_double.netns [--script S.yaml --log L.jsonl --port P] -- AGENT ARGV...
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+
+
+@functools.cache
+def probe() -> tuple[tuple[str, ...] | None, str]:
+    """``(unshare argv prefix, "")`` when this process may create a network namespace, else ``(None, why)``.
+    Tries ``unshare -n`` as root, then ``unshare -rn``. Cached for the process."""
+    if not sys.platform.startswith("linux"):
+        return None, f"network namespaces need Linux (this is {sys.platform})"
+    exe = shutil.which("unshare")
+    if exe is None:
+        return None, "the unshare command (util-linux) is not installed"
+    candidates = ([(exe, "-n")] if os.geteuid() == 0 else []) + [(exe, "-rn")]
+    why = ""
+    for prefix in candidates:
+        try:
+            proc = subprocess.run([*prefix, sys.executable, "-c", "pass"], check=False, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why = str(exc)
+            continue
+        if proc.returncode == 0:
+            return tuple(prefix), ""
+        why = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+    return None, f"cannot create a network namespace here ({why})"
+
+
+def wrap(argv: list[str], script: str | None = None, log: str | None = None, port: int | None = None) -> list[str]:
+    """``argv`` run inside a new loopback-only network namespace, with the model double inside it when
+    ``script`` is given (``log``: its JSONL request log, ``port``: the port the run's config names).
+
+    Raises ``RuntimeError`` (with ``probe``'s reason) when namespaces are not permitted."""
+    prefix, why = probe()
+    if prefix is None:
+        raise RuntimeError(why)
+    inner = [sys.executable, "-m", "pytest_agentrace.model_double.netns"]
+    if script:
+        inner += ["--script", script, "--log", str(log or os.devnull), "--port", str(port)]
+    return [*prefix, *inner, "--", *argv]
+
+
+def loopback_up() -> None:
+    """Bring ``lo`` up in the current network namespace (``ip link set lo up`` without needing iproute2)."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        req = struct.pack("16sh", b"lo", 0)
+        flags = struct.unpack("16sh", fcntl.ioctl(s, _SIOCGIFFLAGS, req))[1]
+        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | _IFF_UP))
+
+
+def main(args: list[str] | None = None) -> int:
+    """Inside the namespace: loopback up, the double started (when asked), the agent run; its exit code."""
+    parser = argparse.ArgumentParser(prog="python -m pytest_agentrace.model_double.netns")
+    parser.add_argument("--script")
+    parser.add_argument("--log")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("argv", nargs=argparse.REMAINDER)
+    ns = parser.parse_args(args)
+    argv = ns.argv[1:] if ns.argv[:1] == ["--"] else ns.argv
+    if not argv:
+        parser.error("no agent command after --")
+    loopback_up()
+    double = None
+    if ns.script:
+        from .script import load_script
+        from .server import ModelDouble
+
+        double = ModelDouble(load_script(ns.script), None if ns.log == os.devnull else ns.log, port=ns.port).start()
+    try:
+        child = subprocess.Popen(argv)
+    except OSError as exc:
+        print(f"agentrace netns: cannot start {argv[0]}: {exc}", file=sys.stderr)
+        return 127
+    # the runner signals the whole process group; pass signals on and wait for the agent's own exit
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: child.send_signal(signum))
+    code = child.wait()
+    if double is not None:
+        double.stop()
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

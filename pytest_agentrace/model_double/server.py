@@ -1,0 +1,388 @@
+"""The model double: one stateless HTTP server on 127.0.0.1 that plays model scripts for real agent CLIs.
+
+It serves, at once and routed by path (``model-double.md``, "Notes for whoever rebuilds the harness"):
+
+==========================================================  ===========================================
+``POST …/v1/messages`` (stream or JSON)                     Anthropic Messages (Claude Code)
+``POST …/v1/messages/count_tokens``                         ``{"input_tokens": N}``
+``POST …/v1/responses`` (stream or JSON)                    OpenAI Responses (Codex)
+``POST …/v1/chat/completions`` (stream with/without usage)  OpenAI Chat Completions (OpenCode, Copilot, Aider)
+``POST …/models/<m>:generateContent``                       Gemini (also the JSON-schema router request)
+``POST …/models/<m>:streamGenerateContent?alt=sse``         Gemini streaming
+``POST …/models/<m>:countTokens``                           ``{"totalTokens": N}``
+``GET …/models``                                            a one-model list
+``HEAD`` anything                                           200, empty (Claude Code's connectivity probe)
+==========================================================  ===========================================
+
+Which script answers: a path starting ``/r/<token>/`` belongs to the run registered under ``token``
+(``register``); any other path uses the server's default script. Which step answers: the number of tool
+results in the request (``tools.count_tool_results``), so the server keeps no conversation state and parallel
+runs are safe. The one exception is ``error.times``: failures are counted per conversation (``conversation_key``)
+and step, so "a 429 then success" works.
+
+Every request is appended to the route's JSONL log: ``{ts, method, path, query, headers, body, protocol,
+answer}`` with auth headers replaced by ``<redacted>`` and strings longer than ``LOG_STRING_LIMIT``
+characters shortened (``"...<N chars>"``, as in the recorded samples).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Self
+from urllib.parse import parse_qs, urlsplit
+
+from . import tools, wire
+from .script import Script, Step, TurnUsage
+from .tools import ANTHROPIC, CHAT, GEMINI, RESPONSES
+from .wire import Answer
+
+LOG_STRING_LIMIT = 4000
+REDACT_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie", "proxy-authorization"}
+REDACT_QUERY = {"key", "api_key", "access_token"}
+_ROUTE_RE = re.compile(r"^/r/([A-Za-z0-9_-]+)(/.*)?$")
+_GEMINI_RE = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
+
+
+@dataclass
+class Route:
+    """A registered run: its ``script``, request ``log`` file (JSONL; None: memory only) and the records."""
+
+    token: str
+    script: Script
+    log: Path | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def append(self, record: dict[str, Any]) -> None:
+        with self.lock:
+            self.records.append(record)
+            if self.log is not None:
+                self.log.parent.mkdir(parents=True, exist_ok=True)
+                with self.log.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def shorten(value: Any, limit: int = LOG_STRING_LIMIT) -> Any:
+    """``value`` with every string longer than ``limit`` cut to ``limit`` characters plus ``...<N chars>``."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + f"...<{len(value) - limit} chars>"
+    if isinstance(value, dict):
+        return {k: shorten(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shorten(v, limit) for v in value]
+    return value
+
+
+def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Headers with credentials (``REDACT_HEADERS``) replaced by ``<redacted>``."""
+    return {k: ("<redacted>" if k.lower() in REDACT_HEADERS else v) for k, v in headers.items()}
+
+
+def fill_schema(schema: Any) -> Any:
+    """A minimal value fitting a JSON schema (Gemini's upper-case ``type`` names too): strings
+    ``"scripted"``, integers 1, numbers 0, booleans false, arrays empty, enums their ``"user"`` value when
+    present (Gemini's next-speaker check) else the first, objects with every listed property."""
+    if not isinstance(schema, Mapping):
+        return "scripted"
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return "user" if "user" in schema["enum"] else schema["enum"][0]
+    kind = str(schema.get("type", "object" if "properties" in schema else "string")).lower()
+    if kind == "object":
+        return {k: fill_schema(v) for k, v in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return []
+    if kind == "integer":
+        return 1
+    if kind == "number":
+        return 0
+    if kind == "boolean":
+        return False
+    return "scripted"
+
+
+def protocol_of(path: str) -> str | None:
+    """The wire protocol of a POST path, or None."""
+    if path.endswith(("/messages", "/messages/count_tokens")):
+        return ANTHROPIC
+    if path.endswith("/responses"):
+        return RESPONSES
+    if path.endswith("/chat/completions"):
+        return CHAT
+    if _GEMINI_RE.search(path):
+        return GEMINI
+    return None
+
+
+class Decider:
+    """Chooses the ``Answer`` for a request from the request alone (plus ``error.times`` counters)."""
+
+    def __init__(self) -> None:
+        self._failures: dict[tuple[str, str, int], int] = {}
+        self._lock = threading.Lock()
+
+    def _should_fail(self, route: Route, conv: str, index: int, step: Step) -> bool:
+        if step.error is None:
+            return False
+        if step.error.times is None:
+            return True
+        key = (route.token, conv, index)
+        with self._lock:
+            n = self._failures.get(key, 0)
+            if n >= step.error.times:
+                return False
+            self._failures[key] = n + 1
+            return True
+
+    def decide(self, route: Route, protocol: str, path: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Answer:
+        script = route.script
+        side = Answer("side", script.side_usage, text=script.side_text)
+        gen = body.get("generationConfig") if protocol == GEMINI else None
+        if isinstance(gen, Mapping) and gen.get("responseMimeType") == "application/json":
+            schema = gen.get("responseJsonSchema") or gen.get("responseSchema")
+            return Answer("json", script.side_usage, text=json.dumps(fill_schema(schema)))
+        offered = tools.offered_tools(body)
+        if not offered:
+            fmt = tools.edit_format(body) if protocol == CHAT else None
+            if fmt is None:
+                return side
+            return self._aider(route, fmt, body, headers)
+        index = tools.count_tool_results(protocol, body)
+        step = script.step_for(index)
+        step_no = index % len(script.steps) if script.loop else min(index, len(script.steps) - 1)
+        common = {"step": step_no, "malformed": step.malformed, "delay": step.delay}
+        if self._should_fail(route, tools.conversation_key(headers, body), index, step):
+            return Answer("error", TurnUsage(), error=step.error, step=step_no, delay=step.delay)
+        if step.kind == "text":
+            return Answer("text", step.usage, text=step.text, **common)
+        call = tools.tool_call(step, offered, tools.workspace_dir(body))
+        if call is None:
+            note = f"scripted model: step {step_no} ({step.describe()}) needs a shell tool; offered: {', '.join(offered)}"
+            return Answer("none", step.usage, text=note, **common)
+        return Answer("tool", step.usage, tool=call, **common)
+
+    def _aider(self, route: Route, fmt: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Answer:
+        """Aider sends no tools: every write step goes into one edit reply carrying the script's whole usage;
+        a later request that already holds that reply gets the final text with the side usage."""
+        script = route.script
+        reply = tools.aider_reply(script.steps, fmt, body, script.final_text)
+        first = script.steps[0]
+        if tools.is_aider_followup(body, reply):
+            return Answer("side", script.side_usage, text=script.final_text or "Done.")
+        if self._should_fail(route, tools.conversation_key(headers, body), 0, first):
+            return Answer("error", TurnUsage(), error=first.error, step=0, delay=first.delay)
+        return Answer("edit", script.total_usage(), text=reply, step=0, malformed=first.malformed, delay=first.delay)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the JSONL log is the record
+        return
+
+    def _route(self) -> tuple[Route | None, str]:
+        parts = urlsplit(self.path)
+        m = _ROUTE_RE.match(parts.path)
+        if m:
+            return self.server.double.route(m.group(1)), m.group(2) or "/"
+        return self.server.double.default, parts.path
+
+    def _record(self, route: Route | None, path: str, body: Any, protocol: str | None, answer: dict[str, Any]) -> None:
+        parts = urlsplit(self.path)
+        query = {k: (["<redacted>"] if k in REDACT_QUERY else v) for k, v in parse_qs(parts.query).items()}
+        record = {
+            "ts": time.time(), "method": self.command, "path": path, "query": query,
+            "headers": redact_headers(dict(self.headers.items())), "body": shorten(body),
+            "protocol": protocol, "answer": answer,
+        }
+        (route or self.server.double.unrouted).append(record)
+
+    def _send_json(self, status: int, data: Any, extra: Mapping[str, str] | None = None) -> None:
+        raw = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.send_header("request-id", "req_" + uuid.uuid4().hex[:20])
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _read_body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if self.headers.get("Content-Encoding", "").lower() in ("gzip", "zstd", "br", "deflate"):
+            return {"_undecoded": f"{len(raw)} bytes, Content-Encoding {self.headers['Content-Encoding']}"}
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw.decode("utf-8", errors="replace")
+
+    def do_HEAD(self) -> None:
+        route, path = self._route()
+        self._record(route, path, None, None, {"kind": "probe"})
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        route, path = self._route()
+        if path.rstrip("/").endswith("/models"):
+            data: Any = {"object": "list", "data": [{"id": "test", "object": "model", "created": 0, "owned_by": "agentrace"}],
+                         "models": [{"name": "models/test", "displayName": "scripted"}]}
+            self._record(route, path, None, None, {"kind": "models"})
+            self._send_json(200, data)
+            return
+        self._record(route, path, None, None, {"kind": "not_found", "status": 404})
+        self._send_json(404, {"error": {"message": f"model double: no GET route {path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:
+        route, path = self._route()
+        body = self._read_body()
+        protocol = protocol_of(path)
+        if route is None or protocol is None or not isinstance(body, dict):
+            why = "unknown run token" if route is None else ("no such endpoint" if protocol is None else "body is not a JSON object")
+            self._record(route, path, body, protocol, {"kind": "not_found", "status": 404, "error": why})
+            self._send_json(404, wire.error_body(protocol or CHAT, 404, f"model double: {why}: {path}"))
+            return
+        if path.endswith(("/count_tokens", ":countTokens")):
+            n = route.script.side_usage.input
+            self._record(route, path, body, protocol, {"kind": "count_tokens", "input_tokens": n})
+            self._send_json(200, {"totalTokens": n} if protocol == GEMINI else {"input_tokens": n})
+            return
+        answer = self.server.double.decider.decide(route, protocol, path, body, dict(self.headers.items()))
+        self._record(route, path, body, protocol, answer.to_log())
+        if answer.delay:
+            time.sleep(answer.delay)
+        if answer.error is not None:
+            extra = {"retry-after": f"{answer.error.retry_after:g}"} if answer.error.retry_after is not None else {}
+            self._send_json(answer.error.status, wire.error_body(protocol, answer.error.status, answer.error.message), extra)
+            return
+        model = str(body.get("model") or "scripted")
+        stream = bool(body.get("stream")) or (protocol == GEMINI and path.endswith(":streamGenerateContent"))
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        data, chunks = wire.encode(protocol, answer, model, stream, include_usage)
+        if data is not None:
+            if answer.malformed:
+                raw = json.dumps(data).encode()[: 40]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+                return
+            self._send_json(200, data)
+            return
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        try:
+            for chunk in chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    double: ModelDouble
+
+
+class ModelDouble:
+    """A model double server on ``host`` (127.0.0.1) and ``port`` (0: a free port), serving ``script`` on
+    paths without a run token and logging those requests to ``log`` (JSONL; None: memory only).
+
+    Use as a context manager or call ``start()`` / ``stop()``. ``url`` is ``http://127.0.0.1:PORT``;
+    ``register(script, log)`` adds a run and returns its base URL (``url + "/r/<token>"``). Requests that name
+    an unknown token are logged in ``unrouted``. Thread-safe.
+    """
+
+    def __init__(self, script: Script | None = None, log: Path | str | None = None, host: str = "127.0.0.1", port: int = 0):
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"the model double binds to loopback only, not {host!r}")
+        from .script import parse_script
+
+        default = script or parse_script({"steps": [{"text": "DONE"}]}, "<default>")
+        self.default = Route("default", default, Path(log) if log else None)
+        self.unrouted = Route("unrouted", default, None)
+        self.decider = Decider()
+        self._routes: dict[str, Route] = {}
+        self._host, self._port = host, port
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ModelDouble:
+        """Bind and serve in a daemon thread. Raises ``OSError`` when the port is taken."""
+        if self._server is not None:
+            return self
+        server = _Server((self._host, self._port), _Handler)
+        server.double = self
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="model-double", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket (streams in progress are cut)."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        self._server = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the model double is not started")
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` (no trailing slash)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def register(self, script: Script, log: Path | str | None = None, token: str | None = None) -> str:
+        """Serve ``script`` under a new run token; returns that run's base URL (``url/r/<token>``)."""
+        token = token or uuid.uuid4().hex[:16]
+        self._routes[token] = Route(token, script, Path(log) if log else None)
+        return f"{self.url}/r/{token}"
+
+    def use(self, script: Script) -> None:
+        """Serve ``script`` on paths without a run token from now on."""
+        self.default.script = script
+
+    def unregister(self, base_url: str) -> list[dict[str, Any]]:
+        """Forget a run (by the URL ``register`` returned); returns its request records."""
+        route = self._routes.pop(base_url.rstrip("/").rsplit("/", 1)[-1], None)
+        return list(route.records) if route else []
+
+    def route(self, token: str) -> Route | None:
+        return self._routes.get(token)
+
+    def requests(self, base_url: str | None = None) -> list[dict[str, Any]]:
+        """Request records of one run (by its base URL) or of the default route."""
+        if base_url is None:
+            return list(self.default.records)
+        route = self._routes.get(base_url.rstrip("/").rsplit("/", 1)[-1])
+        return list(route.records) if route else []
