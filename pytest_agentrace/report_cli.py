@@ -77,7 +77,8 @@ def _emit(text: str, output: str | None) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
-def _open_rows(args: argparse.Namespace, **filters: Any) -> list[dict[str, Any]] | None:
+def _load(args: argparse.Namespace, **filters: Any) -> list | None:
+    """Task outcomes from the store (``filters`` as ``Store.runs``); None after printing why there are none."""
     from .report.leaderboard import parse_since
     from .store import Store, StoreError
 
@@ -95,7 +96,7 @@ def _open_rows(args: argparse.Namespace, **filters: Any) -> list[dict[str, Any]]
     filters["since"] = since or filters.get("since")
     try:
         with Store(path) as store:
-            return store.runs(kind="task", **filters)
+            return store.outcomes(kind="task", **filters)
     except StoreError as exc:
         print(f"agentrace: {exc}", file=sys.stderr)
         return None
@@ -130,32 +131,31 @@ def _when(iso: str) -> str:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from .report.leaderboard import leaderboard
+    from .report.leaderboard import RACE_NOTE, leaderboard
 
-    rows = _open_rows(args, case=args.task)
-    if rows is None:
+    found = _load(args, case=args.task)
+    if found is None:
         return 2
-    table = leaderboard(rows, min_runs=args.min_runs)
+    table = leaderboard(found, min_runs=args.min_runs)
     headers = ["Rank", "Agent", "Wins", "Races", "Win %", "Mean score", "Passed", "Runs", "Mean cost (USD)", "Mean time (s)"]
     body = [[i, s.agent, s.wins, s.races, _f(s.win_rate, pct=True), _f(s.mean_score), s.passed, s.runs,
              _f(s.mean_cost, 4), _f(s.mean_seconds)] for i, s in enumerate(table, 1)]
     title = "agentrace leaderboard" + (f" — task {args.task}" if args.task else "")
-    note = "A race is one task and rep of one session with two or more scored agents; a shared top score is a tie, and ties are not wins."
-    _emit(_render(title, headers, body, [s.to_dict() for s in table], args.format, note), args.output)
+    _emit(_render(title, headers, body, [s.to_dict() for s in table], args.format, RACE_NOTE), args.output)
     return 0
 
 
 def cmd_history(args: argparse.Namespace) -> int:
     from .report.leaderboard import history
 
-    rows = _open_rows(args, case=args.task)
-    if rows is None:
+    found = _load(args, case=args.task)
+    if found is None:
         return 2
-    entries = history(rows, agent=args.agent, limit=args.limit or None)
-    headers = ["Started", "Session", "Task", "Rep", "Agents", "Winner", "Top score"] + (["Score", "Rank"] if args.agent else [])
+    entries = history(found, agent=args.agent, limit=args.limit or None)
+    headers = ["Started", "Session", "Task", "Agents", "Winner", "Top score"] + (["Score", "Rank"] if args.agent else [])
     body = []
     for e in entries:
-        row = [_when(e["started"]), e["session_id"], e["task"], e["rep"], ", ".join(e["agents"]), e["winner"] or "-", _f(e["top_score"])]
+        row = [_when(e["started"]), e["session_id"], e["task"], ", ".join(e["agents"]), e["winner"] or "-", _f(e["top_score"])]
         if args.agent:
             row += [_f(e["score"]), e["rank"]]
         body.append(row)
@@ -170,10 +170,10 @@ def cmd_trend(args: argparse.Namespace) -> int:
     from .report.leaderboard import sparkline, trend
 
     since = (_dt.datetime.now(_dt.UTC) - _dt.timedelta(days=args.days)).isoformat(timespec="seconds")
-    rows = _open_rows(args, case=args.task, agent=args.agent, since=since)
-    if rows is None:
+    found = _load(args, case=args.task, agent=args.agent, since=since)
+    if found is None:
         return 2
-    series = trend(rows)
+    series = trend(found)
     headers = ["Agent", "Task", "Sessions", "First", "Last", "Change", "Score over time (0..100)"]
     body = [[s["agent"], s["task"], len(s["points"]), _f(s["first"]), _f(s["last"]), f"{s['change']:+.1f}",
              sparkline([v for _, v in s["points"]])] for s in series]

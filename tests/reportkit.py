@@ -22,5 +22,5 @@ def outcome(case: str = "fix-add", agent: str = "a", rep: int = 1, status: str =
     return Outcome(
         run_id=f"{kind}:{case}/{arm}/{agent}/r{rep}", kind=kind, source=source, case=case, arm=arm, agent=agent,
         rep=rep, status=status, score=score, session_id=session_id, seconds=seconds, usage=usage,
-        checks=checks or {}, exit_code=0 if status != "error" else None, started="2026-01-01T00:00:00+00:00", **more,
+        checks=checks or {}, exit_code=0 if status != "error" else None, **{"started": "2026-01-01T00:00:00+00:00", **more},
     )

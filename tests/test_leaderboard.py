@@ -14,19 +14,26 @@ from pytest_agentrace.cli import main
 from pytest_agentrace.report.leaderboard import parse_since, sparkline
 from pytest_agentrace.store import SessionInfo
 
-S1, S2 = "2026-01-10T09:00:00+00:00", "2026-02-10T09:00:00+00:00"
+S1, S2, S3 = "2026-01-10T09:00:00+00:00", "2026-02-10T09:00:00+00:00", "2026-02-20T09:00:00+00:00"
+STARTED = {"s1": S1, "s2": S2, "s3": S3}
 
 
-def run(agent, case, rep, score, sid, cost=None, seconds=1.0, status=None, **kw):
+def run(agent, case, rep, score, sid, cost=None, seconds=1.0, status=None, started=None, **kw):
     status = status or ("error" if score is None else "passed" if score >= 50 else "failed")
-    return outcome(case=case, agent=agent, rep=rep, score=score, session_id=sid, cost=cost, seconds=seconds, status=status, **kw)
+    return outcome(case=case, agent=agent, rep=rep, score=score, session_id=sid, cost=cost, seconds=seconds, status=status,
+                   started=started or STARTED[sid], **kw)
 
 
 @pytest.fixture
 def fixed_store(tmp_path: Path) -> Path:
-    """Two sessions. Session 1: fix-add r1 a90 b70 c50 (a wins); r2 a80 b80 c60 (tie: no win); slugify r1 a40 b95
-    (b wins; c had an infrastructure error: not scored, not a participant). Session 2: fix-add r1 a100 b20 c100
-    (tie); r2 only c70 (a race of one: not a race); plus trial runs, which the leaderboard ignores."""
+    """Three sessions; a race is one task in one session, each agent at its mean score over reps.
+
+    s1: fix-add  a 90, 80 (85)  b 70, 80 (75)  c 50, 60 (55)   -> a wins
+        slugify  a 40  b 95  c error (not scored, not in the race) -> b wins
+    s2: fix-add  a 100, error (100)  b 20, error (20)  c 100, 100 (100) -> tie a/c: nobody wins
+        slugify  c 70 alone: a run, not a race
+    s3: fix-add  a 80.5  b 80.0 -> within 1 point: a tie, nobody wins
+    plus trial runs in s2, which the leaderboard ignores."""
     db = tmp_path / "history.db"
     s1 = [
         run("a", "fix-add", 1, 90.0, "s1", cost=0.01, seconds=10), run("b", "fix-add", 1, 70.0, "s1", cost=0.02, seconds=20),
@@ -39,12 +46,14 @@ def fixed_store(tmp_path: Path) -> Path:
     s2 = [
         run("a", "fix-add", 1, 100.0, "s2", cost=0.01, seconds=10), run("b", "fix-add", 1, 20.0, "s2", seconds=50),
         run("c", "fix-add", 1, 100.0, "s2", seconds=1),
-        run("a", "fix-add", 2, None, "s2"), run("b", "fix-add", 2, None, "s2"), run("c", "fix-add", 2, 70.0, "s2", seconds=1),
+        run("a", "fix-add", 2, None, "s2"), run("b", "fix-add", 2, None, "s2"), run("c", "fix-add", 2, 100.0, "s2", seconds=1),
+        run("c", "slugify", 1, 70.0, "s2", seconds=1),
         run("a", "q1", 1, None, "s2", kind="trial", arm="docs", status="passed"),
         run("b", "q1", 1, None, "s2", kind="trial", arm="docs", status="passed"),
     ]
-    store.save(db, SessionInfo("s1", started=S1), s1)
-    store.save(db, SessionInfo("s2", started=S2), s2)
+    s3 = [run("a", "fix-add", 1, 80.5, "s3", cost=0.01, seconds=10), run("b", "fix-add", 1, 80.0, "s3", seconds=35)]
+    for sid, runs in (("s1", s1), ("s2", s2), ("s3", s3)):
+        store.save(db, SessionInfo(sid, started=STARTED[sid]), runs)
     return db
 
 
@@ -57,9 +66,9 @@ def test_leaderboard_matches_hand_counts(fixed_store: Path, capsys: pytest.Captu
     board = cli_json(capsys, "leaderboard", "--db", str(fixed_store))
     got = [(s["agent"], s["runs"], s["races"], s["wins"], s["win_rate"], s["mean_score"], s["passed"]) for s in board]
     assert got == [
-        ("a", 4, 4, 1, 0.25, 77.5, 3),  # wins tie with b, win rate tie, higher mean score ranks first
-        ("b", 4, 4, 1, 0.25, 66.25, 3),
-        ("c", 4, 3, 0, 0.0, 70.0, 4),  # its one-agent "race" counts as a run, not a race
+        ("a", 5, 4, 1, 0.25, 78.1, 4),  # 90 80 40 100 80.5; wins and win rate tie with b, the higher mean ranks first
+        ("b", 5, 4, 1, 0.25, 69.0, 4),  # 70 80 95 20 80
+        ("c", 5, 2, 0, 0.0, 76.0, 5),  # 50 60 100 100 70; its lone slugify run is a run, not a race
     ]
     by = {s["agent"]: s for s in board}
     assert by["a"]["mean_cost"] == pytest.approx(0.01) and by["b"]["mean_cost"] == pytest.approx(0.03) and by["c"]["mean_cost"] is None
@@ -68,10 +77,11 @@ def test_leaderboard_matches_hand_counts(fixed_store: Path, capsys: pytest.Captu
 
 def test_leaderboard_filters(fixed_store: Path, capsys: pytest.CaptureFixture) -> None:
     since = cli_json(capsys, "leaderboard", "--db", str(fixed_store), "--since", "2026-02-01")
-    assert [(s["agent"], s["runs"], s["races"], s["wins"]) for s in since] == [("a", 1, 1, 0), ("c", 2, 1, 0), ("b", 1, 1, 0)]  # by mean score: 100, 85, 20
+    # s2 and s3 only: two ties, no wins; by mean score a 90.25, c 90.0, b 50.0
+    assert [(s["agent"], s["runs"], s["races"], s["wins"]) for s in since] == [("a", 2, 2, 0), ("c", 3, 1, 0), ("b", 2, 2, 0)]
     task = cli_json(capsys, "leaderboard", "--db", str(fixed_store), "--task", "slugify")
-    assert [(s["agent"], s["runs"], s["races"], s["wins"], s["win_rate"]) for s in task] == [("b", 1, 1, 1, 1.0), ("a", 1, 1, 0, 0.0)]
-    few = cli_json(capsys, "leaderboard", "--db", str(fixed_store), "--since", "2026-02-01", "--min-runs", "2")
+    assert [(s["agent"], s["runs"], s["races"], s["wins"], s["win_rate"]) for s in task] == [("b", 1, 1, 1, 1.0), ("c", 1, 0, 0, None), ("a", 1, 1, 0, 0.0)]
+    few = cli_json(capsys, "leaderboard", "--db", str(fixed_store), "--since", "2026-02-01", "--min-runs", "3")
     assert [s["agent"] for s in few] == ["c"]
 
 
@@ -80,14 +90,14 @@ def test_leaderboard_terminal_and_markdown(fixed_store: Path, capsys: pytest.Cap
     text = capsys.readouterr().out
     lines = [line.split() for line in text.splitlines()]
     rows = [row for row in lines if row and row[0] in ("1", "2", "3")]
-    assert [row[1:5] for row in rows] == [["a", "1", "4", "25.0%"], ["b", "1", "4", "25.0%"], ["c", "0", "3", "0.0%"]]
+    assert [row[1:5] for row in rows] == [["a", "1", "4", "25.0%"], ["b", "1", "4", "25.0%"], ["c", "0", "2", "0.0%"]]
     assert "ties are not wins" in text
     assert main(["leaderboard", "--db", str(fixed_store), "--format", "markdown"]) == 0
     md = capsys.readouterr().out
     md_lines = md.splitlines()
     assert md_lines[0] == "### agentrace leaderboard"
     assert [c.strip() for c in md_lines[2].strip("|").split("|")][:4] == ["Rank", "Agent", "Wins", "Races"]
-    assert [c.strip() for c in md_lines[4].strip("|").split("|")][:6] == ["1", "a", "1", "4", "25.0%", "77.5"]
+    assert [c.strip() for c in md_lines[4].strip("|").split("|")][:6] == ["1", "a", "1", "4", "25.0%", "78.1"]
 
 
 def test_leaderboard_html_is_a_sortable_page(fixed_store: Path, tmp_path: Path) -> None:
@@ -95,23 +105,23 @@ def test_leaderboard_html_is_a_sortable_page(fixed_store: Path, tmp_path: Path) 
     assert main(["leaderboard", "--db", str(fixed_store), "--format", "html", "-o", str(out)]) == 0
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and 'class="sortable"' in page and "<td>a</td>" in page
-    assert 'data-sort="77.5"' in page  # numeric columns sort by value
+    assert 'data-sort="78.1"' in page  # numeric columns sort by value
 
 
 def test_history_matches_hand_counts(fixed_store: Path, capsys: pytest.CaptureFixture) -> None:
     races = cli_json(capsys, "history", "--db", str(fixed_store))
-    got = [(r["session_id"], r["task"], r["rep"], r["agents"], r["winner"], r["top_score"]) for r in races]
+    got = [(r["session_id"], r["task"], r["agents"], r["winner"], r["top_score"]) for r in races]
     assert got == [
-        ("s2", "fix-add", 2, ["c"], None, 70.0),
-        ("s2", "fix-add", 1, ["a", "b", "c"], "tie", 100.0),
-        ("s1", "slugify", 1, ["a", "b"], "b", 95.0),
-        ("s1", "fix-add", 2, ["a", "b", "c"], "tie", 80.0),
-        ("s1", "fix-add", 1, ["a", "b", "c"], "a", 90.0),
+        ("s3", "fix-add", ["a", "b"], "tie", 80.5),
+        ("s2", "slugify", ["c"], None, 70.0),
+        ("s2", "fix-add", ["a", "b", "c"], "tie", 100.0),
+        ("s1", "slugify", ["a", "b"], "b", 95.0),
+        ("s1", "fix-add", ["a", "b", "c"], "a", 85.0),
     ]
     mine = cli_json(capsys, "history", "--db", str(fixed_store), "--agent", "c")
-    assert [(r["session_id"], r["rep"], r["score"], r["rank"]) for r in mine] == [("s2", 2, 70.0, 1), ("s2", 1, 100.0, 1), ("s1", 2, 60.0, 3), ("s1", 1, 50.0, 3)]
+    assert [(r["session_id"], r["task"], r["score"], r["rank"]) for r in mine] == [("s2", "slugify", 70.0, 1), ("s2", "fix-add", 100.0, 1), ("s1", "fix-add", 55.0, 3)]
     assert len(cli_json(capsys, "history", "--db", str(fixed_store), "--limit", "2")) == 2
-    assert [r["task"] for r in cli_json(capsys, "history", "--db", str(fixed_store), "--task", "slugify")] == ["slugify"]
+    assert [r["session_id"] for r in cli_json(capsys, "history", "--db", str(fixed_store), "--task", "slugify")] == ["s2", "s1"]
 
 
 def test_trend_series_and_sparkline(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -120,7 +130,8 @@ def test_trend_series_and_sparkline(tmp_path: Path, capsys: pytest.CaptureFixtur
     for i, (days_ago, a_scores) in enumerate([(60, [10.0]), (3, [0.0, 50.0]), (2, [50.0]), (1, [100.0])]):
         started = (now - dt.timedelta(days=days_ago)).isoformat(timespec="seconds")
         store.save(db, SessionInfo(f"s{i}", started=started),
-                   [run("a", "fix-add", rep, s, f"s{i}") for rep, s in enumerate(a_scores, 1)] + [run("b", "fix-add", 1, 70.0, f"s{i}")])
+                   [run("a", "fix-add", rep, s, f"s{i}", started=started) for rep, s in enumerate(a_scores, 1)]
+                   + [run("b", "fix-add", 1, 70.0, f"s{i}", started=started)])
     series = cli_json(capsys, "trend", "--db", str(db))  # last 30 days: the 60-day-old session is out
     a = next(s for s in series if s["agent"] == "a")
     assert [v for _, v in a["points"]] == [25.0, 50.0, 100.0] and a["change"] == 75.0

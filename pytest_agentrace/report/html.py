@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import charts
+from .leaderboard import RACE_NOTE
 from .markdown import (
     COMPARISON_HEADERS,
     LEADERBOARD_HEADERS,
@@ -183,7 +184,7 @@ def _tables(doc: Mapping[str, Any]) -> str:
                  Cell(usd(s["mean_cost"]), s["mean_cost"], "num"), Cell(num(s["mean_seconds"]), s["mean_seconds"], "num")]
                 for i, s in enumerate(doc["leaderboard"], 1)]
         out.append(_section("Leaderboard", table(LEADERBOARD_HEADERS, rows, "leaderboard", numeric=[0, 2, 3, 4, 5, 6, 7, 8]),
-                            "A race is one task and rep with two or more scored agents; a shared top score is a tie, and ties are not wins."))
+                            RACE_NOTE))
     cells = doc.get("cells") or []
     task = [c for c in cells if c.get("kind") == "task"]
     if task:

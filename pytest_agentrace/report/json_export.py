@@ -133,7 +133,7 @@ def build_export(
     from .. import __version__
     from ..cells import compare_arms, summarize
     from ..ratings import elo, elo_history
-    from .leaderboard import leaderboard, rows_from_outcomes
+    from .leaderboard import leaderboard
 
     outcomes = list(outcomes)
     options = dict(options or {})
@@ -158,7 +158,7 @@ def build_export(
             "timeout": options.get("timeout"), "seed": seed, "baseline": baseline,
         },
         "totals": {"runs": len(outcomes), **{s: statuses.get(s, 0) for s in ("passed", "failed", "timeout", "error")}},
-        "leaderboard": [s.to_dict() for s in leaderboard(rows_from_outcomes(outcomes))],
+        "leaderboard": [s.to_dict() for s in leaderboard(outcomes)],
         "cells": [c.to_dict() for c in summarize(outcomes)],
         "comparisons": [c.to_dict() for c in compare_arms(outcomes, baseline=baseline, seed=seed)],
         "elo": {"ratings": dict(elo(elo_source)), "history": list(elo_history(elo_source))},

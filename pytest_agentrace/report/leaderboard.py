@@ -1,16 +1,14 @@
-"""Races, the leaderboard, history and trend: pure functions over run rows (no pytest, no SQLite).
+"""The leaderboard, race history and score trend: pure functions over outcomes (no pytest, no SQLite).
 
-A *row* is a mapping with at least ``session_id``, ``session_started`` (ISO-8601), ``kind``, ``source``,
-``case_name``, ``rep``, ``agent``, ``status``, ``score`` (0..100 or None), ``seconds`` and ``cost_usd`` (USD or
-None) — what ``store.Store.runs`` returns; ``rows_from_outcomes`` makes the same from a session's outcomes.
+Races come from ``ratings.races`` so the leaderboard, the Elo ratings and the race statistics share one
+definition: a **race** is one task (source and case) in one session, each agent scored by its mean composite
+score over its valid reps (``error`` runs are not scored); it takes at least two agents. The **winner** is the
+agent whose score beats every other agent's by more than ``ratings.DRAW_MARGIN`` (1 point); otherwise the race is
+a tie and nobody wins (**ties are not wins**), though every participant has raced.
 
-Definitions (coderace's leaderboard, with its edge cases pinned down):
-- a **race** is one task and rep of one session: the task runs sharing ``(session_id, source, case_name, rep)``.
-  Only runs with a score take part (``error`` runs are not scored). A race needs at least two agents.
-- the **winner** of a race is the agent whose score is strictly highest; when two or more share the top score
-  nobody wins (**ties are not wins**), though every participant is counted as having raced.
-- per agent: ``runs`` (scored task runs), ``races``, ``wins``, ``win_rate`` (wins / races, 0..1), and the means
-  of score, cost (USD, over runs whose cost is known) and agent seconds over its scored runs.
+Per agent: ``runs`` (scored task runs), ``races``, ``wins``, ``win_rate`` (wins / races, 0..1; None without a
+race), ``passed`` (runs with status passed), and the means of score (0..100), cost (USD, over runs whose cost is
+known) and agent seconds, over its scored runs.
 """
 
 from __future__ import annotations
@@ -18,50 +16,15 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..model import Outcome
 
 SPARK = "▁▂▃▄▅▆▇█"
-
-
-@dataclass(frozen=True)
-class Race:
-    """One race: its key, start time, ``scores`` ``{agent: score}`` and ``winner`` (None: tie or single agent)."""
-
-    session_id: str
-    started: str
-    source: str
-    task: str
-    rep: int
-    scores: dict[str, float]
-
-    @property
-    def is_race(self) -> bool:
-        return len(self.scores) >= 2
-
-    @property
-    def top(self) -> float | None:
-        return max(self.scores.values()) if self.scores else None
-
-    @property
-    def leaders(self) -> list[str]:
-        top = self.top
-        return sorted(a for a, s in self.scores.items() if s == top)
-
-    @property
-    def winner(self) -> str | None:
-        """The single agent with the highest score; None for a tie at the top or a race of one."""
-        leaders = self.leaders
-        return leaders[0] if self.is_race and len(leaders) == 1 else None
-
-    def rank(self, agent: str) -> int | None:
-        """Competition rank ("1224") of ``agent`` in this race."""
-        if agent not in self.scores:
-            return None
-        return 1 + sum(1 for s in self.scores.values() if s > self.scores[agent])
+RACE_NOTE = ("A race is one task in one session (each agent's mean score over its reps) with two or more agents; "
+             "a win needs a score more than 1 point above every other agent's, so ties are not wins.")
 
 
 @dataclass(frozen=True)
@@ -82,101 +45,101 @@ class Standing:
         return asdict(self)
 
 
-def rows_from_outcomes(outcomes: Iterable[Outcome], session_id: str = "", started: str = "") -> list[dict[str, Any]]:
-    """Store-shaped rows for ``outcomes`` (so a live session's leaderboard uses the same code as the store's)."""
-    return [
-        {
-            "session_id": o.session_id or session_id, "session_started": started or o.started, "kind": o.kind,
-            "source": o.source, "case_name": o.case, "arm": o.arm, "rep": o.rep, "agent": o.agent, "status": str(o.status),
-            "score": o.score, "seconds": o.seconds, "cost_usd": o.usage.cost_usd,
-        }
-        for o in outcomes
-    ]
+def winner(scores: dict[str, float]) -> str | None:
+    """The agent beating every other by more than the draw margin; None for a tie or a race of one."""
+    from ..ratings import DRAW_MARGIN
+
+    if len(scores) < 2:
+        return None
+    best = max(scores, key=lambda a: scores[a])
+    return best if all(scores[best] - s > DRAW_MARGIN for a, s in scores.items() if a != best) else None
 
 
-def races(rows: Iterable[Mapping[str, Any]]) -> list[Race]:
-    """Group task rows into races (including one-agent groups; check ``is_race``), oldest first."""
-    groups: dict[tuple, dict[str, float]] = defaultdict(dict)
-    started: dict[tuple, str] = {}
-    for r in rows:
-        if r["kind"] != "task" or r["score"] is None:
-            continue
-        key = (r["session_id"], r["source"] or "", r["case_name"], int(r["rep"]))
-        groups[key][r["agent"]] = float(r["score"])
-        started.setdefault(key, r["session_started"] or "")
-    out = [Race(k[0], started[k], k[1], k[2], k[3], scores) for k, scores in groups.items()]
-    return sorted(out, key=lambda x: (x.started, x.session_id, x.task, x.source, x.rep))
+def rank(scores: dict[str, float], agent: str) -> int | None:
+    """Competition rank ("1224") of ``agent`` by score in one race."""
+    if agent not in scores:
+        return None
+    return 1 + sum(1 for s in scores.values() if s > scores[agent])
+
+
+def _task_runs(outcomes: Iterable[Outcome]) -> list[Outcome]:
+    from ..ratings import scored
+
+    return [o for o in scored(outcomes) if o.kind == "task" and o.is_sample and o.score is not None]
 
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def leaderboard(rows: Iterable[Mapping[str, Any]], min_runs: int = 0) -> list[Standing]:
-    """Standings over task rows, best first: wins, then win rate, then mean score, then agent name.
+def leaderboard(outcomes: Iterable[Outcome], min_runs: int = 0) -> list[Standing]:
+    """Standings over task outcomes, best first: wins, then win rate, then mean score, then agent name.
 
     ``min_runs`` drops agents with fewer scored runs.
     """
-    rows = [r for r in rows if r["kind"] == "task" and r["score"] is not None]
-    by_agent: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in rows:
-        by_agent[r["agent"]].append(r)
+    from ..ratings import races
+
+    runs = _task_runs(outcomes)
+    by_agent: dict[str, list[Outcome]] = defaultdict(list)
+    for o in runs:
+        by_agent[o.agent].append(o)
     raced: dict[str, int] = defaultdict(int)
     wins: dict[str, int] = defaultdict(int)
-    for race in races(rows):
-        if not race.is_race:
+    for race in races(runs):
+        if len(race.scores) < 2:
             continue
         for agent in race.scores:
             raced[agent] += 1
-        if race.winner:
-            wins[race.winner] += 1
+        w = winner(race.scores)
+        if w:
+            wins[w] += 1
     table = []
-    for agent, runs in by_agent.items():
-        if len(runs) < min_runs:
+    for agent, mine in by_agent.items():
+        if len(mine) < min_runs:
             continue
-        costs = [float(r["cost_usd"]) for r in runs if r.get("cost_usd") is not None]
+        costs = [o.usage.cost_usd for o in mine if o.usage.cost_usd is not None]
         table.append(Standing(
-            agent=agent, runs=len(runs), races=raced[agent], wins=wins[agent],
+            agent=agent, runs=len(mine), races=raced[agent], wins=wins[agent],
             win_rate=wins[agent] / raced[agent] if raced[agent] else None,
-            mean_score=_mean([float(r["score"]) for r in runs]), mean_cost=_mean(costs),
-            mean_seconds=_mean([float(r["seconds"] or 0.0) for r in runs]),
-            passed=sum(1 for r in runs if r["status"] == "passed"),
+            mean_score=_mean([float(o.score) for o in mine]), mean_cost=_mean(costs),  # type: ignore[arg-type]
+            mean_seconds=_mean([o.seconds for o in mine]), passed=sum(o.status == "passed" for o in mine),
         ))
     return sorted(table, key=lambda s: (-s.wins, -(s.win_rate or 0.0), -(s.mean_score or 0.0), s.agent))
 
 
-def history(rows: Iterable[Mapping[str, Any]], agent: str | None = None, limit: int | None = 20) -> list[dict[str, Any]]:
-    """Past races, newest first, as dicts: ``started``, ``session_id``, ``task``, ``rep``, ``agents`` (list),
-    ``winner`` (agent, ``"tie"`` for a shared top score, None for a single agent), ``top_score``, and with
-    ``agent``: only its races plus ``score`` and ``rank`` (competition rank) of that agent. ``limit`` None: all."""
+def history(outcomes: Iterable[Outcome], agent: str | None = None, limit: int | None = 20) -> list[dict[str, Any]]:
+    """Past races, newest first, as dicts: ``started``, ``session_id``, ``task``, ``source``, ``agents`` (list),
+    ``scores`` ({agent: mean score}), ``winner`` (agent; ``"tie"`` when nobody beat every other agent by more than
+    the draw margin; None for a single agent), ``top_score``; with ``agent``: only its races, plus its ``score``
+    and ``rank`` (competition rank). ``limit`` None: all."""
+    from ..ratings import races
+
     out = []
-    for race in reversed(races(rows)):
+    for race in reversed(races(_task_runs(outcomes))):
         if agent is not None and agent not in race.scores:
             continue
         entry = {
-            "started": race.started, "session_id": race.session_id, "task": race.task, "source": race.source,
-            "rep": race.rep, "agents": sorted(race.scores), "winner": race.winner or ("tie" if race.is_race else None),
-            "top_score": race.top,
+            "started": race.started, "session_id": race.session_id, "task": race.case, "source": race.source,
+            "agents": sorted(race.scores), "scores": dict(sorted(race.scores.items())),
+            "winner": winner(race.scores) or ("tie" if len(race.scores) > 1 else None), "top_score": max(race.scores.values()),
         }
         if agent is not None:
-            entry.update(score=race.scores[agent], rank=race.rank(agent))
+            entry.update(score=race.scores[agent], rank=rank(race.scores, agent))
         out.append(entry)
     return out if limit is None else out[:limit]
 
 
-def trend(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per agent x task: the mean score of each session (oldest first) as ``points`` ``[(started, score)]``,
-    with ``first``, ``last`` and ``change`` (last - first, score points)."""
-    series: dict[tuple[str, str], dict[tuple[str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
-        if r["kind"] == "task" and r["score"] is not None:
-            series[(r["agent"], r["case_name"])][(r["session_started"] or "", r["session_id"])].append(float(r["score"]))
-    out = []
-    for (agent, task), sessions in sorted(series.items()):
-        points = [(started, sum(v) / len(v)) for (started, _sid), v in sorted(sessions.items())]
-        out.append({"agent": agent, "task": task, "points": points, "first": points[0][1], "last": points[-1][1],
-                    "change": points[-1][1] - points[0][1]})
-    return out
+def trend(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
+    """Per agent x task: its race score in each session (oldest first) as ``points`` ``[(started, score)]``, with
+    ``first``, ``last`` and ``change`` (last - first, score points)."""
+    from ..ratings import races
+
+    series: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
+    for race in races(_task_runs(outcomes)):
+        for agent, score in race.scores.items():
+            series[(agent, race.case)].append((race.started, score))
+    return [{"agent": agent, "task": task, "points": points, "first": points[0][1], "last": points[-1][1],
+             "change": points[-1][1] - points[0][1]} for (agent, task), points in sorted(series.items())]
 
 
 def sparkline(values: Sequence[float], lo: float = 0.0, hi: float = 100.0) -> str:

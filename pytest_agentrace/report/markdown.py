@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .leaderboard import RACE_NOTE
+
 COMMENT_MARKER = "<!-- agentrace-report -->"
 MAX_NOT_PASSED = 20
 
@@ -159,7 +161,7 @@ def render(doc: Mapping[str, Any], title: str = "agentrace report", level: int =
     out = [f"{h} {title}", "", headline(doc), ""]
     if doc.get("leaderboard"):
         out += [f"{h}# Leaderboard", "", md_table(LEADERBOARD_HEADERS, leaderboard_rows(doc)), "",
-                "_A race is one task and rep with two or more scored agents; ties are not wins._", ""]
+                f"_{RACE_NOTE}_", ""]
     rows = task_rows(doc)
     if rows:
         out += [f"{h}# Tasks", "", md_table(TASK_HEADERS, rows), ""]
