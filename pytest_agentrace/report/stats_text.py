@@ -1,0 +1,242 @@
+"""Text, Markdown and JSON renderings of the statistics report (``cells.StatsReport``), the snapshot
+comparison table and the plan table. Tables via tabulate (imported inside functions)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+FORMATS = ("text", "markdown", "json")
+
+
+def _f(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _tok(x: float | None) -> str:
+    return "-" if x is None else f"{round(x):,}"
+
+
+def _p(p: float | None) -> str:
+    return "-" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def _ci(iv: Any, fmt=_f) -> str:
+    """``(lo-hi)`` for an ``Interval`` or a (lo, hi) pair; empty when undefined."""
+    if iv is None:
+        return ""
+    lo, hi = (iv.lo, iv.hi) if hasattr(iv, "lo") else iv
+    return "" if lo is None or hi is None else f" ({fmt(lo)}-{fmt(hi)})"
+
+
+def _table(rows: list[list[Any]], headers: list[str], fmt: str) -> list[str]:
+    from tabulate import tabulate
+
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True).splitlines()
+
+
+def _heading(text: str, fmt: str, level: int = 3) -> list[str]:
+    return [("#" * level + " " + text) if fmt == "markdown" else text]
+
+
+def _verdict(c: Any) -> str:
+    v = str(c.cost_verdict)
+    if c.sequential:
+        return f"{v} ({c.sequential['state']} at {c.sequential['n']} runs)"
+    return v + (" (provisional)" if c.provisional and v != "no clear difference" else "")
+
+
+def correct_text(passed: int, valid: int, ci: tuple[float, float] | None) -> str:
+    return f"{passed}/{valid}" + ("" if not valid or ci is None else f" {_pct(passed / valid)}{_ci(ci, _pct)}")
+
+
+def report_lines(report: Any, fmt: str = "text") -> list[str]:
+    """Lines of the statistics report in ``fmt`` (``text`` or ``markdown``; use ``render`` for ``json``)."""
+    lines: list[str] = []
+    cells_by = defaultdict(list)
+    for c in report.cells:
+        cells_by[(c.kind, c.source, c.agent)].append(c)
+    comps = {(c.kind, c.source, c.agent, c.arm): c for c in report.comparisons}
+    case_comps = {(c.kind, c.source, c.agent, c.arm, c.cases[0]): c for c in report.case_comparisons}
+    spread = {(s.kind, s.agent): s for s in report.spread}
+    rel = {(r.kind, r.agent, r.arm): r for r in report.reliability}
+    task_cells = []
+    for (kind, source, agent), cs in sorted(cells_by.items()):
+        arms = sorted({c.arm for c in cs})
+        if kind != "trial" and len(arms) == 1:
+            task_cells += cs
+            continue
+        base = next((c.baseline for c in report.comparisons if (c.kind, c.source, c.agent) == (kind, source, agent)), None)
+        lines += _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt)
+        if (kind, agent) in spread:
+            lines.append("spread: " + spread[(kind, agent)].sentence())
+        rrows = []
+        for arm in arms:
+            r = rel.get((kind, agent, arm))
+            if r is not None:
+                k = max(int(x) for x in r.pass_at_k)
+                rrows.append([arm, r.cases, f"{r.flipping}/{r.cases} ({_pct(r.flip_rate)})", _f(r.pass_at_k["1"]), f"{_f(r.pass_at_k[str(k)])} (k={k})",
+                              f"{_f(r.pass_hat_k[str(k)])} (k={k})"])
+        if rrows:
+            lines += ["reliability per case (unbiased pass@k / pass^k, mean over cases):"]
+            lines += _table(rrows, ["Arm", "Cases", "Flipping cases", "pass@1", "pass@k", "pass^k"], fmt)
+        lines += _claims(cs, fmt)
+        lines.append("")
+    if task_cells:
+        lines += _tasks_block(task_cells, fmt)
+    if report.races:
+        flips = {r.agent: r for r in report.reliability if r.kind == "task"}
+        lines += _heading("races on task files (coderace statistics)", fmt)
+        rows = [[s.agent, s.tasks, s.runs, "-" if s.score_mean is None else f"{s.score_mean:.1f}" + ("" if s.score_sd is None else f" ± {s.score_sd:.1f}"),
+                 _ci(s.score_ci, lambda x: f"{x:.1f}").strip(" ()") or "-", _f(s.consistency), _pct(s.reliability),
+                 f"{flips[s.agent].flipping}/{flips[s.agent].cases}" if s.agent in flips else "-",
+                 f"{s.wins}/{s.races}", _pct(s.win_rate), "-" if s.elo is None else f"{s.elo:.0f}"] for s in report.races]
+        lines += _table(rows, ["Agent", "Tasks", "Runs", "Score mean ± sd", "95% CI (t)", "Consistency", "Reliability", "Flipping tasks",
+                               "Wins/races", "Win rate", "Elo"], fmt)
+        lines.append("wins need a mean score more than 1 point above every other agent's (ties are not wins); reliability: runs without "
+                     "timeout or agent exit error; Elo: 1500 start, K 32, draw within 1 point, one simultaneous update per race.")
+        lines.append("")
+    lines += footer_lines(report, fmt)
+    return lines
+
+
+def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt) -> list[str]:
+    lines = _heading(f"{kind} {source} - agent {agent}" + (f" (baseline arm: {base})" if base else ""), fmt)
+    rows = []
+    by_arm: dict[str, list[Any]] = defaultdict(list)
+    for c in cs:
+        by_arm[c.arm].append(c)
+    prows = []
+    for arm in arms:
+        group = by_arm[arm]
+        valid, passed = sum(c.valid for c in group), sum(c.passed for c in group)
+        runs = sum(c.runs for c in group)
+        from ..stats import wilson_interval
+
+        toks = [c for c in group if c.tokens_mean is not None]
+        tok_text = "-"
+        if len(group) == 1 and toks:
+            tok_text = _tok(toks[0].tokens_mean) + _ci(toks[0].tokens_ci, _tok)
+        elif toks:
+            tok_text = _tok(sum(c.tokens_mean * c.tokens_n for c in toks) / sum(c.tokens_n for c in toks))
+        comp = comps.get((kind, source, agent, arm))
+        if arm == base:
+            rel, verdict = "1.00", "baseline"
+        elif comp is not None:
+            rel, verdict = _f(comp.relative_cost) + _ci(comp.relative_cost_ci), _verdict(comp)
+        else:
+            rel, verdict = "-", "-"
+        turns = [c.turns_mean for c in group if c.turns_mean is not None]
+        used_known = sum(c.used_tool_known for c in group)
+        secs = [c.seconds_mean for c in group if c.seconds_mean is not None]
+        rows.append([arm, f"{valid}" + (f" (+{runs - valid} errors)" if runs > valid else ""), correct_text(passed, valid, wilson_interval(passed, valid)), tok_text, rel, verdict,
+                     _f(sum(turns) / len(turns), 1) if turns else "-", f"{sum(c.used_tool for c in group)}/{used_known}" if used_known else "-",
+                     _f(sum(secs) / len(secs), 1) if secs else "-"])
+        if comp is not None:
+            errs = comp.errors_arm + comp.errors_base
+            prows.append([arm, f"{_pct(comp.pass_rate_arm)} vs {_pct(comp.pass_rate_base)}",
+                          f"{_pct(comp.pass_rate_arm_errors_as_failures)} vs {_pct(comp.pass_rate_base_errors_as_failures)}" + (f" ({errs} errors)" if errs else ""),
+                          (f"{comp.pass_diff:+.2f}" if comp.pass_diff is not None else "-") + _ci(comp.pass_diff_ci, lambda x: f"{x:+.2f}"),
+                          _p(comp.boschloo_p), f"{comp.pass_test} {_p(comp.pass_p)}", _p(comp.pass_p_adj), str(comp.pass_verdict),
+                          "-" if comp.cohens_d is None else f"{comp.cohens_d:+.2f}"])
+    lines += _table(rows, ["Arm", "Runs", "Correct (95% CI)", "Tokens/run (95% CI)", "Relative cost (95% CI)", "Verdict", "Turns", "Used tool", "Seconds"], fmt)
+    if prows:
+        lines.append("pass rate vs baseline (errors excluded | errors as failures):")
+        lines += _table(prows, ["Arm", "Pass rate", "Errors as failures", "Difference (Newcombe 95% CI)", "Boschloo p", "Verdict test p", "BH p", "Verdict", "Cohen's d"], fmt)
+    crow = []
+    for c in sorted(cs, key=lambda c: (c.case, c.arm)):
+        comp = case_comps.get((kind, source, agent, c.arm, c.case))
+        rel = "1.00" if c.arm == base else (_f(comp.relative_cost) + _ci(comp.relative_cost_ci) if comp else "-")
+        crow.append([c.case, c.arm, c.valid, _tok(c.tokens_mean) + _ci(c.tokens_ci, _tok), rel,
+                     _p(comp.cost_p) if comp else "-", _verdict(comp) if comp else ("baseline" if c.arm == base else "-")])
+    lines.append("tokens by case:")
+    lines += _table(crow, ["Case", "Arm", "Runs", "Tokens/run (95% CI)", "Relative cost (95% CI)", "p", "Verdict"], fmt)
+    return lines
+
+
+def _tasks_block(cs, fmt) -> list[str]:
+    lines = _heading("tasks: pass rate and reliability per task and agent", fmt)
+    rows = []
+    for c in sorted(cs, key=lambda c: (c.source, c.case, c.agent)):
+        k = str(c.valid)
+        rows.append([c.case, c.agent, c.valid, correct_text(c.passed, c.valid, c.pass_ci),
+                     f"{_f(c.pass_at_k.get(k))} / {_f(c.pass_hat_k.get(k))}" if c.valid >= 2 else "-",
+                     _tok(c.tokens_mean) + _ci(c.tokens_ci, _tok),
+                     "-" if c.score_mean is None else f"{c.score_mean:.1f}" + ("" if c.score_sd is None else f" ± {c.score_sd:.1f}"),
+                     _f(c.seconds_mean, 1), c.errors])
+    lines += _table(rows, ["Task", "Agent", "Runs", "Passed (95% CI)", "pass@k / pass^k (k=runs)", "Tokens/run (95% CI)",
+                           "Score mean ± sd", "Seconds", "Errors"], fmt)
+    return lines + _claims(cs, fmt) + [""]
+
+
+def _claims(cs, fmt) -> list[str]:
+    claims = [c for c in cs if c.claims]
+    if not claims:
+        return []
+    by_arm: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for c in claims:
+        a = by_arm[(c.agent, c.arm)]
+        a[0] += c.claims
+        a[1] += c.false_pass
+        a[2] += c.false_fail
+        a[3] += c.claims_invalid
+    rows = [[agent, arm, *v] for (agent, arm), v in sorted(by_arm.items())]
+    return ["verification claims:"] + _table(rows, ["Agent", "Arm", "Claims", "False pass", "False fail", "Invalid"], fmt)
+
+
+def footer_lines(report: Any, fmt: str = "text") -> list[str]:
+    f = report.footer
+    multiple = len(report.comparisons) + len(report.case_comparisons) > 1
+    return [
+        f"method: {f['method']}.",
+        f"seed {f['seed']}, {f['resamples']:,} resamples; {f['cases']} cases, up to {f['reps']} reps, {f['runs']} runs, "
+        f"{f['errors']} infrastructure errors (excluded), {f['tokens_unknown']} runs with unknown tokens (excluded from token figures)"
+        + ("; BH p = Benjamini-Hochberg adjusted over every verdict p-value shown." if multiple else "."),
+    ]
+
+
+def render(report: Any, fmt: str = "text") -> str:
+    """The whole report as one string in ``fmt`` (``text``, ``markdown`` or ``json``)."""
+    if fmt == "json":
+        return json.dumps(report.to_dict(), indent=2, sort_keys=True)
+    return "\n".join(report_lines(report, fmt)).rstrip() + "\n"
+
+
+# ---------------------------------------------------------------------------------------------- snapshot, plan
+
+
+def compare_lines(rows: Sequence[Any], fmt: str = "text") -> list[str]:
+    """The snapshot comparison table (agent, case, arm, passed old -> new, verdict, detail) and its closing line."""
+    from ..snapshot import closing_line
+
+    if fmt == "json":
+        return [json.dumps({"rows": [r.to_dict() for r in rows], "summary": closing_line(rows)}, indent=2)]
+    table = [[r.agent, r.case, r.arm, r.passed_text(), str(r.verdict), r.detail] for r in rows]
+    return _table(table, ["Agent", "Case", "Arm", "Passed (old -> new)", "Verdict", "Detail"], fmt) + [closing_line(rows)]
+
+
+PLAN_NOTE = ("token totals mean different things for different agents (what counts as input, cache reads and reasoning "
+             "tokens differs by CLI): compare spend within an agent, not across agents")
+
+
+def plan_lines(rows: Sequence[Any], fmt: str = "text", priced: bool = False) -> list[str]:
+    """The ``agentrace plan --results`` table."""
+    if fmt == "json":
+        return [json.dumps({"rows": [r.to_dict() for r in rows], "note": PLAN_NOTE}, indent=2)]
+    headers = ["Agent", "Case", "Arm", "Runs/arm", "Relative cost (95% CI)", "State", "Further runs/arm", "Further tokens"]
+    if priced:
+        headers.append("Further USD")
+    table = []
+    for r in rows:
+        row = [r.agent, r.case, r.arm, r.runs, _f(r.relative_cost) + _ci(r.relative_cost_ci), r.state_text(),
+               "-" if r.more_runs is None else r.more_runs, _tok(r.further_tokens)]
+        if priced:
+            row.append("-" if r.further_usd is None else f"{r.further_usd:.2f}")
+        table.append(row)
+    return _table(table, headers, fmt) + [f"note: {PLAN_NOTE}."]

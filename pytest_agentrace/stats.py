@@ -1,0 +1,514 @@
+"""Pure numerics for the statistics report. No pytest import; numpy/scipy are imported inside functions.
+
+Everything here takes plain numbers (counts, lists of tokens) and returns plain numbers or ``Interval``s, so
+the same code serves the session summary, the CLI and the simulation tests. Sources of each method are in
+the docstrings. Conventions:
+
+- ``confidence`` is two-sided (0.95 -> a 95% interval); ``alpha`` is a two-sided test level.
+- Random numbers come from ``rng_for(seed, *key)``: a ``numpy.random.Generator`` seeded from the session
+  seed *and* a stable hash of what is being estimated, so a figure does not change when other cells are
+  added to or removed from a report.
+- Intervals that cannot be computed (no data, one run) have ``lo = hi = None`` and method ``"none"``.
+
+Small-sample expansion (used by every bootstrap interval here). A bootstrap interval for a mean is too narrow
+at small n for two reasons: the bootstrap variance of a mean is ``(n-1)/n`` of the unbiased one, and a normal
+quantile is used where Student's t belongs. Following Hesterberg's *expanded percentile interval*
+(T. Hesterberg, "What teachers should know about the bootstrap", The American Statistician 69(4), 2015,
+sec. 3.4), the critical value ``z = 1.96`` is replaced by ``t_{1-a/2, df} * sqrt(V / V_boot)``; for one sample
+this is exactly Hesterberg's ``sqrt(n/(n-1)) t_{n-1}``. For statistics built from several independent groups
+(two arms, several cases) ``V`` is the delta-method variance ``sum(u_k)``, ``V_boot = sum(u_k (n_k-1)/n_k)`` and
+``df`` is Welch-Satterthwaite's ``V^2 / sum(u_k^2/(n_k-1))``. The expanded critical value is then used in
+Efron's BCa formula (B. Efron, "Better bootstrap confidence intervals", JASA 82, 1987) in place of ``z``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+_N = NormalDist()
+DEFAULT_RESAMPLES = 10_000
+EXACT_PERMUTATIONS = 20_000  # enumerate label permutations exactly up to this many
+EXACT_SIGN_FLIP_CASES = 16  # enumerate all 2^n sign patterns up to this many cases
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A two-sided interval ``[lo, hi]`` at ``confidence``; ``method`` says how it was made.
+
+    Methods: ``bca`` (bootstrap, bias-corrected and accelerated), ``percentile`` (bootstrap, used where BCa is
+    not defined), ``point`` (every resample equal: the sample has no spread), ``wilson``, ``newcombe``,
+    ``none`` (not computable: ``lo`` and ``hi`` are None).
+    """
+
+    lo: float | None
+    hi: float | None
+    method: str
+    confidence: float = 0.95
+
+    @classmethod
+    def none(cls, confidence: float = 0.95) -> Interval:
+        return cls(None, None, "none", confidence)
+
+    @property
+    def defined(self) -> bool:
+        return self.lo is not None and self.hi is not None
+
+    def excludes(self, value: float) -> bool:
+        """True when the whole interval lies strictly above or below ``value``."""
+        return self.defined and (self.lo > value or self.hi < value)  # type: ignore[operator]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lo": _num(self.lo), "hi": _num(self.hi), "method": self.method, "confidence": self.confidence}
+
+
+def _num(x: float | None) -> float | None:
+    """A float for JSON: None for None/NaN/inf."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def z_value(confidence: float) -> float:
+    """Two-sided normal critical value: ``z_value(0.95) = 1.959964``."""
+    return _N.inv_cdf(1.0 - (1.0 - confidence) / 2.0)
+
+
+def rng_for(seed: int, *key: object):
+    """A ``numpy.random.Generator`` from ``seed`` and a stable (crc32) hash of ``key``."""
+    import numpy as np
+
+    words = [int(seed) & 0xFFFFFFFF] + [zlib.crc32(repr(k).encode("utf-8")) for k in key]
+    return np.random.default_rng(np.random.SeedSequence(words))
+
+
+# ---------------------------------------------------------------------------------------------- proportions
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a proportion ``k/n`` (E. B. Wilson, JASA 22, 1927).
+
+    Returns ``(lo, hi)`` in [0, 1]; ``(0.0, 1.0)`` when ``n == 0``. Raises ``ValueError`` unless ``0 <= k <= n``.
+    """
+    if n < 0 or k < 0 or k > n:
+        raise ValueError(f"wilson_interval: need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return (0.0, 1.0)
+    z = z_value(confidence)
+    p = k / n
+    denom = 1.0 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    lo = 0.0 if k == 0 else max(0.0, center - half)
+    hi = 1.0 if k == n else min(1.0, center + half)
+    return (lo, hi)
+
+
+def newcombe_interval(k1: int, n1: int, k0: int, n0: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Newcombe's hybrid score interval for the difference ``k1/n1 - k0/n0`` (R. G. Newcombe, Statistics in
+    Medicine 17, 1998, method 10: Wilson limits of each proportion combined). ``(-1.0, 1.0)`` when a side is empty.
+    """
+    if n1 == 0 or n0 == 0:
+        return (-1.0, 1.0)
+    p1, p0 = k1 / n1, k0 / n0
+    l1, u1 = wilson_interval(k1, n1, confidence)
+    l0, u0 = wilson_interval(k0, n0, confidence)
+    d = p1 - p0
+    lo = d - math.sqrt((p1 - l1) ** 2 + (u0 - p0) ** 2)
+    hi = d + math.sqrt((u1 - p1) ** 2 + (p0 - l0) ** 2)
+    return (max(-1.0, lo), min(1.0, hi))
+
+
+@functools.lru_cache(maxsize=8192)
+def boschloo_p(k1: int, n1: int, k0: int, n0: int, alternative: str = "two-sided") -> float:
+    """p-value of Boschloo's exact unconditional test of ``p1 = p0`` (``scipy.stats.boschloo_exact``).
+
+    ``alternative``: ``two-sided``, ``less`` (``p1 < p0``) or ``greater`` (``p1 > p0``). Returns 1.0 when a
+    table carries no information (an empty side, or all runs passed / all failed). Cached by table.
+    """
+    if alternative not in ("two-sided", "less", "greater"):
+        raise ValueError(f"boschloo_p: alternative must be two-sided, less or greater, not {alternative!r}")
+    if n1 == 0 or n0 == 0 or k1 + k0 in (0, n1 + n0):
+        return 1.0
+    from scipy.stats import boschloo_exact
+
+    p = boschloo_exact([[k1, k0], [n1 - k1, n0 - k0]], alternative=alternative).pvalue
+    return 1.0 if not math.isfinite(p) else float(min(1.0, max(0.0, p)))
+
+
+# ---------------------------------------------------------------------------------------------- bootstrap
+
+
+def small_sample_critical(parts: Sequence[tuple[float, int]], confidence: float = 0.95) -> float:
+    """The expanded critical value (see module docstring) replacing ``z`` in a bootstrap interval.
+
+    ``parts``: ``(u_k, n_k)`` per independent group, ``u_k`` its delta-method variance contribution
+    (``w_k^2 s_k^2 / n_k``) and ``n_k`` its size. Groups with ``n_k < 2`` or ``u_k = 0`` are ignored. Returns
+    the normal ``z`` when nothing is left.
+    """
+    from scipy.stats import t as student_t
+
+    used = [(u, n) for u, n in parts if n >= 2 and u > 0 and math.isfinite(u)]
+    if not used:
+        return z_value(confidence)
+    v = sum(u for u, _ in used)
+    v_boot = sum(u * (n - 1) / n for u, n in used)
+    df = v * v / sum(u * u / (n - 1) for u, n in used)
+    return float(student_t.ppf(1.0 - (1.0 - confidence) / 2.0, df)) * math.sqrt(v / v_boot)
+
+
+def bootstrap_interval(estimate: float, replicates, confidence: float = 0.95, jackknife=None, critical: float | None = None) -> Interval:
+    """Interval from bootstrap ``replicates`` of a statistic whose value on the data is ``estimate``.
+
+    BCa (Efron 1987) when defined: the bias correction ``z0 = Phi^-1(share of replicates below the estimate,
+    ties half)`` needs that share strictly between 0 and 1, and the acceleration comes from the ``jackknife``
+    values (``a = sum(d^3) / (6 sum(d^2)^1.5)``, ``d = mean - value``; 0 when they do not vary). Otherwise the
+    percentile interval. ``critical`` replaces the normal critical value (small-sample expansion). Non-finite
+    replicates are dropped. All replicates equal -> method ``point``.
+    """
+    import numpy as np
+
+    reps = np.asarray(replicates, dtype=float)
+    reps = reps[np.isfinite(reps)]
+    if reps.size == 0 or not math.isfinite(estimate):
+        return Interval.none(confidence)
+    if reps.min() == reps.max():
+        return Interval(float(reps.min()), float(reps.max()), "point", confidence)
+    z = z_value(confidence) if critical is None else critical
+    levels = (_N.cdf(-z), _N.cdf(z))
+    method = "percentile"
+    share = (np.count_nonzero(reps < estimate) + 0.5 * np.count_nonzero(reps == estimate)) / reps.size
+    if 0.0 < share < 1.0:
+        z0 = _N.inv_cdf(share)
+        a = 0.0
+        if jackknife is not None:
+            jk = np.asarray(jackknife, dtype=float)
+            jk = jk[np.isfinite(jk)]
+            d = jk.mean() - jk if jk.size >= 2 else np.zeros(1)
+            ss = float(np.sum(d * d))
+            a = float(np.sum(d**3)) / (6.0 * ss**1.5) if ss > 0 else 0.0
+        adjusted = []
+        for zz in (-z, z):
+            denom = 1.0 - a * (z0 + zz)
+            if denom <= 0:
+                break
+            adjusted.append(_N.cdf(z0 + (z0 + zz) / denom))
+        if len(adjusted) == 2 and all(0.0 < x < 1.0 for x in adjusted):
+            levels, method = (adjusted[0], adjusted[1]), "bca"
+    lo, hi = np.quantile(reps, levels)
+    return Interval(float(lo), float(hi), method, confidence)
+
+
+def _var(x) -> float:
+    import numpy as np
+
+    return float(np.var(x, ddof=1)) if len(x) >= 2 else 0.0
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES, rng=None) -> Interval:
+    """Bootstrap interval for a mean (BCa with the small-sample expansion; see module docstring).
+
+    ``values``: the sample (e.g. tokens per run). Fewer than 2 values -> ``Interval.none``.
+    """
+    import numpy as np
+
+    x = np.asarray(values, dtype=float)
+    n = x.size
+    if n < 2:
+        return Interval.none(confidence)
+    rng = rng if rng is not None else rng_for(0, "mean_interval")
+    boot = x[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    jack = (x.sum() - x) / (n - 1)
+    crit = small_sample_critical([(_var(x) / n, n)], confidence)
+    return bootstrap_interval(float(x.mean()), boot, confidence, jack, crit)
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """A contrast between an arm and its baseline over cases: the estimate, its interval, and the sample.
+
+    ``kind`` is ``ratio`` (mean over cases of ``mean_arm / mean_baseline``: the relative cost) or
+    ``difference`` (mean over cases of ``mean_arm - mean_baseline``). ``spread`` is False when every group of
+    runs had a single distinct value (no noise can be estimated). ``n_arm``/``n_base`` count runs used.
+    """
+
+    kind: str
+    estimate: float | None
+    interval: Interval
+    cases: int
+    n_arm: int
+    n_base: int
+    spread: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "estimate": _num(self.estimate), "interval": self.interval.to_dict(), "cases": self.cases,
+                "n_arm": self.n_arm, "n_base": self.n_base, "spread": self.spread}
+
+
+def _contrast(ma, mb, kind: str):
+    return ma / mb if kind == "ratio" else ma - mb
+
+
+def cluster_contrast(cases: Sequence[tuple[Sequence[float], Sequence[float]]], kind: str = "ratio", confidence: float = 0.95,
+                     resamples: int = DEFAULT_RESAMPLES, rng=None) -> Contrast:
+    """Two-stage (cluster) bootstrap of an arm-vs-baseline contrast over cases.
+
+    ``cases``: per case ``(arm_values, baseline_values)`` (e.g. tokens of every run). Cases with an empty side,
+    or (ratio) a baseline mean <= 0, are dropped. Each resample draws cases with replacement, then, inside each
+    drawn case, the arm's runs and the baseline's runs with replacement (Davison & Hinkley, "Bootstrap Methods
+    and their Application", 1997, sec. 3.8, strategy 1); the statistic is the mean over drawn cases of the
+    per-case contrast. With one case this is the ordinary two-sample bootstrap. Jackknife for BCa: leave one
+    case out (several cases) or one run out (one case). Critical value: the small-sample expansion over the
+    per-case, per-side groups, or over the per-case contrasts (``C - 1`` degrees of freedom) when that is wider.
+    ``resamples`` bootstrap draws (default 10,000).
+    """
+    import numpy as np
+
+    if kind not in ("ratio", "difference"):
+        raise ValueError(f"cluster_contrast: kind must be ratio or difference, not {kind!r}")
+    data = []
+    for a, b in cases:
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        if a.size and b.size and (kind == "difference" or b.mean() > 0):
+            data.append((a, b))
+    n_arm = sum(a.size for a, _ in data)
+    n_base = sum(b.size for _, b in data)
+    if not data:
+        return Contrast(kind, None, Interval.none(confidence), 0, 0, 0, False)
+    per_case = np.array([_contrast(a.mean(), b.mean(), kind) for a, b in data])
+    estimate = float(per_case.mean())
+    spread = any(np.ptp(a) > 0 or np.ptp(b) > 0 for a, b in data)
+    if len(data) == 1 and data[0][0].size < 2 and data[0][1].size < 2:
+        return Contrast(kind, estimate, Interval.none(confidence), len(data), n_arm, n_base, spread)
+    rng = rng if rng is not None else rng_for(0, "cluster_contrast")
+    c = len(data)
+    picks = rng.integers(0, c, size=(resamples, c)).ravel() if c > 1 else np.zeros(resamples, dtype=np.int64)
+    values = np.empty(picks.size)
+    for j, (a, b) in enumerate(data):
+        where = np.flatnonzero(picks == j)
+        if where.size == 0:
+            continue
+        ma = a[rng.integers(0, a.size, size=(where.size, a.size))].mean(axis=1)
+        mb = b[rng.integers(0, b.size, size=(where.size, b.size))].mean(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values[where] = _contrast(ma, mb, kind)
+    boot = values.reshape(resamples, c).mean(axis=1)
+    if c > 1:
+        jack = (per_case.sum() - per_case) / (c - 1)
+    else:
+        a, b = data[0]
+        jack = [_contrast(np.delete(a, i).mean(), b.mean(), kind) for i in range(a.size) if a.size > 1]
+        jack += [_contrast(a.mean(), np.delete(b, i).mean(), kind) for i in range(b.size) if b.size > 1]
+    parts = []
+    for a, b in data:
+        ma, mb = a.mean(), b.mean()
+        ga, gb = (1.0 / mb, -ma / mb**2) if kind == "ratio" else (1.0, -1.0)
+        parts.append(((ga / c) ** 2 * _var(a) / a.size, a.size))
+        parts.append(((gb / c) ** 2 * _var(b) / b.size, b.size))
+    crit = small_sample_critical(parts, confidence)
+    if c > 1:  # the case-level view: C per-case contrasts, C - 1 degrees of freedom; keep the wider
+        crit = max(crit, small_sample_critical([(_var(per_case) / c, c)], confidence))
+    with np.errstate(invalid="ignore"):
+        interval = bootstrap_interval(estimate, boot, confidence, jack, crit)
+    return Contrast(kind, estimate, interval, c, n_arm, n_base, spread)
+
+
+# ---------------------------------------------------------------------------------------------- exact tests
+
+
+def permutation_p(a: Sequence[float], b: Sequence[float], resamples: int = DEFAULT_RESAMPLES, rng=None, log_ratio: bool = True) -> float | None:
+    """Two-sided permutation p-value for a difference between two samples (exchangeable under the null).
+
+    Statistic: ``|log(mean(a)/mean(b))|`` (``log_ratio``) or ``|mean(a) - mean(b)|``. Every relabelling is
+    enumerated when there are at most ``EXACT_PERMUTATIONS``; otherwise ``resamples`` random relabellings give
+    ``(1 + hits) / (1 + resamples)``, which keeps the test exact (Phipson & Smyth, SAGMB 9, 2010). None when a
+    side is empty.
+    """
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    na, nb = a.size, b.size
+    if na == 0 or nb == 0:
+        return None
+    pooled = np.concatenate([a, b])
+    if log_ratio and pooled.min() <= 0:
+        log_ratio = False
+
+    def stat(ma, mb):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.abs(np.log(ma / mb)) if log_ratio else np.abs(ma - mb)
+
+    observed = stat(a.mean(), b.mean()) - 1e-12
+    total = pooled.sum()
+    if math.comb(na + nb, na) <= EXACT_PERMUTATIONS:
+        idx = np.array(list(itertools.combinations(range(na + nb), na)), dtype=np.int64)
+        sa = pooled[idx].sum(axis=1)
+        t = stat(sa / na, (total - sa) / nb)
+        return float(np.count_nonzero(t >= observed) / t.size)
+    rng = rng if rng is not None else rng_for(0, "permutation_p")
+    perm = rng.permuted(np.broadcast_to(pooled, (resamples, na + nb)), axis=1)
+    sa = perm[:, :na].sum(axis=1)
+    t = stat(sa / na, (total - sa) / nb)
+    return float((1 + np.count_nonzero(t >= observed)) / (1 + resamples))
+
+
+def sign_flip_p(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES, rng=None) -> float | None:
+    """Two-sided sign-flip permutation p-value for a mean paired difference of zero (cases as units).
+
+    Exact (all ``2^n`` sign patterns) for at most ``EXACT_SIGN_FLIP_CASES`` cases, else ``resamples`` random
+    patterns with ``(1 + hits) / (1 + resamples)``. Statistic ``|mean|``. The smallest possible exact p is
+    ``2 / 2^n``: with 5 or fewer cases it cannot fall below 0.05. None for no cases.
+    """
+    import numpy as np
+
+    d = np.asarray(diffs, dtype=float)
+    n = d.size
+    if n == 0:
+        return None
+    observed = abs(d.mean()) - 1e-12
+    if n <= EXACT_SIGN_FLIP_CASES:
+        signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1)
+        t = np.abs(signs @ d) / n
+        return float(np.count_nonzero(t >= observed) / t.size)
+    rng = rng if rng is not None else rng_for(0, "sign_flip_p")
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(resamples, n))
+    t = np.abs(signs @ d) / n
+    return float((1 + np.count_nonzero(t >= observed)) / (1 + resamples))
+
+
+def bh_adjust(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Benjamini-Hochberg adjusted p-values (``scipy.stats.false_discovery_control``, method ``bh``;
+    Benjamini & Hochberg, JRSS B 57, 1995). None entries stay None and are not counted."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None and math.isfinite(p)]
+    out: list[float | None] = [None] * len(pvalues)
+    if not idx:
+        return out
+    from scipy.stats import false_discovery_control
+
+    adj = false_discovery_control([float(pvalues[i]) for i in idx], method="bh")  # type: ignore[arg-type]
+    for i, p in zip(idx, adj, strict=True):
+        out[i] = float(p)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- reliability
+
+
+def pass_at_k(n: int, c: int, k: int) -> float | None:
+    """Unbiased pass@k: the chance that at least one of k runs drawn without replacement from n passes,
+    ``1 - C(n-c, k) / C(n, k)`` (Chen et al., "Evaluating Large Language Models Trained on Code", 2021).
+    None when ``k > n`` or ``k < 1``."""
+    if k < 1 or k > n:
+        return None
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float | None:
+    """Unbiased pass^k: the chance that all of k runs drawn without replacement from n pass,
+    ``C(c, k) / C(n, k)`` (Yao et al., "tau-bench", 2024). None when ``k > n`` or ``k < 1``."""
+    if k < 1 or k > n:
+        return None
+    return math.comb(c, k) / math.comb(n, k)
+
+
+# ---------------------------------------------------------------------------------------------- spread, planning
+
+
+def cv(values: Sequence[float]) -> float | None:
+    """Coefficient of variation ``sd / mean`` (sample sd, ddof 1). None for fewer than 2 values or mean 0."""
+    if len(values) < 2:
+        return None
+    m = sum(values) / len(values)
+    if m == 0:
+        return None
+    return math.sqrt(_var(values)) / abs(m)
+
+
+def log_sd(cv_value: float) -> float:
+    """The sd of log cost for a log-normal cost with coefficient of variation ``cv``: ``sqrt(ln(1 + cv^2))``."""
+    return math.sqrt(math.log1p(cv_value * cv_value))
+
+
+def power_two_sample(n: int, cv_value: float, effect: float = 0.2, alpha: float = 0.05) -> float:
+    """Power of a two-sided level-``alpha`` two-sample t test on log cost with ``n`` runs per arm.
+
+    ``effect``: the relative change to detect (0.2 -> the arm costs 0.8 of the baseline). The formula (see
+    ``runs_needed``): ``P(|T| > t_{1-alpha/2, nu})`` with ``T`` non-central t, ``nu = 2(n-1)``,
+    non-centrality ``lambda = delta / (sigma sqrt(2/n))``, ``delta = |ln(1 - effect)|``, ``sigma^2 = ln(1 + cv^2)``.
+    """
+    from scipy.stats import nct
+    from scipy.stats import t as student_t
+
+    if n < 2:
+        return 0.0
+    if cv_value <= 0:
+        return 1.0
+    nu = 2 * (n - 1)
+    lam = abs(math.log(1.0 - effect)) / (log_sd(cv_value) * math.sqrt(2.0 / n))
+    crit = student_t.ppf(1.0 - alpha / 2.0, nu)
+    return float(nct.sf(crit, nu, lam) + nct.cdf(-crit, nu, lam))
+
+
+def runs_needed(cv_value: float, effect: float = 0.2, alpha: float = 0.05, power: float = 0.8, limit: int = 100_000) -> int | None:
+    """Runs per arm needed to detect a relative cost change of ``effect`` with ``power`` at two-sided ``alpha``.
+
+    Formula: the smallest ``n >= 2`` with ``power_two_sample(n) >= power`` - the two-sample t test on log cost
+    for log-normal costs, whose log-scale sd is ``sigma = sqrt(ln(1 + CV^2))`` (S. A. Julious, "Sample sizes
+    for clinical trials with Normal data", Statistics in Medicine 23, 2004, sec. 6); to first order
+    ``n = 2 (z_{1-alpha/2} + z_{power})^2 sigma^2 / ln(1 - effect)^2``. Example: CV 0.3, effect 0.2 -> 28.
+    Returns None when more than ``limit`` runs would be needed (or ``effect`` is 0).
+    """
+    if not 0 < effect < 1:
+        raise ValueError(f"runs_needed: effect must be in (0, 1), got {effect}")
+    if cv_value <= 0:
+        return 2
+    z = z_value(1 - alpha) + _N.inv_cdf(power)
+    guess = 2 * z * z * math.log1p(cv_value * cv_value) / math.log(1.0 - effect) ** 2
+    if guess > limit:
+        return None
+    n = max(2, int(guess) - 2)
+    while power_two_sample(n, cv_value, effect, alpha) < power:
+        n += 1
+        if n > limit:
+            return None
+    return n
+
+
+def effect_for_ratio(ratio: float) -> float | None:
+    """The ``effect`` (for ``runs_needed``) whose log-scale distance equals an observed relative cost's:
+    ``1 - exp(-|ln ratio|)``. None for ratio <= 0 or exactly 1."""
+    if ratio is None or ratio <= 0 or ratio == 1:
+        return None
+    return 1.0 - math.exp(-abs(math.log(ratio)))
+
+
+def cohens_d(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Cohen's d ``(mean(a) - mean(b)) / s_pooled`` with ``s_pooled^2 = ((na-1)sa^2 + (nb-1)sb^2)/(na+nb-2)``
+    (J. Cohen, "Statistical Power Analysis for the Behavioral Sciences", 1988). None when either side has fewer
+    than 2 values or the pooled sd is 0 (a difference of zero-variance samples has no standardised size)."""
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
+        return None
+    pooled = ((na - 1) * _var(a) + (nb - 1) * _var(b)) / (na + nb - 2)
+    if pooled <= 0:
+        return None
+    return (sum(a) / na - sum(b) / nb) / math.sqrt(pooled)
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """Student t interval for a mean (coderace's ``ci_95``, with exact t quantiles). None for fewer than 2."""
+    from scipy.stats import t as student_t
+
+    n = len(values)
+    if n < 2:
+        return None
+    m = sum(values) / n
+    half = float(student_t.ppf(1.0 - (1.0 - confidence) / 2.0, n - 1)) * math.sqrt(_var(values) / n)
+    return (m - half, m + half)
