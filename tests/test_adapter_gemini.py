@@ -73,3 +73,10 @@ def test_final_answer_is_the_text_after_the_last_tool():
         {"type": "result", "status": "success", "stats": {"total_tokens": 10, "input_tokens": 8, "output_tokens": 2}},
     ))
     assert u.answer == "Fixed it." and (u.input_tokens, u.output_tokens, u.total_tokens) == (8, 2, 10)
+
+
+def test_json_object_followed_by_a_notice_line_still_parses():
+    obj = {"response": "ok", "stats": {"models": {"gemini-2.5-pro": {"tokens": {"prompt": 10, "candidates": 2, "total": 12, "cached": 0}}}}}
+    u = parse_gemini(json.dumps(obj, indent=2) + "\nA new version of Gemini CLI is available.\n")
+    assert u.total_tokens == 12 and u.answer == "ok"
+    assert "1 non-JSON line(s) ignored" in u.parse_warnings

@@ -52,10 +52,21 @@ def load_events(text: str) -> Events:
     if not stripped:
         return out
     if stripped[0] in "[{":
+        rest = ""
         try:
             whole = json.loads(stripped)
         except ValueError:
-            whole = None
+            # one document followed by plain text (a CLI's trailing notice); JSON lines are left to the loop below
+            try:
+                whole, end = json.JSONDecoder().raw_decode(stripped)
+                rest = stripped[end:].strip()
+            except ValueError:
+                whole = None
+            if rest[:1] in ("{", "[") or (isinstance(whole, dict) and "\n" not in stripped[:end]):
+                whole = None
+        if whole is not None and rest:
+            out.text_lines.extend(line for line in rest.splitlines() if line.strip())
+            out.warnings.append(f"{len(out.text_lines)} non-JSON line(s) ignored")
         if isinstance(whole, dict):
             out.events.append(whole)
             return out
