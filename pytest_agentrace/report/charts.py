@@ -18,20 +18,22 @@ WIDTH = 640
 FONT = 12
 
 
-def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    """About ``count`` round tick values (1, 2, 5 x 10^k steps) covering ``lo..hi``."""
+def nice_ticks(lo: float, hi: float, count: int = 5, integer: bool = False) -> list[float]:
+    """About ``count`` round tick values (1, 2, 2.5, 5 x 10^k steps) covering ``lo..hi``; ``integer``: whole steps."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return []
     if hi <= lo:
         hi = lo + (abs(lo) or 1.0)
     raw = (hi - lo) / max(1, count)
     mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    step = next(m * mag for m in ((1, 2, 5, 10) if integer else (1, 2, 2.5, 5, 10)) if m * mag >= raw)
+    if integer:
+        step = max(1.0, round(step))
     start = math.floor(lo / step) * step
-    ticks, t = [], start
-    while t <= hi + step * 1e-9:
-        ticks.append(round(t, 10))
+    ticks, t = [start], start
+    while ticks[-1] < hi - step * 1e-9:  # the last tick is at or beyond hi, so every value lies inside
         t += step
+        ticks.append(round(t, 10))
     return ticks
 
 
@@ -119,7 +121,8 @@ def intervals(rows: Sequence[Mapping[str, Any]], title: str, x_label: str, x_ran
     rows = [r for r in rows if r.get("value") is not None]
     if not rows:
         return _empty(title, "no data for this chart")
-    left, right, top, row_h = 230, 24, 10, 24
+    left, right, top = 230, 24, 10
+    row_h = max(24, 72 // len(rows))  # a single row still gets a readable plot
     height = top + row_h * len(rows) + 44
     vals = [float(v) for r in rows for v in (r.get("lo"), r.get("hi"), r.get("value")) if v is not None]
     if reference is not None:
@@ -162,7 +165,9 @@ def lines(series: Mapping[str, Sequence[tuple[float, float]]], title: str, x_lab
     left, right, top, bottom, height = 56, 150, 14, 42, 300
     xs = [x for pts in series.values() for x, _ in pts]
     ys = [y for pts in series.values() for _, y in pts]
-    xt, yt = nice_ticks(min(xs), max(xs)), nice_ticks(min(ys) - 10, max(ys) + 10)
+    integral = all(float(x).is_integer() for x in xs)
+    xt = nice_ticks(min(xs), max(xs), 5, integer=integral)
+    yt = nice_ticks(min(ys) - 10, max(ys) + 10)
     x0, x1, y0, y1 = xt[0], xt[-1], yt[0], yt[-1]
     pw, ph = WIDTH - left - right, height - top - bottom
 

@@ -23,6 +23,7 @@ from . import charts
 from .leaderboard import RACE_NOTE
 from .markdown import (
     COMPARISON_HEADERS,
+    used_tool,
     LEADERBOARD_HEADERS,
     comparison_fields,
     headline,
@@ -145,23 +146,22 @@ def _charts(doc: Mapping[str, Any]) -> str:
         tone = "good" if f["verdict"] in GOOD_VERDICTS else "bad" if f["verdict"] in BAD_VERDICTS else ""
         rows.append({"label": f"{f['agent']} · {f['arm']} vs {f['baseline']}", "value": f["ratio"], "lo": lo, "hi": hi, "tone": tone})
     figures.append(("Relative cost vs baseline arm (95% intervals)", charts.intervals(rows, "Relative cost vs baseline arm", "tokens relative to baseline (1.00 = same)", reference=1.0)))
-    figures.append(("Elo over time", charts.lines(elo_series((doc.get("elo") or {}).get("history") or []), "Elo over time", "race", "rating")))
+    figures.append(("Elo over time", charts.lines(elo_series((doc.get("elo") or {}).get("steps") or []), "Elo over time",
+                                                  "race (in time order)", "rating")))
     return '<div class="charts">' + "".join(f"<figure><figcaption>{escape(t)}</figcaption>{svg}</figure>" for t, svg in figures) + "</div>"
 
 
-def elo_series(history: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
-    """``{agent: [(step, rating)]}`` from ``ratings.elo_history`` entries: either one entry per step with a
-    ``ratings`` mapping, or one per agent and step with ``agent`` and ``rating`` (step from ``step``/``index``)."""
+def elo_series(steps: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """``{agent: [(race, rating)]}`` from the export's ``elo.steps``; each agent starts at 1500 just before its
+    first race, so a line shows every change."""
+    from ..ratings import INITIAL
+
     series: dict[str, list[tuple[float, float]]] = {}
-    for i, entry in enumerate(history):
-        step = entry.get("step", entry.get("index", i))
-        step = float(step) if isinstance(step, (int, float)) else float(i)
-        if isinstance(entry.get("ratings"), Mapping):
-            for agent, rating in entry["ratings"].items():
-                if rating is not None:
-                    series.setdefault(str(agent), []).append((step, float(rating)))
-        elif entry.get("agent") is not None and entry.get("rating") is not None:
-            series.setdefault(str(entry["agent"]), []).append((step, float(entry["rating"])))
+    for step in steps:
+        for agent, rating in (step.get("ratings") or {}).items():
+            if agent not in series:
+                series[agent] = [(float(step["race"]) - 1, INITIAL)]
+            series[agent].append((float(step["race"]), float(rating)))
     return series
 
 
@@ -200,7 +200,7 @@ def _tables(doc: Mapping[str, Any]) -> str:
         headers = ["Question", "Arm", "Agent", "Runs", "Passed", "Pass rate (95% CI)", "Tokens/run (95% CI)", "Turns", "Used tool", "Errors", "Time (s)"]
         rows = [[c["case"], c["arm"], c["agent"], c["runs"], Cell(f"{c['passed']}/{c['valid']}", c["passed"], "num"),
                  _ci_cell(c.get("pass_rate"), c.get("pass_ci"), pct), _ci_cell(c.get("tokens_mean"), c.get("tokens_ci"), tokens),
-                 Cell(num(c.get("turns_mean")), c.get("turns_mean"), "num"), "-" if c.get("used_tool") is None else c["used_tool"],
+                 Cell(num(c.get("turns_mean")), c.get("turns_mean"), "num"), used_tool(c),
                  c.get("errors", 0), Cell(num(c.get("seconds_mean")), c.get("seconds_mean"), "num")] for c in trial]
         out.append(_section("Trials", table(headers, rows, "trials", numeric=[3, 4, 5, 6, 7, 9, 10])))
     comps = doc.get("comparisons") or []
@@ -294,7 +294,8 @@ def _runs(doc: Mapping[str, Any]) -> str:
     base = Path(doc["results_dir"]) if doc.get("results_dir") else None
     headers = ["", "Case", "Kind", "Arm", "Agent", "Rep", "Status", "Score", "Tokens", "Cost", "Tool calls", "Time (s)"]
     numeric = {5, 7, 8, 9, 10, 11}
-    ths = "".join(f'<th scope="col" data-type="{"num" if i in numeric else "text"}">{escape(h)}</th>' for i, h in enumerate(headers))
+    ths = '<th scope="col" class="nosort"><span class="visually-hidden">details</span></th>' + "".join(
+        f'<th scope="col" data-type="{"num" if i in numeric else "text"}">{escape(h)}</th>' for i, h in enumerate(headers) if i)
     groups = []
     for i, r in enumerate(runs):
         u = r.get("usage") or {}

@@ -17,7 +17,8 @@ never disagree. Top-level keys::
                     (races and ties as defined in ``report.leaderboard``)
     cells           per case x arm x agent: ``cells.summarize`` (Wilson pass-rate interval, token interval, ...)
     comparisons     per arm vs baseline: ``cells.compare_arms`` (relative cost, 95% interval, verdict)
-    elo             {ratings {agent: rating}, history [...]} (``ratings.elo`` / ``ratings.elo_history``)
+    elo             {ratings {agent: rating}, history [per session], steps [per race]} (``ratings.elo``,
+                    ``ratings.elo_history``, ``elo_steps``), over the history store's task runs when given
     runs            every outcome (``Outcome.to_dict``, the run.json record) with its composite score
 
 Numbers that cannot be computed are null, never NaN (JSON has no NaN).
@@ -114,6 +115,22 @@ def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[
     return sorted(tasks.values(), key=lambda t: (t["name"], t["source"])), sorted(trials.values(), key=lambda t: t["source"])
 
 
+def elo_steps(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
+    """Ratings after each race (``ratings.races`` in time order, races of two or more agents), for the Elo
+    chart: ``[{race (1-based), session_id, case, started, ratings {agent: rating}}]`` (``ratings.apply_race``)."""
+    from ..ratings import apply_race, races
+
+    ratings: dict[str, float] = {}
+    steps = []
+    for race in races(outcomes):
+        if len(race.scores) < 2:
+            continue
+        ratings = apply_race(ratings, race.scores)
+        steps.append({"race": len(steps) + 1, "session_id": race.session_id, "case": race.case, "started": race.started,
+                      "ratings": dict(sorted(ratings.items()))})
+    return steps
+
+
 def build_export(
     outcomes: Sequence[Outcome],
     *,
@@ -161,7 +178,7 @@ def build_export(
         "leaderboard": [s.to_dict() for s in leaderboard(outcomes)],
         "cells": [c.to_dict() for c in summarize(outcomes)],
         "comparisons": [c.to_dict() for c in compare_arms(outcomes, baseline=baseline, seed=seed)],
-        "elo": {"ratings": dict(elo(elo_source)), "history": list(elo_history(elo_source))},
+        "elo": {"ratings": dict(elo(elo_source)), "history": list(elo_history(elo_source)), "steps": elo_steps(elo_source)},
         "runs": [o.to_dict() for o in outcomes],
     }
     return clean(doc)

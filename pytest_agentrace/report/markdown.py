@@ -61,6 +61,14 @@ def with_ci(x: Any, ci: Any, fmt=num, **kw: Any) -> str:
     return f"{fmt(x, **kw)} ({fmt(lo, **kw)}–{fmt(hi, **kw)})"
 
 
+def used_tool(cell: Mapping[str, Any]) -> str:
+    """``k/n`` runs whose tool calls matched the arm's ``uses`` regex; ``-`` when no run could tell."""
+    known = cell.get("used_tool_known")
+    if not known:
+        return "-"
+    return f"{cell.get('used_tool', 0)}/{known}"
+
+
 def usd(x: Any) -> str:
     return "-" if x is None else f"${x:.4f}"
 
@@ -119,10 +127,9 @@ def trial_rows(doc: Mapping[str, Any]) -> list[list[Any]]:
     for c in doc.get("cells") or []:
         if c.get("kind") != "trial":
             continue
-        used = c.get("used_tool")
         rows.append([c["case"], c["arm"], c["agent"], c["runs"], f"{c['passed']}/{c['valid']}",
                      with_ci(c.get("pass_rate"), c.get("pass_ci"), pct), with_ci(c.get("tokens_mean"), c.get("tokens_ci"), tokens),
-                     num(c.get("turns_mean")), "-" if used is None else used, c.get("errors", 0), num(c.get("seconds_mean"))])
+                     num(c.get("turns_mean")), used_tool(c), c.get("errors", 0), num(c.get("seconds_mean"))])
     return rows
 
 

@@ -64,6 +64,7 @@
     }
     Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), function (table) {
       Array.prototype.forEach.call(table.querySelectorAll("thead th"), function (th, index) {
+        if (th.classList.contains("nosort")) { return; }
         th.setAttribute("tabindex", "0");
         th.addEventListener("click", function () { sortTable(table, index, th); });
         th.addEventListener("keydown", function (e) {
