@@ -110,19 +110,24 @@ def install_fakes(bin_dir: Path, rec: Path, names=FAKES) -> None:
         ))
 
 
+def task_table(text: str) -> list[list[str]]:
+    """The cells of the ranked task table (the first table after the ``task fix-add`` title)."""
+    lines = text.split("agentrace ===", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("task fix-add")) + 1
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return [row for row in table if not set(row[0]) <= {"-", ":"}]
+
+
 def header_cells(text: str) -> list[str]:
-    line = next(line for line in text.splitlines() if line.startswith("|") and line.strip("| ").startswith("Rank"))
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+    return task_table(text)[0]
 
 
 def table_rows(text: str) -> dict[str, list[str]]:
-    section = text.split("agentrace ===", 1)[1]
-    rows = {}
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("|") and len(cells) > 2 and cells[0] != "Rank" and not set(cells[0]) <= {"-", ":"}:
-            rows[cells[1]] = cells
-    return rows
+    return {row[1]: row for row in task_table(text)[1:]}
 
 
 @pytest.mark.parametrize("xdist", XDIST)
