@@ -8,6 +8,7 @@ happens in ``setup``: an infrastructure fault there reports as a pytest *error*,
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +205,7 @@ class TrialFile(SpecFile):
         yield from self.make_items(trial_runs(trial, agents, arms, reps))
 
 
-def check_outcome(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def check_outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The call phase of a run item: fail with the short report unless the run passed."""
     outcome = request.node.stash.get(OUTCOME_KEY, None)
     if outcome is not None and outcome.status != Status.PASSED:
@@ -223,7 +224,14 @@ class RunItem(pytest.Function):
         reason = missing_executable(spec)
         if reason:
             pytest.skip(reason)
-        outcome = plugin.execute(self.config, spec, self.funcargs["tmp_path"])
+        from .stats_session import should_skip  # issue 5: --agentrace-stop-when-decided
+
+        if reason := should_skip(self.config, spec):
+            pytest.skip(reason)
+        # tmp_path_factory, not tmp_path: tmp_path's teardown raises KeyError after a Ctrl-C during setup
+        # (its result key is only set by makereport), which turned a clean interrupt into a crash (exit 1)
+        tmp = self.funcargs["tmp_path_factory"].mktemp(re.sub(r"\W", "_", self.name)[:30], numbered=True)
+        outcome = plugin.execute(self.config, spec, tmp)
         self.stash[OUTCOME_KEY] = outcome
         self.user_properties.extend(outcome_properties(outcome))
         if outcome.status == Status.ERROR:

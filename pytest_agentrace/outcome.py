@@ -45,7 +45,7 @@ def read_run(path: Path) -> Outcome:
     """Read one ``run.json``; raises ``ValueError`` (with the path) when it is not a valid record."""
     try:
         return Outcome.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, json.JSONDecodeError, TypeError, KeyError, ValueError) as exc:
+    except (OSError, json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError) as exc:  # AttributeError: not an object
         raise ValueError(f"{path}: not a valid run record: {exc}") from None
 
 

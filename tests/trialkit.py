@@ -14,7 +14,8 @@ XDIST_IDS = ["serial", "xdist"]
 # The fake agent: its answer is ANSWER.txt of the workspace (so overlays and repo mappings decide it),
 # followed by CLAIM.txt when the prompt asks for a verification claim. Behaviour switches via env:
 # BOT_EXIT (exit code), BOT_SLEEP (seconds), BOT_WRITE (write that file into the workspace),
-# BOT_WAIT_FOR (block until that path exists, writing BOT_WAITING first).
+# BOT_WAIT_FOR (when the workspace has a file WAIT: append its pid to BOT_WAITING, block until BOT_WAIT_FOR exists;
+# relative paths are beside the results folder).
 BOT = r"""
 import json, os, pathlib, sys, time
 prompt = sys.argv[1]
@@ -27,9 +28,11 @@ rec = {
 log = pathlib.Path(os.environ["TRIAL_OUT"]) / "agent-log"
 log.mkdir(parents=True, exist_ok=True)
 (log / (os.environ["TRIAL_ID"] + ".json")).write_text(json.dumps(rec))
-if os.environ.get("BOT_WAIT_FOR"):
-    pathlib.Path(os.environ["BOT_WAITING"]).write_text("waiting")
-    while not pathlib.Path(os.environ["BOT_WAIT_FOR"]).exists():
+if os.environ.get("BOT_WAIT_FOR") and (ws / "WAIT").exists():
+    base = pathlib.Path(os.environ["TRIAL_OUT"]).parent  # relative paths: beside the results folder
+    with open(base / os.environ["BOT_WAITING"], "a") as fh:
+        fh.write(f"{os.getpid()}\n")
+    while not (base / os.environ["BOT_WAIT_FOR"]).exists():
         time.sleep(0.05)
 time.sleep(float(os.environ.get("BOT_SLEEP", "0")))
 if os.environ.get("BOT_WRITE"):
