@@ -522,8 +522,9 @@ def build_report(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
                  confidence: float = 0.95) -> StatsReport:
     """Build the statistics report over ``outcomes`` (optionally only ``cases``).
 
-    ``sequential``: ``{"cap": int, "min_runs": int}`` when the session stopped reps early
-    (``--agentrace-stop-when-decided``): single-case cost verdicts then come from ``sequential.decide``.
+    ``sequential``: ``{"cap": int}`` or ``{"caps": {source: int}}`` (+ optional ``min_runs``) when the session
+    stopped reps early (``--agentrace-stop-when-decided``): single-case cost verdicts then come from
+    ``sequential.decide`` with that cap (the planned reps per arm).
     """
     from . import ratings
     from . import sequential as seq
@@ -536,15 +537,22 @@ def build_report(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
     by_case = compare_arms(outcomes, baseline, seed, resamples, confidence, alpha, by_case=True)
     method = METHODS
     if sequential:
-        cap, min_runs = int(sequential["cap"]), int(sequential.get("min_runs", seq.MIN_RUNS))
-        found = seq.decisions(outcomes, cap, baseline, min_runs, alpha)
+        min_runs = int(sequential.get("min_runs", seq.MIN_RUNS))
+        caps = {src: int(c) for src, c in (sequential.get("caps") or {}).items()}
+        found: dict[Any, Any] = {}
+        for src in sorted({o.source for o in outcomes}):
+            cap = caps.get(src, sequential.get("cap"))
+            if cap:
+                caps[src] = int(cap)
+                found.update(seq.decisions([o for o in outcomes if o.source == src], int(cap), baseline, min_runs, alpha))
 
         def apply(c: ArmComparison) -> ArmComparison:
             d = found.get((c.kind, c.source, c.cases[0], c.agent, c.arm)) if len(c.cases) == 1 else None
             return with_sequential(c, d.to_dict()) if d is not None else c
 
         comps, by_case = [apply(c) for c in comps], [apply(c) for c in by_case]
-        method += f"; stop-when-decided: {seq.METHOD} (cap {cap} runs per arm, first look at {min_runs})"
+        cap_text = ", ".join(sorted({str(c) for c in caps.values()})) or "-"
+        method += f"; stop-when-decided: {seq.METHOD} (cap {cap_text} runs per arm, first look at {min_runs})"
     samples = [o for o in outcomes if o.is_sample]
     footer = {
         "method": method, "seed": seed, "resamples": resamples, "alpha": alpha,

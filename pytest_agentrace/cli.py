@@ -11,6 +11,13 @@ import importlib
 import sys
 
 COMMANDS: dict[str, str] = {
+    "plan": "pytest_agentrace.stats_cli:register",
+    "report": "pytest_agentrace.stats_cli:register",
+    "snapshot": "pytest_agentrace.stats_cli:register",
+    "compare": "pytest_agentrace.stats_cli:register",
+    "ratings": "pytest_agentrace.stats_cli:register",
+    "rescore": "pytest_agentrace.stats_cli:register",
+    "regress": "pytest_agentrace.stats_cli:register",
     "parse": "pytest_agentrace.agents.cli_parse:register",
     "leaderboard": "pytest_agentrace.report_cli:register",
     "history": "pytest_agentrace.report_cli:register",

@@ -53,3 +53,7 @@ OPTIONS += REPORT_OPTIONS + STORE_OPTIONS
 from .model_double.opts import OPTIONS as MODEL_DOUBLE_OPTIONS  # noqa: E402  (--agentrace-offline, --agentrace-model-double; issue 7)
 
 OPTIONS += MODEL_DOUBLE_OPTIONS
+
+from .stats_cli import STATS_OPTIONS  # noqa: E402  (statistics, snapshots, gates, stop-when-decided; issue 5)
+
+OPTIONS += STATS_OPTIONS

@@ -300,3 +300,75 @@ def skip_reason(spec: Any, out: Path, session_id: str, cap: int, arms: Sequence[
         what = f"{d.verdict}, z={d.z:.2f} beyond {d.boundary:.2f}" if d.state == CLEAR else "the difference cannot be shown within the reps"
         return f"stop-when-decided: arm {arm} vs {baseline} is {d.state} after {d.n} runs per arm ({what})"
     return f"stop-when-decided: every arm vs baseline {baseline} is decided (" + ", ".join(f"{a} {d.state}" for a, d in found) + ")"
+
+
+# ---------------------------------------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """``agentrace plan --results``: one arm vs the baseline for one (agent, case).
+
+    ``runs``: runs per arm so far (the fewer of arm and baseline, valid with tokens); ``state``: ``clear`` (the
+    relative-cost verdict is cheaper/dearer with at least ``min_runs`` runs), ``futile`` (the observed difference
+    would need more than ``max_reps`` runs per arm, or the reps are used up), ``continue``; ``needed``: runs per
+    arm the observed difference needs (``stats.runs_needed`` with the observed CV); ``more_runs`` the further runs
+    per arm, ``further_tokens`` = ``more_runs`` x (arm mean + baseline mean tokens per run), ``further_usd`` at the
+    given price per million tokens.
+    """
+
+    agent: str
+    case: str
+    arm: str
+    baseline: str
+    runs: int
+    relative_cost: float | None
+    relative_cost_ci: Any
+    verdict: str
+    state: str
+    needed: int | None
+    more_runs: int | None
+    further_tokens: float | None
+    further_usd: float | None
+
+    def state_text(self) -> str:
+        if self.state == CLEAR:
+            return f"clear ({self.verdict})"
+        if self.state == CONTINUE and self.more_runs:
+            return f"continue (about {self.more_runs} more runs per arm)"
+        return self.state
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["relative_cost_ci"] = self.relative_cost_ci.to_dict() if self.relative_cost_ci is not None else None
+        return d
+
+
+def plan_rows(outcomes, min_runs: int = MIN_RUNS, max_reps: int = 12, price_per_mtok: float | None = None, baseline: str | None = None,
+              seed: int = 0, resamples: int = 10_000, alpha: float = 0.05) -> list[PlanRow]:
+    """Plan rows for every (agent, case, arm != baseline) in ``outcomes`` (see ``PlanRow``)."""
+    from . import stats
+    from .cells import compare_arms, pooled_cv, summarize
+
+    outcomes = list(outcomes)
+    cells = {(c.kind, c.source, c.case, c.arm, c.agent): c for c in summarize(outcomes, seed, 200)}
+    rows = []
+    for comp in compare_arms(outcomes, baseline, seed, resamples, alpha=alpha, by_case=True):
+        case = comp.cases[0]
+        a = cells[(comp.kind, comp.source, case, comp.arm, comp.agent)]
+        b = cells[(comp.kind, comp.source, case, comp.baseline, comp.agent)]
+        n = min(a.tokens_n, b.tokens_n)
+        cv, _ = pooled_cv([a, b])
+        effect = stats.effect_for_ratio(comp.relative_cost) if comp.relative_cost is not None else None
+        needed = stats.runs_needed(cv, effect, alpha) if cv is not None and effect else None
+        if n >= min_runs and comp.cost_verdict in (Verdict.CHEAPER.value, Verdict.DEARER.value):
+            state, more = CLEAR, 0
+        elif needed is None or needed > max_reps or n >= max_reps:
+            state, more = FUTILE, None
+        else:
+            state, more = CONTINUE, max(needed, min_runs) - n
+        tokens = more * ((a.tokens_mean or 0) + (b.tokens_mean or 0)) if more else (0.0 if more == 0 else None)
+        usd = tokens * price_per_mtok / 1e6 if tokens is not None and price_per_mtok is not None else None
+        rows.append(PlanRow(comp.agent, case, comp.arm, comp.baseline, n, comp.relative_cost, comp.relative_cost_ci, comp.cost_verdict,
+                            state, needed, more, tokens, usd))
+    return sorted(rows, key=lambda r: (r.agent, r.case, r.arm))

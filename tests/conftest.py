@@ -9,7 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+# numpy/scipy C extensions cannot be loaded twice in one process, and pytester's in-process runs drop the modules
+# a run imported; every agentrace session ends with the statistics (numpy/scipy), so load them once here.
+import numpy  # noqa: F401
 import pytest
+import scipy.stats  # noqa: F401
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@localhost",

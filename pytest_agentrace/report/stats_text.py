@@ -28,11 +28,13 @@ def _p(p: float | None) -> str:
 
 
 def _ci(iv: Any, fmt=_f) -> str:
-    """``(lo-hi)`` for an ``Interval`` or a (lo, hi) pair; empty when undefined."""
+    """`` (lo-hi)`` for an ``Interval`` or a (lo, hi) pair (`` (lo to hi)`` when lo is negative); empty when undefined."""
     if iv is None:
         return ""
     lo, hi = (iv.lo, iv.hi) if hasattr(iv, "lo") else iv
-    return "" if lo is None or hi is None else f" ({fmt(lo)}-{fmt(hi)})"
+    if lo is None or hi is None:
+        return ""
+    return f" ({fmt(lo)} to {fmt(hi)})" if lo < 0 else f" ({fmt(lo)}-{fmt(hi)})"
 
 
 def _table(rows: list[list[Any]], headers: list[str], fmt: str) -> list[str]:
@@ -107,7 +109,9 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
 
 
 def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt) -> list[str]:
-    lines = _heading(f"{kind} {source} - agent {agent}" + (f" (baseline arm: {base})" if base else ""), fmt)
+    from .text import _display_path
+
+    lines = _heading(f"{kind} {_display_path(source)} - agent {agent}" + (f" (baseline arm: {base})" if base else ""), fmt)
     rows = []
     by_arm: dict[str, list[Any]] = defaultdict(list)
     for c in cs:

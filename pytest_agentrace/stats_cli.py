@@ -1,0 +1,347 @@
+"""``agentrace`` subcommands of the statistics: plan, report, snapshot, compare, ratings, rescore, regress.
+
+They read ``run.json`` records from a results folder (``outcome.iter_runs``) and call the same pure modules as
+the session summary (``cells``, ``snapshot``, ``sequential``, ``ratings``). Exit status: 0 ok, 1 a ``--fail-on``
+verdict occurred (compare, regress), 2 bad input (one line on stderr naming the file or option and the fix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from .verdict import GATE_HELP as _GATE_HELP
+
+DEFAULT_OUT = ".agentrace"
+
+# pytest options of the statistics (appended to ``options.OPTIONS``; kept here, free of pytest imports)
+STATS_OPTIONS: list[tuple[str, dict[str, Any]]] = [
+    ("--agentrace-seed", {"type": int, "default": 0, "metavar": "N", "help": "seed of the bootstrap and permutation draws, so a report is reproducible (default 0)"}),
+    ("--agentrace-resamples", {"type": int, "default": 10_000, "metavar": "N", "help": "bootstrap resamples per interval (default 10,000)"}),
+    ("--agentrace-baseline", {"default": None, "metavar": "ARM", "help": "arm the other arms are compared with (default: the trial's [defaults] baseline)"}),
+    ("--agentrace-snapshot", {"default": None, "metavar": "PATH", "help": "compare this session's cells with a snapshot file at session end"}),
+    ("--agentrace-snapshot-update", {"action": "store_true", "default": False, "help": "write the --agentrace-snapshot file from this session instead of comparing"}),
+    ("--agentrace-tolerance", {"type": float, "default": 0.10, "metavar": "FRACTION", "help": "token ratio change within which a snapshot comparison calls nothing dearer/improved (default 0.10)"}),
+    ("--agentrace-fail-on", {"action": "append", "default": [], "metavar": "LIST", "help": "fail the session (exit 1) when one of these occurs: " + _GATE_HELP}),
+    ("--agentrace-stop-when-decided", {"action": "store_true", "default": False, "help": "run reps in order and skip a trial cell's remaining reps once its relative cost vs the baseline is clear or futile (group-sequential test; --agentrace-reps is the cap)"}),
+]
+
+
+class CliError(Exception):
+    """Bad input to a subcommand: printed as ``agentrace <cmd>: <message>`` with exit status 2."""
+
+
+def register(sub: Any) -> None:
+    """Add the statistics subcommands to the ``agentrace`` parser."""
+    p = sub.add_parser("plan", help="runs per arm needed to detect a difference (formula), or the state of a results folder")
+    p.add_argument("--cv", type=float, help="coefficient of variation of cost per run (e.g. 0.3)")
+    p.add_argument("--effect", type=float, default=0.2, help="relative cost change to detect (default 0.2 = 20%%)")
+    p.add_argument("--alpha", type=float, default=0.05, help="two-sided significance level (default 0.05)")
+    p.add_argument("--power", type=float, default=0.8, help="power (default 0.8)")
+    p.add_argument("--results", metavar="OUT", help="results folder: state per agent, case and arm")
+    p.add_argument("--min-runs", type=int, default=4, help="runs per arm before a comparison can be clear (default 4)")
+    p.add_argument("--max-reps", type=int, default=12, help="runs per arm you are willing to spend (default 12)")
+    p.add_argument("--price-per-mtok", type=float, help="USD per million tokens, to price the further spend")
+    _common(p, fmt=True)
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("report", help="the statistics report of a results folder")
+    p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out)")
+    p.add_argument("--case", action="append", default=[], metavar="ID", help="only these cases (task names / question ids); repeatable or comma-separated")
+    p.add_argument("--stop-when-decided", type=int, metavar="CAP", help="the session stopped reps early with this cap: use the sequential verdicts")
+    _common(p, fmt=True)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("snapshot", help="save per-cell pass counts and tokens of a results folder as a baseline snapshot")
+    p.add_argument("out", metavar="OUT", help="results folder")
+    p.add_argument("--to", required=True, metavar="FILE", help="snapshot file to write (JSON)")
+    p.add_argument("--name", help="a name stored in the snapshot")
+    p.set_defaults(func=cmd_snapshot)
+
+    p = sub.add_parser("compare", help="compare a results folder with a snapshot (regressed / dearer / improved / same)")
+    p.add_argument("out", metavar="OUT", help="results folder")
+    _compare_options(p, _GATE_HELP)
+    _common(p, fmt=True)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("ratings", help="Elo ratings of the agents racing in a results store")
+    p.add_argument("--results", metavar="OUT", default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT})")
+    p.add_argument("--reset", action="store_true", help="forget the stored ratings (everyone back to 1500)")
+    p.add_argument("--json", action="store_true", help="print JSON (ratings and history)")
+    p.set_defaults(func=cmd_ratings)
+
+    p = sub.add_parser("rescore", help="re-score stored trial answers after the answer key was edited")
+    p.add_argument("trial", metavar="TRIAL", help="the trial file (TOML) with the edited answer key")
+    p.add_argument("out", metavar="OUT", help="results folder holding its runs")
+    p.set_defaults(func=cmd_rescore)
+
+    p = sub.add_parser("regress", help="run a trial (or task) with pytest, then compare it with a snapshot")
+    p.add_argument("spec", metavar="FILE", help="trial or task file")
+    p.add_argument("--out", metavar="DIR", help="results folder for this run (default: a new temporary folder)")
+    _compare_options(p, _GATE_HELP, default_fail="regressed")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="further pytest arguments (after --)")
+    _common(p, fmt=True)
+    p.set_defaults(func=cmd_regress)
+
+
+def _common(p: argparse.ArgumentParser, fmt: bool = False) -> None:
+    p.add_argument("--baseline", metavar="ARM", help="arm the others are compared with (default: the trial's baseline)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and permutation draws (default 0)")
+    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10,000)")
+    if fmt:
+        p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+
+
+def _compare_options(p: argparse.ArgumentParser, gate_help: str, default_fail: str | None = None) -> None:
+    p.add_argument("--snapshot", required=True, metavar="FILE", help="snapshot file (agentrace snapshot / --agentrace-snapshot-update)")
+    p.add_argument("--old-arm", metavar="A", help="compare the snapshot's arm A ...")
+    p.add_argument("--new-arm", metavar="B", help="... with this run's arm B")
+    p.add_argument("--tolerance", type=float, default=0.10, help="token ratio change within which dearer/improved are not called (default 0.10)")
+    p.add_argument("--fail-on", default=default_fail, metavar="LIST", help=f"exit 1 when one occurs: {gate_help}")
+
+
+def run(func, args: argparse.Namespace) -> int:
+    try:
+        return func(args)
+    except CliError as exc:
+        print(f"agentrace {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def load_outcomes(out: str | Path) -> list[Any]:
+    """Every readable run record under ``out/runs``; raises ``CliError`` when there is none."""
+    from .outcome import iter_runs
+
+    path = Path(out)
+    if not path.is_dir():
+        raise CliError(f"{path}: no such results folder; run `pytest --agentrace --agentrace-out {path}` first")
+    outcomes = [o for _, o in iter_runs(path)]
+    if not outcomes:
+        raise CliError(f"{path}: no run.json records under {path / 'runs'}; run `pytest --agentrace --agentrace-out {path}` first")
+    return outcomes
+
+
+def _cases(values: list[str]) -> list[str] | None:
+    cases = [c.strip() for v in values for c in v.split(",") if c.strip()]
+    return cases or None
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    return run(_plan, args)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from . import stats
+
+    if args.results is None and args.cv is None:
+        raise CliError("give --cv (with --effect) for the formula, or --results OUT for the state of a results folder")
+    if args.cv is not None:
+        if args.cv <= 0 or not 0 < args.effect < 1 or not 0 < args.alpha < 1 or not 0 < args.power < 1:
+            raise CliError("--cv must be > 0 and --effect, --alpha, --power between 0 and 1")
+        n = stats.runs_needed(args.cv, args.effect, args.alpha, args.power)
+        need = "more than 100,000" if n is None else str(n)
+        print(f"runs per arm to detect a {args.effect:.0%} cost difference with {args.power:.0%} power at alpha {args.alpha:g} (CV {args.cv:g}): {need}")
+        approx = 2 * (stats.z_value(1 - args.alpha) + stats.z_value(2 * args.power - 1)) ** 2 * stats.log_sd(args.cv) ** 2 / math.log(1 - args.effect) ** 2
+        print("formula: smallest n with P(|T| > t_{1-alpha/2, 2n-2}) >= power, T non-central t with lambda = |ln(1 - effect)| / "
+              "(sigma sqrt(2/n)), sigma^2 = ln(1 + CV^2) (two-sample t test on log cost; Julious 2004); "
+              f"to first order 2 (z_(1-alpha/2) + z_power)^2 sigma^2 / ln(1 - effect)^2 = {approx:.1f}")
+    if args.results is not None:
+        from .report.stats_text import plan_lines
+        from .sequential import plan_rows
+
+        rows = plan_rows(load_outcomes(args.results), args.min_runs, args.max_reps, args.price_per_mtok, args.baseline, args.seed, args.resamples, args.alpha)
+        if not rows:
+            raise CliError(f"{args.results}: no arm comparisons (a plan needs trials with at least two arms)")
+        print("\n".join(plan_lines(rows, args.format, args.price_per_mtok is not None)))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    return run(_report, args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .cells import build_report
+    from .report.stats_text import render
+
+    outcomes = load_outcomes(args.out)
+    cases = _cases(args.case)
+    if cases and not any(o.case in cases for o in outcomes):
+        raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
+    seq = {"cap": args.stop_when_decided} if args.stop_when_decided else None
+    report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq)
+    sys.stdout.write(render(report, args.format))
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    return run(_snapshot, args)
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    from .snapshot import make_snapshot, write_snapshot
+
+    snap = make_snapshot(load_outcomes(args.out), args.name)
+    path = write_snapshot(Path(args.to), snap)
+    print(f"wrote {path}: {len(snap['cells'])} cells")
+    return 0
+
+
+def _gates(text: str | None):
+    from .verdict import parse_fail_on
+
+    try:
+        return parse_fail_on(text)
+    except ValueError as exc:
+        raise CliError(str(exc).replace("--agentrace-fail-on", "--fail-on")) from None
+
+
+def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
+    """Print the snapshot comparison; 1 when a ``--fail-on`` verdict occurs, else 0."""
+    from .report.stats_text import compare_lines
+    from .snapshot import SnapshotError, compare, read_snapshot
+    from .verdict import gate_failures
+
+    gates = _gates(args.fail_on)
+    if (args.old_arm is None) != (args.new_arm is None):
+        raise CliError("give both --old-arm and --new-arm, or neither")
+    try:
+        snap = read_snapshot(Path(args.snapshot))
+    except SnapshotError as exc:
+        raise CliError(str(exc)) from None
+    rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples)
+    print("\n".join(compare_lines(rows, args.format)))
+    failures = gate_failures([g for g in gates if g.verdict], snapshot_rows=rows)
+    for line in failures:
+        print(f"FAIL {line}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    return run(lambda a: compare_and_gate(load_outcomes(a.out), a), args)
+
+
+def cmd_ratings(args: argparse.Namespace) -> int:
+    return run(_ratings, args)
+
+
+def _ratings(args: argparse.Namespace) -> int:
+    import json
+
+    from .outcome import iter_runs
+    from .ratings import load_ratings, reset_store, update_store
+
+    out = Path(args.results)
+    if args.reset:
+        print(f"ratings reset ({out / 'ratings.json'} {'removed' if reset_store(out) else 'did not exist'})")
+        return 0
+    try:
+        state = update_store(out, [o for _, o in iter_runs(out)]) if out.is_dir() else load_ratings(out)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        print(json.dumps({"ratings": state["ratings"], "history": state.get("history", [])}, indent=2, sort_keys=True))
+        return 0
+    if not state["ratings"]:
+        print(f"no ratings yet in {out} (they come from task files raced by at least two agents)")
+        return 0
+    from tabulate import tabulate
+
+    rows = [[i, a, f"{r:.0f}"] for i, (a, r) in enumerate(sorted(state["ratings"].items(), key=lambda kv: (-kv[1], kv[0])), 1)]
+    print(tabulate(rows, headers=["Rank", "Agent", "Elo"], tablefmt="github"))
+    print(f"{len(state['races'])} races; Elo 1500 start, K 32, draw within 1 point, one simultaneous update per race.")
+    return 0
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    return run(_rescore, args)
+
+
+def rescore_outcome(o: Any, question: Any) -> Any:
+    """``o`` re-scored against ``question``'s answer key. Status changes only for runs that reached answer
+    scoring (passed/failed, not timed out, agent exit 0): passed when correct and the verify check passed."""
+    from .answers import score_answer
+    from .model import Status
+
+    score = score_answer(o.usage.answer, question.expect, question.forbid, question.min_recall)
+    changes: dict[str, Any] = {"answer_score": score}
+    scorable = o.status in (Status.PASSED, Status.FAILED) and not o.timed_out and o.exit_code in (0, None)
+    if scorable:
+        verify = o.checks.get("verify")
+        if not score["correct"]:
+            reasons = []
+            if score["missing"]:
+                reasons.append(f"recall {score['recall']:.2f} < min_recall {question.min_recall:.2f}")
+            if score["forbidden"]:
+                reasons.append("forbidden pattern matched: " + ", ".join(score["forbidden"]))
+            changes.update(status=str(Status.FAILED), reason="answer incorrect: " + "; ".join(reasons))
+        elif verify is not None and not verify.passed:
+            changes.update(status=str(Status.FAILED), reason=o.reason if o.status == Status.FAILED else "verify failed")
+        else:
+            changes.update(status=str(Status.PASSED), reason=None)
+    return o.replace(**changes)
+
+
+def _rescore(args: argparse.Namespace) -> int:
+    import datetime as _dt
+
+    from .errors import SpecError
+    from .outcome import iter_runs, write_run
+    from .spec.trial import load_trial
+
+    try:
+        trial = load_trial(Path(args.trial))
+    except (SpecError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    questions = {q.id: q for q in trial.questions}
+    out = Path(args.out)
+    load_outcomes(out)
+    seen = changed = 0
+    unknown: set[str] = set()
+    for path, o in iter_runs(out):
+        if o.kind != "trial" or (o.extra.get("trial") != trial.name and Path(o.source).resolve() != trial.path.resolve()):
+            continue
+        q = questions.get(o.case)
+        if q is None:
+            unknown.add(o.case)
+            continue
+        new = rescore_outcome(o, q)
+        seen += 1
+        if new.answer_score != o.answer_score or new.status != o.status:
+            extra = {**new.extra, "rescored": {"at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "content_hash": trial.content_hash}}
+            if new.status != o.status:
+                print(f"{o.run_id}: {o.status} -> {new.status}")
+                changed += 1
+            write_run(path.parent, new.replace(extra=extra))
+    if not seen:
+        raise CliError(f"{out}: no runs of trial {trial.name!r} ({args.trial})")
+    print(f"rescored {seen} runs of trial {trial.name!r}: {changed} changed status" + (f"; questions no longer in the file: {', '.join(sorted(unknown))}" if unknown else ""))
+    return 0
+
+
+def cmd_regress(args: argparse.Namespace) -> int:
+    return run(_regress, args)
+
+
+def _regress(args: argparse.Namespace) -> int:
+    import datetime as _dt
+    import subprocess
+    import tempfile
+
+    _gates(args.fail_on)
+    if not Path(args.snapshot).is_file():
+        raise CliError(f"{args.snapshot}: snapshot file not found; write one with `agentrace snapshot OUT --to {args.snapshot}`")
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="agentrace-regress-"))
+    extra = [a for a in args.pytest_args if a != "--"]
+    started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    cmd = [sys.executable, "-m", "pytest", args.spec, "--agentrace", "--agentrace-out", str(out), *extra]
+    print("running: " + " ".join(cmd), flush=True)
+    code = subprocess.call(cmd)
+    if code not in (0, 1):  # interrupted, internal error, usage error, no tests
+        print(f"agentrace regress: pytest exited with status {code}; no comparison made", file=sys.stderr)
+        return code if code else 2
+    outcomes = [o for o in load_outcomes(out) if (o.started or "") >= started or o.reused]
+    return compare_and_gate(outcomes, args)

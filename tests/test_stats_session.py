@@ -1,0 +1,230 @@
+"""Issue 5 through pytest: the statistics report in the session summary, snapshots, --agentrace-fail-on gates that
+set the exit status on the controller, stop-when-decided skips, and Elo ratings saved per results store.
+
+Real trial files with real git repos and a fake agent script that prints Claude Code's JSON result (so tokens are
+parsed by the claude adapter). Its tokens are ``TOKENS`` (a file of the workspace: the repo says 1000, the ``docs``
+overlay 600) times ``SCALE`` (env, default 1) times a fixed per-rep factor, so every figure below is known.
+Every session path runs serial and under ``-n 2``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import BUGGY_REPO, FIXER, make_repo, write_script
+
+XDIST = [[], ["-p", "xdist", "-n", "2"]]
+XDIST_IDS = ["serial", "xdist"]
+NOISE = [1.0, 1.04, 0.96, 1.02, 0.98, 1.03, 0.97, 1.01, 0.99, 1.05, 0.95, 1.0]
+
+BOT = r"""
+import json, os, pathlib, sys
+ws = pathlib.Path.cwd()
+noise = NOISE_LIST
+rep = int(os.environ["TRIAL_REP"])
+tokens = int(float((ws / "TOKENS").read_text()) * float(os.environ.get("SCALE", "1")) * noise[(rep - 1) % len(noise)])
+answer = (ws / "ANSWER.txt").read_text().strip()
+print(json.dumps({"type": "system", "subtype": "init", "claude_code_version": os.environ.get("BOT_VERSION", "1.0.0"), "model": "m1"}))
+print(json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": answer, "num_turns": 2,
+                  "usage": {"input_tokens": tokens - 100, "output_tokens": 100}}))
+""".replace("NOISE_LIST", repr(NOISE))
+
+TRIAL = """\
+name = "ports"
+
+[defaults]
+reps = {reps}
+timeout = 60
+baseline = "base"
+
+[[repos]]
+name = "app"
+source = "app"
+
+[[arms]]
+name = "base"
+
+[[arms]]
+name = "docs"
+overlay = "docs"
+
+[[agents]]
+name = "bot"
+kind = "claude"
+command = ["{python}", "{bot}", "{{prompt}}"]
+{env}
+
+[[questions]]
+id = "port"
+repo = "app"
+prompt = "Which port does the server listen on?"
+expect = {expect}
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    make_repo(pytester.path / "app", {"app.py": "PORT = 8123\n", "ANSWER.txt": "The port is 8123.\n", "TOKENS": "1000\n"})
+    (pytester.path / "docs").mkdir()
+    (pytester.path / "docs" / "TOKENS").write_text("600\n")
+    write_script(pytester.path / "bots" / "bot.py", BOT)
+    return pytester
+
+
+def write_trial(p: pytest.Pytester, reps: int = 4, env: dict[str, str] | None = None, expect: str = '["port"]') -> Path:
+    import sys
+
+    env_text = "env = { " + ", ".join(f'{k} = "{v}"' for k, v in (env or {}).items()) + " }" if env else ""
+    path = p.path / "trial.toml"
+    path.write_text(TRIAL.format(reps=reps, python=sys.executable, bot=p.path / "bots" / "bot.py", env=env_text, expect=expect))
+    return path
+
+
+def run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return p.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-resamples", "2000", *args)
+
+
+def stats_rows(text: str, first: str) -> list[list[str]]:
+    """Table rows of the statistics section whose first cell is ``first``."""
+    section = text.split("agentrace statistics", 1)[1]
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines() if line.startswith(f"| {first} ")]
+
+
+@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
+def test_session_summary_prints_the_statistics_report(project: pytest.Pytester, xdist: list[str]) -> None:
+    write_trial(project, reps=4)
+    res = run(project, *xdist)
+    res.assert_outcomes(passed=8)
+    assert res.ret == 0
+    text = res.stdout.str()
+    assert "agentrace statistics" in text and "trial trial.toml - agent bot (baseline arm: base)" in text
+    base, docs = stats_rows(text, "base")[0], stats_rows(text, "docs")[0]
+    assert base[1:3] == ["4", "4/4 100% (51%-100%)"] and base[4:6] == ["1.00", "baseline"]
+    # docs: 600 x (1.0, 1.04, 0.96, 1.02) over 1000 x the same factors -> exactly 0.60; 4 runs a side -> provisional
+    assert docs[4].startswith("0.60 (") and docs[5] == "cheaper (provisional)"
+    assert docs[3].startswith("603 (")  # (600 + 624 + 576 + 612) / 4
+    assert "spread: bot: CV of relative cost" in text
+    assert "seed 0, 2,000 resamples; 1 cases, up to 4 reps, 8 runs, 0 infrastructure errors" in text
+
+
+@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
+def test_fail_on_dearer_sets_exit_status_1_with_a_red_reason(project: pytest.Pytester, xdist: list[str]) -> None:
+    write_trial(project, reps=4)
+    (project.path / "docs" / "TOKENS").write_text("1500\n")  # the docs arm costs 1.5x
+    res = run(project, "--agentrace-fail-on", "dearer", *xdist)
+    res.assert_outcomes(passed=8)
+    assert res.ret == 1
+    text = res.stdout.str()
+    assert "agentrace: FAILED dearer: bot arm docs vs base: relative cost dearer (provisional) - relative cost 1.50" in text
+    assert text.count("agentrace: FAILED") == 1
+    # the same session without the gate passes
+    res = run(project, *xdist)
+    assert res.ret == 0 and "agentrace: FAILED" not in res.stdout.str()
+
+
+@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
+def test_snapshot_update_then_compare_dearer_and_version_change(project: pytest.Pytester, xdist: list[str]) -> None:
+    write_trial(project, reps=4)
+    res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-snapshot-update", *xdist)
+    assert res.ret == 0
+    assert "snapshot written:" in res.stdout.str()
+    snap = json.loads((project.path / "snap.json").read_text())
+    assert sorted(snap["cells"]) == ["trial:port/base/bot", "trial:port/docs/bot"]
+    docs = snap["cells"]["trial:port/docs/bot"]
+    assert (docs["passed"], docs["total"], docs["cli_versions"], docs["models"]) == (4, 4, ["1.0.0"], ["m1"])
+    assert docs["tokens"] == [int(600 * f) for f in NOISE[:4]]
+    # tokens x1.3 and a new CLI version: dearer beyond the 10% tolerance, and the detail says the version changed
+    write_trial(project, reps=4, env={"SCALE": "1.3", "BOT_VERSION": "1.1.0"})
+    res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-fail-on", "regressed,dearer", *xdist)
+    assert res.ret == 1
+    text = res.stdout.str()
+    rows = {r[2]: r for r in stats_rows(text, "bot")}
+    assert rows["docs"][3:5] == ["4/4 -> 4/4", "dearer"] and "tokens x1.30" in rows["docs"][5]
+    assert "different agent CLI version: 1.0.0 -> 1.1.0" in rows["docs"][5]
+    assert "2 cells: 0 regressed, 2 dearer, 0 improved, 0 same, 0 not run, 0 new. `same` means no change could be shown, not that none exists." in text
+    assert text.count("agentrace: FAILED dearer: bot port [") == 2
+
+
+@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
+def test_snapshot_regressed_not_run_and_new(project: pytest.Pytester, xdist: list[str]) -> None:
+    write_trial(project, reps=4)
+    assert run(project, "--agentrace-snapshot", "snap.json", "--agentrace-snapshot-update", *xdist).ret == 0
+    # now every answer misses the expected pattern: 4/4 -> 0/4 is a regression (one-sided Boschloo p < 0.1)
+    write_trial(project, reps=4, expect='["no such thing"]')
+    res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-arm", "docs", *xdist)
+    res.assert_outcomes(failed=4)
+    text = res.stdout.str()
+    rows = {r[2]: r for r in stats_rows(text, "bot")}
+    assert rows["docs"][3:5] == ["4/4 -> 0/4", "regressed"] and "lower pass rate (one-sided Boschloo p=" in rows["docs"][5]
+    assert rows["base"][3:5] == ["4/4 -> -", "not run"]
+    assert "agentrace: FAILED" not in text  # reported, but no gate asked for
+    res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-arm", "docs", "--agentrace-fail-on", "regressed", *xdist)
+    assert "agentrace: FAILED regressed: bot port [docs]: regressed - lower pass rate" in res.stdout.str()
+
+
+@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
+def test_stop_when_decided_skips_the_remaining_reps(project: pytest.Pytester, xdist: list[str]) -> None:
+    write_trial(project, reps=12)
+    res = run(project, "--agentrace-stop-when-decided", "-rs", *xdist)
+    outcomes = res.parseoutcomes()
+    text = res.stdout.str()
+    assert res.ret == 0
+    ran = outcomes["passed"]
+    assert outcomes.get("skipped", 0) == 24 - ran
+    if not xdist:  # serial: reps run in order, the first look (4 runs per arm) decides, reps 5-12 are skipped
+        assert ran == 8
+    else:  # two workers may start a few reps before the look that decides: never more than a couple
+        assert 8 <= ran <= 12
+    assert "stop-when-decided: arm docs vs base is clear after 4 runs per arm (cheaper, z=" in text
+    assert "stop-when-decided: every arm vs baseline base is decided (docs clear)" in text
+    docs = stats_rows(text, "docs")[0]
+    assert docs[5] == "cheaper (clear at 4 runs)"
+    assert "stop-when-decided: group-sequential Welch t on log tokens, Lan-DeMets O'Brien-Fleming-type alpha spending (cap 12" in text
+
+
+def test_stop_when_decided_keeps_running_an_undecided_cell(project: pytest.Pytester) -> None:
+    (project.path / "docs" / "TOKENS").write_text("1000\n")  # no difference: only futility can stop it
+    write_trial(project, reps=6)
+    res = run(project, "--agentrace-stop-when-decided", "-rs")
+    ran = res.parseoutcomes()["passed"]
+    text = res.stdout.str()
+    # identical costs: the noise-only difference is futile at the first look (4 runs), the rest skipped
+    assert ran == 8 and "is futile after 4 runs per arm (the difference cannot be shown within the reps)" in text
+    assert stats_rows(text, "docs")[0][5].startswith("no clear difference (futile at 4 runs)")
+
+
+@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
+def test_task_races_save_elo_ratings_per_results_store(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(pytester.path / "fixer.py", FIXER)
+    import sys
+
+    (pytester.path / "task.yaml").write_text(
+        "name: fix-add\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+        f'agents: [{{name: fixer, command: "{sys.executable} {pytester.path / "fixer.py"}"}}, noop]\n')
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-reps", "2", *xdist)
+    res.assert_outcomes(passed=2, xfailed=2)
+    assert res.ret == 0
+    text = res.stdout.str()
+    fixer = stats_rows(text, "fixer")
+    assert fixer[-1][8:11] == ["1/1", "100%", "1516"]  # races table: wins/races, win rate, Elo
+    state = json.loads((pytester.path / "out" / "ratings.json").read_text())
+    assert state["ratings"] == {"fixer": 1516.0, "noop": 1484.0} and len(state["races"]) == 1
+    # a second session adds one more race to the same store
+    pytester.runpytest("--agentrace", "--agentrace-out", "out", *xdist)
+    state = json.loads((pytester.path / "out" / "ratings.json").read_text())
+    assert len(state["races"]) == 2 and state["ratings"]["fixer"] > 1516.0 and len(state["history"]) == 2
+
+
+def test_bad_statistics_options_are_usage_errors(project: pytest.Pytester) -> None:
+    write_trial(project, reps=1)
+    res = run(project, "--agentrace-fail-on", "regressed,bogus")
+    assert res.ret == 4
+    assert "--agentrace-fail-on: unknown gate 'bogus'" in res.stderr.str()
+    res = run(project, "--agentrace-snapshot", "missing.json")
+    assert res.ret == 4 and "missing.json: snapshot file not found" in res.stderr.str()
+    res = run(project, "--agentrace-snapshot-update")
+    assert res.ret == 4 and "--agentrace-snapshot-update needs --agentrace-snapshot PATH" in res.stderr.str()
