@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BUGGY_REPO, make_repo, write_script
-from trialkit import XDIST, XDIST_IDS, agent_logs, make_project, runs, trial_toml
+from trialkit import XDIST, XDIST_IDS, agent_logs, make_project, runs, trial_rows, trial_toml
 
 from pytest_agentrace.matrix import RunSpec
 from pytest_agentrace.model import Outcome
@@ -40,8 +40,8 @@ def test_resume_reuses_every_complete_run(project: pytest.Pytester, xdist: list[
     res.assert_outcomes(passed=2, failed=2)  # the stored outcomes, reported again
     assert agent_runs(project) == 4  # no agent ran
     assert runs(project.path / "out") == first  # records untouched
-    rows = [line for line in res.stdout.lines if line.startswith("| port")]
-    assert all("2 (2 reused)" in r for r in rows) and len(rows) == 2
+    rows = trial_rows(res.stdout.str())
+    assert [r[3] for r in rows] == ["2 (2 reused)", "2 (2 reused)"]
     assert "missing from the answer: 8123, listens" in res.stdout.str()
 
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from trialkit import XDIST, XDIST_IDS, agent_logs, make_project, runs, tag_second_commit, trial_toml
+from trialkit import XDIST, XDIST_IDS, agent_logs, make_project, runs, tag_second_commit, trial_rows, trial_toml
 
 from pytest_agentrace.answers import CLAIM_REQUEST
 
@@ -53,9 +53,8 @@ def test_overlay_decides_the_answer_and_items_are_named(project: pytest.Pytester
     run_dir = project.path / "out/runs/port/docs/bot/1"
     assert {"run.json", "raw.out", "raw.err", "prompt.txt"} <= {p.name for p in run_dir.iterdir()}
     # the summary table: one row per cell
-    rows = [line for line in text.splitlines() if line.startswith("| port")]
-    assert [r.split("|")[2].strip() for r in rows] == ["baseline", "docs"]
-    assert [r.split("|")[5].strip() for r in rows] == ["0/2", "2/2"]
+    rows = trial_rows(text)
+    assert [r[:6] for r in rows] == [["port", "baseline", "bot", "2", "0/2", "0/2"], ["port", "docs", "bot", "2", "2/2", "2/2"]]
 
 
 def test_collect_only_is_the_dry_run(project: pytest.Pytester) -> None:

@@ -115,3 +115,18 @@ def runs(out: Path) -> dict[str, dict]:
 
 def agent_logs(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((out / "agent-log").glob("*.json"))]
+
+
+def trial_rows(text: str) -> list[list[str]]:
+    """Cells of the rows of the per-cell trial table(s) (``report.trials``) in a session's output."""
+    rows: list[list[str]] = []
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("| Question "):
+            inside = True
+        elif inside and line.startswith("|"):
+            if not line.startswith("|--"):
+                rows.append([c.strip() for c in line.strip("|").split("|")])
+        else:
+            inside = False
+    return rows
