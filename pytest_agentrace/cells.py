@@ -25,7 +25,7 @@ from . import stats
 from .model import Outcome, Status
 from .verdict import (
     Verdict,
-    cost_verdict,
+    cost_signs,
     difference_verdict,
     provisional,
     test_verdict,
@@ -369,6 +369,73 @@ def resolve_baseline(runs: Sequence[Outcome], baseline: str | None = None) -> st
     return arms[0]
 
 
+@dataclass(frozen=True)
+class CostResult:
+    """Relative cost of an arm over cases: the cluster-bootstrap ``contrast``, the exact ``test`` (``permutation``
+    for one case, ``sign-flip`` on per-case log ratios for several) with its ``p``, the paired case-level
+    bootstrap of the log ratios (several cases), and the ``verdict`` (``verdict.cost_verdict``)."""
+
+    contrast: stats.Contrast
+    test: str
+    p: float | None
+    log_ratio_mean: float | None
+    log_ratio_ci: stats.Interval
+    verdict: str
+
+
+def cost_batch(cases: Sequence[tuple[Any, Any]], confidence: float = 0.95, resamples: int = stats.DEFAULT_RESAMPLES, alpha: float = 0.05,
+               rng_ci=None, rng_p=None, rng_log=None) -> dict[str, Any]:
+    """The relative-cost decision for T data sets at once (the path every cost verdict takes; the A/A simulations
+    call it with thousands). ``cases``: per case ``(A, B)`` token arrays (T, n_arm), (T, n_base), every value > 0.
+
+    Returns arrays: ``estimate``, ``lo``, ``hi``, ``method`` (interval of the cluster bootstrap), ``p`` (exact
+    permutation test for one case, sign-flip on per-case log ratios for several), ``log_mean``/``log_lo``/``log_hi``/
+    ``log_method`` (paired case-level bootstrap of the log ratios; several cases), ``sign`` (-1 cheaper, +1 dearer,
+    0 no clear difference: the interval excludes 1.00 and p < ``alpha``), and ``test``."""
+    import numpy as np
+
+    from . import resample
+
+    data = [(np.atleast_2d(np.asarray(a, dtype=float)), np.atleast_2d(np.asarray(b, dtype=float))) for a, b in cases]
+    est, lo, hi, method, _ = resample.cluster_contrast(data, "ratio", confidence, resamples, rng_ci)
+    t_count = est.shape[0]
+    nan = np.full(t_count, np.nan)
+    out = {"estimate": est, "lo": lo, "hi": hi, "method": method, "log_mean": nan, "log_lo": nan, "log_hi": nan,
+           "log_method": np.full(t_count, resample.NONE)}
+    if len(data) > 1:
+        logs = np.stack([np.log(a.mean(axis=1) / b.mean(axis=1)) for a, b in data], axis=1)
+        out["test"], out["p"] = "sign-flip", resample.sign_flip_p(logs, resamples, rng_p)
+        out["log_mean"] = logs.mean(axis=1)
+        out["log_lo"], out["log_hi"], out["log_method"] = resample.mean_interval(logs, confidence, resamples, rng_log)
+    else:
+        out["test"], out["p"] = "permutation", resample.permutation_p(data[0][0], data[0][1], resamples, rng_p)
+    out["sign"] = cost_signs(lo, hi, out["p"], alpha)
+    return out
+
+
+def cost_result(tok: Sequence[tuple[Sequence[float], Sequence[float]]], confidence: float = 0.95, resamples: int = stats.DEFAULT_RESAMPLES,
+                alpha: float = 0.05, rng_ci=None, rng_p=None, rng_log=None) -> CostResult:
+    """Relative cost of arm vs baseline from per-case ``(arm tokens, baseline tokens)`` (``cost_batch`` on one data
+    set). Cases with an empty side or a zero baseline are left out; with a token <= 0 the log ratios of several
+    cases are undefined, so their test is skipped (no verdict)."""
+    tok = stats.usable_cases(tok, "ratio")
+    if not tok:
+        return CostResult(stats.Contrast("ratio", None, stats.Interval.none(confidence), 0, 0, 0, False), "permutation", None, None,
+                          stats.Interval.none(confidence), Verdict.NO_CLEAR.value)
+    if len(tok) > 1 and min(min(a) for a, _ in tok) <= 0:
+        contrast = stats.cluster_contrast(tok, "ratio", confidence, resamples, rng_ci)
+        return CostResult(contrast, "sign-flip", None, None, stats.Interval.none(confidence), Verdict.NO_CLEAR.value)
+    r = cost_batch([([a], [b]) for a, b in tok], confidence, resamples, alpha, rng_ci, rng_p, rng_log)
+    log_ci = stats._interval(r["log_lo"], r["log_hi"], r["log_method"], confidence)
+    log_mean = None if len(tok) == 1 else float(r["log_mean"][0])
+    sign = int(r["sign"][0])
+    verdict = Verdict.CHEAPER.value if sign < 0 else Verdict.DEARER.value if sign > 0 else Verdict.NO_CLEAR.value
+    spread = any(max(a) > min(a) or max(b) > min(b) for a, b in tok)
+    contrast = stats.Contrast("ratio", float(r["estimate"][0]), stats._interval(r["lo"], r["hi"], r["method"], confidence),
+                              len(tok), sum(len(a) for a, _ in tok), sum(len(b) for _, b in tok), spread)
+    return CostResult(contrast, r["test"], float(r["p"][0]), log_mean, log_ci, verdict)
+
+
 def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Sequence[str],
              by_cell: dict[tuple[str, str], list[Outcome]], seed: int, resamples: int, confidence: float, alpha: float) -> ArmComparison:
     key = (kind, source, agent, arm, base, tuple(cases))
@@ -380,16 +447,8 @@ def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Seq
     many = len(cases) > 1
     # relative cost
     tok = [(tokens_of(arm_v[c]), tokens_of(base_v[c])) for c in cases]
-    tok = [(a, b) for a, b in tok if a and b and sum(b) > 0]
-    cost = stats.cluster_contrast(tok, "ratio", confidence, resamples, rng("cost"))
-    log_ratios = [math.log((sum(a) / len(a)) / (sum(b) / len(b))) for a, b in tok if sum(a) > 0]
-    if len(tok) > 1:
-        cost_test, cost_p = "sign-flip", stats.sign_flip_p(log_ratios, resamples, rng("cost-p"))
-        log_ci = stats.mean_interval(log_ratios, confidence, resamples, rng("log-ratio"))
-    else:
-        cost_test = "permutation"
-        cost_p = stats.permutation_p(tok[0][0], tok[0][1], resamples, rng("cost-p")) if tok else None
-        log_ci = stats.Interval.none(confidence)
+    cr = cost_result(tok, confidence, resamples, alpha, rng("cost"), rng("cost-p"), rng("log-ratio"))
+    cost = cr.contrast
     # pass rate
     ka = sum(o.status == Status.PASSED for c in cases for o in arm_v[c])
     kb = sum(o.status == Status.PASSED for c in cases for o in base_v[c])
@@ -419,9 +478,9 @@ def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Seq
         kind=kind, source=source, agent=agent, arm=arm, baseline=base, cases=tuple(cases),
         runs_arm=na, runs_base=nb, errors_arm=ra - na, errors_base=rb - nb,
         tokens_unknown=(na - sum(len(tokens_of(v)) for v in arm_v.values())) + (nb - sum(len(tokens_of(v)) for v in base_v.values())),
-        relative_cost=cost.estimate, relative_cost_ci=cost.interval, cost_test=cost_test, cost_p=cost_p,
-        cost_verdict=cost_verdict(cost.interval, cost_p, alpha), provisional=provisional(cost.n_arm, cost.n_base),
-        log_ratio_mean=sum(log_ratios) / len(log_ratios) if many and log_ratios else None, log_ratio_ci=log_ci,
+        relative_cost=cost.estimate, relative_cost_ci=cost.interval, cost_test=cr.test, cost_p=cr.p,
+        cost_verdict=cr.verdict, provisional=provisional(cost.n_arm, cost.n_base),
+        log_ratio_mean=cr.log_ratio_mean, log_ratio_ci=cr.log_ratio_ci,
         pass_rate_arm=rate_a, pass_rate_base=rate_b,
         pass_rate_arm_errors_as_failures=ka / ra if ra else None, pass_rate_base_errors_as_failures=kb / rb if rb else None,
         pass_diff=diff, pass_diff_ci=stats.newcombe_interval(ka, na, kb, nb, confidence), boschloo_p=bp,

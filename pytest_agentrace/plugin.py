@@ -48,7 +48,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_ID_KEY] = sid or uuid.uuid4().hex[:12]
     config.stash[AGGREGATOR_KEY] = Aggregator()
     config.pluginmanager.register(SessionPlugin(config), "agentrace-session")
-    from .stats_session import StatsPlugin, validate as validate_stats  # issue 5: statistics, snapshots, gates
+    from .stats_session import StatsPlugin  # issue 5: statistics, snapshots, gates
+    from .stats_session import validate as validate_stats
 
     validate_stats(config)
     config.pluginmanager.register(StatsPlugin(config, AGGREGATOR_KEY), "agentrace-stats")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .model import Outcome, Status
-from .verdict import SAME_NOTE, Verdict, snapshot_verdict
+from .verdict import REGRESSION_ALPHA, SAME_NOTE, Verdict, snapshot_verdict
 
 SCHEMA = "agentrace-snapshot"
 VERSION = 1
@@ -136,12 +136,13 @@ def _version_notes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str | None = None, new_arm: str | None = None,
-            tolerance: float = 0.10, seed: int = 0, resamples: int = 10_000) -> list[SnapshotRow]:
+            tolerance: float = 0.10, seed: int = 0, resamples: int = 10_000, alpha: float = REGRESSION_ALPHA) -> list[SnapshotRow]:
     """Compare this session's cells with ``snapshot`` (as read by ``read_snapshot``).
 
     With ``old_arm``/``new_arm`` the snapshot's ``old_arm`` cells are compared with the session's ``new_arm``
     cells of the same kind, case and agent. Cells of the snapshot that did not run read ``not run``; cells not in
-    the snapshot read ``new``; neither is a regression. Rows sorted by (agent, case, arm).
+    the snapshot read ``new``; neither is a regression. ``alpha``: one-sided level of the pass-rate tests
+    (``verdict.snapshot_verdict``). Rows sorted by (agent, case, arm).
     """
     from . import stats
 
@@ -170,7 +171,7 @@ def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str 
             rng = stats.rng_for(seed, "snapshot", key)
             ratio = stats.cluster_contrast([(new["tokens"], old["tokens"])], "ratio", 0.95, resamples, rng)
             ratio_p = stats.permutation_p(new["tokens"], old["tokens"], resamples, rng)
-        verdict, detail = snapshot_verdict(old["passed"], old["total"], new["passed"], new["total"], ratio, ratio_p, tolerance)
+        verdict, detail = snapshot_verdict(old["passed"], old["total"], new["passed"], new["total"], ratio, ratio_p, tolerance, alpha)
         detail = detail + _version_notes(old, new)
         rows.append(SnapshotRow(old["kind"], old["case"], arm_label(old["arm"]), old["agent"], old["passed"], old["total"],
                                 new["passed"], new["total"], verdict, "; ".join(detail),

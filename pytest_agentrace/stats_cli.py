@@ -25,6 +25,7 @@ STATS_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--agentrace-snapshot", {"default": None, "metavar": "PATH", "help": "compare this session's cells with a snapshot file at session end"}),
     ("--agentrace-snapshot-update", {"action": "store_true", "default": False, "help": "write the --agentrace-snapshot file from this session instead of comparing"}),
     ("--agentrace-tolerance", {"type": float, "default": 0.10, "metavar": "FRACTION", "help": "token ratio change within which a snapshot comparison calls nothing dearer/improved (default 0.10)"}),
+    ("--agentrace-regression-alpha", {"type": float, "default": 0.05, "metavar": "P", "help": "one-sided level of the snapshot pass-rate test behind 'regressed' (default 0.05)"}),
     ("--agentrace-fail-on", {"action": "append", "default": [], "metavar": "LIST", "help": "fail the session (exit 1) when one of these occurs: " + _GATE_HELP}),
     ("--agentrace-stop-when-decided", {"action": "store_true", "default": False, "help": "run reps in order and skip a trial cell's remaining reps once its relative cost vs the baseline is clear or futile (group-sequential test; --agentrace-reps is the cap)"}),
 ]
@@ -100,6 +101,7 @@ def _compare_options(p: argparse.ArgumentParser, gate_help: str, default_fail: s
     p.add_argument("--old-arm", metavar="A", help="compare the snapshot's arm A ...")
     p.add_argument("--new-arm", metavar="B", help="... with this run's arm B")
     p.add_argument("--tolerance", type=float, default=0.10, help="token ratio change within which dearer/improved are not called (default 0.10)")
+    p.add_argument("--alpha", type=float, default=0.05, help="one-sided level of the regressed/improved pass-rate test (default 0.05)")
     p.add_argument("--fail-on", default=default_fail, metavar="LIST", help=f"exit 1 when one occurs: {gate_help}")
 
 
@@ -212,7 +214,7 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
         snap = read_snapshot(Path(args.snapshot))
     except SnapshotError as exc:
         raise CliError(str(exc)) from None
-    rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples)
+    rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.alpha)
     print("\n".join(compare_lines(rows, args.format)))
     failures = gate_failures([g for g in gates if g.verdict], snapshot_rows=rows)
     for line in failures:

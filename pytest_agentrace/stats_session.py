@@ -100,7 +100,8 @@ def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
         path = write_snapshot(Path(snap), make_snapshot(outcomes))
         notes.append(f"snapshot written: {path} ({len({(o.kind, o.case, o.arm, o.agent) for o in outcomes})} cells)")
     elif snap:
-        rows = compare(read_snapshot(Path(snap)), outcomes, tolerance=config.getoption("agentrace_tolerance"), seed=seed, resamples=resamples)
+        rows = compare(read_snapshot(Path(snap)), outcomes, tolerance=config.getoption("agentrace_tolerance"), seed=seed, resamples=resamples,
+                       alpha=config.getoption("agentrace_regression_alpha"))
         lines += ["", f"compared with snapshot {snap}:", *compare_lines(rows)]
     if any(o.kind == "task" for o in outcomes) and not config.getoption("agentrace_no_save", default=False):
         try:

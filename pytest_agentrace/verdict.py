@@ -5,8 +5,8 @@ A verdict is the decision of one comparison, always read together with its inter
 - ``cheaper`` / ``dearer`` (relative cost vs the baseline arm): the relative-cost interval excludes 1.00 *and*
   the exact test behind it agrees at ``alpha`` (a permutation test on the runs of one case, a sign-flip test
   on per-case log ratios for several cases). The bootstrap interval alone is anti-conservative at 4-12 runs
-  (the project's A/A simulation measured 6-7% false positives for it alone at a nominal 5%); requiring the
-  exact test keeps the false-positive rate at or below ``alpha``. ``provisional`` below 8 runs per arm.
+  (the project's A/A simulation, ``tests/test_sim_aa.py``, measured 5.5-7.8% false positives for it alone at a
+  nominal 5%); requiring the exact test keeps the false-positive rate at or below ``alpha`` (measured 3.7-5.45%). ``provisional`` below 8 runs per arm.
 - ``better`` / ``worse`` (per metric: pass rate, score): the same two conditions on a difference whose null is 0;
   with one case the pass-rate verdict is Boschloo's exact test alone.
 - ``regressed`` / ``dearer`` / ``improved`` / ``same`` / ``not run`` / ``new`` (a session against a snapshot):
@@ -24,7 +24,7 @@ from typing import Any
 
 PROVISIONAL_RUNS = 8  # a cost verdict with fewer runs per arm than this is marked provisional
 SNAPSHOT_MIN_RUNS = 4  # a snapshot token verdict needs at least this many runs a side
-REGRESSION_ALPHA = 0.1  # one-sided level of the snapshot pass-rate tests
+REGRESSION_ALPHA = 0.05  # one-sided level of the snapshot pass-rate tests (see snapshot_verdict for why not 0.1)
 SAME_NOTE = "`same` means no change could be shown, not that none exists"
 
 
@@ -52,6 +52,17 @@ def significant(interval: Any, p: float | None, alpha: float, null: float) -> in
     if interval.hi < null:
         return -1
     return 0
+
+
+def cost_signs(lo, hi, p, alpha: float = 0.05):
+    """Vectorised ``significant`` for relative cost (null 1.00): arrays ``lo``, ``hi``, ``p`` -> -1 (cheaper),
+    +1 (dearer) or 0 per entry; NaN bounds or p never count."""
+    import numpy as np
+
+    lo, hi, p = (np.asarray(x, dtype=float) for x in (lo, hi, p))
+    with np.errstate(invalid="ignore"):
+        ok = p < alpha
+        return np.where(ok & (lo > 1.0), 1, np.where(ok & (hi < 1.0), -1, 0))
 
 
 def cost_verdict(interval: Any, p: float | None, alpha: float = 0.05) -> str:
@@ -82,7 +93,10 @@ def snapshot_verdict(old_passed: int, old_total: int, new_passed: int, new_total
                      tolerance: float = 0.10, alpha: float = REGRESSION_ALPHA, token_alpha: float = 0.05) -> tuple[str, list[str]]:
     """Verdict of one cell against its snapshot, with detail phrases.
 
-    - ``regressed``: pass rate lower, one-sided Boschloo p < ``alpha`` (0.1).
+    - ``regressed``: pass rate lower, one-sided Boschloo exact test p < ``alpha`` (default 0.05). Issue 5 asked
+      for p < 0.1 *and* for an A/A false-regression rate at or below 5%; a level-0.1 test cannot promise the
+      second (one-sided Boschloo at 0.1 flags 5-9% of unchanged cells at 4-12 runs, computed exactly in
+      ``tests/test_sim_aa.py``), while at 0.05 the exact test guarantees it at every n. ``alpha`` is an option.
     - ``dearer`` / ``improved``: the token ratio (new / old) interval excludes 1.00 and lies wholly beyond the
       ``tolerance`` (above ``1 + tol`` / below ``1 - tol``), the permutation test agrees at ``token_alpha``, and
       each side has at least ``SNAPSHOT_MIN_RUNS`` runs with tokens. ``improved`` also when the pass rate is
@@ -101,7 +115,7 @@ def snapshot_verdict(old_passed: int, old_total: int, new_passed: int, new_total
         p = boschloo_p(new_passed, new_total, old_passed, old_total, side)
         if new_rate < old_rate:
             regressed = p < alpha
-            detail.append(f"lower pass rate (one-sided Boschloo p={p:.3g})" if regressed else f"lower pass rate, within noise (p={p:.2g})")
+            detail.append(f"lower pass rate (one-sided Boschloo p={p:.3g} < {alpha:g})" if regressed else f"lower pass rate, within noise (p={p:.2g})")
         else:
             improved_pass = p < alpha
             detail.append(f"higher pass rate (one-sided Boschloo p={p:.3g})" if improved_pass else f"higher pass rate, within noise (p={p:.2g})")
