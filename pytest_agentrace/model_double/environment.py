@@ -74,6 +74,8 @@ def _claude(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, s
         "ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": DUMMY_KEY,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
         "DISABLE_ERROR_REPORTING": "1", "DISABLE_BUG_COMMAND": "1", "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
+        # a scripted HTTP error is retried twice, not ten times with back-off (minutes)
+        "CLAUDE_CODE_MAX_RETRIES": "2",
     }
 
 
@@ -114,12 +116,13 @@ def _codex(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, st
 def _gemini(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
     """Gemini CLI 0.61.0 (section 4): GEMINI_API_KEY + GOOGLE_GEMINI_BASE_URL (plain http is allowed for
     127.0.0.1), workspace trusted, ``~/.gemini/settings.json`` with API-key auth, usage statistics,
-    telemetry and update checks off."""
+    telemetry and update checks off, at most 3 attempts per model request."""
     settings = {
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
-        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        # maxAttempts: a scripted HTTP error is tried 3 times, not 10 with back-off (minutes)
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "maxAttempts": 3},
     }
     _write(home / ".gemini" / "settings.json", json.dumps(settings, indent=1), written)
     return {

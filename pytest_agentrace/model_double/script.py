@@ -77,7 +77,7 @@ class TurnUsage:
 @dataclass(frozen=True)
 class HttpError:
     """An HTTP error answer: ``status`` code, ``message``, at most ``times`` per conversation (None: always),
-    ``retry_after`` seconds (sent as the ``retry-after`` header)."""
+    ``retry_after`` seconds (sent as ``retry-after`` / ``retry-after-ms``; None: the server's default)."""
 
     status: int
     message: str

@@ -28,6 +28,7 @@ characters shortened (``"...<N chars>"``, as in the recorded samples).
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -45,6 +46,10 @@ from .tools import ANTHROPIC, CHAT, GEMINI, RESPONSES
 from .wire import Answer
 
 LOG_STRING_LIMIT = 4000
+# seconds a scripted HTTP error asks the client to wait (``retry-after`` rounded up, ``retry-after-ms`` exact):
+# clients that honour them (Anthropic and OpenAI SDKs, OpenCode) then retry at once instead of backing off for
+# a minute or more; a script's ``error.retry_after`` overrides it
+DEFAULT_RETRY_AFTER = 0.2
 REDACT_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie", "proxy-authorization"}
 REDACT_QUERY = {"key", "api_key", "access_token"}
 _ROUTE_RE = re.compile(r"^/r/([A-Za-z0-9_-]+)(/.*)?$")
@@ -265,7 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
         if answer.delay:
             time.sleep(answer.delay)
         if answer.error is not None:
-            extra = {"retry-after": f"{answer.error.retry_after:g}"} if answer.error.retry_after is not None else {}
+            wait = answer.error.retry_after if answer.error.retry_after is not None else DEFAULT_RETRY_AFTER
+            extra = {"retry-after": str(math.ceil(wait)), "retry-after-ms": str(round(wait * 1000))}
             self._send_json(answer.error.status, wire.error_body(protocol, answer.error.status, answer.error.message), extra)
             return
         model = str(body.get("model") or "scripted")
