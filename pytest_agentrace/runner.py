@@ -209,6 +209,9 @@ def run_task(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | N
     checks: dict[str, CheckResult] = {}
 
     def finish(status: Status, reason: str | None = None, **more: Any) -> Outcome:
+        denied = more.get("usage", fields.get("usage") or Usage()).permission_denials
+        if denied and status != Status.PASSED:  # the CLI refused tools while exiting 0: say so, not "success"
+            reason = f"{reason or status}; permission_denials: {', '.join(denied)}"
         outcome = Outcome(
             **fields, status=str(status), reason=reason, checks=checks,
             total_seconds=round(time.monotonic() - start, 3), **more,

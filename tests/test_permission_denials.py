@@ -1,0 +1,30 @@
+"""Claude's silently denied tools (exit 0, result ``success``) show up in the run's reason, not as success."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import BUGGY_REPO, make_repo, write_script
+
+SAMPLE = Path(__file__).parent / "samples/claude/captured-2.1.197-stream-json-permission-denied.jsonl"
+
+
+def test_denied_tools_named_in_the_failure(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "claude", f"""\
+        import sys
+        if "--version" in sys.argv:
+            print("2.1.197 (Claude Code)"); sys.exit(0)
+        sys.stdout.write(open({str(SAMPLE)!r}).read())
+    """)
+    (pytester.path / "task.yaml").write_text(
+        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\nagents: [claude]\n"
+    )
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o")
+    res.assert_outcomes(failed=1)
+    record = json.loads((pytester.path / "o/runs/t/default/claude/1/run.json").read_text())
+    assert record["status"] == "failed"
+    assert record["reason"] == "tests failed (exit 1); permission_denials: Write: /tmp/workspace/hello.txt"
+    assert record["usage"]["permission_denials"] == ["Write: /tmp/workspace/hello.txt"]
