@@ -1,0 +1,61 @@
+"""Simulation proof (issue 5): with a true 40% cost drop and CV 0.3, the `cheaper` verdict is found in the share of
+simulations the runs-needed formula predicts (within 10 points), through the production decision path
+(``cells.cost_batch``: cluster bootstrap interval + exact permutation test), vectorised over 2,000 trials.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_agentrace import cells, sequential, stats
+
+SIGMA = stats.log_sd(0.3)
+
+
+def cheaper_share(n: int, trials: int = 2000, seed: int = 0) -> float:
+    rng = np.random.default_rng(seed + n)
+    a = 0.6 * np.exp(rng.normal(0, SIGMA, (trials, n)))
+    b = np.exp(rng.normal(0, SIGMA, (trials, n)))
+    r = cells.cost_batch([(a, b)], resamples=1000, rng_ci=rng, rng_p=rng)
+    return float(np.mean(r["sign"] < 0))
+
+
+@pytest.mark.parametrize("n", [5, 6, 7, 8])
+def test_power_matches_the_runs_needed_formula(n: int) -> None:
+    """Measured share of `cheaper` vs the formula's power (two-sample t test on log cost): n=5 61.5% vs 67.5%,
+    n=6 71.8% vs 77.5%, n=7 81.0% vs 84.8%, n=8 86.1% vs 89.9% (a few points below: the exact permutation test
+    is discrete, and the verdict needs both it and the interval)."""
+    found = cheaper_share(n)
+    predicted = stats.power_two_sample(n, 0.3, 0.4)
+    print(f"n={n}: cheaper in {found:.1%}, formula {predicted:.1%}")
+    assert abs(found - predicted) <= 0.10
+
+
+def test_runs_needed_for_the_40_percent_drop_delivers_80_percent_power() -> None:
+    """The formula asks for 7 runs per arm (CV 0.3, 40% drop, 80% power); at 7 the verdict comes out in >= 75%."""
+    n = stats.runs_needed(0.3, 0.4)
+    assert n == 7
+    assert cheaper_share(n, seed=50) >= 0.75
+
+
+def test_power_at_four_runs_is_below_the_formula_and_why() -> None:
+    """At 4 runs per arm the exact permutation test can only reach p < 0.05 on complete separation (p = 2/70), so
+    the verdict is found less often than the t-test formula predicts (measured 37% vs 54%): stated, not hidden.
+    That is the price of keeping false positives at or below 5% at 4 runs (``tests/test_sim_aa.py``)."""
+    found, predicted = cheaper_share(4), stats.power_two_sample(4, 0.3, 0.4)
+    print(f"n=4: cheaper in {found:.1%}, formula {predicted:.1%}")
+    assert predicted - 0.25 <= found < predicted - 0.05
+
+
+def test_stop_when_decided_keeps_most_of_the_power_and_saves_runs() -> None:
+    """Stop-when-decided with a cap of 12 and a true 40% drop: `cheaper` in 96% of 4,000 simulations (fixed 12
+    runs: 98%), after 7.4 runs per arm on average instead of 12."""
+    rng = np.random.default_rng(77)
+    a = np.log(0.6) + rng.normal(0, SIGMA, (4000, 12))
+    b = rng.normal(0, SIGMA, (4000, 12))
+    state, sign, look = sequential.decide_batch(a, b, 12)
+    found = float(np.mean((state == 1) & (sign < 0)))
+    print(f"stop-when-decided: cheaper in {found:.1%}, mean runs per arm {look.mean():.1f}")
+    assert found >= stats.power_two_sample(12, 0.3, 0.4) - 0.05
+    assert look.mean() < 9
