@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "html": "pytest_agentrace.report_cli:register",
     "export": "pytest_agentrace.report_cli:register",
     "comment": "pytest_agentrace.report_cli:register",
+    "init-trial": "pytest_agentrace.trial_cli:register",
+    "context-eval": "pytest_agentrace.trial_cli:register",
 }
 
 

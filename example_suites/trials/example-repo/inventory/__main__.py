@@ -1,0 +1,3 @@
+from .api import serve
+
+serve()

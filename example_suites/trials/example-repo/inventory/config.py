@@ -1,0 +1,3 @@
+PORT = 8123
+DATABASE_URL = "sqlite:///inventory.db"
+PAGE_SIZE = 50

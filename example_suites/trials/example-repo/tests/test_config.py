@@ -1,0 +1,5 @@
+from inventory import config
+
+
+def test_port():
+    assert config.PORT == 8123

@@ -1,0 +1,308 @@
+"""``agentrace init-trial`` and ``agentrace context-eval``: write trial files (TOML) that pass the strict schema.
+
+- ``init-trial FILE`` writes an example trial that runs offline: a small local repository (a plain folder,
+  committed per session into a template repo), a documentation overlay, two custom agents that answer from the
+  workspace (``grepper`` searches the source, ``docs-reader`` reads only Markdown), two arms (``baseline``,
+  ``docs``) and two questions. ``example_suites/trials`` is exactly this output.
+- ``context-eval --context-file CLAUDE.md --task TASK.yaml --agents a,b --trials N -o out.toml`` turns coderace's
+  context-eval into an ordinary two-arm trial: ``baseline`` vs ``context`` (the context file as an overlay), the
+  task's description as the question and its tests (plus hidden verify files and command) as ``verify``.
+
+Both refuse to overwrite existing files unless ``--force``, and load what they wrote with the strict loader.
+Imports nothing from ``_pytest``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from .errors import AgentraceError
+
+EXAMPLE_REPO = {
+    "README.md": "# inventory\n\nA small inventory service. Run it with `python -m inventory`.\n",
+    "inventory/__init__.py": "",
+    "inventory/__main__.py": "from .api import serve\n\nserve()\n",
+    "inventory/config.py": 'PORT = 8123\nDATABASE_URL = "sqlite:///inventory.db"\nPAGE_SIZE = 50\n',
+    "inventory/api.py": (
+        "from . import config, store\n\n\n"
+        "def serve():\n"
+        '    """Serve the JSON API on config.PORT."""\n'
+        "    print(f\"serving on {config.PORT}\")\n\n\n"
+        "def list_items(page=0):\n"
+        "    return store.items()[page * config.PAGE_SIZE:(page + 1) * config.PAGE_SIZE]\n"
+    ),
+    "inventory/store.py": "import sqlite3\n\nfrom . import config\n\n\ndef items():\n    db = sqlite3.connect(config.DATABASE_URL.removeprefix(\"sqlite:///\"))\n    return db.execute(\"select name from items\").fetchall()\n",
+    "tests/test_config.py": "from inventory import config\n\n\ndef test_port():\n    assert config.PORT == 8123\n",
+}
+EXAMPLE_DOCS = {
+    "docs/ARCHITECTURE.md": (
+        "# Architecture of inventory\n\n"
+        "The HTTP API listens on port 8123 (inventory/config.py, PORT).\n"
+        "Items are stored in a SQLite database file, inventory.db (DATABASE_URL in inventory/config.py).\n"
+        "Lists are paged, 50 items per page.\n"
+    ),
+}
+_AGENT_HEAD = '''#!/usr/bin/env python3
+"""{doc}"""
+import pathlib
+import re
+import sys
+
+STOP = {{"what", "which", "does", "the", "where", "with", "from", "this", "that", "into", "and", "its", "their"}}
+words = {{w for w in re.findall(r"[a-z]{{4,}}", sys.argv[1].lower()) if w not in STOP}}
+hits = []
+for path in sorted(pathlib.Path(".").rglob("{glob}")):
+    if ".git" in path.parts or not path.is_file():
+        continue
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if any(w in line.lower() for w in words):
+            hits.append(f"{{path.as_posix()}}: {{line.strip()}}")
+print("\\n".join(hits) if hits else "I could not find the answer.")
+'''
+EXAMPLE_AGENTS = {
+    "grep_agent.py": _AGENT_HEAD.format(doc="An offline agent: answers with the source lines (*.py) that mention the question's words.", glob="*.py"),
+    "docs_agent.py": _AGENT_HEAD.format(doc="An offline agent: answers only from the Markdown files (*.md) that mention the question's words.", glob="*.md"),
+}
+EXAMPLE_TRIAL = '''\
+# An example trial (written by `agentrace init-trial`): does a documentation layer help agents answer
+# questions about a repository? Runs offline: both agents are small scripts that read the workspace.
+#   pytest --agentrace {name} --collect-only    # the dry run: every item that would run
+#   pytest --agentrace {name}                   # run it; results in .agentrace/runs/<question>/<arm>/<agent>/<rep>
+name = "docs-layer"
+
+[defaults]
+reps = 2
+timeout = 60
+baseline = "baseline"
+
+[[repos]]
+name = "inventory"
+source = "example-repo"
+
+[[arms]]
+name = "baseline"
+
+[[arms]]
+name = "docs"
+overlay = "example-docs"
+setup = ["test -f docs/ARCHITECTURE.md"]
+prompt_prefix = "The folder docs/ describes this repository."
+
+[[agents]]
+name = "grepper"
+command = ["./example-agents/grep_agent.py", "{{prompt}}"]
+
+[[agents]]
+name = "docs-reader"
+command = ["./example-agents/docs_agent.py", "{{prompt}}"]
+
+[[questions]]
+id = "port"
+repo = "inventory"
+prompt = "Which port does the inventory API listen on?"
+expect = ["8123"]
+
+[[questions]]
+id = "storage"
+repo = "inventory"
+prompt = "Where does the inventory service store its items (which database)?"
+expect = ["(?i)sqlite", "inventory\\\\.db"]
+forbid = ["(?i)postgres"]
+'''
+
+
+def _write_files(root: Path, files: dict[str, str], mode: int | None = None) -> None:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+        if mode is not None:
+            p.chmod(mode)
+
+
+def _refuse_existing(paths: list[Path], force: bool) -> None:
+    existing = [str(p) for p in paths if p.exists()]
+    if existing and not force:
+        raise AgentraceError(f"{', '.join(existing)} already exist(s); choose another file name or pass --force")
+
+
+def init_trial(path: Path, force: bool = False) -> list[Path]:
+    """Write the example trial ``path`` plus ``example-repo/``, ``example-docs/`` and ``example-agents/`` beside it.
+
+    Returns the paths written. Raises ``AgentraceError`` when any exists (unless ``force``).
+    """
+    path = Path(path)
+    root = path.parent
+    written = [path, root / "example-repo", root / "example-docs", root / "example-agents"]
+    _refuse_existing(written, force)
+    root.mkdir(parents=True, exist_ok=True)
+    for d in written[1:]:
+        if d.exists():
+            shutil.rmtree(d)
+    _write_files(root / "example-repo", EXAMPLE_REPO)
+    _write_files(root / "example-docs", EXAMPLE_DOCS)
+    _write_files(root / "example-agents", EXAMPLE_AGENTS, mode=0o755)
+    path.write_text(EXAMPLE_TRIAL.format(name=path.name), encoding="utf-8")
+    _check(path)
+    return written
+
+
+def toml_str(value: str) -> str:
+    """A TOML string for ``value``: a multi-line literal string when it has newlines and nothing that needs
+    escaping there, else a basic string (JSON's escapes are a subset of TOML's basic-string escapes)."""
+    if "\n" in value and "'''" not in value and not value.endswith("'") and all(c in "\n\t" or c >= " " for c in value) and "\x7f" not in value:
+        return "'''\n" + value + "'''"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _rel(target: Path, base: Path) -> str:
+    return Path(os.path.relpath(target, base)).as_posix()
+
+
+def context_eval(context_file: Path, task_file: Path, agents: list[str], trials: int, out: Path, force: bool = False) -> list[Path]:
+    """Write a two-arm trial ``out`` (``baseline`` vs ``context``) for one task file; returns the paths written.
+
+    Beside ``out``: ``<stem>-context/<context file name>`` (the overlay), ``<stem>-verify/`` (the task's hidden
+    verify files, when it has any) and ``<stem>-empty/`` (when the task starts from an empty repository).
+    The question's ``verify`` is ``test_command`` (then the verify files are copied in and ``verify_command``
+    runs). Agents get ``edits = true`` and the task's ``env``. Raises ``SpecError`` for a bad task file or agent,
+    ``AgentraceError`` when an output exists (unless ``force``).
+    """
+    from .spec.common import parse_agent, unique_agent_ids
+    from .spec.task import load_task
+
+    context_file, out = Path(context_file), Path(out)
+    if not context_file.is_file():
+        raise AgentraceError(f"--context-file {context_file}: no such file")
+    if trials < 1:
+        raise AgentraceError(f"--trials must be 1 or more, not {trials}")
+    task = load_task(Path(task_file))
+    specs = unique_agent_ids(parse_agent(Path("--agents"), f"--agents {a}", a) for a in agents)
+    if not specs:
+        raise AgentraceError("--agents is empty; give e.g. --agents claude,codex")
+    base = out.parent
+    stem = out.stem
+    overlay = base / f"{stem}-context"
+    verify_dir = base / f"{stem}-verify"
+    empty = base / f"{stem}-empty"
+    outputs = [out, overlay] + ([verify_dir] if task.verify_files else []) + ([empty] if task.repo is None else [])
+    _refuse_existing(outputs, force)
+    base.mkdir(parents=True, exist_ok=True)
+    for d in outputs[1:]:
+        if d.exists():
+            shutil.rmtree(d)
+    overlay.mkdir()
+    shutil.copyfile(context_file, overlay / context_file.name)
+    if task.repo is None:
+        empty.mkdir()
+        source = empty.name
+    elif "://" in task.repo or not Path(task.repo).is_absolute():
+        source = task.repo
+    else:
+        source = _rel(Path(task.repo), base)
+    verify = task.test_command
+    if task.verify_command:
+        if task.verify_files:
+            _write_files(verify_dir, task.verify_files)
+            verify += f" && cp -R {shlex.quote(str(verify_dir.resolve()))}/. ."
+        verify += f" && {task.verify_command}"
+    repo_name = "repo"
+    case = re.sub(r"\s+", "-", task.name.strip())
+    setup = f"setup = {json.dumps(list(task.setup), ensure_ascii=False)}" if task.setup else None
+    lines = [
+        f"# context-eval (written by `agentrace context-eval`): does {context_file.name} help on task {task.name!r}?",
+        f"# Task file: {task_file}. Arms: baseline (the repository as is) vs context ({context_file.name} copied in).",
+        "# Not carried over from the task: lint_command, protected, scoring, pricing (trials score the verify command).",
+        f"name = {toml_str('context-eval-' + case)}",
+        "",
+        "[defaults]",
+        f"reps = {trials}",
+        f"timeout = {task.timeout:g}",
+        'baseline = "baseline"',
+        "",
+        "[[repos]]",
+        f'name = "{repo_name}"',
+        f"source = {toml_str(source)}",
+        "",
+        "[[arms]]",
+        'name = "baseline"',
+        setup,
+        "",
+        "[[arms]]",
+        'name = "context"',
+        f"overlay = {toml_str(overlay.name)}",
+        setup,
+        "",
+    ]
+    for a in specs:
+        lines += ["[[agents]]", f"name = {toml_str(a.name)}"]
+        if a.model:
+            lines.append(f"model = {toml_str(a.model)}")
+        lines.append("edits = true")
+        if task.env:
+            lines.append("env = { " + ", ".join(f"{json.dumps(k)} = {json.dumps(v, ensure_ascii=False)}" for k, v in task.env.items()) + " }")
+        lines.append("")
+    lines += [
+        "[[questions]]",
+        f"id = {toml_str(case)}",
+        f'repo = "{repo_name}"',
+        f"prompt = {toml_str(task.description)}",
+        f"verify = {toml_str(verify)}",
+        "",
+    ]
+    out.write_text("\n".join(line for line in lines if line is not None), encoding="utf-8")
+    _check(out)
+    return outputs
+
+
+def _check(path: Path) -> None:
+    """Load what was written with the strict loader (a bug here must not hand the user a broken file)."""
+    from .spec.trial import load_trial
+
+    load_trial(path)
+
+
+def _init_cmd(args: argparse.Namespace) -> int:
+    try:
+        written = init_trial(Path(args.file), force=args.force)
+    except AgentraceError as exc:
+        print(f"agentrace init-trial: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    print(f"dry run: pytest --agentrace {args.file} --collect-only ; run: pytest --agentrace {args.file}")
+    return 0
+
+
+def _context_cmd(args: argparse.Namespace) -> int:
+    agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    try:
+        written = context_eval(Path(args.context_file), Path(args.task), agents, args.trials, Path(args.output), force=args.force)
+    except AgentraceError as exc:
+        print(f"agentrace context-eval: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {', '.join(str(p) for p in written)}")
+    print(f"run: pytest --agentrace {args.output}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``init-trial`` and ``context-eval`` to the ``agentrace`` command."""
+    p = subparsers.add_parser("init-trial", help="write an example trial file that runs offline", description=init_trial.__doc__)
+    p.add_argument("file", metavar="FILE", help="the trial file to write, e.g. trial.toml")
+    p.add_argument("--force", action="store_true", help="overwrite existing files")
+    p.set_defaults(func=_init_cmd)
+    c = subparsers.add_parser("context-eval", help="write a two-arm trial: a task with and without a context file", description=context_eval.__doc__)
+    c.add_argument("--context-file", required=True, metavar="PATH", help="the context file to evaluate (e.g. CLAUDE.md, AGENTS.md)")
+    c.add_argument("--task", required=True, metavar="TASK.yaml", help="a task file (coderace format)")
+    c.add_argument("--agents", required=True, metavar="A,B", help="comma-separated agents (name or name:model)")
+    c.add_argument("--trials", type=int, default=3, metavar="N", help="reps per arm and agent (default 3)")
+    c.add_argument("-o", "--output", required=True, metavar="OUT.toml", help="the trial file to write")
+    c.add_argument("--force", action="store_true", help="overwrite existing files")
+    c.set_defaults(func=_context_cmd)
