@@ -6,9 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import BUGGY_REPO, make_repo, write_script
-from trialkit import XDIST, XDIST_IDS, agent_logs, make_project, runs, trial_rows, trial_toml
+from trialkit import (
+    XDIST,
+    XDIST_IDS,
+    agent_logs,
+    make_project,
+    runs,
+    trial_rows,
+    trial_toml,
+)
 
+from conftest import BUGGY_REPO, make_repo, write_script
 from pytest_agentrace.matrix import RunSpec
 from pytest_agentrace.model import Outcome
 from pytest_agentrace.outcome import write_run

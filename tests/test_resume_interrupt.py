@@ -91,7 +91,7 @@ def interrupt_then_resume(tmp_path: Path, xdist: list[str], sig: int, group: boo
     (root / "gate").write_text("")
     resumed = subprocess.run(
         [sys.executable, "-m", "pytest", "--agentrace", "--agentrace-out", "out", "-p", "no:cacheprovider", "--agentrace-resume", *xdist],
-        cwd=root, env=env(), capture_output=True, text=True, timeout=600,
+        cwd=root, env=env(), capture_output=True, text=True, timeout=600, check=False,
     )
     assert resumed.returncode == pytest.ExitCode.TESTS_FAILED, resumed.stdout  # the baseline runs answer wrong
     new_runs = sorted(
@@ -108,7 +108,7 @@ def interrupt_then_resume(tmp_path: Path, xdist: list[str], sig: int, group: boo
 def uninterrupted(tmp_path: Path) -> dict[str, dict]:
     root = project(tmp_path)
     (root / "gate").write_text("")
-    subprocess.run([sys.executable, "-m", "pytest", "--agentrace", "--agentrace-out", "out", "-p", "no:cacheprovider"], cwd=root, env=env(), capture_output=True, timeout=600)
+    subprocess.run([sys.executable, "-m", "pytest", "--agentrace", "--agentrace-out", "out", "-p", "no:cacheprovider"], cwd=root, env=env(), capture_output=True, timeout=600, check=False)
     return runs(root / "out")
 
 
@@ -141,5 +141,5 @@ def test_serial_sigint_keeps_exactly_the_finished_runs(tmp_path: Path) -> None:
 @pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_sigterm_stops_cleanly_like_ctrl_c(tmp_path: Path, xdist: list[str]) -> None:
     """SIGTERM to the controller only: it stops like Ctrl-C (exit 2, summary), the agent is terminated."""
-    resumed, out = interrupt_then_resume(tmp_path, xdist, signal.SIGTERM, group=False)
+    _resumed, out = interrupt_then_resume(tmp_path, xdist, signal.SIGTERM, group=False)
     assert len(runs(out)) == 6

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import write_script
 from trialkit import XDIST, XDIST_IDS, make_project, runs, trial_rows
+
+from conftest import write_script
 
 # Both fakes log their argv, answer from ANSWER.txt, and call the "graph" tool only when the workspace has GRAPH
 # (the graph arm's overlay adds it); otherwise they grep.

@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from pytest_agentrace.answers import CLAIM_REQUEST, judge_claim, parse_claim, score_answer, tool_used
+from pytest_agentrace.answers import (
+    CLAIM_REQUEST,
+    judge_claim,
+    parse_claim,
+    score_answer,
+    tool_used,
+)
 from pytest_agentrace.model import ToolCall
 
 

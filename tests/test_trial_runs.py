@@ -6,11 +6,21 @@ Session-level paths run serial and under ``-n 2``.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import pytest
-from trialkit import XDIST, XDIST_IDS, agent_logs, make_project, runs, tag_second_commit, trial_rows, trial_toml
+from trialkit import (
+    XDIST,
+    XDIST_IDS,
+    agent_logs,
+    make_project,
+    runs,
+    tag_second_commit,
+    trial_rows,
+    trial_toml,
+)
 
 from pytest_agentrace.answers import CLAIM_REQUEST
 
@@ -306,7 +316,7 @@ def test_setup_never_overlaps(project: pytest.Pytester, xdist: list[str]) -> Non
     run(project, *xdist).assert_outcomes(passed=4)
     spans = setup_intervals(project.path / "out/times.txt")
     assert len(spans) == 4
-    for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
+    for (s1, e1), (s2, e2) in itertools.pairwise(spans):
         assert e1 <= s2, f"setup runs overlap: {spans}"
 
 
@@ -396,9 +406,10 @@ def test_timeout_from_defaults(project: pytest.Pytester) -> None:
     assert rec["status"] == "timeout" and rec["reason"] == "agent timed out after 1s"
 
 
-def test_parallel_is_advisory(project: pytest.Pytester) -> None:
-    write_trial(project, trial_toml(defaults="parallel = 4"))
-    run(project).assert_outcomes(passed=1, failed=1)
+def test_parallel_is_advisory_and_baseline_is_recorded(project: pytest.Pytester) -> None:
+    write_trial(project, trial_toml(defaults='parallel = 4\nbaseline = "docs"'))
+    run(project).assert_outcomes(passed=1, failed=1)  # parallel: xdist decides; the runs are the same
+    assert {r["extra"]["baseline_arm"] for r in runs(project.path / "out").values()} == {"docs"}
 
 
 def test_run_json_is_the_task_schema(project: pytest.Pytester) -> None:
