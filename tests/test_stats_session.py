@@ -107,7 +107,7 @@ def test_session_summary_prints_the_statistics_report(project: pytest.Pytester, 
     assert docs[4].startswith("0.60 (") and docs[5] == "cheaper (provisional)"
     assert docs[3].startswith("603 (")  # (600 + 624 + 576 + 612) / 4
     assert "spread: bot: CV of relative cost" in text
-    assert "seed 0, 2,000 resamples; 1 cases, up to 4 reps, 8 runs, 0 infrastructure errors" in text
+    assert "seed 0, 2,000 resamples; 1 case, up to 4 reps, 8 runs, 0 infrastructure errors" in text
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)

@@ -23,6 +23,10 @@ def _tok(x: float | None) -> str:
     return "-" if x is None else f"{round(x):,}"
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def _p(p: float | None) -> str:
     return "-" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}")
 
@@ -139,13 +143,13 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt) -> l
         turns = [c.turns_mean for c in group if c.turns_mean is not None]
         used_known = sum(c.used_tool_known for c in group)
         secs = [c.seconds_mean for c in group if c.seconds_mean is not None]
-        rows.append([arm, f"{valid}" + (f" (+{runs - valid} errors)" if runs > valid else ""), correct_text(passed, valid, wilson_interval(passed, valid)), tok_text, rel, verdict,
+        rows.append([arm, f"{valid}" + (f" (+{_plural(runs - valid, 'error')})" if runs > valid else ""), correct_text(passed, valid, wilson_interval(passed, valid)), tok_text, rel, verdict,
                      _f(sum(turns) / len(turns), 1) if turns else "-", f"{sum(c.used_tool for c in group)}/{used_known}" if used_known else "-",
                      _f(sum(secs) / len(secs), 1) if secs else "-"])
         if comp is not None:
             errs = comp.errors_arm + comp.errors_base
             prows.append([arm, f"{_pct(comp.pass_rate_arm)} vs {_pct(comp.pass_rate_base)}",
-                          f"{_pct(comp.pass_rate_arm_errors_as_failures)} vs {_pct(comp.pass_rate_base_errors_as_failures)}" + (f" ({errs} errors)" if errs else ""),
+                          f"{_pct(comp.pass_rate_arm_errors_as_failures)} vs {_pct(comp.pass_rate_base_errors_as_failures)}" + (f" ({_plural(errs, 'error')})" if errs else ""),
                           (f"{comp.pass_diff:+.2f}" if comp.pass_diff is not None else "-") + _ci(comp.pass_diff_ci, lambda x: f"{x:+.2f}"),
                           _p(comp.boschloo_p), f"{comp.pass_test} {_p(comp.pass_p)}", _p(comp.pass_p_adj), str(comp.pass_verdict),
                           "-" if comp.cohens_d is None else f"{comp.cohens_d:+.2f}"])
@@ -199,8 +203,9 @@ def footer_lines(report: Any, fmt: str = "text") -> list[str]:
     multiple = len(report.comparisons) + len(report.case_comparisons) > 1
     return [
         f"method: {f['method']}.",
-        f"seed {f['seed']}, {f['resamples']:,} resamples; {f['cases']} cases, up to {f['reps']} reps, {f['runs']} runs, "
-        f"{f['errors']} infrastructure errors (excluded), {f['tokens_unknown']} runs with unknown tokens (excluded from token figures)"
+        f"seed {f['seed']}, {f['resamples']:,} resamples; {_plural(f['cases'], 'case')}, up to {_plural(f['reps'], 'rep')}, "
+        f"{_plural(f['runs'], 'run')}, {_plural(f['errors'], 'infrastructure error')} (excluded), "
+        f"{_plural(f['tokens_unknown'], 'run')} with unknown tokens (excluded from token figures)"
         + ("; BH p = Benjamini-Hochberg adjusted over every verdict p-value shown." if multiple else "."),
     ]
 
