@@ -372,7 +372,7 @@ def runs_needed(cv_value: float, effect: float = 0.2, alpha: float = 0.05, power
     Formula: the smallest ``n >= 2`` with ``power_two_sample(n) >= power`` - the two-sample t test on log cost
     for log-normal costs, whose log-scale sd is ``sigma = sqrt(ln(1 + CV^2))`` (S. A. Julious, "Sample sizes
     for clinical trials with Normal data", Statistics in Medicine 23, 2004, sec. 6); to first order
-    ``n = 2 (z_{1-alpha/2} + z_{power})^2 sigma^2 / ln(1 - effect)^2``. Example: CV 0.3, effect 0.2 -> 28.
+    ``n = 2 (z_{1-alpha/2} + z_{power})^2 sigma^2 / ln(1 - effect)^2``. Example: CV 0.3, effect 0.2 -> 29 (first order: 27.2).
     Returns None when more than ``limit`` runs would be needed (or ``effect`` is 0).
     """
     if not 0 < effect < 1:
