@@ -63,6 +63,9 @@ def pytest_configure(config: pytest.Config) -> None:
         from .report.session_outputs import ReportPlugin  # issue 8: store, HTML/Markdown/JSON at session end
 
         config.pluginmanager.register(ReportPlugin(config, AGGREGATOR_KEY, SESSION_ID_KEY), "agentrace-report")
+        from .report.progress import register as register_progress
+
+        register_progress(config)  # issue 8: live status / plain lines under -v
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -117,6 +120,9 @@ def execute(config: pytest.Config, spec, tmp_path: Path):
     if reused is not None:
         return reused
     options = {"cache_dir": out / ".cache" / "repos", "agent_home": config.getoption("agentrace_agent_home")}
+    from .report.progress import stdout_feed
+
+    options["on_stdout"] = stdout_feed(config, spec)  # issue 8: the live progress display reads the agent's output
     from .model_double.opts import run_options
 
     options.update(run_options(config))  # issue 7: --agentrace-offline, --agentrace-model-double

@@ -29,8 +29,9 @@ _BEARER_RE = re.compile(r"(?i)(bearer\s+|sk-[a-z0-9-]{0,8})[A-Za-z0-9._\-]{12,}"
 class _Capture:
     """Head/tail-bounded reader of one pipe (runs in a thread)."""
 
-    def __init__(self, stream, head: int, tail: int):
+    def __init__(self, stream, head: int, tail: int, on_chunk=None):
         self.stream, self.head_limit, self.tail_limit = stream, head, tail
+        self.on_chunk = on_chunk  # called with every chunk read (a live progress display); None: nothing
         self.head = bytearray()
         self.tail: collections.deque[bytes] = collections.deque()
         self.tail_size = 0
@@ -42,6 +43,11 @@ class _Capture:
         try:
             while chunk := self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536):
                 self.total += len(chunk)
+                if self.on_chunk is not None:
+                    try:
+                        self.on_chunk(chunk)
+                    except Exception:  # noqa: BLE001 - a display must never cost output
+                        self.on_chunk = None
                 room = self.head_limit - len(self.head)
                 if room > 0:
                     self.head += chunk[:room]
@@ -109,12 +115,14 @@ def run(
     head: int = DEFAULT_HEAD,
     tail: int = DEFAULT_TAIL,
     grace: float = GRACE_SECONDS,
+    on_stdout=None,
 ) -> ProcessResult:
     """Run ``argv`` (a list; a string runs through ``/bin/sh -c``) and wait at most ``timeout`` seconds.
 
     ``stdin`` is written to the process and closed; ``None`` gives it ``/dev/null``. Never raises for the
     command's own failure: a command that cannot start returns ``exit_code=None`` with ``error`` set.
-    ``KeyboardInterrupt`` during the wait terminates the group, then re-raises.
+    ``KeyboardInterrupt`` during the wait terminates the group, then re-raises. ``on_stdout(chunk: bytes)``, when
+    given, sees stdout as it arrives (from the reader thread; an exception in it only stops the calls).
     """
     shell = isinstance(argv, str)
     start = time.monotonic()
@@ -131,7 +139,7 @@ def run(
         )
     except OSError as exc:
         return ProcessResult(tuple(argv) if not shell else argv, None, 0.0, "", "", 0, 0, error=f"{type(exc).__name__}: {exc}")
-    out, err = _Capture(proc.stdout, head, tail), _Capture(proc.stderr, head, tail)
+    out, err = _Capture(proc.stdout, head, tail, on_stdout), _Capture(proc.stderr, head, tail)
     if stdin is not None:
         threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
     timed_out = interrupted = False

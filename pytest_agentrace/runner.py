@@ -118,7 +118,8 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             return AgentRun(None, 0.0, False, Usage(), error=str(exc))
         (ctx.run_dir / "argv.json").write_text(process.redact(_json(run_argv), secrets), encoding="utf-8")
         try:
-            pres = process.run(run_argv, cwd=ctx.workspace, env=inv_env, timeout=ctx.timeout, stdin=stdin)
+            pres = process.run(run_argv, cwd=ctx.workspace, env=inv_env, timeout=ctx.timeout, stdin=stdin,
+                               on_stdout=(ctx.options or {}).get("on_stdout"))  # live progress (issue 8)
         finally:
             if session is not None:
                 session.close()
