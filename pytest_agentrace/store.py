@@ -153,7 +153,7 @@ def git_sha(path: Path) -> str | None:
     import subprocess
 
     try:
-        res = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, timeout=10)
+        res = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     sha = res.stdout.strip()
@@ -215,7 +215,7 @@ class Store:
             self.conn.close()
             raise
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Store:  # noqa: PYI034 - Store is not meant to be subclassed
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy  # noqa: F401  (imported once here: pytester's in-process runs cannot re-import numpy's C extension)
 import pytest
 import scipy.stats  # noqa: F401
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 
+from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.report import progress
 
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
@@ -65,7 +65,7 @@ def test_nothing_without_verbose(pytester: pytest.Pytester, bin_dir: Path) -> No
     project(pytester.path, bin_dir, "  - {name: fixer, command: 'fixer {prompt}'}\n")
     res = pytester.runpytest("--agentrace", "--agentrace-no-save")
     res.assert_outcomes(passed=1)
-    assert not [line for line in res.stdout.lines if line.startswith("agentrace: started") or line.startswith("agentrace: task:")]
+    assert not [line for line in res.stdout.lines if line.startswith(("agentrace: started", "agentrace: task:"))]
 
 
 def test_live_status_on_a_terminal(tmp_path: Path) -> None:

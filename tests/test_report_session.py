@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy  # noqa: F401  (imported once here: pytester's in-process runs cannot re-import numpy's C extension)
 import pytest
 import scipy.stats  # noqa: F401
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from reportkit import make_acceptance_project
 
+from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.report.json_export import validate
 from pytest_agentrace.report.markdown import COMMENT_MARKER
 from pytest_agentrace.store import ENV_VAR, Store

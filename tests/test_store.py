@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_repo
 from reportkit import outcome
 
+from conftest import make_repo
 from pytest_agentrace import store
 from pytest_agentrace.store import SessionInfo, Store, StoreError
 
@@ -32,7 +32,7 @@ def test_session_and_runs_round_trip(tmp_path: Path) -> None:
         assert s.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         (session,) = s.sessions()
         assert session["id"] == "sess1" and session["args"] == ["--agentrace", "-n", "2"]
-        assert session["git_sha"] == subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+        assert session["git_sha"] == subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
         assert session["version"] and session["host"] and session["python"]
         assert sorted(s.outcomes(), key=lambda o: o.run_id) == sorted(runs, key=lambda o: o.run_id)
         rows = {r["run_id"]: r for r in s.runs()}

@@ -23,7 +23,6 @@ from . import charts
 from .leaderboard import RACE_NOTE
 from .markdown import (
     COMPARISON_HEADERS,
-    used_tool,
     LEADERBOARD_HEADERS,
     comparison_fields,
     headline,
@@ -33,6 +32,7 @@ from .markdown import (
     pct,
     tokens,
     usd,
+    used_tool,
     with_ci,
 )
 

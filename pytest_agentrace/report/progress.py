@@ -75,7 +75,7 @@ class LiveRun:
 
                 usage = get_adapter(self.adapter).parse(text.decode("utf-8", errors="replace"), "", None)
                 self.tool_calls, self.tokens = len(usage.tool_calls), usage.total_tokens
-            except Exception:  # noqa: BLE001 - partial output may not parse; progress is best effort
+            except Exception:  # noqa: BLE001, S110 - partial output may not parse; progress is best effort
                 pass
         return self.tool_calls, self.tokens
 
