@@ -71,8 +71,8 @@ def invalid_reason(outcome: Outcome) -> str | None:
         hidden = "verify" if outcome.extra.get("has_verify") or "verify" in checks else "tests"
         check = checks.get(hidden)
         if check is not None and check.passed:
-            what = "the hidden verify suite" if hidden == "verify" else "the tests (the task has no verify suite)"
-            return f"{what} pass on the starting code: noop made no change and `{check.command}` exited 0"
+            what = "the hidden verify suite passes" if hidden == "verify" else "the tests pass (and the task has no verify suite)"
+            return f"{what} on the starting code: noop made no change and `{check.command}` exited 0"
         return None
     return f"agent {outcome.agent!r} is not a validation agent (oracle, noop)"
 

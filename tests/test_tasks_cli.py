@@ -1,0 +1,62 @@
+"""Issue 6: `agentrace tasks list` (a table) and `agentrace tasks show NAME` (the full YAML)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pytest_agentrace.builtin import find_builtin
+from pytest_agentrace.cli import main
+
+
+def rows(out: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ") and not line.startswith("| Name")]
+
+
+def test_list_is_a_table_easiest_first(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks", "list"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split("|")[1:5] == [" Name                 ", " Difficulty   ", " Verify         ", "   Timeout (s) "]
+    table = rows(out)
+    assert len(table) == 20
+    assert table[0] == ["fibonacci", "easy", "yes (10 tests)", "300"]
+    levels = [r[1] for r in table]
+    assert levels == sorted(levels, key=["easy", "medium", "hard"].index)
+    medium = [r[0] for r in table if r[1] == "medium"]
+    assert medium == sorted(medium)
+    assert all(r[2].startswith("yes (") and int(r[2][5:].split()[0]) >= 8 for r in table)
+    assert "20 task(s)" in out
+
+
+def test_list_difficulty_filter(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks", "list", "--difficulty", "medium"]) == 0
+    table = rows(capsys.readouterr().out)
+    assert {r[1] for r in table} == {"medium"} and len(table) == 6
+    with pytest.raises(SystemExit) as info:
+        main(["tasks", "list", "--difficulty", "impossible"])
+    assert info.value.code == 2
+    assert "unknown difficulty 'impossible'" in capsys.readouterr().err
+
+
+def test_show_prints_the_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks", "show", "bug-hunt"]) == 0
+    assert capsys.readouterr().out == find_builtin("bug-hunt").path.read_text()
+
+
+def test_show_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks", "show", "lru_cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agentrace tasks show: error: no built-in task 'lru_cache' (did you mean 'lru-cache'?)")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_tasks_without_action_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tasks"]) == 2
+    assert "list" in capsys.readouterr().out
+
+
+def test_console_script() -> None:
+    proc = subprocess.run([sys.executable, "-m", "pytest_agentrace.cli", "tasks", "show", "fibonacci"], check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "name: fibonacci" in proc.stdout
