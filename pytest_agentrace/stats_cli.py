@@ -79,30 +79,47 @@ def register(sub: Any) -> None:
     p.add_argument("out", metavar="OUT", help="results folder holding its runs")
     p.set_defaults(func=cmd_rescore)
 
-    p = sub.add_parser("regress", help="run a trial (or task) with pytest, then compare it with a snapshot")
-    p.add_argument("spec", metavar="FILE", help="trial or task file")
-    p.add_argument("--out", metavar="DIR", help="results folder for this run (default: a new temporary folder)")
-    _compare_options(p, _GATE_HELP, default_fail="regressed")
-    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="further pytest arguments (after --)")
-    _common(p, fmt=True)
+    p = sub.add_parser("regress", help="run a trial (or task) with pytest, then compare it with a snapshot",
+                       usage="agentrace regress FILE --snapshot SNAPSHOT [options] [pytest args ...] [-- more pytest args]",
+                       description="Run FILE with pytest --agentrace into a results folder, then compare that session's cells with "
+                                   "the snapshot (exit 1 when a --fail-on verdict occurs). Arguments this command does not know are "
+                                   "passed to pytest, as is everything after --.")
+    _regress_options(p)
     p.set_defaults(func=cmd_regress)
 
 
-def _common(p: argparse.ArgumentParser, fmt: bool = False) -> None:
-    p.add_argument("--baseline", metavar="ARM", help="arm the others are compared with (default: the trial's baseline)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and permutation draws (default 0)")
-    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10,000)")
+def _common(p: argparse.ArgumentParser, fmt: bool = False, suppress: bool = False) -> None:
+    def default(value: Any) -> dict[str, Any]:
+        return {"default": argparse.SUPPRESS if suppress else value}
+
+    p.add_argument("--baseline", metavar="ARM", help="arm the others are compared with (default: the trial's baseline)", **default(None))
+    p.add_argument("--seed", type=int, help="seed of the bootstrap and permutation draws (default 0)", **default(0))
+    p.add_argument("--resamples", type=int, help="bootstrap resamples (default 10,000)", **default(10_000))
     if fmt:
-        p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+        p.add_argument("--format", choices=("text", "markdown", "json"), **default("text"))
 
 
-def _compare_options(p: argparse.ArgumentParser, gate_help: str, default_fail: str | None = None) -> None:
-    p.add_argument("--snapshot", required=True, metavar="FILE", help="snapshot file (agentrace snapshot / --agentrace-snapshot-update)")
-    p.add_argument("--old-arm", metavar="A", help="compare the snapshot's arm A ...")
-    p.add_argument("--new-arm", metavar="B", help="... with this run's arm B")
-    p.add_argument("--tolerance", type=float, default=0.10, help="token ratio change within which dearer/improved are not called (default 0.10)")
-    p.add_argument("--alpha", type=float, default=0.05, help="one-sided level of the regressed/improved pass-rate test (default 0.05)")
-    p.add_argument("--fail-on", default=default_fail, metavar="LIST", help=f"exit 1 when one occurs: {gate_help}")
+def _regress_options(p: argparse.ArgumentParser, suppress: bool = False) -> None:
+    """The options of ``regress`` (also parsed from the arguments after FILE, where argparse leaves them)."""
+    if not suppress:
+        p.add_argument("spec", metavar="FILE", help="trial or task file")
+        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    kw = {"default": argparse.SUPPRESS} if suppress else {}
+    p.add_argument("--out", metavar="DIR", help="results folder for this run (default: a new temporary folder)", **kw)
+    _compare_options(p, _GATE_HELP, default_fail="regressed", required=False, suppress=suppress)
+    _common(p, fmt=True, suppress=suppress)
+
+
+def _compare_options(p: argparse.ArgumentParser, gate_help: str, default_fail: str | None = None, required: bool = True,
+                     suppress: bool = False) -> None:
+    kw: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
+    p.add_argument("--snapshot", required=required, metavar="FILE", help="snapshot file (agentrace snapshot / --agentrace-snapshot-update)", **kw)
+    p.add_argument("--old-arm", metavar="A", help="compare the snapshot's arm A ...", **kw)
+    p.add_argument("--new-arm", metavar="B", help="... with this run's arm B", **kw)
+    p.add_argument("--tolerance", type=float, help="token ratio change within which dearer/improved are not called (default 0.10)",
+                   **(kw or {"default": 0.10}))
+    p.add_argument("--alpha", type=float, help="one-sided level of the regressed/improved pass-rate test (default 0.05)", **(kw or {"default": 0.05}))
+    p.add_argument("--fail-on", metavar="LIST", help=f"exit 1 when one occurs: {gate_help}", **(kw or {"default": default_fail}))
 
 
 def run(func, args: argparse.Namespace) -> int:
@@ -253,8 +270,8 @@ def _ratings(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     rows = [[i, a, f"{r:.0f}"] for i, (a, r) in enumerate(sorted(state["ratings"].items(), key=lambda kv: (-kv[1], kv[0])), 1)]
-    print(tabulate(rows, headers=["Rank", "Agent", "Elo"], tablefmt="github"))
-    print(f"{len(state['races'])} races; Elo 1500 start, K 32, draw within 1 point, one simultaneous update per race.")
+    print(tabulate(rows, headers=["Rank", "Agent", "Elo"], tablefmt="github", disable_numparse=True))
+    print(f"{len(state['races'])} race{'' if len(state['races']) == 1 else 's'}; Elo 1500 start, K 32, draw within 1 point, one simultaneous update per race.")
     return 0
 
 
@@ -333,11 +350,20 @@ def _regress(args: argparse.Namespace) -> int:
     import subprocess
     import tempfile
 
+    rest = list(args.rest)
+    cut = rest.index("--") if "--" in rest else len(rest)
+    later = argparse.ArgumentParser(prog="agentrace regress", add_help=False, allow_abbrev=False)
+    _regress_options(later, suppress=True)
+    known, unknown = later.parse_known_args(rest[:cut])
+    vars(args).update(vars(known))
+    pytest_args = unknown + rest[cut + 1:]
+    if not args.snapshot:
+        raise CliError("--snapshot FILE is required (the snapshot to compare with)")
     _gates(args.fail_on)
     if not Path(args.snapshot).is_file():
         raise CliError(f"{args.snapshot}: snapshot file not found; write one with `agentrace snapshot OUT --to {args.snapshot}`")
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="agentrace-regress-"))
-    extra = [a for a in args.pytest_args if a != "--"]
+    extra = pytest_args
     started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     cmd = [sys.executable, "-m", "pytest", args.spec, "--agentrace", "--agentrace-out", str(out), *extra]
     print("running: " + " ".join(cmd), flush=True)

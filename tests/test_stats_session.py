@@ -228,3 +228,26 @@ def test_bad_statistics_options_are_usage_errors(project: pytest.Pytester) -> No
     assert res.ret == 4 and "missing.json: snapshot file not found" in res.stderr.str()
     res = run(project, "--agentrace-snapshot-update")
     assert res.ret == 4 and "--agentrace-snapshot-update needs --agentrace-snapshot PATH" in res.stderr.str()
+
+
+@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
+def test_agentrace_regress_runs_the_trial_then_compares(project: pytest.Pytester, xdist: list[str]) -> None:
+    import subprocess
+    import sys
+
+    write_trial(project, reps=4)
+    assert run(project, "--agentrace-snapshot", "snap.json", "--agentrace-snapshot-update").ret == 0
+
+    def regress(out: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest_agentrace.cli", "regress", "trial.toml", "--snapshot", "snap.json", "--out", out,
+                               "--resamples", "1000", "--", "-q", "-p", "no:cacheprovider", *xdist],
+                              check=False, cwd=project.path, capture_output=True, text=True, timeout=600)
+
+    res = regress("same")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "2 cells: 0 regressed, 0 dearer, 0 improved, 2 same, 0 not run, 0 new." in res.stdout
+    write_trial(project, reps=4, expect='["no such thing"]')  # every answer now misses: 4/4 -> 0/4 in both arms
+    res = regress("worse")
+    assert res.returncode == 1
+    assert "2 cells: 2 regressed" in res.stdout
+    assert "FAIL regressed: bot port [base]: regressed" in res.stderr and "FAIL regressed: bot port [docs]: regressed" in res.stderr

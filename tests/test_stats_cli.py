@@ -1,0 +1,185 @@
+"""The statistics subcommands of ``agentrace`` (plan, report, snapshot, compare, ratings, rescore) on results folders
+written here; ``regress`` runs a real pytest session and is in ``test_stats_session.py``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_agentrace import cli
+from pytest_agentrace.model import Outcome, Usage
+from pytest_agentrace.outcome import write_run
+
+NOISE = [1.0, 1.04, 0.96, 1.02, 0.98, 1.01, 0.99, 1.03]
+
+
+def write(out: Path, o: Outcome) -> None:
+    write_run(out / "runs" / o.case / o.arm / o.agent / str(o.rep), o)
+
+
+def trial_run(case: str, arm: str, rep: int, tokens: int | None, status: str = "passed", agent: str = "a", answer: str | None = None,
+              source: str = "t.toml") -> Outcome:
+    return Outcome(run_id=f"trial:{case}/{arm}/{agent}/r{rep}", kind="trial", source=source, case=case, arm=arm, agent=agent, rep=rep,
+                   status=status, usage=Usage(total_tokens=tokens, answer=answer), extra={"baseline_arm": "base", "trial": "ports"},
+                   session_id="s1", started="2026-01-01T00:00:00+00:00", exit_code=0)
+
+
+def results(out: Path, reps: int = 4, docs_scale: float = 0.6, docs_passed: int | None = None) -> Path:
+    for rep in range(1, reps + 1):
+        write(out, trial_run("q1", "base", rep, int(1000 * NOISE[rep - 1])))
+        ok = docs_passed is None or rep <= docs_passed
+        write(out, trial_run("q1", "docs", rep, int(1000 * docs_scale * NOISE[rep - 1]), "passed" if ok else "failed"))
+    return out
+
+
+def main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_formula(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = main(capsys, "plan", "--cv", "0.3", "--effect", "0.2")
+    assert code == 0
+    assert out.splitlines()[0] == "runs per arm to detect a 20% cost difference with 80% power at alpha 0.05 (CV 0.3): 29"
+    assert "sigma^2 = ln(1 + CV^2)" in out and "to first order 2 (z_(1-alpha/2) + z_power)^2 sigma^2 / ln(1 - effect)^2 = 27.2" in out
+    code, out, _ = main(capsys, "plan", "--cv", "0.3", "--effect", "0.4", "--power", "0.9")
+    assert code == 0 and out.startswith("runs per arm to detect a 40% cost difference with 90% power at alpha 0.05 (CV 0.3): 9")
+    code, _, err = main(capsys, "plan")
+    assert code == 2 and "give --cv (with --effect) for the formula, or --results OUT" in err
+    code, _, err = main(capsys, "plan", "--cv", "0.3", "--effect", "2")
+    assert code == 2 and "between 0 and 1" in err
+
+
+def test_plan_results_states_and_spend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = results(tmp_path / "out", reps=4, docs_scale=0.93)
+    code, text, _ = main(capsys, "plan", "--results", str(out), "--max-reps", "40", "--price-per-mtok", "3", "--resamples", "500")
+    assert code == 0
+    row = next(line for line in text.splitlines() if line.startswith("| a "))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:4] == ["a", "q1", "docs", "4"] and cells[5].startswith("continue (about ")
+    more = int(cells[6])
+    assert cells[7] == f"{round(more * (1005 + 933.75)):,}" and float(cells[8]) == pytest.approx(more * (1005 + 933.75) * 3 / 1e6, abs=0.006)
+    assert "token totals mean different things for different agents" in text
+    code, text, _ = main(capsys, "plan", "--results", str(results(tmp_path / "clear", reps=8)), "--format", "json", "--resamples", "500")
+    doc = json.loads(text)
+    assert doc["rows"][0]["state"] == "clear" and doc["rows"][0]["verdict"] == "cheaper"
+
+
+def test_report_formats_and_case_filter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = results(tmp_path / "out")
+    write(out, trial_run("q2", "base", 1, 500))
+    code, text, _ = main(capsys, "report", str(out), "--format", "markdown", "--resamples", "500")
+    assert code == 0 and text.startswith("### trial t.toml - agent a (baseline arm: base)")
+    code, text, _ = main(capsys, "report", str(out), "--format", "json", "--case", "q1", "--resamples", "500")
+    doc = json.loads(text)
+    assert {c["case"] for c in doc["cells"]} == {"q1"} and doc["settings"]["cases"] == ["q1"]
+    code, _, err = main(capsys, "report", str(out), "--case", "nope")
+    assert code == 2 and "--case nope: no such case" in err and "cases: q1, q2" in err
+    code, _, err = main(capsys, "report", str(tmp_path / "missing"))
+    assert code == 2 and "no such results folder" in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = main(capsys, "report", str(tmp_path / "empty"))
+    assert code == 2 and "no run.json records" in err
+
+
+def test_snapshot_then_compare_exit_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = results(tmp_path / "before", reps=8)
+    snap = tmp_path / "baseline.json"
+    code, text, _ = main(capsys, "snapshot", str(out), "--to", str(snap), "--name", "v1")
+    assert code == 0 and text.strip() == f"wrote {snap}: 2 cells"
+    assert json.loads(snap.read_text())["name"] == "v1"
+    code, text, _ = main(capsys, "compare", str(out), "--snapshot", str(snap), "--fail-on", "regressed,dearer", "--resamples", "500")
+    assert code == 0 and text.strip().endswith("2 cells: 0 regressed, 0 dearer, 0 improved, 2 same, 0 not run, 0 new. "
+                                               "`same` means no change could be shown, not that none exists.")
+    after = results(tmp_path / "after", reps=8, docs_passed=2)  # docs: 8/8 -> 2/8
+    code, text, err = main(capsys, "compare", str(after), "--snapshot", str(snap), "--fail-on", "regressed", "--resamples", "500")
+    assert code == 1 and "FAIL regressed: a q1 [docs]: regressed - lower pass rate (one-sided Boschloo p=" in err
+    code, text, err = main(capsys, "compare", str(after), "--snapshot", str(snap), "--resamples", "500")
+    assert code == 0 and "regressed" in text and not err  # reported, no gate asked for
+    code, text, _ = main(capsys, "compare", str(after), "--snapshot", str(snap), "--old-arm", "base", "--new-arm", "docs", "--format", "json",
+                         "--resamples", "500")
+    rows = json.loads(text)["rows"]
+    assert [(r["arm"], r["verdict"]) for r in rows] == [("base -> docs", "regressed")]
+
+
+def test_compare_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = results(tmp_path / "out")
+    code, _, err = main(capsys, "compare", str(out), "--snapshot", str(tmp_path / "none.json"))
+    assert code == 2 and "none.json: snapshot file not found" in err
+    (tmp_path / "s.json").write_text("{}")
+    code, _, err = main(capsys, "compare", str(out), "--snapshot", str(tmp_path / "s.json"), "--fail-on", "bogus")
+    assert code == 2 and "--fail-on: unknown gate 'bogus'" in err
+    code, _, err = main(capsys, "compare", str(out), "--snapshot", str(tmp_path / "s.json"), "--old-arm", "base")
+    assert code == 2 and "give both --old-arm and --new-arm" in err
+
+
+def task_run(case: str, agent: str, score: float, session: str, started: str) -> Outcome:
+    return Outcome(run_id=f"task:{case}/default/{agent}/r1", kind="task", source="t.yaml", case=case, arm="default", agent=agent, rep=1,
+                   status="passed", score=score, session_id=session, started=started, exit_code=0)
+
+
+def test_ratings_store_update_json_and_reset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    write(out, task_run("t1", "x", 90, "s1", "2026-01-01T00:00:00+00:00"))
+    write(out, task_run("t1", "y", 40, "s1", "2026-01-01T00:00:00+00:00"))
+    code, text, _ = main(capsys, "ratings", "--results", str(out))
+    assert code == 0 and text.splitlines()[2:4] == ["| 1      | x       | 1516  |", "| 2      | y       | 1484  |"]
+    assert "1 race; Elo 1500 start, K 32" in text
+    code, text, _ = main(capsys, "ratings", "--results", str(out), "--json")  # idempotent: the race is not applied twice
+    doc = json.loads(text)
+    assert doc["ratings"] == {"x": 1516.0, "y": 1484.0} and len(doc["history"]) == 1
+    code, text, _ = main(capsys, "ratings", "--results", str(out), "--reset")
+    assert code == 0 and "ratings reset" in text and not (out / "ratings.json").exists()
+    (out / "ratings.json").write_text("[]")
+    code, _, err = main(capsys, "ratings", "--results", str(out))
+    assert code == 2 and "not a ratings file" in err and "agentrace ratings --reset" in err
+
+
+TRIAL = """\
+name = "ports"
+[[repos]]
+name = "app"
+source = "app"
+[[arms]]
+name = "base"
+[[agents]]
+name = "bot"
+command = ["bot", "{{prompt}}"]
+[[questions]]
+id = "port"
+repo = "app"
+prompt = "Which port?"
+expect = {expect}
+"""
+
+
+def test_rescore_after_the_answer_key_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "app").mkdir()
+    trial = tmp_path / "t.toml"
+    trial.write_text(TRIAL.format(expect='["8123"]'))
+    out = tmp_path / "out"
+    write(out, trial_run("port", "base", 1, 100, "passed", answer="It listens on 8123.", source=str(trial)))
+    write(out, trial_run("port", "base", 2, 100, "failed", answer="It listens on 9090.", source=str(trial)))
+    write(out, trial_run("port", "base", 3, 100, "timeout", answer="9090", source=str(trial)).replace(timed_out=True))
+    trial.write_text(TRIAL.format(expect='["9090"]'))  # the key was wrong
+    code, text, _ = main(capsys, "rescore", str(trial), str(out))
+    assert code == 0
+    assert "trial:port/base/a/r1: passed -> failed" in text and "trial:port/base/a/r2: failed -> passed" in text
+    assert "rescored 3 runs of trial 'ports': 2 changed status" in text
+    r1 = json.loads((out / "runs/port/base/a/1/run.json").read_text())
+    assert r1["status"] == "failed" and r1["answer_score"]["missing"] == ["9090"] and "rescored" in r1["extra"]
+    r3 = json.loads((out / "runs/port/base/a/3/run.json").read_text())
+    assert r3["status"] == "timeout" and r3["answer_score"]["correct"] is True  # a timeout stays a timeout
+    code, _, err = main(capsys, "rescore", str(tmp_path / "missing.toml"), str(out))
+    assert code == 2 and "missing.toml" in err
+
+
+def test_entry_point_lists_the_statistics_commands() -> None:
+    res = subprocess.run([sys.executable, "-m", "pytest_agentrace.cli", "--help"], capture_output=True, text=True, check=True)
+    for name in ("plan", "report", "snapshot", "compare", "ratings", "rescore", "regress"):
+        assert f"    {name} " in res.stdout
