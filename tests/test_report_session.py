@@ -113,6 +113,21 @@ def test_db_option_and_environment(pytester: pytest.Pytester, bin_dir: Path, mon
     assert not (pytester.path / ".agentrace" / "history.db").exists()
 
 
+@pytest.mark.parametrize("xdist", XDIST)
+def test_resumed_runs_are_not_saved_twice(pytester: pytest.Pytester, bin_dir: Path, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    small_project(pytester, bin_dir)
+    pytester.runpytest("--agentrace", *xdist).assert_outcomes(passed=1, xfailed=1)
+    res = pytester.runpytest("--agentrace", "--agentrace-resume", "--agentrace-reps", "2", *xdist)
+    res.assert_outcomes(passed=2, xfailed=2)  # rep 1 reused from disk, rep 2 run now
+    assert "2 reused runs are saved with the session that ran them" in res.stdout.str()
+    with Store(pytester.path / ".agentrace" / "history.db") as store:
+        first, second = store.sessions()
+        assert store.count_runs() == 4
+        assert sorted((r["agent"], r["rep"]) for r in store.runs(session_id=first["id"])) == [("fixer", 1), ("noop", 1)]
+        assert sorted((r["agent"], r["rep"]) for r in store.runs(session_id=second["id"])) == [("fixer", 2), ("noop", 2)]
+
+
 def test_two_sessions_at_once_both_saved(pytester: pytest.Pytester, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV_VAR, raising=False)
     small_project(pytester, bin_dir)

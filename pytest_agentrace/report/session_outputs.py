@@ -71,14 +71,17 @@ class ReportPlugin:
         from ..store import StoreError, config_path, save
 
         path = config_path(self.config)
-        if path is None:
+        fresh = [o for o in outcomes if not o.reused]  # a resumed run is in the history of the session that ran it
+        if path is None or not fresh:
             return
         try:
-            n = save(path, info, outcomes)
+            n = save(path, info, fresh)
         except (StoreError, OSError) as exc:
             self.messages.append((f"agentrace: history not saved: {exc}", True))
             return
-        self.messages.append((f"agentrace: saved {n} runs of session {info.id} to {path}", False))
+        reused = len(outcomes) - len(fresh)
+        note = f" ({reused} reused runs are saved with the session that ran them)" if reused else ""
+        self.messages.append((f"agentrace: saved {n} runs of session {info.id} to {path}{note}", False))
 
     def _document(self, info: Any, outcomes: list) -> dict[str, Any]:
         from dataclasses import asdict
