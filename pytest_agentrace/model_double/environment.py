@@ -186,6 +186,8 @@ def _aider(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, st
         # aider's history files go to the per-run HOME, not into the workspace (where they count as changes)
         "AIDER_CHAT_HISTORY_FILE": str(home / ".aider.chat.history.md"),
         "AIDER_INPUT_HISTORY_FILE": str(home / ".aider.input.history"),
+        # no repo map: the double does not read it, and its tags cache (.aider.tags.cache.v4/) would be a change
+        "AIDER_MAP_TOKENS": "0",
     }
 
 

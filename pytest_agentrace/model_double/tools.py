@@ -223,13 +223,17 @@ def conversation_key(headers: Mapping[str, str], body: Mapping[str, Any]) -> str
 
 
 def edit_format(body: Mapping[str, Any]) -> str | None:
-    """Aider's edit format from its prompts: ``diff`` (SEARCH/REPLACE blocks), ``whole`` (file listings), or
-    ``None`` for a request that is not an aider edit request."""
+    """Aider's edit format from its prompts: ``diff`` (SEARCH/REPLACE blocks), ``whole`` (file listings),
+    ``ask`` (any other aider prompt, e.g. ``--chat-mode ask``: every aider system prompt starts "Act as an
+    expert"), or ``None`` for a request that is not aider's."""
     text = "\n".join(s for s in strings(body.get("messages"), limit=200))
     if "<<<<<<< SEARCH" in text or "SEARCH/REPLACE" in text:
         return "diff"
     if "file listing" in text:
         return "whole"
+    for msg in body.get("messages") or ():
+        if isinstance(msg, Mapping) and msg.get("role") == "system" and str(msg.get("content", "")).startswith("Act as an expert"):
+            return "ask"
     return None
 
 
@@ -250,10 +254,11 @@ def aider_reply(steps: tuple[Step, ...], fmt: str, body: Mapping[str, Any], fina
     ``whole``: a ``path`` line, then the whole new content in a fenced block (aider's "file listing").
     ``diff``: a SEARCH/REPLACE block per file, SEARCH holding the file's current content when aider showed
     it in the chat, else empty (aider then creates the file). Shell steps have no equivalent (aider runs no
-    tools) and are left out. The reply starts with ``final_text``.
+    tools) and are left out. The reply starts with ``final_text``. Any other format (``ask``) gets only the
+    final text.
     """
     parts = [final_text or "Editing the files."]
-    for s in steps:
+    for s in steps if fmt in ("whole", "diff") else ():
         if s.kind != "write":
             continue
         content = s.content if s.content.endswith("\n") or not s.content else s.content + "\n"

@@ -1,0 +1,121 @@
+"""Helpers for the end-to-end tests that drive the real agent CLIs against the model double (marker ``realcli``).
+
+The CLIs come from ``scripts/install-clis.sh`` (``.tools/bin``) or PATH. A missing CLI skips its tests, unless
+``AGENTRACE_REQUIRE_REAL_CLIS=1`` (set by CI), where it fails them.
+
+Per-CLI rules for what its output reports (``model-double.md``; checked against the double's request log):
+Gemini CLI's totals include its model-router request (one JSON-schema side request per prompt), OpenCode does not
+report its title request, the others make no side requests; Aider has no tool calls (edits are parsed from text).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agentrace.model_double import TurnUsage, load_script
+
+ROOT = Path(__file__).parents[1]
+TOOLS_BIN = ROOT / ".tools" / "bin"
+SCRIPTS = ROOT / "example_suites" / "offline" / "scripts"
+SOLVE = SCRIPTS / "solve-fibonacci.yaml"
+NOTHING = SCRIPTS / "do-nothing.yaml"
+CLIS = ("claude", "codex", "gemini", "opencode", "copilot", "aider")
+# the tool names each adapter reports for the solving script's two tool steps (write fib.py over the starter
+# file, which every CLI but aider does with its shell tool, then run the tests)
+SOLVE_TOOLS = {
+    "claude": ["Bash", "Bash"],
+    "codex": ["command_execution", "command_execution"],
+    "gemini": ["run_shell_command", "run_shell_command"],
+    "opencode": ["bash", "bash"],
+    "copilot": ["bash", "bash"],
+    "aider": [],
+}
+COUNTS_SIDE_REQUESTS = {"gemini"}
+
+
+def require_cli(name: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Put ``.tools/bin`` first on PATH and return the CLI's path; skip (or fail under
+    ``AGENTRACE_REQUIRE_REAL_CLIS=1``) when it is not installed."""
+    if TOOLS_BIN.is_dir():
+        monkeypatch.setenv("PATH", f"{TOOLS_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    found = shutil.which(name)
+    if found is None:
+        why = f"the {name} CLI is not installed (run scripts/install-clis.sh)"
+        if os.environ.get("AGENTRACE_REQUIRE_REAL_CLIS") == "1":
+            pytest.fail(f"{why}; AGENTRACE_REQUIRE_REAL_CLIS=1 requires it")
+        pytest.skip(why)
+    return found
+
+
+def session_args(pytester: pytest.Pytester) -> list[str]:
+    """``pytest --agentrace`` options that keep an inner session's config, rootdir and results (history
+    store included) inside ``pytester.path``, whatever paths it is given."""
+    ini = pytester.makeini("[pytest]\n")
+    return ["--agentrace", "-c", str(ini), "--rootdir", str(pytester.path), "--agentrace-out", "out", "-p", "no:cacheprovider"]
+
+
+def outcomes(out: Path) -> dict[str, dict[str, Any]]:
+    """run.json of every run under ``out`` by run id."""
+    found = {}
+    for p in (out / "runs").rglob("run.json"):
+        data = json.loads(p.read_text())
+        data["_dir"] = str(p.parent)
+        found[data["run_id"]] = data
+    return found
+
+
+def requests(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The model double's request log of one run."""
+    path = Path(run["_dir"]) / "model-double-requests.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def expected_usage(cli: str, script_path: Path, log: list[dict[str, Any]]) -> TurnUsage:
+    """Tokens the CLI must report: the script's sum, plus its side requests for CLIs that count them."""
+    total = load_script(script_path).total_usage()
+    if cli in COUNTS_SIDE_REQUESTS:
+        for r in log:
+            if r["answer"]["kind"] in ("side", "json"):
+                total = total + TurnUsage(**r["answer"]["usage"])
+    return total
+
+
+def check_log_is_complete(log: list[dict[str, Any]], steps: list[int]) -> None:
+    """Every request went to the double on 127.0.0.1 and was answered; each script step was answered once,
+    in order (side requests aside)."""
+    assert log, "the double saw no request"
+    for r in log:
+        host = {k.lower(): v for k, v in r["headers"].items()}.get("host", "")
+        assert host.startswith("127.0.0.1:"), host
+        assert r["answer"]["kind"] not in ("not_found", "none"), r["answer"]
+    assert [r["answer"]["step"] for r in log if r["answer"].get("step") is not None] == steps
+
+
+def check_usage(run: dict[str, Any], want: TurnUsage) -> None:
+    u = run["usage"]
+    assert (u["input_tokens"], u["output_tokens"]) == (want.input, want.output), u
+    assert u["cache_read_tokens"] in (0, None) and u["cache_write_tokens"] in (0, None)
+    assert u["total_tokens"] == want.total
+
+
+def leftover_processes(root: Path) -> list[str]:
+    """Processes (other than this one) whose working directory or command line lies under ``root``."""
+    mine = {os.getpid(), os.getppid()}
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cwd.startswith(str(root)) or str(root) in cmd:
+            found.append(f"{entry.name} {cwd} {cmd[:200]}")
+    return found

@@ -1,0 +1,75 @@
+"""End to end with the real agent CLIs (marker ``realcli``): the built-in ``fibonacci`` task and a trial, each
+CLI against the model double playing a script that solves the task and one that does nothing.
+
+Checked per run: status, tokens equal to the script (per the CLI's counting rule), tool calls in order, the final
+answer, verify pass/fail, and that the double's log accounts for every request, all sent to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import pytest
+from realclikit import CLIS, NOTHING, SOLVE, SOLVE_TOOLS, check_log_is_complete, check_usage, expected_usage, outcomes, require_cli, requests, session_args
+
+from pytest_agentrace.model_double import load_script
+
+pytestmark = pytest.mark.realcli
+
+TRIAL = """\
+name = "fib-state"
+[[repos]]
+name = "fib"
+source = "{repo}"
+[[agents]]
+name = "{cli}"
+[[questions]]
+id = "state"
+repo = "fib"
+prompt = "Is fibonacci() in fib.py implemented yet? Answer in one sentence."
+expect = ["NotImplementedError"]
+"""
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_solving_script_passes_fibonacci(cli: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    require_cli(cli, monkeypatch)
+    res = pytester.runpytest(*session_args(pytester), "--agentrace-builtin", "fibonacci", "--agentrace-agent", cli, "--agentrace-model-double", str(SOLVE))
+    runs = outcomes(pytester.path / "out")
+    run = runs[f"task:fibonacci/default/{cli}/r1"]
+    assert run["status"] == "passed", (run["reason"], res.stdout.str()[-3000:])
+    res.assert_outcomes(passed=1)
+    log = requests(run)
+    check_log_is_complete(log, [0] if cli == "aider" else [0, 1, 2])
+    check_usage(run, expected_usage(cli, SOLVE, log))
+    assert [t["name"] for t in run["usage"]["tool_calls"]] == SOLVE_TOOLS[cli]
+    if SOLVE_TOOLS[cli]:
+        assert "pytest" in run["usage"]["tool_calls"][1]["summary"]
+    final = load_script(SOLVE).final_text
+    assert run["usage"]["answer"] == final if cli != "aider" else final in run["usage"]["answer"]
+    assert run["checks"]["tests"]["passed"] and run["checks"]["verify"]["passed"]
+    assert run["files_changed"] == 1  # fib.py only: no CLI state lands in the workspace
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_do_nothing_script_fails_fibonacci_and_answers_a_trial(cli: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    require_cli(cli, monkeypatch)
+    from pytest_agentrace.builtin import find_builtin
+
+    repo = find_builtin("fibonacci").path.parent / "repo"
+    pytester.makefile(".toml", trial=TRIAL.format(repo=repo, cli=cli))
+    res = pytester.runpytest(
+        *session_args(pytester), "--agentrace-builtin", "fibonacci", "trial.toml", "--agentrace-agent", cli, "--agentrace-model-double", str(NOTHING),
+    )
+    runs = outcomes(pytester.path / "out")
+    task = runs[f"task:fibonacci/default/{cli}/r1"]
+    trial = runs[f"trial:state/default/{cli}/r1"]
+    assert (task["status"], trial["status"]) == ("failed", "passed"), (task["reason"], trial["reason"], res.stdout.str()[-3000:])
+    res.assert_outcomes(passed=1, failed=1)
+    final = load_script(NOTHING).final_text
+    for run in (task, trial):
+        log = requests(run)
+        check_log_is_complete(log, [0])
+        check_usage(run, expected_usage(cli, NOTHING, log))
+        assert run["usage"]["tool_calls"] == []
+        assert final in run["usage"]["answer"]
+    assert task["files_changed"] == 0 and not task["checks"]["verify"]["passed"]
+    assert trial["answer_score"]["correct"] is True
