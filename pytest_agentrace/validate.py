@@ -87,8 +87,21 @@ def check_validity(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     reason = invalid_reason(outcome)
     if reason:
         spec = item.stash[RUNSPEC_KEY]
-        details = item.failure_text(outcome) if outcome.agent == "oracle" else ""
+        details = _failing_check_tail(item, outcome) if outcome.agent == "oracle" else ""
         raise RunFailed(f"invalid task {spec.case}: {reason}" + (f"\n{details}" if details else ""))
+
+
+def _failing_check_tail(item: pytest.Item, outcome: Outcome) -> str:
+    """The first failing oracle check (tests, verify, lint) with the last lines of its log."""
+    from .checks import log_tail
+    from .options import out_dir
+
+    run_dir = item.stash[RUNSPEC_KEY].run_dir(out_dir(item.config))
+    for name in ORACLE_CHECKS:
+        check = outcome.checks.get(name)
+        if check is not None and not check.passed:
+            return f"--- {name}: `{check.command}` {_why(check)}; last lines of {run_dir / (check.log or '')}:\n{log_tail(run_dir, check)}"
+    return ""
 
 
 class ValidationTaskFile(TaskFile):

@@ -126,6 +126,7 @@ def test_lint_failure_and_protected_change_of_the_oracle_are_invalid(pytester: p
     res = pytester.runpytest("--agentrace", "--agentrace-validate")
     res.assert_outcomes(passed=2, failed=2)
     v = verdicts(res.stdout.str())
+    assert "F401" in res.stdout.str() and "--- lint:" in res.stdout.str()  # the lint log's tail explains it
     assert v["sloppy"] == "invalid: the reference solution (oracle) fails lint (exit 1)"
     assert v["cheat"] == "invalid: the reference solution changes protected files: conftest.py"
 
