@@ -8,6 +8,7 @@ which makes the task's setup apply the whole diff to the fresh clone (for change
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -18,7 +19,7 @@ MODES = {
     "review": (
         "Review the change below. Report every problem you find (bugs, unhandled errors and edge cases, unclear "
         "code, missing tests), each with the file and line it concerns, most serious first. Do not modify any file: "
-        "this is a review, and any change to the repository fails the run."
+        "this is a review, and changing the files under review fails the run."
     ),
     "fix": (
         "The change below was made to this repository and it has problems. Find them and fix them in the code while "
@@ -135,7 +136,7 @@ def build_task(
 
     ``repo`` is written as given (relative paths are relative to the task file). ``apply`` adds a setup
     command that applies the diff to the clone (``git apply`` reading a here-document). Review tasks protect
-    every file (``protected: ["*"]``), so a reviewer that edits the repository fails.
+    the files the diff touches, so a reviewer that edits them fails.
     """
     if mode not in MODES:
         raise DiffError(f"unknown mode {mode!r}; use {', '.join(MODES)}")
@@ -156,7 +157,8 @@ def build_task(
         task["lint_command"] = lint_command
     task["timeout"] = DEFAULT_TIMEOUT
     if mode == "review":
-        task["protected"] = ["*"]
+        # the files under review must stay as they are (not every file: agent CLIs may leave their own files)
+        task["protected"] = sorted({glob.escape(c.path) for c in changes} | {glob.escape(c.old_path) for c in changes if c.old_path})
     task["agents"] = list(agents)
     return task
 

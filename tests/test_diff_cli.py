@@ -65,7 +65,8 @@ def test_each_mode_gives_a_loadable_task(changed_repo: Path, tmp_path: Path, mod
     assert "GIT binary patch" not in text and "literal " not in text
     assert Path(task.repo) == changed_repo.resolve()
     assert task.test_command == "python -m pytest -q" and [a.id for a in task.agents] == ["claude", "codex"]
-    assert task.protected == (("*",) if mode == "review" else ())
+    reviewed = ("app.py", "gone.py", "helper.py", "logo.png", "new_name.py", "old_name.py")
+    assert task.protected == (reviewed if mode == "review" else ())
     assert f"wrote {out}" in capsys.readouterr().err
 
 
@@ -143,3 +144,20 @@ def test_apply_puts_an_uncommitted_change_into_each_clone(changed_repo: Path, py
     assert runs["applied"]["status"] == "passed"  # the clone holds the staged change
     assert runs["head"]["status"] == "failed"  # without --apply the clone is HEAD, without it
     assert (pytester.path / "c.patch").read_bytes() == diff.read_bytes()
+
+
+def test_review_fails_a_reviewer_that_edits_the_reviewed_files(changed_repo: Path, pytester: pytest.Pytester, bin_dir: Path) -> None:
+    from conftest import write_script
+
+    git(changed_repo, "commit", "-q", "-m", "the change under review")
+    write_script(bin_dir / "reviewer", "print('app.py:2: negative widths give 0, not an error')\n")
+    write_script(bin_dir / "editor", "import pathlib\npathlib.Path('app.py').write_text('# rewritten\\n')\nprint('fixed it myself')\n")
+    (pytester.path / "c.patch").write_text(git(changed_repo, "show", "--format=", "-M", "--binary", "HEAD"))
+    assert main(["diff", "--file", str(pytester.path / "c.patch"), "--name", "rev", "--repo", str(changed_repo),
+                 "--test-command", "true", "-o", str(pytester.path / "rev.yaml")]) == 0
+    path = pytester.path / "rev.yaml"
+    agents = "agents:\n  - {name: reviewer, command: reviewer}\n  - {name: editor, command: editor}\n"
+    path.write_text(path.read_text().split("agents:")[0] + agents)
+    res = pytester.runpytest("--agentrace", "rev.yaml")
+    res.assert_outcomes(passed=1, failed=1)
+    assert "tampered: app.py" in res.stdout.str()
