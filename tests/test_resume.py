@@ -197,3 +197,13 @@ def test_needs_retry() -> None:
     assert needs_retry(outcome(spec, status="failed", exit_code=137))
     assert needs_retry(outcome(spec, status="timeout", exit_code=None))
     assert needs_retry(outcome(spec, status="error", exit_code=None))
+
+
+def test_sigterm_handler_only_under_agentrace_and_restored(pytester: pytest.Pytester) -> None:
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    pytester.makepyfile("import signal\n\ndef test_h():\n    h = signal.getsignal(signal.SIGTERM)\n    print('HANDLER', getattr(h, '__name__', h))\n")
+    assert "HANDLER _raise_interrupt" in pytester.runpytest("-s", "--agentrace").stdout.str()
+    assert signal.getsignal(signal.SIGTERM) == before
+    assert "HANDLER _raise_interrupt" not in pytester.runpytest("-s").stdout.str()
