@@ -161,8 +161,10 @@ def test_snapshot_regressed_not_run_and_new(project: pytest.Pytester, xdist: lis
     assert rows["docs"][3:5] == ["4/4 -> 0/4", "regressed"] and "lower pass rate (one-sided Boschloo p=" in rows["docs"][5]
     assert rows["base"][3:5] == ["4/4 -> -", "not run"]
     assert "agentrace: FAILED" not in text  # reported, but no gate asked for
-    res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-arm", "docs", "--agentrace-fail-on", "regressed", *xdist)
-    assert "agentrace: FAILED regressed: bot port [docs]: regressed - lower pass rate" in res.stdout.str()
+    res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-arm", "docs", "--agentrace-fail-on", "regressed,pass@1<0.5", *xdist)
+    text = res.stdout.str()
+    assert "agentrace: FAILED regressed: bot port [docs]: regressed - lower pass rate" in text
+    assert "agentrace: FAILED pass@1<0.5: bot port [docs]: pass@1 0.00 (0/4 passed)" in text
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
