@@ -101,6 +101,10 @@ def test_looping_script_never_stops_calling_tools() -> None:
             body["messages"] += [{"role": "assistant", "tool_calls": [tool_call]}, {"role": "tool", "tool_call_id": tool_call["id"], "content": "x"}]
     # the recorded body already holds one tool result, so the first answer is step 1
     assert commands == ["echo two", "echo one", "echo two", "echo one", "echo two"]
+    numbered = script({"loop": True, "steps": [{"shell": "echo turn {turn}"}]})
+    with ModelDouble(numbered) as d:
+        msg = call(d.url, "/v1/chat/completions", {**COPILOT[1]["body"], "stream": False}).json()["choices"][0]["message"]
+    assert json.loads(msg["tool_calls"][0]["function"]["arguments"])["command"] == "echo turn 1"
 
 
 def test_no_shell_tool_offered_is_answered_with_text_that_says_so() -> None:

@@ -28,9 +28,9 @@ SCRIPTS = {
     "http500": "steps:\n" + HELLO + "    error: {status: 500, message: scripted overload}\n  - text: done\n",
     "http429": "steps:\n" + HELLO + "    error: {status: 429, message: scripted rate limit, times: 1}\n  - text: done\n",
     "malformed": "steps:\n" + HELLO + "    malformed: true\n  - text: done\n",
-    # three different commands: no CLI's repeated-call (loop) detection stops it; aider calls no tools, so
-    # its model is just too slow
-    "endless": "loop: true\nsteps:\n  - shell: echo one\n  - shell: echo two\n  - shell: echo three\n",
+    # every call differs ({turn}): no CLI's loop detection (Gemini CLI stops a cycle of identical calls repeated
+    # 5 times) stops it; aider calls no tools, so its model is just too slow
+    "endless": "loop: true\nsteps:\n  - shell: echo turn {turn}\n",
 }
 ENDLESS_AIDER = "steps:\n  - text: never\n    delay: 600\n"
 TIMEOUTS = {"endless": 25}

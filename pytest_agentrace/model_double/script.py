@@ -15,7 +15,8 @@ A script file::
         delay: 0.5                   # seconds to wait before answering
       - text: "DONE: fib.py written, tests pass"
 
-Each step is exactly one of ``shell: <command>``, ``write: {path, content}`` (workspace-relative path) or
+Each step is exactly one of ``shell: <command>`` (``{turn}`` in it becomes the number of tool results so far),
+``write: {path, content}`` (workspace-relative path) or
 ``text: <final answer>``; ``turns`` is accepted as a synonym of ``steps``. A step may add ``usage``,
 ``delay`` (seconds), ``error: {status: 429|500|..., message, times, retry_after}`` (answer the request with
 that HTTP error instead; ``times`` bounds how often per conversation, default every time) and

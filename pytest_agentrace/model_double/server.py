@@ -167,7 +167,7 @@ class Decider:
             return Answer("error", TurnUsage(), error=step.error, step=step_no, delay=step.delay)
         if step.kind == "text":
             return Answer("text", step.usage, text=step.text, **common)
-        call = tools.tool_call(step, offered, tools.workspace_dir(body))
+        call = tools.tool_call(step, offered, tools.workspace_dir(body), index)
         if call is None:
             note = f"scripted model: step {step_no} ({step.describe()}) needs a shell tool; offered: {', '.join(offered)}"
             return Answer("none", step.usage, text=note, **common)

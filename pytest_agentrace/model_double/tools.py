@@ -176,8 +176,10 @@ def write_command(path: str, content: str) -> str:
     return f"{prefix}printf '%s' {shlex.quote(content)} > {target}"
 
 
-def tool_call(step: Step, offered: Mapping[str, Any], cwd: str | None = None) -> ToolCall | None:
-    """Map a ``shell``/``write`` step onto the tools the CLI ``offered``; ``None`` when none fits."""
+def tool_call(step: Step, offered: Mapping[str, Any], cwd: str | None = None, turn: int = 0) -> ToolCall | None:
+    """Map a ``shell``/``write`` step onto the tools the CLI ``offered``; ``None`` when none fits.
+    ``{turn}`` in a shell command becomes ``turn`` (the tool results so far), so a looping script's calls all
+    differ (CLIs stop a model that repeats a cycle of identical calls, e.g. Gemini CLI's loop detection)."""
     if step.kind == "write":
         target = os.path.join(cwd, step.path) if cwd else None
         if target is not None and not os.path.lexists(target):
@@ -186,7 +188,8 @@ def tool_call(step: Step, offered: Mapping[str, Any], cwd: str | None = None) ->
                     return ToolCall(name, {path_key: target, content_key: step.content})
         command, description = write_command(step.path, step.content), f"Write {step.path}"
     elif step.kind == "shell":
-        command, description = step.command, _describe(step.command)
+        command = step.command.replace("{turn}", str(turn))
+        description = _describe(command)
     else:
         return None
     found = shell_tool(offered)
