@@ -9,7 +9,12 @@ import types
 import pytest
 
 from pytest_agentrace.errors import AgentError
-from pytest_agentrace.model_double.environment import DUMMY_KEY, apply_env, insert_argv, offline_env
+from pytest_agentrace.model_double.environment import (
+    DUMMY_KEY,
+    apply_env,
+    insert_argv,
+    offline_env,
+)
 
 BASE = "http://127.0.0.1:4321"
 

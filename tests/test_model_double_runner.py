@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import BUGGY_REPO, make_repo, write_script
 
+from conftest import BUGGY_REPO, make_repo, write_script
 from pytest_agentrace.model_double import netns
 
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]

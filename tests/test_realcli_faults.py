@@ -11,7 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realclikit import CLIS, leftover_processes, outcomes, require_cli, requests, session_args
+from realclikit import (
+    CLIS,
+    leftover_processes,
+    outcomes,
+    requests,
+    require_cli,
+    session_args,
+)
 
 pytestmark = pytest.mark.realcli
 

@@ -8,7 +8,19 @@ answer, verify pass/fail, and that the double's log accounts for every request, 
 from __future__ import annotations
 
 import pytest
-from realclikit import CLIS, NOTHING, SOLVE, SOLVE_TOOLS, check_log_is_complete, check_usage, expected_usage, outcomes, require_cli, requests, session_args
+from realclikit import (
+    CLIS,
+    NOTHING,
+    SOLVE,
+    SOLVE_TOOLS,
+    check_log_is_complete,
+    check_usage,
+    expected_usage,
+    outcomes,
+    requests,
+    require_cli,
+    session_args,
+)
 
 from pytest_agentrace.model_double import load_script
 
