@@ -45,6 +45,7 @@ from .outcome import write_atomic, write_run
 from .runner import base_outcome, fresh_run_dir, make_context, run_agent
 
 SETUP_LOCK = Path(".locks") / "setup.lock"
+SESSION_MARKER_MAX_AGE = 24 * 3600.0  # seconds: older sessions' prepare markers are removed
 
 
 def trial_id(spec: RunSpec, session_id: str) -> str:
@@ -92,6 +93,17 @@ def _run_commands(name: str, commands: tuple[str, ...], cwd: Path, env: Mapping[
     return CheckResult(name, res.command, res.exit_code, round(total, 3), log.name, res.timed_out)
 
 
+def prune_sessions(root: Path, keep: str, max_age: float = SESSION_MARKER_MAX_AGE) -> None:
+    """Remove other sessions' marker folders under ``root`` untouched for more than ``max_age`` seconds."""
+    cutoff = time.time() - max_age
+    for d in root.iterdir() if root.is_dir() else ():
+        try:
+            if d.is_dir() and d.name != keep and d.stat().st_mtime < cutoff:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            continue
+
+
 def prepare_once(spec: RunSpec, out: Path, env: Mapping[str, str], session_id: str, run_dir: Path, secrets=()) -> CheckResult:
     """Run the arm's ``prepare`` commands once per session (across xdist workers); return their result.
 
@@ -104,6 +116,8 @@ def prepare_once(spec: RunSpec, out: Path, env: Mapping[str, str], session_id: s
     trial, arm = spec.spec, spec.spec.arm(spec.arm)
     key = hashlib.sha256(f"{Path(trial.path).resolve()}\0{arm.name}".encode()).hexdigest()[:16]
     folder = out / ".sessions" / session_id / "prepare"
+    if not folder.exists():
+        prune_sessions(out / ".sessions", keep=session_id)
     folder.mkdir(parents=True, exist_ok=True)
     marker, log = folder / f"{key}.json", folder / f"{key}.log"
     with FileLock(str(folder / f"{key}.lock")):

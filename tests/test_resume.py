@@ -75,6 +75,14 @@ def test_changed_trial_file_runs_again(project: pytest.Pytester) -> None:
     assert len(hashes) == 1
 
 
+def test_edited_overlay_runs_again(project: pytest.Pytester) -> None:
+    run(project)
+    (project.path / "docs" / "ANSWER.txt").write_text("It listens on 8123, says the new doc.\n")
+    run(project, "--agentrace-resume").assert_outcomes(passed=2, failed=2)
+    assert agent_runs(project) == 8  # the content hash covers the overlays: every cell ran again
+    assert runs(project.path / "out")["trial:port/docs/bot/r1"]["usage"]["answer"] == "It listens on 8123, says the new doc."
+
+
 def test_without_resume_everything_runs_again(project: pytest.Pytester) -> None:
     run(project)
     run(project)

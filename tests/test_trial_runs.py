@@ -420,3 +420,19 @@ def test_run_json_is_the_task_schema(project: pytest.Pytester) -> None:
     for rec in runs(project.path / "out").values():
         assert Outcome.from_dict(rec).to_dict() == rec
         assert json.loads(json.dumps(rec)) == rec
+
+
+def test_old_session_markers_are_pruned(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from pytest_agentrace.trial_runner import prune_sessions
+
+    root = tmp_path / ".sessions"
+    for name in ("old", "recent", "mine"):
+        (root / name / "prepare").mkdir(parents=True)
+    day_ago = time.time() - 2 * 24 * 3600
+    os.utime(root / "old", (day_ago, day_ago))
+    os.utime(root / "mine", (day_ago, day_ago))
+    prune_sessions(root, keep="mine")
+    assert sorted(p.name for p in root.iterdir()) == ["mine", "recent"]

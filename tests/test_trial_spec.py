@@ -267,3 +267,12 @@ def test_is_trial_data(trial_dir: Path) -> None:
     assert is_trial_data(read_toml(write(trial_dir, FULL)))
     assert not is_trial_data(read_toml(write(trial_dir, '[project]\nname = "x"\n', "pyproject.toml")))
     assert not is_trial_data({"questions": "not an array"})
+
+
+def test_content_hash_covers_the_file_and_overlays(trial_dir: Path) -> None:
+    first = load_text(trial_dir, FULL).content_hash
+    assert load_text(trial_dir, FULL).content_hash == first  # stable
+    (trial_dir / "docs-overlay" / "CLAUDE.md").write_text("v2")
+    second = load_text(trial_dir, FULL).content_hash
+    assert second != first
+    assert load_text(trial_dir, FULL.replace("Answer briefly.", "Answer.")).content_hash != second

@@ -102,7 +102,8 @@ class Question:
 class Trial:
     """A loaded trial file. ``timeout`` is seconds per run (agent, and each setup/verify command);
     ``parallel`` is advisory (the number of pytest-xdist workers decides); ``content_hash`` is the sha256 of
-    the file's bytes (resume compares it)."""
+    the file's bytes and of every arm overlay's contents (``workspace.folder_hash``), so editing an answer key or
+    an overlay (e.g. the CLAUDE.md under test) makes ``--agentrace-resume`` run those cells again."""
 
     path: Path
     name: str
@@ -187,8 +188,19 @@ def load_trial(path: Path, data: Any = None) -> Trial:
             raise SpecError(path, "[defaults].baseline", f"no arm named {baseline!r}{did_you_mean(baseline, names)}; arms: {', '.join(names)}")
     return Trial(
         path=path, name=name, repos=repos, arms=arms, agents=agents, questions=questions, baseline=baseline,
-        content_hash=hashlib.sha256(raw).hexdigest(), **kw,
+        content_hash=_content_hash(raw, arms), **kw,
     )
+
+
+def _content_hash(raw: bytes, arms: tuple[Arm, ...]) -> str:
+    """sha256 over the trial file's bytes and, per arm with an overlay, its name and the overlay's folder hash."""
+    from ..workspace import folder_hash
+
+    h = hashlib.sha256(raw)
+    for arm in arms:
+        if arm.overlay:
+            h.update(f"\0{arm.name}\0{folder_hash(Path(arm.overlay))}".encode())
+    return h.hexdigest()
 
 
 def _name(path: Path, key: str, value: Any) -> str:
