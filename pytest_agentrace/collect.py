@@ -103,12 +103,20 @@ def sniff_trial(path: Path, config: pytest.Config) -> bool:
     return result
 
 
+TRIAL_DIRS_KEY = pytest.StashKey[dict]()
+
+
 def trial_input_dirs(directory: Path, config: pytest.Config) -> set[Path]:
-    """Resolved local ``[[repos]]`` sources and arm overlays of the trial files directly in ``directory``
-    (inputs, not tests: never collected)."""
+    """Resolved local ``[[repos]]`` sources and arm overlays of the trial files in ``directory`` and its parents up
+    to the rootdir (inputs, not tests: never collected; nested ones such as ``overlays/docs`` included).
+    Cached per folder for the session."""
     from .spec.trial import load_trial
 
-    dirs = set()
+    cache = config.stash.setdefault(TRIAL_DIRS_KEY, {})
+    directory = directory.resolve()
+    if directory in cache:
+        return cache[directory]
+    dirs: set[Path] = set()
     for path in sorted(directory.glob("*.toml")):
         if sniff_trial(path, config):
             try:
@@ -117,6 +125,10 @@ def trial_input_dirs(directory: Path, config: pytest.Config) -> set[Path]:
                 continue
             dirs.update(Path(r.source) for r in trial.repos if Path(r.source).is_absolute())
             dirs.update(Path(a.overlay) for a in trial.arms if a.overlay)
+    root = Path(config.rootpath).resolve()
+    if directory != root and root in directory.parents:
+        dirs |= trial_input_dirs(directory.parent, config)
+    cache[directory] = dirs
     return dirs
 
 

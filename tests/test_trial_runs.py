@@ -436,3 +436,14 @@ def test_old_session_markers_are_pruned(tmp_path: Path) -> None:
     os.utime(root / "mine", (day_ago, day_ago))
     prune_sessions(root, keep="mine")
     assert sorted(p.name for p in root.iterdir()) == ["mine", "recent"]
+
+
+def test_nested_overlay_and_repo_folders_are_not_collected(project: pytest.Pytester) -> None:
+    nested = project.path / "inputs" / "overlays" / "docs"
+    nested.mkdir(parents=True)
+    (nested / "ANSWER.txt").write_text("listens on 8123\n")
+    (nested / "test_nested.py").write_text("def test_z():\n    assert False\n")
+    (project.path / "inputs" / "test_beside.py").write_text("def test_w():\n    pass\n")  # not an input: collected
+    write_trial(project, trial_toml().replace('overlay = "docs"', 'overlay = "inputs/overlays/docs"'))
+    names = [x for x in run(project, "--collect-only", "-q").stdout.lines if "::" in x]
+    assert names == ["inputs/test_beside.py::test_w", "trial.toml::port[baseline-bot-r1]", "trial.toml::port[docs-bot-r1]"]
