@@ -40,7 +40,7 @@ SCRIPTS = {
     "endless": "loop: true\nsteps:\n  - shell: echo turn {turn}\n",
 }
 ENDLESS_AIDER = "steps:\n  - text: never\n    delay: 600\n"
-TIMEOUTS = {"endless": 25}
+TIMEOUTS = {"endless": 40}  # seconds; OpenCode alone needs 10-30 s to start on a busy 2-core machine
 
 
 def run_fault(pytester: pytest.Pytester, cli: str, fault: str) -> dict:
@@ -87,6 +87,6 @@ def test_endless_tool_calls_time_out_and_leave_no_process(cli: str, pytester: py
     require_cli(cli, monkeypatch)
     run = run_fault(pytester, cli, "endless")
     assert run["status"] == "timeout" and run["timed_out"], run["reason"]
-    if cli != "aider":
-        assert len([r for r in requests(run) if r["answer"]["kind"] == "tool"]) >= 3
+    if cli != "aider":  # the model was still calling tools when the timeout struck
+        assert [r["answer"]["kind"] for r in requests(run) if r["answer"].get("step") is not None][-1] == "tool"
     assert leftover_processes(pytester.path) == []
