@@ -89,6 +89,11 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     """
     adapter = get_adapter(spec.agent.adapter)
     secrets = process.secret_values(ctx.env)
+    if adapter.workspace_excludes:
+        try:
+            workspace.exclude(ctx.workspace, adapter.workspace_excludes)
+        except WorkspaceError:
+            pass  # not a git workspace: nothing to exclude from
     start = time.monotonic()
     if spec.agent.command is None and adapter.executable is None:
         res = adapter.run_inprocess(ctx)

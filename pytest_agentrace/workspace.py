@@ -134,6 +134,18 @@ def write_files(dest: Path, files: Mapping[str, str]) -> None:
         p.write_text(content, encoding="utf-8")
 
 
+def exclude(ws: Path, patterns: Iterable[str]) -> None:
+    """Add gitignore ``patterns`` to the workspace's ``.git/info/exclude`` (local to the clone, invisible in its
+    tree), so tool caches a CLI writes into the workspace are not counted as changes."""
+    patterns = [p for p in patterns if p]
+    if not patterns:
+        return
+    info = Path(git(["rev-parse", "--absolute-git-dir"], ws).strip()) / "info"
+    info.mkdir(exist_ok=True)
+    with open(info / "exclude", "a", encoding="utf-8") as fh:
+        fh.write("".join(f"{p}\n" for p in patterns))
+
+
 def snapshot_tree(ws: Path) -> str:
     """Record the workspace's files (tracked and untracked, ignored ones excluded) as a git tree; return its sha.
 

@@ -53,3 +53,17 @@ def test_missing_repo_is_a_workspace_error(tmp_path: Path) -> None:
 
     with pytest.raises(workspace.WorkspaceError, match="does not exist"):
         workspace.create(str(tmp_path / "nope"), tmp_path / "ws", tmp_path / "cache")
+
+
+def test_excluded_tool_caches_are_not_changes(tmp_path: Path) -> None:
+    src = make_repo(tmp_path / "src", {"a.txt": "1\n"})
+    ws = tmp_path / "ws"
+    workspace.create(str(src), ws, tmp_path / "cache")
+    before = workspace.snapshot_tree(ws)
+    workspace.exclude(ws, [".aider*"])
+    (ws / ".aider.tags.cache.v4").mkdir()
+    (ws / ".aider.tags.cache.v4" / "cache.db").write_text("x\n" * 50)
+    (ws / "a.txt").write_text("2\n")
+    ch = workspace.change(ws, before, workspace.snapshot_tree(ws))
+    assert (ch.lines_added, ch.lines_removed, ch.files_changed) == (1, 1, 1)
+    assert ".aider" not in git(ws, "ls-files")

@@ -50,6 +50,7 @@ class Aider(CliAdapter):
     name: ClassVar[str] = "aider"
     executable: ClassVar[str] = "aider"
     side_files: ClassVar[dict[str, str]] = {"analytics": ANALYTICS_FILE}
+    workspace_excludes: ClassVar[tuple[str, ...]] = (".aider*",)  # its repo-map tags cache stays in the repo
 
     def argv(self, ctx: RunContext) -> list[str]:
         message = [f"--message={ctx.prompt}"] if ctx.prompt.startswith("-") else ["--message", ctx.prompt]
@@ -59,6 +60,13 @@ class Aider(CliAdapter):
             "--analytics-log", str(ctx.run_dir / ANALYTICS_FILE), *self.model_args(ctx),
             *([] if ctx.edits else ["--chat-mode", "ask"]),
         ]
+
+    def cli_env(self, ctx: RunContext) -> dict[str, str]:
+        """Aider's chat and input histories go to the run folder (kept as artefacts), not into the workspace."""
+        return {
+            "AIDER_CHAT_HISTORY_FILE": str(ctx.run_dir / "aider.chat.history.md"),
+            "AIDER_INPUT_HISTORY_FILE": str(ctx.run_dir / "aider.input.history"),
+        }
 
     def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:
         return parse_aider(stdout, stderr, (side or {}).get("analytics"))

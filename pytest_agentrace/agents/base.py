@@ -64,6 +64,8 @@ class Adapter:
     name: ClassVar[str] = ""
     executable: ClassVar[str | None] = None
     default_edits: ClassVar[bool] = True
+    # gitignore patterns for the CLI's own cache files in the workspace: not counted as the agent's change
+    workspace_excludes: ClassVar[tuple[str, ...]] = ()
 
     def invocation(self, ctx: RunContext) -> Invocation:
         """Return the command for one run. Raises ``AgentError`` when the run cannot be configured."""

@@ -84,6 +84,8 @@ class CliAdapter(Adapter):
                 env.pop(var, None)
             env.update(self.home_env(Path(ctx.home)))
         env.update(self.cli_env(ctx))
+        # the real cwd is the workspace; some CLIs (OpenCode 1.18.33) take their project folder from $PWD instead
+        env["PWD"] = str(ctx.workspace)
         return env
 
     def home_env(self, home: Path) -> dict[str, str]:
