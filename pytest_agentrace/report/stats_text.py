@@ -63,7 +63,13 @@ def correct_text(passed: int, valid: int, ci: tuple[float, float] | None) -> str
 
 
 def report_lines(report: Any, fmt: str = "text") -> list[str]:
-    """Lines of the statistics report in ``fmt`` (``text`` or ``markdown``; use ``render`` for ``json``)."""
+    """Lines of the statistics report in ``fmt`` (``text`` or ``markdown``; use ``render`` for ``json``).
+
+    Only what adds to the per-task / per-trial tables printed before it: per agent with two or more arms, the arm
+    table, pass rate vs baseline, spread and runs needed, tokens by case (two or more cases), reliability and
+    claims; for single-arm files (task races) the per-cell table and the coderace statistics when some cell has
+    two or more valid runs (reps), else one line of Elo ratings; the method footer when anything was shown.
+    """
     lines: list[str] = []
     cells_by = defaultdict(list)
     for c in report.cells:
@@ -72,11 +78,11 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
     case_comps = {(c.kind, c.source, c.agent, c.arm, c.cases[0]): c for c in report.case_comparisons}
     spread = {(s.kind, s.agent): s for s in report.spread}
     rel = {(r.kind, r.agent, r.arm): r for r in report.reliability}
-    task_cells = []
+    single_arm = []
     for (kind, source, agent), cs in sorted(cells_by.items()):
         arms = sorted({c.arm for c in cs})
-        if kind != "trial" and len(arms) == 1:
-            task_cells += cs
+        if len(arms) == 1:
+            single_arm += cs
             continue
         base = next((c.baseline for c in report.comparisons if (c.kind, c.source, c.agent) == (kind, source, agent)), None)
         lines += _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt)
@@ -94,9 +100,11 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
             lines += _table(rrows, ["Arm", "Cases", "Flipping cases", "pass@1", "pass@k", "pass^k"], fmt)
         lines += _claims(cs, fmt)
         lines.append("")
-    if task_cells:
-        lines += _tasks_block(task_cells, fmt)
-    if report.races:
+    repeated = [c for c in single_arm if c.valid >= 2]
+    if repeated:
+        lines += _tasks_block(repeated, fmt)
+    lines += _claims([c for c in single_arm if c.valid < 2], fmt)
+    if report.races and repeated:
         flips = {r.agent: r for r in report.reliability if r.kind == "task"}
         lines += _heading("races on task files (coderace statistics)", fmt)
         rows = [[s.agent, s.tasks, s.runs, "-" if s.score_mean is None else f"{s.score_mean:.1f}" + ("" if s.score_sd is None else f" ± {s.score_sd:.1f}"),
@@ -108,7 +116,12 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
         lines.append("wins need a mean score more than 1 point above every other agent's (ties are not wins); reliability: runs without "
                      "timeout or agent exit error; Elo: 1500 start, K 32, draw within 1 point, one simultaneous update per race.")
         lines.append("")
-    lines += footer_lines(report, fmt)
+    elif any(s.races for s in report.races):
+        ranked = sorted((s for s in report.races if s.elo is not None), key=lambda s: (-s.elo, s.agent))
+        lines.append("Elo over these races: " + ", ".join(f"{s.agent} {s.elo:.0f}" for s in ranked)
+                     + " (1500 start, K 32, draw within 1 point; use --agentrace-reps N for score intervals and win rates)")
+    if lines and lines != [""]:
+        lines += footer_lines(report, fmt)
     return lines
 
 
@@ -158,6 +171,8 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt) -> l
         lines.append("pass rate vs baseline (errors excluded | errors as failures):")
         lines += _table(prows, ["Arm", "Pass rate", "Errors as failures", "Difference (Newcombe 95% CI)", "Boschloo p", "Verdict test p", "BH p", "Verdict", "Cohen's d"], fmt)
     crow = []
+    if len({c.case for c in cs}) < 2:  # one case: the arm table above already says it all
+        return lines
     for c in sorted(cs, key=lambda c: (c.case, c.arm)):
         comp = case_comps.get((kind, source, agent, c.arm, c.case))
         rel = "1.00" if c.arm == base else (_f(comp.relative_cost) + _ci(comp.relative_cost_ci) if comp else "-")
