@@ -265,7 +265,8 @@ def decisions(outcomes, cap: int, baseline: str | None = None, min_runs: int = M
 def skip_reason(spec: Any, out: Path, session_id: str, cap: int, arms: Sequence[str], baseline: str, min_runs: int = MIN_RUNS, alpha: float = 0.05) -> str | None:
     """Why the run ``spec`` (a RunSpec) need not run, or None. Reads this session's ``run.json`` records of the
     same case and agent for every arm in ``arms`` under a file lock (``<out>/.sequential.lock``), so pytest-xdist
-    workers see consistent data. The baseline's reps are skipped only once every other arm is decided."""
+    workers see consistent data. The baseline's reps are skipped only once every other arm is decided. Records of
+    other sessions (also those reused by ``--agentrace-resume``) end the prefix: nothing is skipped on their strength."""
     from filelock import FileLock
 
     from .outcome import RUN_FILE, read_run
