@@ -183,8 +183,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .cells import build_report
     from .report.stats_text import render
+    from .stats_report import build_report
 
     outcomes = load_outcomes(args.out)
     cases = _cases(args.case)

@@ -84,10 +84,10 @@ def _caps(config: pytest.Config, outcomes: list[Any]) -> dict[str, int]:
 def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
     """End-of-session statistics on the controller. Returns ``{"lines", "failures", "notes"}``."""
     from . import ratings
-    from .cells import build_report
     from .options import out_dir
     from .report.stats_text import compare_lines, report_lines
     from .snapshot import compare, make_snapshot, read_snapshot, write_snapshot
+    from .stats_report import build_report
     from .verdict import gate_failures, parse_fail_on
 
     seed, resamples = config.getoption("agentrace_seed"), config.getoption("agentrace_resamples")

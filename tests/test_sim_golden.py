@@ -18,8 +18,9 @@ import pytest
 from scipy.stats import boschloo_exact, nct
 from scipy.stats import t as student_t
 
-from pytest_agentrace import cells, cli
+from pytest_agentrace import cli
 from pytest_agentrace.outcome import iter_runs
+from pytest_agentrace.stats_report import build_report
 
 GOLDEN = Path(__file__).parent / "golden" / "stats_results"
 Z = 1.959963984540054
@@ -33,7 +34,7 @@ def wilson(k: int, n: int) -> tuple[float, float]:
 
 @pytest.fixture(scope="module")
 def report():
-    return cells.build_report([o for _, o in iter_runs(GOLDEN)], resamples=2000)
+    return build_report([o for _, o in iter_runs(GOLDEN)], resamples=2000)
 
 
 def cell(report, arm: str, case: str = "q1", agent: str = "a"):

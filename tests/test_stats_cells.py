@@ -10,6 +10,7 @@ import pytest
 
 from pytest_agentrace import cells, sequential
 from pytest_agentrace.model import Outcome, Usage
+from pytest_agentrace.stats_report import build_report
 
 R = 1000  # resamples: enough for the properties checked here
 
@@ -125,7 +126,7 @@ def test_baseline_resolution() -> None:
 
 def test_spread_and_reliability() -> None:
     outs = [run("q", "base", "a", r, "passed" if r % 2 else "failed", tokens=t) for r, t in enumerate([100, 120, 80, 100], 1)]
-    report = cells.build_report(outs, resamples=R)
+    report = build_report(outs, resamples=R)
     (sp,) = report.spread
     assert sp.cv == pytest.approx(math.sqrt(800 / 3) / 100)
     assert "runs per arm to detect a 20% difference with 80% power at alpha 0.05" in sp.sentence()
@@ -135,13 +136,13 @@ def test_spread_and_reliability() -> None:
 
 def test_build_report_with_sequential_decisions() -> None:
     outs = arms(12, 0.6)
-    report = cells.build_report(outs, resamples=R, sequential={"cap": 12})
+    report = build_report(outs, resamples=R, sequential={"cap": 12})
     (comp,) = report.comparisons
     assert comp.sequential["state"] == "clear" and comp.sequential["n"] == 4 and comp.cost_verdict == "cheaper"
     assert "stop-when-decided" in report.footer["method"]
     json.dumps(report.to_dict())
     # caps per source, as the session passes them
-    report = cells.build_report(outs, resamples=R, sequential={"caps": {"t.toml": 12}})
+    report = build_report(outs, resamples=R, sequential={"caps": {"t.toml": 12}})
     assert report.comparisons[0].sequential["cap"] == 12
 
 
