@@ -16,7 +16,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     $SUDO apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
 fi
 
-python -m pip install -q "playwright==${PLAYWRIGHT_VERSION}"
+"${PYTHON:-python3}" -m pip install -q "playwright==${PLAYWRIGHT_VERSION}"
 
 chromium --version
-python -c "import playwright, importlib.metadata as m; print('playwright', m.version('playwright'))"
+"${PYTHON:-python3}" -c "import playwright, importlib.metadata as m; print('playwright', m.version('playwright'))"
