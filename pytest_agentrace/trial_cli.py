@@ -2,8 +2,8 @@
 
 - ``init-trial FILE`` writes an example trial that runs offline: a small local repository (a plain folder,
   committed per session into a template repo), a documentation overlay, two custom agents that answer from the
-  workspace (``grepper`` searches the source, ``docs-reader`` reads only Markdown), two arms (``baseline``,
-  ``docs``) and two questions. ``example_suites/trials`` is exactly this output.
+  workspace and report tokens as Claude Code's stream-json (``source-reader`` reads the source, ``docs-first``
+  reads docs/ first, so it costs less in the ``docs`` arm), two arms (``baseline``, ``docs``) and two questions. ``example_suites/trials`` is exactly this output.
 - ``context-eval --context-file CLAUDE.md --task TASK.yaml --agents a,b --trials N -o out.toml`` turns coderace's
   context-eval into an ordinary two-arm trial: ``baseline`` vs ``context`` (the context file as an overlay), the
   task's description as the question and its tests (plus hidden verify files and command) as ``verify``.
@@ -49,30 +49,60 @@ EXAMPLE_DOCS = {
         "Lists are paged, 50 items per page.\n"
     ),
 }
-_AGENT_HEAD = '''#!/usr/bin/env python3
-"""{doc}"""
+EXAMPLE_AGENT = '''#!/usr/bin/env python3
+"""An offline example agent that answers from the files it reads and reports its work as Claude Code's
+stream-json (the trial parses it with ``kind = "claude"``): one Read tool call per file read, and tokens
+that grow with the text read (about 4 characters per token), so arms that let it read less cost less.
+
+Usage: reader_agent.py (--docs-first | --source-only) PROMPT
+  --docs-first   read docs/*.md first and stop there when they answer; else read the source (*.py)
+  --source-only  read the source (*.py) only
+"""
+import json
 import pathlib
 import re
 import sys
 
-STOP = {{"what", "which", "does", "the", "where", "with", "from", "this", "that", "into", "and", "its", "their"}}
-words = {{w for w in re.findall(r"[a-z]{{4,}}", sys.argv[1].lower()) if w not in STOP}}
-hits = []
-for path in sorted(pathlib.Path(".").rglob("{glob}")):
-    if ".git" in path.parts or not path.is_file():
-        continue
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if any(w in line.lower() for w in words):
-            hits.append(f"{{path.as_posix()}}: {{line.strip()}}")
-print("\\n".join(hits) if hits else "I could not find the answer.")
+STOP = {"what", "which", "does", "the", "where", "with", "from", "this", "that", "into", "and", "its", "their"}
+mode, prompt = sys.argv[1], sys.argv[2]
+words = {w for w in re.findall(r"[a-z]{4,}", prompt.lower()) if w not in STOP}
+events, hits, chars = [], [], len(prompt)
+
+
+def emit(event):
+    events.append(event)
+    print(json.dumps(event), flush=True)
+
+
+def read_all(pattern):
+    global chars
+    found = []
+    for path in sorted(pathlib.Path(".").rglob(pattern)):
+        if ".git" in path.parts or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        chars += len(text)
+        emit({"type": "assistant", "message": {"id": f"msg_{len(events)}", "role": "assistant", "content": [
+            {"type": "tool_use", "id": f"toolu_{len(events)}", "name": "Read", "input": {"file_path": path.as_posix()}}]}})
+        found += [f"{path.as_posix()}: {line.strip()}" for line in text.splitlines() if any(w in line.lower() for w in words)]
+    return found
+
+
+emit({"type": "system", "subtype": "init", "model": "example-reader", "tools": ["Read"]})
+if mode == "--docs-first":
+    hits = read_all("docs/*.md")
+if not hits:
+    hits = read_all("*.py")
+answer = "\\n".join(hits) if hits else "I could not find the answer."
+emit({"type": "result", "subtype": "success", "is_error": False, "num_turns": len(events), "result": answer,
+      "usage": {"input_tokens": chars // 4, "output_tokens": len(answer) // 4 + 1,
+                "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}})
 '''
-EXAMPLE_AGENTS = {
-    "grep_agent.py": _AGENT_HEAD.format(doc="An offline agent: answers with the source lines (*.py) that mention the question's words.", glob="*.py"),
-    "docs_agent.py": _AGENT_HEAD.format(doc="An offline agent: answers only from the Markdown files (*.md) that mention the question's words.", glob="*.md"),
-}
+EXAMPLE_AGENTS = {"reader_agent.py": EXAMPLE_AGENT}
 EXAMPLE_TRIAL = '''\
 # An example trial (written by `agentrace init-trial`): does a documentation layer help agents answer
-# questions about a repository? Runs offline: both agents are small scripts that read the workspace.
+# questions about a repository, and at what cost? Runs offline: both agents are one small script that reads the
+# workspace and reports tokens as Claude Code's stream-json does; `docs-first` reads docs/ before the source.
 #   pytest --agentrace {name} --collect-only    # the dry run: every item that would run
 #   pytest --agentrace {name}                   # run it; results in .agentrace/runs/<question>/<arm>/<agent>/<rep>
 name = "docs-layer"
@@ -94,14 +124,17 @@ name = "docs"
 overlay = "example-docs"
 setup = ["test -f docs/ARCHITECTURE.md"]
 prompt_prefix = "The folder docs/ describes this repository."
+uses = "docs/"
 
 [[agents]]
-name = "grepper"
-command = ["./example-agents/grep_agent.py", "{{prompt}}"]
+name = "source-reader"
+command = ["./example-agents/reader_agent.py", "--source-only", "{{prompt}}"]
+kind = "claude"
 
 [[agents]]
-name = "docs-reader"
-command = ["./example-agents/docs_agent.py", "{{prompt}}"]
+name = "docs-first"
+command = ["./example-agents/reader_agent.py", "--docs-first", "{{prompt}}"]
+kind = "claude"
 
 [[questions]]
 id = "port"
