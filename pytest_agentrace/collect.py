@@ -23,12 +23,12 @@ OUTCOME_KEY = pytest.StashKey[Outcome]()
 SNIFF_KEY = pytest.StashKey[dict]()
 
 
+# errors a task/trial file's content can raise beyond SpecError (reported as one line, never a crash)
+LOAD_ERRORS = (OSError, ValueError, UnicodeError, RecursionError, RuntimeError, OverflowError, TypeError, LookupError)
+
+
 class RunFailed(AssertionError):
     """The agent's run did not pass (a sample, not our fault). ``str()`` is the short report."""
-
-
-class RunError(AgentraceError):
-    """The run hit an infrastructure fault (status ``error``)."""
 
 
 def sniff_task(path: Path, config: pytest.Config) -> bool:
@@ -47,14 +47,16 @@ def sniff_task(path: Path, config: pytest.Config) -> bool:
     except (OSError, UnicodeDecodeError):
         cache[path] = False
         return False
-    if "description" not in text or "test_command" not in text:
+    from .spec.task import _TASK_ONLY_KEYS
+
+    if not any(key in text for key in _TASK_ONLY_KEYS):  # cheap pre-filter before parsing YAML
         cache[path] = False
         return False
     try:
         from .spec.task import is_task_data
 
         result = is_task_data(yaml.safe_load(text))
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError, ValueError):
         lines = text.splitlines()
         result = any(x.startswith("description:") for x in lines) and any(x.startswith("test_command:") for x in lines)
     cache[path] = result
@@ -70,7 +72,7 @@ def task_repo_dirs(directory: Path, config: pytest.Config) -> set[Path]:
         if path.suffix in (".yaml", ".yml") and sniff_task(path, config):
             try:
                 repo = load_task(path).repo
-            except (SpecError, OSError):
+            except (SpecError, *LOAD_ERRORS):  # reported when the file itself is collected
                 continue
             if repo and not repo.startswith(("http", "git@", "ssh:")):
                 dirs.add(Path(repo))
@@ -121,7 +123,7 @@ def trial_input_dirs(directory: Path, config: pytest.Config) -> set[Path]:
         if sniff_trial(path, config):
             try:
                 trial = load_trial(path)
-            except (SpecError, OSError):
+            except (SpecError, *LOAD_ERRORS):  # reported when the file itself is collected
                 continue
             dirs.update(Path(r.source) for r in trial.repos if Path(r.source).is_absolute())
             dirs.update(Path(a.overlay) for a in trial.arms if a.overlay)
@@ -148,7 +150,10 @@ class SpecFile(pytest.File):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
         if isinstance(excinfo.value, SpecError):
             return f"agentrace: {excinfo.value}"
-        return super().repr_failure(excinfo, style)
+        if isinstance(excinfo.value, LOAD_ERRORS):
+            # a value the loader did not foresee (e.g. a regex too large, an unknown ~user): still one line
+            return f"agentrace: {self.path}: cannot load this file: {type(excinfo.value).__name__}: {excinfo.value}"
+        return super().repr_failure(excinfo)
 
     def make_items(self, runs: list[RunSpec]):
         for spec in runs:
@@ -247,7 +252,8 @@ class RunItem(pytest.Function):
         self.stash[OUTCOME_KEY] = outcome
         self.user_properties.extend(outcome_properties(outcome))
         if outcome.status == Status.ERROR:
-            raise RunError(f"{spec.id}: infrastructure error: {outcome.reason}")
+            # pytest.fail in setup: reported as an *error* with this one line (no traceback of our own code)
+            pytest.fail(f"{spec.id}: infrastructure error: {outcome.reason}", pytrace=False)
 
     def failure_text(self, outcome: Outcome) -> str:
         """Short failure report: status, reason, the failing check's exit code and its last 20 log lines."""
@@ -268,9 +274,9 @@ class RunItem(pytest.Function):
         return "\n".join(lines)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
-        if isinstance(excinfo.value, (RunFailed, RunError)):
+        if isinstance(excinfo.value, RunFailed):
             return str(excinfo.value)
-        return super().repr_failure(excinfo, style)
+        return super().repr_failure(excinfo)
 
     def reportinfo(self):
         return self.path, None, f"{self.name}"

@@ -46,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     sid = config.workerinput.get("agentrace_session") if is_worker(config) else None
     config.stash[SESSION_ID_KEY] = sid or uuid.uuid4().hex[:12]
+    if not is_worker(config):
+        _check_out_dir(out_dir(config))
     config.stash[AGGREGATOR_KEY] = Aggregator()
     config.pluginmanager.register(SessionPlugin(config), "agentrace-session")
     from .stats_session import StatsPlugin  # issue 5: statistics, snapshots, gates
@@ -66,6 +68,20 @@ def pytest_configure(config: pytest.Config) -> None:
         from .report.progress import register as register_progress
 
         register_progress(config)  # issue 8: live status / plain lines under -v
+
+
+def _check_out_dir(out: Path) -> None:
+    """Fail early (one usage error, not one traceback per run) when the results folder cannot be written."""
+    import os
+    import tempfile
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-test.", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise pytest.UsageError(f"--agentrace-out {out}: cannot write the results folder there ({exc.strerror or exc})") from None
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -126,11 +142,16 @@ def execute(config: pytest.Config, spec, tmp_path: Path):
     from .model_double.opts import run_options
 
     options.update(run_options(config))  # issue 7: --agentrace-offline, --agentrace-model-double
-    if spec.kind == "trial":
-        from .trial_runner import run_trial
+    try:
+        if spec.kind == "trial":
+            from .trial_runner import run_trial
 
-        return run_trial(spec, tmp_path, out, options, config.stash[SESSION_ID_KEY])
-    return run_task(spec, tmp_path, out, options, config.stash[SESSION_ID_KEY])
+            return run_trial(spec, tmp_path, out, options, config.stash[SESSION_ID_KEY])
+        return run_task(spec, tmp_path, out, options, config.stash[SESSION_ID_KEY])
+    except Exception as exc:  # a fault of ours must not lose the run: record it as an infrastructure error
+        from .runner import error_outcome
+
+        return error_outcome(spec, out, config.stash[SESSION_ID_KEY], f"harness fault: {type(exc).__name__}: {exc}")
 
 
 class SessionPlugin:

@@ -194,6 +194,15 @@ def base_outcome(spec: RunSpec, session_id: str) -> dict[str, Any]:
     }
 
 
+def error_outcome(spec: RunSpec, out: Path, session_id: str, reason: str) -> Outcome:
+    """Record (and write ``run.json`` for) a run that our side could not carry out: status ``error``."""
+    run_dir = spec.run_dir(out)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    outcome = Outcome(**base_outcome(spec, session_id), status=str(Status.ERROR), reason=reason)
+    write_run(run_dir, outcome)
+    return outcome
+
+
 def run_task(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | None = None, session_id: str = "") -> Outcome:
     """Run one task RunSpec end to end in ``tmp`` and write ``run.json`` under ``out``. Returns the Outcome.
 

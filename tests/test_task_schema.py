@@ -129,3 +129,59 @@ def test_starter_repo_tests_are_not_collected(pytester: pytest.Pytester) -> None
     (pytester.path / "suite" / "task.yaml").write_text("name: t\ndescription: d\nrepo: repo\ntest_command: 'false'\nagents: [noop]\n")
     res = pytester.runpytest("--agentrace", "--collect-only", "-q", "suite")
     assert [line for line in res.stdout.lines if "::" in line] == ["suite/task.yaml::t[noop-r1]"]
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "message"),
+    [
+        (BASE + "repo: ''\n", "repo", "is empty"),
+        (BASE.replace("test_command: 'true'", "test_command: ''"), "test_command", "is empty"),
+        (BASE.replace("description: do it", "description: '  '"), "description", "is empty"),
+        (BASE + "timeout: .nan\n", "timeout", "must be greater than 0"),
+        (BASE + "timeout: .inf\n", "timeout", "must be greater than 0"),
+        (BASE.replace("[noop]", "[{name: x, command: 'x {promt}'}]"), "agents[0].command", "unknown placeholder {promt} (did you mean '{prompt}'?)"),
+        (BASE.replace("[noop]", "['..']"), "agents[0]", "empty agent name"),
+        (BASE.replace("[noop]", "[{name: '..', command: x}]"), "agents[0].name", "cannot name an agent"),
+    ],
+)
+def test_more_schema_errors(tmp_path: Path, text: str, key: str, message: str) -> None:
+    with pytest.raises(SpecError) as exc:
+        load(tmp_path, text)
+    assert exc.value.key == key and message in str(exc.value)
+
+
+def test_misspelt_required_key_is_reported_not_skipped(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", task="name: t\ndescripton: d\ntest_command: x\nagents: [noop]\n")
+    res = pytester.runpytest("--agentrace")
+    res.stdout.fnmatch_lines(["*task.yaml: key 'descripton': unknown key (did you mean 'description'?)*"])
+
+
+def test_unexpected_load_error_is_one_line_and_others_still_run(pytester: pytest.Pytester) -> None:
+    (pytester.path / "bad").mkdir()
+    (pytester.path / "bad" / "task.yaml").write_text("name: b\ndescription: d\ntest_command: x\nrepo: ~no-such-user-xyz/r\nagents: [noop]\n")
+    (pytester.path / "good").mkdir()
+    (pytester.path / "good" / "task.yaml").write_text("name: g\ndescription: d\ntest_command: 'false'\nagents: [noop]\n")
+    res = pytester.runpytest("--agentrace", "--continue-on-collection-errors")
+    res.assert_outcomes(xfailed=1, errors=1)
+    assert "INTERNALERROR" not in res.stdout.str()
+    res.stdout.fnmatch_lines(["*bad/task.yaml: cannot load this file: RuntimeError*"])
+
+
+def test_bad_option_values_are_usage_errors(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", task=BASE)
+    for args in (["--agentrace-timeout", "-5"], ["--agentrace-timeout", "nan"], ["--agentrace-reps", "0"], ["--agentrace-reps", "x"]):
+        res = pytester.runpytest("--agentrace", *args)
+        assert res.ret == pytest.ExitCode.USAGE_ERROR, args
+    (pytester.path / "afile").write_text("")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "afile")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "cannot write the results folder there" in res.stderr.str()
+
+
+def test_infrastructure_error_is_one_line_without_traceback(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", task=BASE + "repo: nonexistent\n")
+    res = pytester.runpytest("--agentrace")
+    res.assert_outcomes(errors=1)
+    out = res.stdout.str()
+    assert "infrastructure error: workspace: repo" in out and "does not exist" in out
+    assert "def setup" not in out and "collect.py" not in out

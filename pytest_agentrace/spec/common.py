@@ -53,7 +53,9 @@ def str_list(path: Path, key: str, value: Any, allow_str: bool = True) -> tuple[
 
 def positive_number(path: Path, key: str, value: Any) -> float:
     typed(path, key, value, int, float, fix=f"write a number without quotes, e.g. {key}: 300")
-    if value <= 0:
+    import math
+
+    if not math.isfinite(value) or value <= 0:
         raise SpecError(path, key, f"must be greater than 0, not {value}")
     return float(value)
 
@@ -90,6 +92,7 @@ def resolve_source(path: Path, value: str) -> str:
 
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.:+-]+")
+PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workspace}", "{run_dir}")
 AGENT_KEYS = ("name", "command", "kind", "model", "env", "args", "edits", "sandbox", "model_double", "expect")
 
 
@@ -135,12 +138,14 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None) -> A
     """
     if isinstance(value, str):
         name, _, model = value.strip().partition(":")
-        if not name:
+        if not name.strip("."):
             raise SpecError(path, key, f"empty agent name in {value!r}; write e.g. claude or codex:gpt-5.4")
         return AgentSpec(name=name, id=value.strip(), model=model or None)
     typed(path, key, value, str, dict, fix="write an agent name such as 'claude' or a mapping {name, command, kind}")
     check_keys(path, key, value, AGENT_KEYS, required=("name",))
     name = typed(path, f"{key}.name", value["name"], str)
+    if not name.strip(".").strip():
+        raise SpecError(path, f"{key}.name", f"{name!r} cannot name an agent; use letters, digits, '-' or '_'")
     command = value.get("command")
     if command is not None:
         if isinstance(command, str):
@@ -154,6 +159,10 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None) -> A
             command = str_list(path, f"{key}.command", command, allow_str=False)
         if not command:
             raise SpecError(path, f"{key}.command", "is empty; give an argv template such as 'my-agent {prompt}'")
+        for item in command:
+            for ph in re.findall(r"\{[^{}]*\}", item):
+                if ph not in PLACEHOLDERS:
+                    raise SpecError(path, f"{key}.command", f"unknown placeholder {ph}{did_you_mean(ph, PLACEHOLDERS)}; valid: {', '.join(PLACEHOLDERS)}")
     model = value.get("model")
     if model is not None:
         typed(path, f"{key}.model", model, str)

@@ -74,9 +74,19 @@ class Task:
         return tuple(dict.fromkeys((*self.protected, *self.verify_files)))
 
 
+_TASK_ONLY_KEYS = {"test_command", "verify_command", "lint_command", "verify_files", "solution_files", "solution_patch"}
+
+
 def is_task_data(data: Any) -> bool:
-    """True when parsed YAML looks like a task file (a mapping with description and test_command)."""
-    return isinstance(data, Mapping) and "description" in data and "test_command" in data
+    """True when parsed YAML looks like a task file: a mapping with ``description`` and ``test_command``
+    (coderace's rule), or one with three or more task keys of which one is task-specific (a check command,
+    verify or solution files) — so a misspelt ``descripton`` is reported as an error, not skipped."""
+    if not isinstance(data, Mapping):
+        return False
+    if "description" in data and "test_command" in data:
+        return True
+    keys = set(map(str, data))
+    return len(keys & set(TASK_KEYS)) >= 3 and bool(keys & _TASK_ONLY_KEYS)
 
 
 def read_yaml(path: Path) -> Any:
@@ -107,15 +117,20 @@ def load_task(path: Path, data: Any = None) -> Task:
     name = typed(path, "name", data["name"], str)
     if not name.strip() or any(c in name for c in "/\\[]") or name in (".", ".."):
         raise SpecError(path, "name", f"{name!r} cannot be used as a task name; use letters, digits, '-', '_' or '.'")
+    for key in ("description", "test_command"):
+        if not typed(path, key, data[key], str).strip():
+            raise SpecError(path, key, "is empty; give the prompt / the command that runs the tests")
     kw: dict[str, Any] = {
         "path": path,
         "name": name,
-        "description": typed(path, "description", data["description"], str),
-        "test_command": typed(path, "test_command", data["test_command"], str),
+        "description": data["description"],
+        "test_command": data["test_command"],
         "content_hash": hashlib.sha256(raw).hexdigest(),
     }
     if data.get("repo") is not None:
-        kw["repo"] = resolve_source(path, typed(path, "repo", data["repo"], str))
+        if not typed(path, "repo", data["repo"], str).strip():
+            raise SpecError(path, "repo", "is empty; give the starter repository's path, or leave the key out for an empty repository")
+        kw["repo"] = resolve_source(path, data["repo"])
     for key in ("lint_command", "verify_command", "solution_patch"):
         if data.get(key) is not None:
             kw[key] = typed(path, key, data[key], str)
