@@ -9,28 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .argtypes import positive_float, positive_int
+
 OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--agentrace", {"action": "store_true", "default": False, "help": "collect task (YAML) and trial (TOML) files and run the agents they name"}),
     ("--agentrace-agent", {"action": "append", "default": [], "metavar": "SPEC", "help": "agent to run (name, name:model); repeatable; overrides the files' agent lists"}),
-    ("--agentrace-reps", {"type": lambda v: _positive(v, int), "default": None, "metavar": "N", "help": "repetitions of each cell (default: the file's reps, else 1)"}),
+    ("--agentrace-reps", {"type": positive_int, "default": None, "metavar": "N", "help": "repetitions of each cell (default: the file's reps, else 1)"}),
     ("--agentrace-out", {"default": None, "metavar": "DIR", "help": "results folder (default: .agentrace under the rootdir)"}),
-    ("--agentrace-timeout", {"type": lambda v: _positive(v, float), "default": None, "metavar": "SECONDS", "help": "override every task's/trial's timeout (seconds per command)"}),
+    ("--agentrace-timeout", {"type": positive_float, "default": None, "metavar": "SECONDS", "help": "override every task's/trial's timeout (seconds per command)"}),
     ("--agentrace-no-cost", {"action": "store_true", "default": False, "help": "hide token and cost columns in the summary"}),
 ]
-
-
-def _positive(value: str, kind: type) -> float | int:
-    """argparse ``type``: a finite number > 0 of ``kind`` (int or float); raises ``ArgumentTypeError`` otherwise."""
-    import argparse
-    import math
-
-    try:
-        number = kind(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not {'an integer' if kind is int else 'a number'}") from None
-    if not math.isfinite(number) or number <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0 (and finite), not {value}")
-    return number
 
 
 def add_pytest_options(parser: Any, extra: list[tuple[str, dict[str, Any]]] | None = None) -> None:

@@ -12,6 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
+
+from .argtypes import positive_float
+
+
+def _days(value: str) -> float:
+    """argparse ``type`` for ``--days``: a number of days > 0 and at most 100 years."""
+    days = positive_float(value)
+    if days > 36500:
+        raise argparse.ArgumentTypeError(f"at most 36500 days, not {value}")
+    return days
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,7 +62,7 @@ def register(sub: Any) -> None:
     _store_args(p)
     p.add_argument("--agent", default=None, help="only this agent")
     p.add_argument("--task", default=None, help="only this task")
-    p.add_argument("--days", type=float, default=30, metavar="N", help="sessions of the last N days (default 30)")
+    p.add_argument("--days", type=_days, default=30, metavar="N", help="sessions of the last N days (default 30)")
     p.set_defaults(func=cmd_trend)
 
     for name, helptext, func in (

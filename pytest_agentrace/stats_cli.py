@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .argtypes import positive_int
 from .verdict import GATE_HELP as _GATE_HELP
 
 DEFAULT_OUT = ".agentrace"
@@ -20,7 +21,7 @@ DEFAULT_OUT = ".agentrace"
 # pytest options of the statistics (appended to ``options.OPTIONS``; kept here, free of pytest imports)
 STATS_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--agentrace-seed", {"type": int, "default": 0, "metavar": "N", "help": "seed of the bootstrap and permutation draws, so a report is reproducible (default 0)"}),
-    ("--agentrace-resamples", {"type": int, "default": 10_000, "metavar": "N", "help": "bootstrap resamples per interval (default 10,000)"}),
+    ("--agentrace-resamples", {"type": positive_int, "default": 10_000, "metavar": "N", "help": "bootstrap resamples per interval (default 10,000)"}),
     ("--agentrace-baseline", {"default": None, "metavar": "ARM", "help": "arm the other arms are compared with (default: the trial's [defaults] baseline)"}),
     ("--agentrace-snapshot", {"default": None, "metavar": "PATH", "help": "compare this session's cells with a snapshot file at session end"}),
     ("--agentrace-snapshot-update", {"action": "store_true", "default": False, "help": "write the --agentrace-snapshot file from this session instead of comparing"}),
@@ -94,7 +95,7 @@ def _common(p: argparse.ArgumentParser, fmt: bool = False, suppress: bool = Fals
 
     p.add_argument("--baseline", metavar="ARM", help="arm the others are compared with (default: the trial's baseline)", **default(None))
     p.add_argument("--seed", type=int, help="seed of the bootstrap and permutation draws (default 0)", **default(0))
-    p.add_argument("--resamples", type=int, help="bootstrap resamples (default 10,000)", **default(10_000))
+    p.add_argument("--resamples", type=positive_int, help="bootstrap resamples (default 10,000)", **default(10_000))
     if fmt:
         p.add_argument("--format", choices=("text", "markdown", "json"), **default("text"))
 
