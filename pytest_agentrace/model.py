@@ -212,10 +212,11 @@ class Outcome:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Outcome:
+    def from_dict(cls, d: dict[str, Any], validate: bool = False) -> Outcome:
         """Build from a ``to_dict`` payload.
 
-        Raises ``ValueError`` for a newer ``schema_version`` than this package knows.
+        Raises ``ValueError`` for a newer ``schema_version`` than this package knows, and with ``validate`` (used
+        for files read from disk) for a field of the wrong type.
         """
         version = int(d.get("schema_version", 1))
         if version > SCHEMA_VERSION:
@@ -225,4 +226,39 @@ class Outcome:
         kw["checks"] = {k: CheckResult.from_dict(v) for k, v in (d.get("checks") or {}).items()}
         kw["usage"] = Usage.from_dict(d.get("usage"))
         kw["tampered"] = tuple(d.get("tampered") or ())
+        if validate:
+            _check_types(kw)
         return cls(**kw)
+
+
+_STR_FIELDS = ("run_id", "kind", "source", "case", "arm", "agent", "status")
+_NUM_FIELDS = ("seconds", "total_seconds", "score")
+_INT_FIELDS = ("rep", "lines_added", "lines_removed", "lines_changed", "files_changed", "exit_code")
+_TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens")
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_types(kw: dict[str, Any]) -> None:
+    """Raise ``ValueError`` naming the field when a record's value has the wrong type (a hand-edited or foreign
+    ``run.json``), so readers skip it with a reason instead of crashing later in arithmetic."""
+    for name in _STR_FIELDS:
+        if not isinstance(kw.get(name), str):
+            raise ValueError(f"field {name!r} must be a string, not {kw.get(name)!r}")
+    if kw["status"] not in set(Status):
+        raise ValueError(f"field 'status' must be one of {', '.join(Status)}, not {kw['status']!r}")
+    for name in _NUM_FIELDS:
+        if name in kw and kw[name] is not None and not _is_num(kw[name]):
+            raise ValueError(f"field {name!r} must be a number, not {kw[name]!r}")
+    for name in _INT_FIELDS:
+        if name in kw and kw[name] is not None and not (isinstance(kw[name], int) and not isinstance(kw[name], bool)):
+            raise ValueError(f"field {name!r} must be an integer, not {kw[name]!r}")
+    usage = kw["usage"]
+    for name in _TOKEN_FIELDS:
+        v = getattr(usage, name)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool)):
+            raise ValueError(f"field 'usage.{name}' must be an integer or null, not {v!r}")
+    if usage.cost_usd is not None and not _is_num(usage.cost_usd):
+        raise ValueError(f"field 'usage.cost_usd' must be a number or null, not {usage.cost_usd!r}")

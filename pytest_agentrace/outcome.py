@@ -44,7 +44,7 @@ def write_run(run_dir: Path, outcome: Outcome) -> Path:
 def read_run(path: Path) -> Outcome:
     """Read one ``run.json``; raises ``ValueError`` (with the path) when it is not a valid record."""
     try:
-        return Outcome.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        return Outcome.from_dict(json.loads(path.read_text(encoding="utf-8")), validate=True)
     except (OSError, json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError) as exc:  # AttributeError: not an object
         raise ValueError(f"{path}: not a valid run record: {exc}") from None
 
@@ -52,10 +52,12 @@ def read_run(path: Path) -> Outcome:
 def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
     """Yield ``(path, outcome)`` for every readable ``run.json`` under ``out/runs`` in sorted path order.
 
-    Unreadable records are skipped (``read_run`` on them says why).
+    Unreadable records (truncated, wrong types, newer schema) are skipped with one line on stderr saying why.
     """
+    import sys
+
     for path in sorted((Path(out) / "runs").glob(f"**/{RUN_FILE}")):
         try:
             yield path, read_run(path)
-        except ValueError:
-            continue
+        except ValueError as exc:
+            print(f"agentrace: skipped {exc}", file=sys.stderr)
