@@ -56,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # an unreadable input or unwritable output path: one line, not a traceback
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"agentrace {args.command}: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

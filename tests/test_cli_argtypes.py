@@ -23,3 +23,10 @@ def test_bad_numbers_are_usage_errors(argv: list[str], capsys: pytest.CaptureFix
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "error: argument" in err and "Traceback" not in err
+
+
+def test_unwritable_output_path_is_one_line(tmp_path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "afile").write_text("")
+    assert main(["init", "x", "-o", str(tmp_path / "afile")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agentrace init: ") and "Traceback" not in err and err.count("\n") == 1
