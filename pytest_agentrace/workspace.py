@@ -157,7 +157,10 @@ def snapshot_tree(ws: Path) -> str:
     try:
         real = git_dir / "index"
         if real.exists():
-            shutil.copyfile(real, tmp_index)
+            # copy2 keeps the index file's mtime: git's racy-clean check (an entry as new as the index is
+            # re-hashed) only works against the real index time; a fresh mtime hid same-size edits made in
+            # the same second as the checkout (e.g. "a - b" -> "a + b" by a fast agent)
+            shutil.copy2(real, tmp_index)
         else:
             os.unlink(tmp_index)
         env = {"GIT_INDEX_FILE": tmp_index}

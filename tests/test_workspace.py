@@ -67,3 +67,20 @@ def test_excluded_tool_caches_are_not_changes(tmp_path: Path) -> None:
     ch = workspace.change(ws, before, workspace.snapshot_tree(ws))
     assert (ch.lines_added, ch.lines_removed, ch.files_changed) == (1, 1, 1)
     assert ".aider" not in git(ws, "ls-files")
+
+
+def test_same_size_edit_right_after_checkout_is_seen(tmp_path: Path) -> None:
+    """Racy git: an edit of equal size in the checkout's second, snapshotted a second later, must still count
+    (the temporary index keeps the real index's mtime, so git re-hashes entries as new as the index)."""
+    import time
+
+    src = make_repo(tmp_path / "src", {"calc.py": "def add(a, b):\n    return a - b\n"})
+    for i in range(3):
+        ws = tmp_path / f"ws{i}"
+        workspace.create(str(src), ws, tmp_path / "cache")
+        before = workspace.snapshot_tree(ws)
+        p = ws / "calc.py"
+        p.write_text(p.read_text().replace("a - b", "a + b"))
+        time.sleep(1.1)  # the after-snapshot happens in a later second than checkout and edit
+        ch = workspace.change(ws, before, workspace.snapshot_tree(ws))
+        assert (ch.lines_added, ch.lines_removed) == (1, 1), i
