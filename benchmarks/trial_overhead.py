@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -46,14 +45,10 @@ verify = "test -f ANSWER.txt"
 
 
 def make_repo(root: Path, files: int) -> None:
-    repo = root / "repo"
-    for i in range(files):
-        p = repo / f"pkg{i % 20}" / f"mod{i}.py"
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(f"VALUE_{i} = {i}\n" * 20)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@l", "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@l"}
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "bench"]):
-        subprocess.run(["git", *args], cwd=repo, check=True, env=env)
+    """The same generated repository as ``overhead.py`` (``root/repo``), plus an overlay folder."""
+    from overhead import make_repo as make_git_repo  # benchmarks/ is on sys.path when run as a script
+
+    make_git_repo(root, files)
     (root / "overlay").mkdir()
     (root / "overlay" / "ANSWER.txt").write_text("8123\n")
 

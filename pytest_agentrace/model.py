@@ -140,6 +140,11 @@ class CheckResult:
     def passed(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
+    @property
+    def why(self) -> str:
+        """Short status for reasons: ``"timed out"`` or ``"exit N"``."""
+        return "timed out" if self.timed_out else f"exit {self.exit_code}"
+
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["passed"] = self.passed

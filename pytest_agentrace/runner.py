@@ -243,7 +243,7 @@ def run_task(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | N
         res = run_check("setup", command, ws, env, task.timeout, run_dir / "setup.log", secrets)
         checks["setup"] = res
         if not res.passed:
-            return finish(Status.ERROR, f"setup command {i + 1} failed ({_why(res)}): {command}")
+            return finish(Status.ERROR, f"setup command {i + 1} failed ({res.why}): {command}")
     try:
         before = workspace.snapshot_tree(ws)
     except WorkspaceError as exc:
@@ -288,9 +288,6 @@ def run_task(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | N
         return finish(Status.TIMEOUT, f"agent timed out after {spec.timeout:g}s")
     failed = [c for c in (checks.get("tests"), checks.get("verify")) if c is not None and not c.passed]
     if failed:
-        return finish(Status.FAILED, f"{failed[0].name} failed ({_why(failed[0])})")
+        return finish(Status.FAILED, f"{failed[0].name} failed ({failed[0].why})")
     return finish(Status.PASSED)
 
-
-def _why(check: CheckResult) -> str:
-    return "timed out" if check.timed_out else f"exit {check.exit_code}"

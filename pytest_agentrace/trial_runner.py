@@ -145,9 +145,6 @@ def run_setup(spec: RunSpec, ws: Path, out: Path, env: Mapping[str, str], run_di
         return _run_commands("setup", arm.setup, ws, env, trial.timeout, log, secrets)
 
 
-def _why(check: CheckResult) -> str:
-    return "timed out" if check.timed_out else f"exit {check.exit_code}"
-
 
 def run_trial(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | None = None, session_id: str = "") -> Outcome:
     """Run one trial RunSpec end to end in ``tmp``; write ``run.json`` (and ``prompt.txt``, ``raw.out``,
@@ -191,11 +188,11 @@ def run_trial(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | 
     if arm.prepare:
         checks["prepare"] = prepare_once(spec, out, env, session_id, run_dir, secrets)
         if not checks["prepare"].passed:
-            return finish(Status.ERROR, f"prepare of arm {arm.name!r} failed ({_why(checks['prepare'])}): {checks['prepare'].command}")
+            return finish(Status.ERROR, f"prepare of arm {arm.name!r} failed ({checks['prepare'].why}): {checks['prepare'].command}")
     if arm.setup:
         checks["setup"] = run_setup(spec, ws, out, env, run_dir, secrets)
         if not checks["setup"].passed:
-            return finish(Status.ERROR, f"setup of arm {arm.name!r} failed ({_why(checks['setup'])}): {checks['setup'].command}")
+            return finish(Status.ERROR, f"setup of arm {arm.name!r} failed ({checks['setup'].why}): {checks['setup'].command}")
     try:
         before = workspace.snapshot_tree(ws)
     except WorkspaceError as exc:
@@ -240,5 +237,5 @@ def run_trial(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | 
             why.append("forbidden pattern matched: " + ", ".join(score["forbidden"]))
         return finish(Status.FAILED, "answer incorrect: " + "; ".join(why))
     if verify is not None and not verify.passed:
-        return finish(Status.FAILED, f"verify failed ({_why(verify)})")
+        return finish(Status.FAILED, f"verify failed ({verify.why})")
     return finish(Status.PASSED)

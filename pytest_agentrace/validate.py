@@ -43,9 +43,6 @@ def validation_agents():
     return unique_agent_ids(parse_agent(Path("--agentrace-validate"), "agents", a) for a in VALIDATION_AGENTS)
 
 
-def _why(check) -> str:
-    return "timed out" if check.timed_out else f"exit {check.exit_code}"
-
 
 def invalid_reason(outcome: Outcome) -> str | None:
     """Why ``outcome`` (an oracle or noop run of a task) makes its task invalid; ``None`` when it does not.
@@ -61,7 +58,7 @@ def invalid_reason(outcome: Outcome) -> str | None:
             return f"the reference solution cannot be applied: {outcome.usage.error}"
         if outcome.tampered:
             return f"the reference solution changes protected files: {', '.join(outcome.tampered)}"
-        failing = [f"{name} ({_why(checks[name])})" for name in ORACLE_CHECKS if name in checks and not checks[name].passed]
+        failing = [f"{name} ({checks[name].why})" for name in ORACLE_CHECKS if name in checks and not checks[name].passed]
         if failing:
             return "the reference solution (oracle) fails " + ", ".join(failing)
         if outcome.status != Status.PASSED:
@@ -100,7 +97,7 @@ def _failing_check_tail(item: pytest.Item, outcome: Outcome) -> str:
     for name in ORACLE_CHECKS:
         check = outcome.checks.get(name)
         if check is not None and not check.passed:
-            return f"--- {name}: `{check.command}` {_why(check)}; last lines of {run_dir / (check.log or '')}:\n{log_tail(run_dir, check)}"
+            return f"--- {name}: `{check.command}` {check.why}; last lines of {run_dir / (check.log or '')}:\n{log_tail(run_dir, check)}"
     return ""
 
 
