@@ -98,6 +98,33 @@ class ProcessResult:
         return "\n".join(text.splitlines()[-lines:])
 
 
+class _DeferredSignals:
+    """Hold SIGINT and SIGTERM while a child is being spawned, then deliver them through the previous handlers.
+
+    Without this, ``KeyboardInterrupt`` raised inside ``subprocess.Popen`` (after the fork, before it returns) loses
+    the child's pid: the child runs in its own session, so nothing would ever kill it. Signal handlers can only be
+    changed in the main thread; elsewhere this does nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.pending: list[int] = []
+        self.previous: dict[int, object] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self.previous[sig] = signal.signal(sig, lambda signum, _frame: self.pending.append(signum))
+
+    def release(self) -> None:
+        """Restore the previous handlers and re-raise every signal that arrived meanwhile (once each)."""
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self.previous = {}
+        for sig in dict.fromkeys(self.pending):
+            signal.raise_signal(sig)
+        self.pending = []
+
+
 def _kill_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -126,6 +153,7 @@ def run(
     """
     shell = isinstance(argv, str)
     start = time.monotonic()
+    deferred = _DeferredSignals()  # a Ctrl-C while spawning must not lose the child's pid (it would outlive the run)
     try:
         proc = subprocess.Popen(
             argv,
@@ -137,13 +165,18 @@ def run(
             stderr=subprocess.PIPE,
             start_new_session=True,  # own session and process group
         )
+        out, err = _Capture(proc.stdout, head, tail, on_stdout), _Capture(proc.stderr, head, tail)
+        if stdin is not None:
+            threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
     except OSError as exc:
+        deferred.release()
         return ProcessResult(tuple(argv) if not shell else argv, None, 0.0, "", "", 0, 0, error=f"{type(exc).__name__}: {exc}")
-    out, err = _Capture(proc.stdout, head, tail, on_stdout), _Capture(proc.stderr, head, tail)
-    if stdin is not None:
-        threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
+    except BaseException:
+        deferred.release()
+        raise
     timed_out = interrupted = False
     try:
+        deferred.release()  # a signal that came while spawning is delivered here, where the group gets cleaned up
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True

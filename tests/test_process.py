@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
 
-from pytest_agentrace import process
+import pytest
+
+from pytest_agentrace import process, resume
 
 
 GRANDCHILD_CODE = "import sys, time, pathlib; time.sleep(2); pathlib.Path(sys.argv[1]).write_text('x')"
@@ -77,3 +81,33 @@ def test_redaction() -> None:
     out = process.redact(text, ["secret-value-123"])
     assert "abcdefghijklmnop" not in out and "secret-value-123" not in out
     assert "OPENAI_API_KEY=<redacted>" in out
+
+
+class _SignalledPopen(process.subprocess.Popen):
+    """A Popen that receives ``sig`` right after the fork, before ``process.run`` has the pid (the race a Ctrl-C
+    to the whole process group can hit while a run spawns its agent)."""
+
+    sig = signal.SIGINT
+    spawned: list[int] = []
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        type(self).spawned.append(self.pid)
+        os.kill(os.getpid(), self.sig)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_while_spawning_still_kills_the_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int) -> None:
+    previous = signal.signal(signal.SIGTERM, resume._raise_interrupt)  # what --agentrace installs for SIGTERM
+    try:
+        monkeypatch.setattr(_SignalledPopen, "sig", sig)
+        monkeypatch.setattr(_SignalledPopen, "spawned", [])
+        monkeypatch.setattr(process.subprocess, "Popen", _SignalledPopen)
+        with pytest.raises(KeyboardInterrupt):
+            process.run(["sleep", "60"], cwd=tmp_path, grace=0.5)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    [pid] = _SignalledPopen.spawned
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left running in its own session
+        os.kill(pid, 0)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
