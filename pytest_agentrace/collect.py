@@ -193,7 +193,8 @@ class TrialFile(SpecFile):
 
     ``--agentrace-reps`` overrides ``[defaults].reps``; ``--agentrace-arm`` / ``--agentrace-agent`` keep only
     the arms / agents named (an agent matches by id, name or ``name:model``); a filter that leaves nothing in
-    this file is a collection error listing what the file has.
+    this file is a collection error listing what the file has, and so is an ``--agentrace-baseline`` that is not
+    one of its arms.
     """
 
     def collect(self):
@@ -218,6 +219,12 @@ class TrialFile(SpecFile):
             arms = [a for a in arms if a in wanted_arms]
             if not arms:
                 raise SpecError(self.path, "--agentrace-arm", f"{', '.join(wanted_arms)} matches none of this trial's arms: {', '.join(a.name for a in trial.arms)}")
+        base = self.config.getoption("agentrace_baseline", default=None)
+        if base and base not in [a.name for a in trial.arms]:
+            from .errors import did_you_mean
+
+            names = [a.name for a in trial.arms]
+            raise SpecError(self.path, "--agentrace-baseline", f"{base} is not an arm of this trial{did_you_mean(base, names)}; arms: {', '.join(names)}")
         reps = self.config.getoption("agentrace_reps") or trial.reps
         yield from self.make_items(trial_runs(trial, agents, arms, reps))
 

@@ -86,6 +86,10 @@ def test_reps_override_and_filters(project: pytest.Pytester) -> None:
     assert [x for x in res.stdout.lines if "::" in x] == ["trial.toml::port[baseline-bot-r2]", "trial.toml::port[baseline-noop-r2]"]
     res = run(project, "--collect-only", "-q", "--agentrace-arm", "dcos")
     assert "key '--agentrace-arm': dcos matches none of this trial's arms: baseline, docs" in res.stdout.str()
+    res = run(project, "--collect-only", "-q", "--agentrace-baseline", "dcos")
+    assert "key '--agentrace-baseline': dcos is not an arm of this trial (did you mean 'docs'?); arms: baseline, docs" in res.stdout.str()
+    res = run(project, "--collect-only", "-q", "--agentrace-baseline", "docs")
+    assert len([x for x in res.stdout.lines if "::" in x]) == 12
     res = run(project, "--collect-only", "-q", "--agentrace-agent", "claude")
     assert "matches none of this trial's agents: bot, noop" in res.stdout.str()
 
