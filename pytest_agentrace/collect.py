@@ -242,9 +242,11 @@ class RunItem(pytest.Function):
     def setup(self) -> None:
         super().setup()
         from . import plugin
-        from .runner import missing_executable
+        from .runner import agent_path_error, missing_executable
 
         spec = self.stash[RUNSPEC_KEY]
+        if error := agent_path_error(spec):
+            pytest.fail(error, pytrace=False)
         reason = missing_executable(spec)
         if reason:
             pytest.skip(reason)

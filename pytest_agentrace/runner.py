@@ -58,10 +58,26 @@ def resolve_executable(spec: RunSpec) -> str | None:
         return agent.name
 
 
-def missing_executable(spec: RunSpec) -> str | None:
-    """Skip reason when the agent's executable is not on PATH (``None`` when it is, or not needed)."""
+def agent_path_error(spec: RunSpec) -> str | None:
+    """Configuration error when a custom agent command names a path (with ``/``) that does not exist or is not
+    executable: a typo in the task/trial file, reported as an error of the item (not a skip, not a run)."""
+    command = spec.agent.command
+    if not command or "/" not in command[0]:
+        return None
     exe = resolve_executable(spec)
-    if exe is None:
+    if os.path.isfile(exe) and os.access(exe, os.X_OK):
+        return None
+    where = os.path.abspath(exe) if os.path.isabs(exe) else str((spec.source.parent / command[0]).resolve())
+    what = "is not executable (chmod +x it)" if os.path.exists(where) else "does not exist"
+    return (f"{spec.source}: key 'agents' (agent '{spec.agent.label}'): command {command[0]!r} {what}: {where} "
+            "(a relative path resolves against the file's folder)")
+
+
+def missing_executable(spec: RunSpec) -> str | None:
+    """Skip reason when the agent's executable is not on PATH (``None`` when it is, or not needed; a custom path
+    that is missing is ``agent_path_error``'s, not a skip)."""
+    exe = resolve_executable(spec)
+    if exe is None or agent_path_error(spec):
         return None
     if os.path.isabs(exe):
         return None if os.access(exe, os.X_OK) else f"agent '{spec.agent.label}' executable {exe} not found or not executable"
@@ -132,6 +148,8 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     (ctx.run_dir / "raw.out").write_text(process.redact(stdout, secrets), encoding="utf-8")
     (ctx.run_dir / "raw.err").write_text(process.redact(stderr, secrets), encoding="utf-8")
     if err:
+        if err.startswith("FileNotFoundError") and shutil.which(run_argv[0]):
+            err += " (the program exists: its #! interpreter line names a program that is missing)"
         return AgentRun(None, seconds, False, Usage(), error=f"could not start agent: {err}")
     try:
         usage = adapter.parse(stdout, stderr, ctx)

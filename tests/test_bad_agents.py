@@ -69,3 +69,34 @@ def test_task_env_reaches_the_agent_and_pytest_vars_do_not(pytester: pytest.Pyte
         "env: {TASK_VAR: from-task}\nagents: [{name: envy, command: envy, env: {AGENT_VAR: from-agent}}]\n"
     )
     pytester.runpytest("--agentrace").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_missing_custom_path_is_an_error_and_bad_shebang_is_not_scored(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
+    """A custom command naming a path that does not exist is a configuration error of the item (not a skip like a
+    CLI that is not installed, and no run.json); a script whose #! names a missing interpreter is an ``error`` run
+    (never scored) whose reason says so; the other agents' runs are kept."""
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "fixer", FIXER)
+    (pytester.path / "bots").mkdir()
+    bad = pytester.path / "bots" / "shebang"
+    bad.write_text("#!/no/such/interpreter\nprint('hi')\n")
+    bad.chmod(0o755)
+    (pytester.path / "bots" / "plain").write_text("print('not executable')\n")
+    agents = "{name: fixer, command: fixer}, {name: typo, command: ./bots/fixr}, {name: shebang, command: ./bots/shebang}, " \
+             "{name: plain, command: ./bots/plain}, {name: notinstalled, command: no-such-agent-cli}"
+    (pytester.path / "task.yaml").write_text(
+        f"name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\nagents: [{agents}]\n"
+    )
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "-rsE", *xdist)
+    res.assert_outcomes(passed=1, errors=3, skipped=1)
+    out = res.stdout.str()
+    typo = str((pytester.path / "bots" / "fixr").resolve())
+    assert f"task.yaml: key 'agents' (agent 'typo'): command './bots/fixr' does not exist: {typo}" in out
+    assert "(agent 'plain'): command './bots/plain' is not executable (chmod +x it)" in out
+    assert "its #! interpreter line names a program that is missing" in out
+    assert "agent 'notinstalled' not found on PATH" in out
+    runs = {p.parts[-3]: json.loads(p.read_text()) for p in (pytester.path / "o").glob("runs/t/default/*/1/run.json")}
+    assert sorted(runs) == ["fixer", "shebang"]
+    assert runs["shebang"]["status"] == "error" and "interpreter line" in runs["shebang"]["reason"]
+    assert runs["fixer"]["status"] == "passed"
