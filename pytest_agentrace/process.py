@@ -1,8 +1,8 @@
 """Run one command with a timeout in its own process group, with bounded output capture.
 
 On timeout (or interrupt) the whole group gets SIGTERM, then SIGKILL after ``grace`` seconds; after a
-normal exit any process left in the group (a background grandchild) is killed too, so no descendant
-outlives its run. Output is read by threads while the command runs; each stream keeps its first
+normal exit any process left in the group (a background grandchild) is killed too, and so is, on Linux, any
+descendant that left the group with ``setsid`` (``reaper``), so no descendant outlives its run. Output is read by threads while the command runs; each stream keeps its first
 ``head`` and last ``tail`` bytes and counts the total, and is decoded as UTF-8 with replacement.
 """
 
@@ -18,6 +18,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import reaper
 
 DEFAULT_HEAD = 8 * 1024 * 1024  # bytes kept from the start of a stream
 DEFAULT_TAIL = 2 * 1024 * 1024  # bytes kept from the end of a stream
@@ -153,6 +155,7 @@ def run(
     """
     shell = isinstance(argv, str)
     start = time.monotonic()
+    sweep = reaper.Sweep()  # descendants that leave the group (setsid) are killed too
     deferred = _DeferredSignals()  # a Ctrl-C while spawning must not lose the child's pid (it would outlive the run)
     try:
         proc = subprocess.Popen(
@@ -192,6 +195,7 @@ def run(
     # whatever is left in the group (also after a normal exit: background grandchildren) is killed
     _kill_group(proc.pid, signal.SIGKILL)
     proc.wait()
+    sweep.kill_new()
     for cap in (out, err):
         cap.thread.join(timeout=5)
     if interrupted:

@@ -111,3 +111,28 @@ def test_signal_while_spawning_still_kills_the_child(tmp_path: Path, monkeypatch
     with pytest.raises(ProcessLookupError):  # killed and reaped, not left running in its own session
         os.kill(pid, 0)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+
+def test_descendant_that_left_the_group_is_killed_too(tmp_path: Path) -> None:
+    """A grandchild that makes itself a new session (``setsid``; here ``start_new_session``) is not in the run's
+    process group; it and its own child must still be gone once the run returns (Linux subreaper sweep)."""
+    pids = tmp_path / "pids"
+    escapee = (
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+        f"open({str(pids)!r}, 'a').write(f'{{os.getpid()}} {{child.pid}}\\n')\n"
+        "time.sleep(300)\n"
+    )
+    code = (
+        "import subprocess, sys, time, pathlib\n"
+        f"subprocess.Popen([sys.executable, '-c', {escapee!r}], start_new_session=True,\n"
+        "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"while not pathlib.Path({str(pids)!r}).exists(): time.sleep(0.05)\n"
+    )
+    res = process.run(py(code), cwd=tmp_path, timeout=60)
+    assert res.exit_code == 0
+    escaped = [int(x) for x in pids.read_text().split()]
+    assert len(escaped) == 2
+    for pid in escaped:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -1,0 +1,77 @@
+"""Catch the descendants of a run that left its process group (``setsid``, ``start_new_session``, double fork).
+
+A run's command gets its own process group, and the group is killed when the run ends; a descendant that made
+itself a new session is not in that group. On Linux this process makes itself a *child subreaper*
+(``prctl(PR_SET_CHILD_SUBREAPER)``, see prctl(2)): an orphaned descendant is then re-parented to us instead of to
+init, so after the command exits every escaped descendant is our child. ``Sweep`` remembers our children before a
+run starts and, afterwards, kills (SIGKILL, with their process groups) and reaps every new one, repeating while
+killing them orphans further descendants. Children are listed with psutil. Elsewhere (no prctl) nothing is swept.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+import threading
+
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+MAX_ROUNDS = 20  # a fork bomb that keeps re-spawning is cut off after this many kill rounds
+_lock = threading.Lock()
+_subreaper: bool | None = None
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (once per process). Returns whether it is."""
+    global _subreaper
+    with _lock:
+        if _subreaper is None:
+            _subreaper = False
+            if sys.platform.startswith("linux"):
+                try:
+                    libc = ctypes.CDLL(None, use_errno=True)
+                    _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+                except (OSError, AttributeError):
+                    _subreaper = False
+        return _subreaper
+
+
+def _children() -> dict[int, object]:
+    import psutil
+
+    try:
+        return {p.pid: p for p in psutil.Process().children()}
+    except psutil.Error:
+        return {}
+
+
+class Sweep:
+    """Kill what a run left behind outside its process group. Create it just before the run's command starts;
+    call ``kill_new()`` after the command has exited and its group was killed. Returns nothing; never raises."""
+
+    def __init__(self) -> None:
+        self.active = become_subreaper()
+        self.before = set(_children()) if self.active else set()
+
+    def kill_new(self) -> int:
+        """SIGKILL every child (and its process group) that was not our child before the run, reap it, and repeat
+        for the orphans that killing re-parents to us. Returns how many processes were killed."""
+        if not self.active:
+            return 0
+        import psutil
+
+        killed = 0
+        for _ in range(MAX_ROUNDS):
+            new = [p for pid, p in _children().items() if pid not in self.before]
+            if not new:
+                break
+            for proc in new:
+                for kill in (lambda p=proc: os.killpg(p.pid, signal.SIGKILL), proc.kill):
+                    try:
+                        kill()
+                    except (ProcessLookupError, PermissionError, psutil.Error):
+                        pass
+            psutil.wait_procs(new, timeout=5)  # reaps them (they are our children)
+            killed += len(new)
+        return killed
