@@ -1,9 +1,19 @@
 """OpenCode: ``opencode run --format json --auto <prompt>`` (JSON lines).
 
 Invocation (OpenCode docs "CLI"; behaviour of 1.18.33 in ``model-double.md``): ``--auto`` approves the
-agent's permission requests; read-only runs use the built-in ``plan`` agent (``--agent plan``, edits denied)
-without ``--auto``. ``--model provider/model`` when given. ``OPENCODE_CONFIG``/``OPENCODE_CONFIG_DIR`` of the
-user are dropped when HOME is per run.
+agent's permission requests; read-only runs use the built-in ``plan`` agent (``--agent plan``) without
+``--auto`` **and** ``OPENCODE_PERMISSION={"edit": "deny", "bash": "deny"}``. ``--model provider/model`` when
+given. ``OPENCODE_CONFIG``/``OPENCODE_CONFIG_DIR`` of the user are dropped when HOME is per run.
+
+Why the permission variable (checked with the real 1.18.33 against the model double,
+``tests/test_realcli_readonly.py``): ``--agent plan`` alone is not read-only. The plan agent's permissions
+are ``merge(defaults, plan rules, config.permission)``: its only rule is ``edit: deny``, the defaults allow
+everything else (``"*": "allow"``), so ``bash`` writes files freely (``printf … > f``, ``python -c …``), and a
+``permission.edit: allow`` in any config (the model double's config has one, so may a user's) overrides the
+plan rule, so the ``write`` tool wrote too. ``OPENCODE_PERMISSION`` (JSON; not in the docs, but read by the
+1.18.33 config loader and merged over every config file) applies to every agent and subagent; with it both
+tools are refused and the workspace stays unchanged. Denying ``bash`` also blocks read-only commands (as
+Copilot's ``--deny-tool shell`` does).
 
 Parsing (``cli-formats.md``; samples ``captured-1.18.33-*``, takopi, fullsend):
 - events ``{type, timestamp, sessionID, part}``: ``step_start``, ``text {part.text}``, ``tool_use {part.tool,
@@ -29,6 +39,8 @@ from .base import RunContext
 from .cliadapter import CliAdapter, prompt_positional
 from .parsing import Collector, add, as_float, as_int, load_events, mapping, one_line
 
+# OpenCode permission rules for a read-only run (``OPENCODE_PERMISSION``; docs "Permissions")
+READ_ONLY_PERMISSION = '{"edit": "deny", "bash": "deny"}'
 KNOWN_EVENTS = {"step_start", "text", "tool_use", "reasoning", "step_finish", "error"}
 
 
@@ -42,6 +54,10 @@ class OpenCode(CliAdapter):
     def argv(self, ctx: RunContext) -> list[str]:
         mode = ["--auto"] if ctx.edits else ["--agent", "plan"]
         return [self.executable, "run", "--format", "json", *mode, *self.model_args(ctx), *prompt_positional(ctx.prompt)]
+
+    def cli_env(self, ctx: RunContext) -> dict[str, str]:
+        """Read-only runs: ``OPENCODE_PERMISSION`` denies edits and bash (see the module docstring)."""
+        return {} if ctx.edits else {"OPENCODE_PERMISSION": READ_ONLY_PERMISSION}
 
     def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:
         return parse_opencode(stdout, stderr)

@@ -14,7 +14,8 @@ Four wire protocols (``PROTOCOLS``) share these helpers:
   ``SHELL_TOOLS`` / ``WRITE_TOOLS``. A CLI's own write tool is used only to create a file, with an absolute
   path, when the request names the workspace directory (``workspace_dir``): Claude Code's ``Write`` and
   OpenCode's ``write`` refuse to overwrite a file the session has not read ("File has not been read yet"),
-  so a write over an existing file, or one where the workspace is unknown, becomes a shell command. The
+  and Copilot's ``create`` needs an existing parent, so a write over an existing file, into a missing
+  folder, or where the workspace is unknown, becomes a shell command. The
   double runs on the agent's machine (inside its network namespace too), so it can see whether the file
   exists.
 """
@@ -62,6 +63,7 @@ WRITE_TOOLS: tuple[tuple[str, str, str, bool], ...] = (
     ("Write", "file_path", "content", True),  # Claude Code: file_path must be absolute
     ("write_file", "file_path", "content", False),  # Gemini CLI
     ("write", "filePath", "content", False),  # OpenCode
+    ("create", "path", "file_text", True),  # Copilot CLI 1.0.102: absolute path, the parent must exist
 )
 # Where CLIs name the workspace in their prompts (Claude Code "Primary working directory:", Codex
 # <cwd>…</cwd>, Gemini "Workspace Directories:", OpenCode/others "Working directory:").
@@ -182,7 +184,7 @@ def tool_call(step: Step, offered: Mapping[str, Any], cwd: str | None = None, tu
     differ (CLIs stop a model that repeats a cycle of identical calls, e.g. Gemini CLI's loop detection)."""
     if step.kind == "write":
         target = os.path.join(cwd, step.path) if cwd else None
-        if target is not None and not os.path.lexists(target):
+        if target is not None and not os.path.lexists(target) and os.path.isdir(os.path.dirname(target)):
             for name, path_key, content_key, _abs in WRITE_TOOLS:
                 if name in offered and _fits(offered[name], (path_key, content_key)):
                     return ToolCall(name, {path_key: target, content_key: step.content})
@@ -257,11 +259,11 @@ def aider_reply(steps: tuple[Step, ...], fmt: str, body: Mapping[str, Any], fina
     ``whole``: a ``path`` line, then the whole new content in a fenced block (aider's "file listing").
     ``diff``: a SEARCH/REPLACE block per file, SEARCH holding the file's current content when aider showed
     it in the chat, else empty (aider then creates the file). Shell steps have no equivalent (aider runs no
-    tools) and are left out. The reply starts with ``final_text``. Any other format (``ask``) gets only the
-    final text.
+    tools) and are left out. The reply starts with ``final_text``. ``ask`` (aider's read-only chat mode) gets
+    the ``whole`` listing too: the scripted model tries to write anyway, and aider must not apply it.
     """
     parts = [final_text or "Editing the files."]
-    for s in steps if fmt in ("whole", "diff") else ():
+    for s in steps:
         if s.kind != "write":
             continue
         content = s.content if s.content.endswith("\n") or not s.content else s.content + "\n"
