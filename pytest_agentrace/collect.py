@@ -135,13 +135,53 @@ def trial_input_dirs(directory: Path, config: pytest.Config) -> set[Path]:
 
 
 def cli_agents(config: pytest.Config):
-    """Agents from ``--agentrace-agent`` (None when not given)."""
+    """Agents from ``--agentrace-agent`` (None when not given; names are checked by ``task_agents``)."""
     from .spec.common import parse_agent, unique_agent_ids
 
     specs = config.getoption("agentrace_agent")
     if not specs:
         return None
-    return unique_agent_ids(parse_agent(Path("--agentrace-agent"), f"--agentrace-agent {s}", s) for s in specs)
+    return unique_agent_ids(parse_agent(Path("--agentrace-agent"), f"--agentrace-agent {s}", s, check_known=False) for s in specs)
+
+
+COLLISION_KEY = pytest.StashKey[str]()
+
+
+def mark_collisions(items: list[pytest.Item]) -> None:
+    """Runs of different files with the same results folder (``runs/<case>/<arm>/<agent>/<rep>``: two task files
+    with one ``name``, two trials sharing a question id) would overwrite each other's records: each such item
+    gets an error message (its setup fails with it) instead of running. Same on every xdist worker."""
+    by_dir: dict[tuple, list[pytest.Item]] = {}
+    for item in items:
+        spec = item.stash.get(RUNSPEC_KEY, None)
+        if spec is not None:
+            by_dir.setdefault((spec.case, spec.arm, spec.agent.id, spec.rep), []).append(item)
+    for (case, *_rest), group in by_dir.items():
+        sources = sorted({str(i.stash[RUNSPEC_KEY].source) for i in group})
+        if len(sources) > 1:
+            for item in group:
+                item.stash[COLLISION_KEY] = (
+                    f"{' and '.join(sources)} both have a task/question named {case!r}: their runs would share one results "
+                    f"folder (runs/{case}/...) and overwrite each other; rename one (task 'name' / question 'id')")
+
+
+def task_agents(listed, wanted):
+    """The agents of a task file's runs: ``listed`` (the file's), or for each ``--agentrace-agent`` spec the file's
+    entries it names (by id, name or ``name:model``, so their ``model_double``, ``env`` and ``args`` are kept),
+    else the spec itself (a task can run any agent)."""
+    if not wanted:
+        return listed
+    from .spec.common import unique_agent_ids
+
+    from .spec.common import known_agent
+
+    chosen: list = []
+    for w in wanted:
+        named = [a for a in listed if w.id in (a.id, a.name, a.label)]
+        if not named:
+            known_agent(Path("--agentrace-agent"), f"--agentrace-agent {w.id}", w.name)
+        chosen += [a for a in named or [w] if a not in chosen]
+    return unique_agent_ids(chosen)
 
 
 class SpecFile(pytest.File):
@@ -181,7 +221,7 @@ class TaskFile(SpecFile):
 
     def collect(self):
         task = self.load()
-        agents = cli_agents(self.config) or task.agents
+        agents = task_agents(task.agents, cli_agents(self.config))
         if not agents:
             raise SpecError(self.path, "agents", "no agents to run; add e.g. agents: [claude, noop] or pass --agentrace-agent")
         reps = self.config.getoption("agentrace_reps") or 1
@@ -245,7 +285,7 @@ class RunItem(pytest.Function):
         from .runner import agent_path_error, missing_executable
 
         spec = self.stash[RUNSPEC_KEY]
-        if error := agent_path_error(spec):
+        if error := self.stash.get(COLLISION_KEY, None) or agent_path_error(spec):
             pytest.fail(error, pytrace=False)
         reason = missing_executable(spec)
         if reason:

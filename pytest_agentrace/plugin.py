@@ -119,11 +119,14 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``--agentrace-difficulty``: deselect task runs of other difficulties (``builtin.deselect_by_difficulty``)."""
+    """``--agentrace-difficulty``: deselect task runs of other difficulties (``builtin.deselect_by_difficulty``);
+    runs of different files that would share a results folder become errors (``collect.mark_collisions``)."""
     if _enabled(config):
         from .builtin import deselect_by_difficulty
+        from .collect import mark_collisions
 
         deselect_by_difficulty(config, items)
+        mark_collisions(items)
 
 
 def execute(config: pytest.Config, spec, tmp_path: Path):

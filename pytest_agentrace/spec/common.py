@@ -131,15 +131,18 @@ class AgentSpec:
         return f"{self.name}:{self.model}" if self.model else self.name
 
 
-def parse_agent(path: Path, key: str, value: Any, base: Path | None = None) -> AgentSpec:
+def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, check_known: bool = True) -> AgentSpec:
     """Parse ``name``, ``name:model`` or a mapping (see ``AGENT_KEYS``) into an ``AgentSpec``.
 
-    Raises ``SpecError`` naming ``key`` for a wrong type or unknown mapping key.
+    Raises ``SpecError`` naming ``key`` for a wrong type, an unknown mapping key, or (``check_known``) a name
+    without ``command`` that is no built-in agent (``known_agent``).
     """
     if isinstance(value, str):
         name, _, model = value.strip().partition(":")
         if not name.strip("."):
             raise SpecError(path, key, f"empty agent name in {value!r}; write e.g. claude or codex:gpt-5.4")
+        if check_known:
+            known_agent(path, key, name)
         return AgentSpec(name=name, id=value.strip(), model=model or None)
     typed(path, key, value, str, dict, fix="write an agent name such as 'claude' or a mapping {name, command, kind}")
     check_keys(path, key, value, AGENT_KEYS, required=("name",))
@@ -182,6 +185,8 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None) -> A
     expect = value.get("expect")
     if expect is not None and expect not in ("pass", "fail"):
         raise SpecError(path, f"{key}.expect", f"must be 'pass' or 'fail', not {expect!r}")
+    if command is None and check_known:
+        known_agent(path, f"{key}.name", name)
     md = value.get("model_double")
     if md is not None:
         typed(path, f"{key}.model_double", md, str)
@@ -199,6 +204,17 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None) -> A
         model_double=md,
         expect=expect,
     )
+
+
+def known_agent(path: Path, key: str, name: str) -> None:
+    """Raise ``SpecError`` unless ``name`` is a built-in agent (an adapter, ``noop`` or ``oracle``): an agent of
+    one's own needs a ``command``. A misspelt name is an error, not a skip like a CLI that is not installed."""
+    from ..agents import ADAPTERS
+
+    names = sorted(set(ADAPTERS) - {"plain"})
+    if name not in names:
+        raise SpecError(path, key, f"unknown agent {name!r}{did_you_mean(name, names)}; built-in agents: {', '.join(names)}; "
+                                   "for an agent of your own give a command, e.g. {name: mine, command: 'my-agent {prompt}'}")
 
 
 def unique_agent_ids(agents: Iterable[AgentSpec]) -> tuple[AgentSpec, ...]:

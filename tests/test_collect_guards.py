@@ -1,0 +1,58 @@
+"""Collection guards against silent mistakes: two files whose runs would share a results folder, a misspelt
+agent name, and ``--agentrace-agent`` on a task file keeping the file's own entry for that agent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import BUGGY_REPO, FIXER, make_repo, write_script
+
+XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
+TASK = "name: {name}\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\nagents: [{agents}]\n"
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_two_files_with_one_case_name_are_errors_not_overwrites(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "fixer", FIXER)
+    (pytester.path / "a.yaml").write_text(TASK.format(name="dup", agents="{name: fixer, command: fixer}"))
+    (pytester.path / "b.yaml").write_text(TASK.format(name="dup", agents="{name: fixer, command: fixer}"))
+    (pytester.path / "c.yaml").write_text(TASK.format(name="other", agents="{name: fixer, command: fixer}"))
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", *xdist)
+    res.assert_outcomes(passed=1, errors=2)
+    a, b = pytester.path / "a.yaml", pytester.path / "b.yaml"
+    assert res.stdout.str().count(f"{a} and {b} both have a task/question named 'dup'") == 2
+    records = [json.loads(p.read_text())["case"] for p in (pytester.path / "o").glob("runs/**/run.json")]
+    assert records == ["other"]
+
+
+def test_misspelt_agent_name_is_a_collection_error(pytester: pytest.Pytester) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    (pytester.path / "task.yaml").write_text(TASK.format(name="t", agents="claud, noop"))
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o")
+    assert res.ret == pytest.ExitCode.INTERRUPTED  # a collection error stops the session
+    assert "key 'agents[0]': unknown agent 'claud' (did you mean 'claude'?)" in res.stdout.str()
+    (pytester.path / "task.yaml").write_text(TASK.format(name="t", agents="{name: cdex, model: m}"))
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o")
+    assert "key 'agents[0].name': unknown agent 'cdex' (did you mean 'codex'?)" in res.stdout.str()
+    (pytester.path / "task.yaml").write_text(TASK.format(name="t", agents="noop"))
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-agent", "claud")
+    assert "unknown agent 'claud' (did you mean 'claude'?)" in res.stdout.str()
+    assert not (pytester.path / "o" / "runs").exists()
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_agent_option_keeps_the_task_files_entry(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
+    """``--agentrace-agent NAME`` picks the task file's own entries for NAME (with their command, env, model double)
+    rather than replacing them with a bare spec; a name the file does not list still runs as given."""
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "envfixer", FIXER + "import os\nprint('ENV', os.environ.get('FROM_FILE'))\n")
+    agents = "{name: envfixer, command: envfixer, env: {FROM_FILE: kept}}, {name: other, command: envfixer}, noop"
+    (pytester.path / "task.yaml").write_text(TASK.format(name="t", agents=agents))
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-agent", "envfixer", "--agentrace-agent", "oracle", *xdist)
+    res.assert_outcomes(passed=1, failed=1)  # oracle: this task has no reference solution, so it changes nothing
+    runs = sorted(p.parts[-3] for p in (pytester.path / "o").glob("runs/t/default/*/1/run.json"))
+    assert runs == ["envfixer", "oracle"]
+    assert "ENV kept" in (pytester.path / "o/runs/t/default/envfixer/1/raw.out").read_text()
