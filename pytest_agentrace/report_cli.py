@@ -212,10 +212,14 @@ def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
         return None
     history_rows = None
     if args.db:
-        from .store import Store
+        from .store import Store, StoreError
 
-        with Store(_db_path(args.db)) as store:
-            history_rows = store.outcomes()
+        try:
+            with Store(_db_path(args.db)) as store:
+                history_rows = store.outcomes()
+        except StoreError as exc:
+            print(f"agentrace: {exc}", file=sys.stderr)
+            return None
     return build_export(outcomes, out=out, baseline=args.baseline, seed=args.seed, history=history_rows)
 
 

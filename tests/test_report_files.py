@@ -126,3 +126,12 @@ def test_clip_keeps_head_or_tail() -> None:
 def test_missing_results_folder_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["export", str(tmp_path / "nothing")]) == 2
     assert "no run records under" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["export", "html", "comment"])
+def test_unusable_history_db_is_one_line(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture, command: str) -> None:
+    bad = tmp_path / "bad.db"
+    bad.write_text("this is not sqlite\n" * 100)
+    assert main([command, str(results), "--db", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"agentrace: {bad}: not a usable history store") and "Traceback" not in err
