@@ -93,7 +93,24 @@ def read_snapshot(path: Path) -> dict[str, Any]:
         missing = [k for k in ("kind", "case", "arm", "agent", "passed", "total", "tokens") if k not in cell]
         if missing:
             raise SnapshotError(f"{path}: cell {key!r} lacks key {missing[0]!r}; {fix}")
+        _check_cell(path, key, cell, fix)
     return data
+
+
+def _check_cell(path: Path, key: str, cell: dict[str, Any], fix: str) -> None:
+    """Types and ranges of one snapshot cell: counts are integers with 0 <= passed <= total, tokens a list of
+    non-negative numbers. Raises ``SnapshotError`` naming the cell and key."""
+    def bad(k: str, why: str) -> SnapshotError:
+        return SnapshotError(f"{path}: cell {key!r} key {k!r}: {why}; {fix}")
+
+    for k in ("passed", "total"):
+        if not isinstance(cell[k], int) or isinstance(cell[k], bool) or cell[k] < 0:
+            raise bad(k, f"must be a whole number >= 0, not {cell[k]!r}")
+    if cell["passed"] > cell["total"]:
+        raise bad("passed", f"{cell['passed']} is more than total {cell['total']}")
+    tokens = cell["tokens"]
+    if not isinstance(tokens, list) or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in tokens):
+        raise bad("tokens", "must be a list of token counts >= 0")
 
 
 @dataclass(frozen=True)

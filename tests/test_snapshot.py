@@ -31,12 +31,20 @@ def test_make_write_read_roundtrip(tmp_path: Path) -> None:
     assert snapshot.read_snapshot(path) == json.loads(path.read_text()) == snap
 
 
+CELL = '{"schema": "agentrace-snapshot", "version": 1, "cells": {"k": {"kind": "trial", "case": "q", "arm": "a", "agent": "x", "passed": %s, "total": %s, "tokens": %s}}}'
+
+
 @pytest.mark.parametrize(("content", "message"), [
     (None, "snapshot file not found"),
     ("{not json", "not readable as JSON"),
     ('{"cells": {}}', "not an agentrace snapshot"),
     ('{"schema": "agentrace-snapshot", "version": 9, "cells": {}}', "newer than this pytest-agentrace supports"),
     ('{"schema": "agentrace-snapshot", "version": 1, "cells": {"k": {"kind": "trial"}}}', "cell 'k' lacks key 'case'"),
+    (CELL % ('-5', '4', '[1]'), r"cell 'k' key 'passed': must be a whole number >= 0, not -5"),
+    (CELL % ('1', '"4"', '[1]'), r"cell 'k' key 'total': must be a whole number >= 0, not '4'"),
+    (CELL % ('5', '4', '[1]'), r"cell 'k' key 'passed': 5 is more than total 4"),
+    (CELL % ('1', '4', '["a"]'), r"cell 'k' key 'tokens': must be a list of token counts >= 0"),
+    (CELL % ('1', '4', '[-3]'), r"cell 'k' key 'tokens': must be a list of token counts >= 0"),
 ])
 def test_read_snapshot_errors_name_file_and_fix(tmp_path: Path, content: str | None, message: str) -> None:
     path = tmp_path / "bad.json"
