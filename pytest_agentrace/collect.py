@@ -265,6 +265,11 @@ class TrialFile(SpecFile):
 
             names = [a.name for a in trial.arms]
             raise SpecError(self.path, "--agentrace-baseline", f"{base} is not an arm of this trial{did_you_mean(base, names)}; arms: {', '.join(names)}")
+        keyless = [q.id for q in trial.questions if not q.has_answer_key]
+        if keyless:
+            self.warn(pytest.PytestWarning(
+                f"agentrace: {self.path}: question(s) {', '.join(keyless)} have no answer key (expect, forbid or verify), so every "
+                "answer passes: their pass rate measures nothing (tokens and cost still compare)"))
         reps = self.config.getoption("agentrace_reps") or trial.reps
         yield from self.make_items(trial_runs(trial, agents, arms, reps))
 

@@ -94,6 +94,17 @@ def test_reps_override_and_filters(project: pytest.Pytester) -> None:
     assert "matches none of this trial's agents: bot, noop" in res.stdout.str()
 
 
+def test_question_without_answer_key_warns(project: pytest.Pytester) -> None:
+    """A question with no expect/forbid/verify (or min_recall 0) passes every answer: collection warns, runs go on."""
+    write_trial(project, trial_toml(expect="[]"))
+    res = run(project, "--collect-only", "-q")
+    assert "trial.toml: question(s) port have no answer key (expect, forbid or verify), so every answer passes" in res.stdout.str()
+    write_trial(project, trial_toml(question="min_recall = 0"))
+    assert "have no answer key" in run(project, "--collect-only", "-q").stdout.str()
+    write_trial(project, trial_toml())
+    assert "have no answer key" not in run(project, "--collect-only", "-q").stdout.str()
+
+
 def test_repo_mapping_and_ref(project: pytest.Pytester) -> None:
     tag_second_commit(project.path / "other", "The port is 7070.\n")
     more = '\n[[arms]]\nname = "swap"\nrepos = { app = "other" }\n\n[[arms]]\nname = "pinned"\nrepos = { app = "pinned" }\n\n[[repos]]\nname = "pinned"\nsource = "file://other"\nref = "v1"\n'

@@ -222,6 +222,8 @@ def test_task_only_agent_key_is_rejected(trial_dir: Path) -> None:
         ('id = "port"', 'id = "a port"', r"id'.*cannot be used as a name"),
         ('prompt = "Which port does the server use?"', 'prompt = " "', r"prompt'.*is empty"),
         ('expect = ["8123", "(?i)listen"]', 'expect = ["8123", "[bad"]', r"expect\[1\]'.*not a valid regular expression"),
+        ('expect = ["8123", "(?i)listen"]', 'expect = ["8123", "(x)?"]', r"expect\[1\]'.*matches the empty string, so every answer would pass"),
+        ('forbid = ["8080"]', 'forbid = [""]', r"forbid\[0\]'.*matches the empty string, so it would forbid every answer"),
         ("min_recall = 0.5", "min_recall = 1.5", r"min_recall'.*fraction from 0 to 1"),
         ('forbid = ["8080"]', "forbid = [8080]", r"forbid\[0\]'.*must be a string"),
         ('verify = "test -f app.py"', 'verify = ""', r"verify'.*is empty"),

@@ -97,6 +97,11 @@ class Question:
     forbid: tuple[str, ...] = ()
     verify: str | None = None
 
+    @property
+    def has_answer_key(self) -> bool:
+        """Whether a run can fail on its answer: some ``expect`` with ``min_recall`` > 0, a ``forbid`` or a ``verify``."""
+        return bool(self.forbid) or self.verify is not None or (bool(self.expect) and self.min_recall > 0)
+
 
 @dataclass(frozen=True)
 class Trial:
@@ -338,6 +343,10 @@ def _question(path: Path, i: int, data: Mapping[str, Any], repo_names: list[str]
     for key in ("expect", "forbid"):
         if key in data:
             kw[key] = tuple(_regex(path, f"{where}.{key}[{j}]", p) for j, p in enumerate(str_list(path, f"{where}.{key}", data[key])))
+            for j, pattern in enumerate(kw[key]):
+                if re.search(pattern, ""):
+                    every = "every answer would pass it" if key == "expect" else "it would forbid every answer"
+                    raise SpecError(path, f"{where}.{key}[{j}]", f"{pattern!r} matches the empty string, so {every}; write what the answer must contain")
     if "min_recall" in data:
         value = typed(path, f"{where}.min_recall", data["min_recall"], int, float)
         if not 0 <= value <= 1:
