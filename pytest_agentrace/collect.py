@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .errors import AgentraceError, SpecError
+from .errors import SpecError
 from .matrix import RunSpec, task_runs
 from .model import Outcome, Status
 
@@ -171,9 +171,7 @@ def task_agents(listed, wanted):
     else the spec itself (a task can run any agent)."""
     if not wanted:
         return listed
-    from .spec.common import unique_agent_ids
-
-    from .spec.common import known_agent
+    from .spec.common import known_agent, unique_agent_ids
 
     chosen: list = []
     for w in wanted:

@@ -36,7 +36,8 @@ def needs_retry(outcome: Outcome) -> bool:
 def stored_outcome(spec: Any, out: Path, retry_failed: bool = False) -> Outcome | None:
     """The stored outcome of ``spec`` (a RunSpec) to reuse, marked ``reused``; ``None`` when it must run.
 
-    ``None`` when ``run.json`` is missing or unreadable, records another run id or an older content hash, has an
+    ``None`` when ``run.json`` is missing or unreadable, records another run id or an older content hash (after
+    ``agentrace rescore``: the hash it was re-graded with, ``graded_hash``), has an
     unknown status, or (with ``retry_failed``) ``needs_retry``.
     """
     path = spec.run_dir(out) / RUN_FILE
@@ -47,13 +48,22 @@ def stored_outcome(spec: Any, out: Path, retry_failed: bool = False) -> Outcome 
     except ValueError:
         return None
     content_hash = getattr(spec.spec, "content_hash", "")
-    if outcome.run_id != spec.id or not content_hash or outcome.content_hash != content_hash:
+    if outcome.run_id != spec.id or not content_hash or graded_hash(outcome) != content_hash:
         return None
     if outcome.status not in set(Status):
         return None
     if retry_failed and needs_retry(outcome):
         return None
     return outcome.replace(reused=True)
+
+
+def graded_hash(outcome: Outcome) -> str:
+    """The content hash of the file version ``outcome``'s status was judged against: the one ``agentrace rescore``
+    recorded (``extra["rescored"]["content_hash"]``) when it was re-graded, else the one it ran with."""
+    rescored = outcome.extra.get("rescored") if isinstance(outcome.extra, dict) else None
+    if isinstance(rescored, dict) and isinstance(rescored.get("content_hash"), str):
+        return rescored["content_hash"]
+    return outcome.content_hash
 
 
 def reused_outcome(config: Any, spec: Any, out: Path) -> Outcome | None:

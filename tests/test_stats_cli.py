@@ -179,6 +179,32 @@ def test_rescore_after_the_answer_key_changed(tmp_path: Path, capsys: pytest.Cap
     assert code == 2 and "missing.toml" in err
 
 
+def test_resume_reuses_rescored_runs_only_for_the_key_they_were_graded_with(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """After ``rescore`` a run's status belongs to the new answer key: ``--agentrace-resume`` reuses it under that
+    key and runs it again when the file goes back to the key it first ran with."""
+    from pytest_agentrace.matrix import trial_runs
+    from pytest_agentrace.resume import stored_outcome
+    from pytest_agentrace.spec.common import AgentSpec
+    from pytest_agentrace.spec.trial import load_trial
+
+    (tmp_path / "app").mkdir()
+    trial = tmp_path / "t.toml"
+    trial.write_text(TRIAL.format(expect='["8123"]'))
+
+    def spec():
+        return trial_runs(load_trial(trial), [AgentSpec(name="a", id="a", command=("bot", "{prompt}"))], ["base"], 1)[0]
+
+    out = tmp_path / "out"
+    write(out, trial_run("port", "base", 1, 100, "passed", answer="It listens on 9090.", source=str(trial)).replace(content_hash=spec().spec.content_hash))
+    assert stored_outcome(spec(), out) is not None  # ran with this file: reused
+    trial.write_text(TRIAL.format(expect='["9090"]'))
+    assert stored_outcome(spec(), out) is None  # the key changed: not reused before a rescore
+    assert main(capsys, "rescore", str(trial), str(out))[0] == 0
+    assert stored_outcome(spec(), out).status == "passed"  # re-graded with this key: reused
+    trial.write_text(TRIAL.format(expect='["8123"]'))
+    assert stored_outcome(spec(), out) is None  # graded with another key than the file's now
+
+
 def test_entry_point_lists_the_statistics_commands() -> None:
     res = subprocess.run([sys.executable, "-m", "pytest_agentrace.cli", "--help"], capture_output=True, text=True, check=True)
     for name in ("plan", "report", "snapshot", "compare", "ratings", "rescore", "regress"):
