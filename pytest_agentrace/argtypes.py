@@ -25,3 +25,26 @@ def _positive(value: str, kind: type) -> float | int:
     if not math.isfinite(number) or number <= 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0 (and finite), not {value}")
     return number
+
+
+def probability(value: str) -> float:
+    """argparse ``type``: a significance level, strictly between 0 and 1 (``ArgumentTypeError`` otherwise)."""
+    number = _number(value)
+    if not 0 < number < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (e.g. 0.05), not {value}")
+    return number
+
+
+def non_negative_float(value: str) -> float:
+    """argparse ``type``: a finite number >= 0 (``ArgumentTypeError`` otherwise)."""
+    number = _number(value)
+    if not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more (and finite), not {value}")
+    return number
+
+
+def _number(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None

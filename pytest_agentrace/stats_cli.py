@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .argtypes import positive_int
+from .argtypes import non_negative_float, positive_int, probability
 from .verdict import GATE_HELP as _GATE_HELP
 
 DEFAULT_OUT = ".agentrace"
@@ -25,8 +25,8 @@ STATS_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--agentrace-baseline", {"default": None, "metavar": "ARM", "help": "arm the other arms are compared with (default: the trial's [defaults] baseline)"}),
     ("--agentrace-snapshot", {"default": None, "metavar": "PATH", "help": "compare this session's cells with a snapshot file at session end"}),
     ("--agentrace-snapshot-update", {"action": "store_true", "default": False, "help": "write the --agentrace-snapshot file from this session instead of comparing"}),
-    ("--agentrace-tolerance", {"type": float, "default": 0.10, "metavar": "FRACTION", "help": "token ratio change within which a snapshot comparison calls nothing dearer/improved (default 0.10)"}),
-    ("--agentrace-regression-alpha", {"type": float, "default": 0.05, "metavar": "P", "help": "one-sided level of the snapshot pass-rate test behind 'regressed' (default 0.05)"}),
+    ("--agentrace-tolerance", {"type": non_negative_float, "default": 0.10, "metavar": "FRACTION", "help": "token ratio change within which a snapshot comparison calls nothing dearer/improved (default 0.10)"}),
+    ("--agentrace-regression-alpha", {"type": probability, "default": 0.05, "metavar": "P", "help": "one-sided level of the snapshot pass-rate test behind 'regressed' (default 0.05)"}),
     ("--agentrace-fail-on", {"action": "append", "default": [], "metavar": "LIST", "help": "fail the session (exit 1) when one of these occurs: " + _GATE_HELP}),
     ("--agentrace-stop-when-decided", {"action": "store_true", "default": False, "help": "run reps in order and skip a trial cell's remaining reps once its relative cost vs the baseline is clear or futile (group-sequential test; --agentrace-reps is the cap)"}),
 ]
@@ -117,9 +117,9 @@ def _compare_options(p: argparse.ArgumentParser, gate_help: str, default_fail: s
     p.add_argument("--snapshot", required=required, metavar="FILE", help="snapshot file (agentrace snapshot / --agentrace-snapshot-update)", **kw)
     p.add_argument("--old-arm", metavar="A", help="compare the snapshot's arm A ...", **kw)
     p.add_argument("--new-arm", metavar="B", help="... with this run's arm B", **kw)
-    p.add_argument("--tolerance", type=float, help="token ratio change within which dearer/improved are not called (default 0.10)",
+    p.add_argument("--tolerance", type=non_negative_float, help="token ratio change within which dearer/improved are not called (default 0.10)",
                    **(kw or {"default": 0.10}))
-    p.add_argument("--alpha", type=float, help="one-sided level of the regressed/improved pass-rate test (default 0.05)", **(kw or {"default": 0.05}))
+    p.add_argument("--alpha", type=probability, help="one-sided level of the regressed/improved pass-rate test (default 0.05)", **(kw or {"default": 0.05}))
     p.add_argument("--fail-on", metavar="LIST", help=f"exit 1 when one occurs: {gate_help}", **(kw or {"default": default_fail}))
 
 

@@ -15,6 +15,10 @@ from pytest_agentrace.cli import main
         ["trend", "--days", "-5"],
         ["trend", "--days", "99999999999"],
         ["trend", "--days", "nan"],
+        ["compare", "out", "--snapshot", "s.json", "--alpha", "5"],
+        ["compare", "out", "--snapshot", "s.json", "--alpha", "0"],
+        ["compare", "out", "--snapshot", "s.json", "--tolerance", "-3"],
+        ["regress", "out", "--snapshot", "s.json", "--tolerance", "nan"],
     ],
 )
 def test_bad_numbers_are_usage_errors(argv: list[str], capsys: pytest.CaptureFixture) -> None:
@@ -30,3 +34,13 @@ def test_unwritable_output_path_is_one_line(tmp_path, capsys: pytest.CaptureFixt
     assert main(["init", "x", "-o", str(tmp_path / "afile")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("agentrace init: ") and "Traceback" not in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--agentrace-regression-alpha", "2", "must be between 0 and 1 (e.g. 0.05), not 2"),
+    ("--agentrace-tolerance", "-1", "must be 0 or more (and finite), not -1"),
+])
+def test_bad_statistics_options_are_usage_errors(pytester: pytest.Pytester, option: str, value: str, message: str) -> None:
+    res = pytester.runpytest("--agentrace", option, value)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"argument {option}: {message}" in res.stderr.str()
