@@ -31,6 +31,21 @@ class RunFailed(AssertionError):
     """The agent's run did not pass (a sample, not our fault). ``str()`` is the short report."""
 
 
+NAMED_KEY = pytest.StashKey[frozenset]()
+
+
+def named_on_command_line(path: Path, config: pytest.Config) -> bool:
+    """True when ``path`` itself was given on the command line (``pytest --agentrace my-task.yaml``): such a file
+    is loaded as a task (YAML) or trial (TOML) even when it does not look like one, so its mistakes (a misspelt
+    ``descripton``, an empty file) are reported instead of "not found"."""
+    named = config.stash.get(NAMED_KEY, None)
+    if named is None:
+        base = config.invocation_params.dir
+        named = frozenset((base / arg.split("::")[0]).resolve() for arg in config.args if not arg.startswith("-"))
+        config.stash[NAMED_KEY] = named
+    return path.resolve() in named
+
+
 def sniff_task(path: Path, config: pytest.Config) -> bool:
     """True when ``path`` is a task file: YAML whose top level maps ``description`` and ``test_command``.
 
@@ -135,13 +150,13 @@ def trial_input_dirs(directory: Path, config: pytest.Config) -> set[Path]:
 
 
 def cli_agents(config: pytest.Config):
-    """Agents from ``--agentrace-agent`` (None when not given; names are checked by ``task_agents``)."""
-    from .spec.common import parse_agent, unique_agent_ids
+    """Agents from ``--agentrace-agent`` (None when not given; names and ids are settled by ``task_agents``)."""
+    from .spec.common import parse_agent
 
     specs = config.getoption("agentrace_agent")
     if not specs:
         return None
-    return unique_agent_ids(parse_agent(Path("--agentrace-agent"), f"--agentrace-agent {s}", s, check_known=False) for s in specs)
+    return tuple(parse_agent(Path("--agentrace-agent"), f"--agentrace-agent {s}", s, check_known=False) for s in specs)
 
 
 COLLISION_KEY = pytest.StashKey[str]()
@@ -179,7 +194,8 @@ def task_agents(listed, wanted):
         if not named:
             known_agent(Path("--agentrace-agent"), f"--agentrace-agent {w.id}", w.name)
         chosen += [a for a in named or [w] if a not in chosen]
-    return unique_agent_ids(chosen)
+    given = iter(unique_agent_ids(a for a in chosen if a not in listed))  # the file's entries keep their ids
+    return tuple(a if a in listed else next(given) for a in chosen)
 
 
 class SpecFile(pytest.File):

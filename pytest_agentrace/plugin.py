@@ -105,15 +105,16 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     if not _enabled(parent.config):
         return None
-    from .collect import TaskFile, TrialFile, sniff_task, sniff_trial
+    from .collect import TaskFile, TrialFile, named_on_command_line, sniff_task, sniff_trial
 
-    if file_path.suffix in (".yaml", ".yml") and sniff_task(file_path, parent.config):
+    named = named_on_command_line(file_path, parent.config)  # claimed even when it does not look like one
+    if file_path.suffix in (".yaml", ".yml") and (named or sniff_task(file_path, parent.config)):
         if parent.config.getoption("agentrace_validate"):
             from .validate import ValidationTaskFile
 
             return ValidationTaskFile.from_parent(parent, path=file_path)
         return TaskFile.from_parent(parent, path=file_path)
-    if file_path.suffix == ".toml" and sniff_trial(file_path, parent.config):
+    if file_path.suffix == ".toml" and ((named and file_path.name != "pyproject.toml") or sniff_trial(file_path, parent.config)):
         return TrialFile.from_parent(parent, path=file_path)
     return None
 

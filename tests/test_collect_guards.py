@@ -56,3 +56,19 @@ def test_agent_option_keeps_the_task_files_entry(pytester: pytest.Pytester, bin_
     runs = sorted(p.parts[-3] for p in (pytester.path / "o").glob("runs/t/default/*/1/run.json"))
     assert runs == ["envfixer", "oracle"]
     assert "ENV kept" in (pytester.path / "o/runs/t/default/envfixer/1/raw.out").read_text()
+
+
+def test_a_file_named_on_the_command_line_is_always_loaded(pytester: pytest.Pytester) -> None:
+    """Named explicitly, a YAML/TOML file is a task/trial even when it does not look like one, so its mistake is
+    reported (with the fix) instead of pytest's "not found"; in a folder such files are still left alone."""
+    pytester.path.joinpath("t.yaml").write_text('name: t1\ndescripton: do it\ntest_command: "true"\n')
+    pytester.path.joinpath("empty.yaml").write_text("")
+    pytester.path.joinpath("other.toml").write_text("x = 1\n")
+    res = pytester.runpytest("--agentrace", "t.yaml")
+    assert "t.yaml: key 'descripton': unknown key (did you mean 'description'?)" in res.stdout.str()
+    res = pytester.runpytest("--agentrace", "empty.yaml")
+    assert "empty.yaml: a task file must be a YAML mapping with name, description and test_command" in res.stdout.str()
+    res = pytester.runpytest("--agentrace", "other.toml")
+    assert "other.toml: key 'questions': a trial file needs a [[questions]] array of tables" in res.stdout.str()
+    res = pytester.runpytest("--agentrace", ".")
+    assert res.ret == pytest.ExitCode.NO_TESTS_COLLECTED and "error" not in res.stdout.str().lower()

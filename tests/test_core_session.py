@@ -133,24 +133,27 @@ def test_timeout_kills_grandchildren(pytester: pytest.Pytester, bin_dir: Path, t
 
 
 @pytest.mark.parametrize("xdist", XDIST)
-def test_missing_agent_skips(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_missing_agent_skips(pytester: pytest.Pytester, xdist: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CLI that is not installed (a built-in adapter's or a custom command's program not on PATH) skips its items."""
     make_repo(pytester.path / "repo", BUGGY_REPO)
-    (pytester.path / "task.yaml").write_text(task_yaml("repo", ["no-such-agent-cli-xyz"]))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # git and sh, no agent CLI
+    (pytester.path / "task.yaml").write_text(task_yaml("repo", ["{name: mine, command: no-such-agent-cli-xyz}", "cursor"]))
     res = pytester.runpytest("--agentrace", "-rs", *xdist)
-    res.assert_outcomes(skipped=1)
-    assert "not found on PATH" in res.stdout.str()
+    res.assert_outcomes(skipped=2)
+    assert "agent 'mine' not found on PATH (looked for no-such-agent-cli-xyz)" in res.stdout.str()
+    assert "agent 'cursor' not found on PATH (looked for cursor-agent)" in res.stdout.str()
 
 
 def test_agent_override_reps_and_ids(pytester: pytest.Pytester, bin_dir: Path) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "fixer", FIXER)
     (pytester.path / "task.yaml").write_text(task_yaml("repo", ["noop"]))
-    res = pytester.runpytest("--agentrace", "--collect-only", "-q", "--agentrace-agent", "codex:gpt-5.4", "--agentrace-agent", "openrouter/anthropic/x", "--agentrace-agent", "openrouter_anthropic/x", "--agentrace-reps", "2")
+    res = pytester.runpytest("--agentrace", "--collect-only", "-q", "--agentrace-agent", "codex:gpt-5.4", "--agentrace-agent", "aider:openrouter/anthropic/x", "--agentrace-agent", "aider:openrouter_anthropic/x", "--agentrace-reps", "2")
     ids = [line for line in res.stdout.lines if "::" in line]
     assert ids == [
         "task.yaml::fix-add[codex:gpt-5.4-r1]", "task.yaml::fix-add[codex:gpt-5.4-r2]",
-        "task.yaml::fix-add[openrouter_anthropic_x-r1]", "task.yaml::fix-add[openrouter_anthropic_x-r2]",
-        "task.yaml::fix-add[openrouter_anthropic_x~2-r1]", "task.yaml::fix-add[openrouter_anthropic_x~2-r2]",
+        "task.yaml::fix-add[aider:openrouter_anthropic_x-r1]", "task.yaml::fix-add[aider:openrouter_anthropic_x-r2]",
+        "task.yaml::fix-add[aider:openrouter_anthropic_x~2-r1]", "task.yaml::fix-add[aider:openrouter_anthropic_x~2-r2]",
     ]
 
 
