@@ -306,6 +306,19 @@ def run_task(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | N
         return finish(Status.TIMEOUT, f"agent timed out after {spec.timeout:g}s")
     failed = [c for c in (checks.get("tests"), checks.get("verify")) if c is not None and not c.passed]
     if failed:
-        return finish(Status.FAILED, f"{failed[0].name} failed ({failed[0].why})")
+        return finish(Status.FAILED, f"{failed[0].name} failed ({failed[0].why})" + _crash_note(agent.exit_code))
     return finish(Status.PASSED)
+
+
+def _crash_note(exit_code: int | None) -> str:
+    """``"; the agent crashed (SIGSEGV)"`` for an agent killed by a signal (negative exit code), else ``""``."""
+    if exit_code is None or exit_code >= 0:
+        return ""
+    import signal
+
+    try:
+        name = signal.Signals(-exit_code).name
+    except ValueError:
+        name = f"signal {-exit_code}"
+    return f"; the agent crashed ({name})"
 

@@ -16,16 +16,18 @@ def test_bad_agents_never_break_the_session(pytester: pytest.Pytester, bin_dir: 
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "fixer", FIXER)
     write_script(bin_dir / "crasher", "raise RuntimeError('agent blew up')\n")
+    write_script(bin_dir / "segfaulter", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
     write_script(bin_dir / "flooder", "import sys\nfor _ in range(40):\n    sys.stdout.write('y' * 1_000_000)\n")
     write_script(bin_dir / "garbler", "import sys, os\nsys.stdout.buffer.write(os.urandom(20000))\n")
-    agents = ", ".join(f"{{name: {n}, command: {n}}}" for n in ("fixer", "crasher", "flooder", "garbler"))
+    agents = ", ".join(f"{{name: {n}, command: {n}}}" for n in ("fixer", "crasher", "flooder", "garbler", "segfaulter"))
     (pytester.path / "task.yaml").write_text(
         f"name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\nagents: [{agents}]\n"
     )
     res = pytester.runpytest("--agentrace", "--agentrace-out", "o", *xdist)
-    res.assert_outcomes(passed=1, failed=3)
+    res.assert_outcomes(passed=1, failed=4)
     runs = {p.parts[-3]: json.loads(p.read_text()) for p in (pytester.path / "o").glob("runs/t/default/*/1/run.json")}
-    assert sorted(runs) == ["crasher", "fixer", "flooder", "garbler"]
+    assert sorted(runs) == ["crasher", "fixer", "flooder", "garbler", "segfaulter"]
+    assert runs["segfaulter"]["exit_code"] == -11 and runs["segfaulter"]["reason"] == "tests failed (exit 1); the agent crashed (SIGSEGV)"
     assert runs["crasher"]["exit_code"] == 1 and runs["crasher"]["status"] == "failed"
     assert "agent blew up" in (pytester.path / "o/runs/t/default/crasher/1/raw.err").read_text()
     flood_out = (pytester.path / "o/runs/t/default/flooder/1/raw.out").read_text()
