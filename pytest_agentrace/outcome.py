@@ -61,3 +61,31 @@ def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
             yield path, read_run(path)
         except ValueError as exc:
             print(f"agentrace: skipped {exc}", file=sys.stderr)
+
+
+LAST_SESSION_FILE = "last-session.json"
+
+
+def write_last_session(out: Path, session_id: str, run_ids: list[str]) -> Path:
+    """Record which runs the session that just ended produced or reused: ``<out>/last-session.json``,
+    ``{"session_id": str, "run_ids": [str, ...]}`` (sorted), written atomically by the controller. A results folder
+    keeps every run ever made; ``--last-session`` in the ``agentrace`` commands reads only these."""
+    path = Path(out) / LAST_SESSION_FILE
+    write_atomic(path, json.dumps({"session_id": session_id, "run_ids": sorted(set(run_ids))}, indent=1) + "\n")
+    return path
+
+
+def last_session_ids(out: Path) -> set[str]:
+    """The run ids of ``<out>/last-session.json``. Raises ``ValueError`` naming the file when it is missing or
+    not such a record."""
+    path = Path(out) / LAST_SESSION_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no record of the last session (written at the end of each pytest --agentrace session)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not readable ({exc})") from None
+    ids = data.get("run_ids") if isinstance(data, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ValueError(f"{path}: key 'run_ids' must be a list of run ids")
+    return set(ids)

@@ -8,6 +8,7 @@ printed in ``pytest_terminal_summary``.
 
 from __future__ import annotations
 
+import sys
 import uuid
 from pathlib import Path
 
@@ -173,9 +174,20 @@ class SessionPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """After junitxml wrote its file (trylast), put the final composite scores into it."""
+        """After junitxml wrote its file (trylast), put the final composite scores into it; record the session's
+        run ids in ``<out>/last-session.json`` (``outcome.write_last_session``)."""
+        if is_worker(self.config):
+            return
+        outcomes = self.config.stash[AGGREGATOR_KEY].outcomes
+        if outcomes:
+            from .outcome import write_last_session
+
+            try:
+                write_last_session(out_dir(self.config), self.config.stash[SESSION_ID_KEY], list(outcomes))
+            except OSError as exc:
+                print(f"agentrace: last-session record not written: {exc}", file=sys.stderr)
         xml = self.config.getoption("xmlpath", default=None)
-        if is_worker(self.config) or not xml:
+        if not xml:
             return
         from .junit import patch_scores
 

@@ -61,6 +61,7 @@ def register(sub: Any) -> None:
     p.add_argument("out", metavar="OUT", help="results folder")
     p.add_argument("--to", required=True, metavar="FILE", help="snapshot file to write (JSON)")
     p.add_argument("--name", help="a name stored in the snapshot")
+    p.add_argument("--last-session", action="store_true", help="only the runs of the last pytest session into this folder")
     p.set_defaults(func=cmd_snapshot)
 
     p = sub.add_parser("compare", help="compare a results folder with a snapshot (regressed / dearer / improved / same)")
@@ -96,6 +97,8 @@ def _common(p: argparse.ArgumentParser, fmt: bool = False, suppress: bool = Fals
     p.add_argument("--baseline", metavar="ARM", help="arm the others are compared with (default: the trial's baseline)", **default(None))
     p.add_argument("--seed", type=int, help="seed of the bootstrap and permutation draws (default 0)", **default(0))
     p.add_argument("--resamples", type=positive_int, help="bootstrap resamples (default 10,000)", **default(10_000))
+    p.add_argument("--last-session", action="store_true", help="only the runs of the last pytest session into this folder (a results "
+                   "folder keeps every run ever made there)", **default(False))
     if fmt:
         p.add_argument("--format", choices=("text", "markdown", "json"), **default("text"))
 
@@ -131,14 +134,21 @@ def run(func, args: argparse.Namespace) -> int:
         return 2
 
 
-def load_outcomes(out: str | Path) -> list[Any]:
-    """Every readable run record under ``out/runs``; raises ``CliError`` when there is none."""
-    from .outcome import iter_runs
+def load_outcomes(out: str | Path, last_session: bool = False) -> list[Any]:
+    """Every readable run record under ``out/runs`` (``last_session``: only those of ``last-session.json``);
+    raises ``CliError`` when there is none."""
+    from .outcome import iter_runs, last_session_ids
 
     path = Path(out)
     if not path.is_dir():
         raise CliError(f"{path}: no such results folder; run `pytest --agentrace --agentrace-out {path}` first")
     outcomes = [o for _, o in iter_runs(path)]
+    if last_session:
+        try:
+            ids = last_session_ids(path)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        outcomes = [o for o in outcomes if o.run_id in ids]
     if not outcomes:
         raise CliError(f"{path}: no run.json records under {path / 'runs'}; run `pytest --agentrace --agentrace-out {path}` first")
     return outcomes
@@ -172,7 +182,7 @@ def _plan(args: argparse.Namespace) -> int:
         from .report.stats_text import plan_lines
         from .sequential import plan_rows
 
-        rows = plan_rows(load_outcomes(args.results), args.min_runs, args.max_reps, args.price_per_mtok, args.baseline, args.seed, args.resamples, args.alpha)
+        rows = plan_rows(load_outcomes(args.results, args.last_session), args.min_runs, args.max_reps, args.price_per_mtok, args.baseline, args.seed, args.resamples, args.alpha)
         if not rows:
             raise CliError(f"{args.results}: no arm comparisons (a plan needs trials with at least two arms)")
         print("\n".join(plan_lines(rows, args.format, args.price_per_mtok is not None)))
@@ -187,7 +197,7 @@ def _report(args: argparse.Namespace) -> int:
     from .report.stats_text import render
     from .stats_report import build_report
 
-    outcomes = load_outcomes(args.out)
+    outcomes = load_outcomes(args.out, args.last_session)
     cases = _cases(args.case)
     if cases and not any(o.case in cases for o in outcomes):
         raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
@@ -204,7 +214,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def _snapshot(args: argparse.Namespace) -> int:
     from .snapshot import make_snapshot, write_snapshot
 
-    snap = make_snapshot(load_outcomes(args.out), args.name)
+    snap = make_snapshot(load_outcomes(args.out, getattr(args, "last_session", False)), args.name)
     path = write_snapshot(Path(args.to), snap)
     print(f"wrote {path}: {len(snap['cells'])} cells")
     return 0
@@ -241,7 +251,7 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    return run(lambda a: compare_and_gate(load_outcomes(a.out), a), args)
+    return run(lambda a: compare_and_gate(load_outcomes(a.out, getattr(a, "last_session", False)), a), args)
 
 
 def cmd_ratings(args: argparse.Namespace) -> int:

@@ -253,3 +253,26 @@ def test_agentrace_regress_runs_the_trial_then_compares(project: pytest.Pytester
     assert res.returncode == 1
     assert "2 cells: 2 regressed" in res.stdout
     assert "FAIL regressed: bot port [base]: regressed" in res.stderr and "FAIL regressed: bot port [docs]: regressed" in res.stderr
+
+
+@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
+def test_last_session_reads_only_that_sessions_runs(project: pytest.Pytester, xdist: list[str]) -> None:
+    """A results folder keeps every run ever made there (4 reps, then 2): ``last-session.json`` lists the runs of
+    the session that just ended, and ``--last-session`` makes ``agentrace snapshot/report/compare`` use only those."""
+    from pytest_agentrace.cli import main
+
+    write_trial(project, reps=4)
+    assert run(project, *xdist).ret == 0
+    write_trial(project, reps=2)
+    assert run(project, *xdist).ret == 0
+    last = json.loads((project.path / "out" / "last-session.json").read_text())
+    assert last["run_ids"] == [f"trial:port/{arm}/bot/r{r}" for arm in ("base", "docs") for r in (1, 2)]
+    out = str(project.path / "out")
+    assert main(["snapshot", out, "--to", str(project.path / "all.json")]) == 0
+    assert main(["snapshot", out, "--to", str(project.path / "last.json"), "--last-session"]) == 0
+    every = json.loads((project.path / "all.json").read_text())["cells"]["trial:port/docs/bot"]
+    latest = json.loads((project.path / "last.json").read_text())["cells"]["trial:port/docs/bot"]
+    assert (every["total"], latest["total"]) == (4, 2)
+    assert main(["compare", out, "--snapshot", str(project.path / "last.json"), "--last-session", "--fail-on", "regressed"]) == 0
+    (project.path / "out" / "last-session.json").unlink()
+    assert main(["report", out, "--last-session"]) == 2
