@@ -142,6 +142,9 @@ def test_starter_repo_tests_are_not_collected(pytester: pytest.Pytester) -> None
         (BASE.replace("[noop]", "[{name: x, command: 'x {promt}'}]"), "agents[0].command", "unknown placeholder {promt} (did you mean '{prompt}'?)"),
         (BASE.replace("[noop]", "['..']"), "agents[0]", "empty agent name"),
         (BASE.replace("[noop]", "[{name: '..', command: x}]"), "agents[0].name", "cannot name an agent"),
+        (BASE.replace("[noop]", "['codex:']"), "agents[0]", "empty model after ':' in 'codex:'"),
+        (BASE + "test_command: 'false'\n", "test_command", "given twice (lines 3 and 5); YAML would keep only the second"),
+        (BASE + "scoring: {tests: 1, tests: 2}\n", "tests", "given twice (lines 5 and 5)"),
     ],
 )
 def test_more_schema_errors(tmp_path: Path, text: str, key: str, message: str) -> None:

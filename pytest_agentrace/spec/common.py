@@ -138,9 +138,11 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
     without ``command`` that is no built-in agent (``known_agent``).
     """
     if isinstance(value, str):
-        name, _, model = value.strip().partition(":")
+        name, sep, model = value.strip().partition(":")
         if not name.strip("."):
             raise SpecError(path, key, f"empty agent name in {value!r}; write e.g. claude or codex:gpt-5.4")
+        if sep and not model.strip():
+            raise SpecError(path, key, f"empty model after ':' in {value!r}; write e.g. codex:gpt-5.4, or just {name}")
         if check_known:
             known_agent(path, key, name)
         return AgentSpec(name=name, id=value.strip(), model=model or None)

@@ -89,13 +89,44 @@ def is_task_data(data: Any) -> bool:
     return len(keys & set(TASK_KEYS)) >= 3 and bool(keys & _TASK_ONLY_KEYS)
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, first: int, second: int):
+        super().__init__(key)
+        self.key, self.first, self.second = key, first, second
+
+
+def _strict_loader() -> Any:
+    """A ``yaml.SafeLoader`` that raises ``_DuplicateKey`` for a mapping key given twice (PyYAML keeps the last)."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, int] = {}
+            for key_node, _value in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        raise _DuplicateKey(key, seen[key], line)
+                    seen[key] = line
+                except TypeError:  # an unhashable key: the base constructor reports it
+                    pass
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictLoader
+
+
 def read_yaml(path: Path) -> Any:
-    """Parse a YAML file; raises ``SpecError`` with the line for a syntax error."""
+    """Parse a YAML file; raises ``SpecError`` with the line for a syntax error or a key given twice."""
     import yaml
 
     text = path.read_text(encoding="utf-8")
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as dup:
+        raise SpecError(path, str(dup.key), f"given twice (lines {dup.first} and {dup.second}); YAML would keep only the second: keep one") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
