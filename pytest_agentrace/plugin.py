@@ -49,6 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_ID_KEY] = sid or uuid.uuid4().hex[:12]
     if not is_worker(config):
         _check_out_dir(out_dir(config))
+        _check_report_paths(config)
     config.stash[AGGREGATOR_KEY] = Aggregator()
     config.pluginmanager.register(SessionPlugin(config), "agentrace-session")
     from .stats_session import StatsPlugin  # issue 5: statistics, snapshots, gates
@@ -83,6 +84,26 @@ def _check_out_dir(out: Path) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise pytest.UsageError(f"--agentrace-out {out}: cannot write the results folder there ({exc.strerror or exc})") from None
+
+
+def _check_report_paths(config: pytest.Config) -> None:
+    """Usage error before any run (and its cost) when a ``--agentrace-html/md/json`` file could not be written at
+    the end: its folder cannot be made or written, or the path is a folder or a read-only file."""
+    import os
+
+    for option in ("html", "md", "json"):
+        value = config.getoption(f"agentrace_{option}", default=None)
+        if not value:
+            continue
+        path = Path(value)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise pytest.UsageError(f"--agentrace-{option} {value}: cannot make its folder ({exc.strerror or exc})") from None
+        if path.is_dir():
+            raise pytest.UsageError(f"--agentrace-{option} {value}: is a folder; give a file name, e.g. {path / ('report.' + option)}")
+        if not os.access(path if path.exists() else path.parent, os.W_OK):
+            raise pytest.UsageError(f"--agentrace-{option} {value}: not writable")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -147,9 +147,22 @@ def test_two_sessions_at_once_both_saved(pytester: pytest.Pytester, bin_dir: Pat
 @pytest.mark.parametrize("xdist", XDIST)
 def test_an_unwritable_report_is_a_warning_not_a_failure(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     small_project(pytester, bin_dir)
-    (pytester.path / "taken").mkdir()  # a directory where the JSON file should go
+    # a directory where the JSON file should go, made after the start-up check (a path checked early can still
+    # become unwritable by the end of a long session)
+    pytester.makeconftest("import os\n\ndef pytest_sessionstart(session):\n    os.makedirs('taken', exist_ok=True)\n")
     res = pytester.runpytest("--agentrace", "--agentrace-no-save", "--agentrace-json", "taken", "--agentrace-md", "ok.md", *xdist)
     res.assert_outcomes(passed=1, xfailed=1)
     assert res.ret == 0
     res.stdout.fnmatch_lines(["agentrace: wrote md report *ok.md", "agentrace: could not write *taken: IsADirectoryError*"])
     assert (pytester.path / "ok.md").read_text().startswith("## agentrace report")
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--agentrace-md", "afile/x.md", "--agentrace-md afile/x.md: cannot make its folder"),
+    ("--agentrace-json", ".", "--agentrace-json .: is a folder; give a file name"),
+])
+def test_unwritable_report_path_is_a_usage_error_before_any_run(pytester: pytest.Pytester, option: str, value: str, message: str) -> None:
+    (pytester.path / "afile").write_text("")
+    res = pytester.runpytest("--agentrace", option, value)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in res.stderr.str()
