@@ -103,7 +103,8 @@ def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
         rows = compare(read_snapshot(Path(snap)), outcomes, tolerance=config.getoption("agentrace_tolerance"), seed=seed, resamples=resamples,
                        alpha=config.getoption("agentrace_regression_alpha"))
         lines += ["", f"compared with snapshot {snap}:", *compare_lines(rows)]
-    if any(o.kind == "task" for o in outcomes) and not config.getoption("agentrace_no_save", default=False):
+    saving = not (config.getoption("agentrace_no_save", default=False) or config.getoption("agentrace_validate", default=False))
+    if any(o.kind == "task" for o in outcomes) and saving:
         try:
             ratings.update_store(out_dir(config), outcomes)
         except (OSError, ValueError) as exc:

@@ -100,8 +100,9 @@ def default_path(rootdir: Path | str | None = None) -> Path:
 
 
 def config_path(config: Any) -> Path | None:
-    """The store file for a pytest ``config`` (``None`` under ``--agentrace-no-save``)."""
-    if config.getoption("agentrace_no_save", default=False):
+    """The store file for a pytest ``config`` (``None`` under ``--agentrace-no-save``, and under
+    ``--agentrace-validate``: oracle/noop runs check tasks, they are no race between agents)."""
+    if config.getoption("agentrace_no_save", default=False) or config.getoption("agentrace_validate", default=False):
         return None
     value = config.getoption("agentrace_db", default=None)
     return Path(value).expanduser().resolve() if value else default_path(config.rootpath)

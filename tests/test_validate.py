@@ -64,6 +64,9 @@ def test_valid_task_passes_with_only_oracle_and_noop(pytester: pytest.Pytester, 
     assert verdicts(res.stdout.str()) == {"good": "valid"}
     assert "1 of 1 task(s) valid, 0 invalid" in res.stdout.str()
     assert res.ret == 0
+    # oracle/noop check the task; they are no race between agents: nothing goes to the history or the Elo ratings
+    assert not (pytester.path / ".agentrace" / "history.db").exists()
+    assert not (pytester.path / ".agentrace" / "ratings.json").exists()
 
 
 @pytest.mark.parametrize("xdist", XDIST)
