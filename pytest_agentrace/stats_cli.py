@@ -262,14 +262,16 @@ def _ratings(args: argparse.Namespace) -> int:
     import json
 
     from .outcome import iter_runs
-    from .ratings import load_ratings, reset_store, update_store
+    from .ratings import reset_store, update_store
 
     out = Path(args.results)
+    if not out.is_dir():
+        raise CliError(f"{out}: no such results folder; run `pytest --agentrace --agentrace-out {out}` first")
     if args.reset:
         print(f"ratings reset ({out / 'ratings.json'} {'removed' if reset_store(out) else 'did not exist'})")
         return 0
     try:
-        state = update_store(out, [o for _, o in iter_runs(out)]) if out.is_dir() else load_ratings(out)
+        state = update_store(out, [o for _, o in iter_runs(out)])
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if args.json:

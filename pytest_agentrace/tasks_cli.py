@@ -195,7 +195,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     folder = Path(args.output_dir)
     path = folder / f"{name}.yaml"
     if path.exists() and not args.force:
-        return _error("init", f"{path} exists; pass --force to overwrite it", 1)
+        return _error("init", f"{path} exists; pass --force to overwrite it", 2)
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(INIT_TEMPLATE.format(name=name, file=path.name), encoding="utf-8")
     try:

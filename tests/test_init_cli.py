@@ -28,7 +28,7 @@ def test_init_output_dir_force_and_errors(tmp_path: Path, capsys: pytest.Capture
     path = tmp_path / "new" / "dir" / "x.yaml"
     assert load_task(path).name == "x"
     path.write_text("edited")
-    assert main(["init", "x", "-o", str(path.parent)]) == 1
+    assert main(["init", "x", "-o", str(path.parent)]) == 2  # like init-trial: nothing written, exit 2
     assert "exists; pass --force" in capsys.readouterr().err
     assert path.read_text() == "edited"
     assert main(["init", "x", "-o", str(path.parent), "--force"]) == 0

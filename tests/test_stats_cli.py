@@ -138,6 +138,8 @@ def test_ratings_store_update_json_and_reset(tmp_path: Path, capsys: pytest.Capt
     (out / "ratings.json").write_text("[]")
     code, _, err = main(capsys, "ratings", "--results", str(out))
     assert code == 2 and "not a ratings file" in err and "agentrace ratings --reset" in err
+    code, _, err = main(capsys, "ratings", "--results", str(tmp_path / "nonexistent"))
+    assert code == 2 and "nonexistent: no such results folder" in err
 
 
 TRIAL = """\
