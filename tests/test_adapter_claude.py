@@ -132,3 +132,11 @@ def test_unknown_events_and_malformed_lines_are_warnings():
     u = parse_claude('{"type":"mystery"}\n{"type": "result", broken\n' + jsonl(_result()))
     assert u.status == AgentStatus.COMPLETED and u.cost_usd == 0.25
     assert any("mystery" in w for w in u.parse_warnings) and any("malformed JSON" in w for w in u.parse_warnings)
+
+
+def test_impossible_counts_are_dropped_with_a_warning():
+    """A negative token count or cost is not a figure: unknown (None) plus a parse warning, and not summed."""
+    u = parse_claude(jsonl(_result(total_cost_usd=-1.5, usage={"input_tokens": -5, "output_tokens": 400})))
+    assert (u.input_tokens, u.output_tokens, u.total_tokens, u.cost_usd) == (None, 400, 400, None)
+    assert "impossible input_tokens -5 ignored" in u.parse_warnings
+    assert "impossible cost_usd -1.5 ignored" in u.parse_warnings

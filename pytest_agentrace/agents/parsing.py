@@ -210,6 +210,9 @@ class FinalText:
         return None
 
 
+COUNT_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens", "cost_usd", "turns")
+
+
 class Collector:
     """Accumulates tool calls and warnings while a parser walks events, then builds the ``Usage``."""
 
@@ -246,7 +249,15 @@ class Collector:
 
     def usage(self, **fields: Any) -> Usage:
         """Build the ``Usage``: tool calls and warnings from here, ``total_tokens`` from the token parts when
-        not given (None when neither input nor output tokens are known)."""
+        not given (None when neither input nor output tokens are known). A negative or non-finite count or cost
+        is impossible output: it is dropped (None) with a parse warning, never summed."""
+        import math
+
+        for name in COUNT_FIELDS:
+            value = fields.get(name)
+            if value is not None and (not math.isfinite(value) or value < 0):
+                self.warn(f"impossible {name} {value!r} ignored")
+                fields[name] = None
         if fields.get("total_tokens") is None and (fields.get("input_tokens") is not None or fields.get("output_tokens") is not None):
             fields["total_tokens"] = add(
                 fields.get("input_tokens"), fields.get("output_tokens"), fields.get("cache_read_tokens"), fields.get("cache_write_tokens"),
