@@ -83,6 +83,12 @@ def test_several_cases_are_paired_and_clustered() -> None:
     # three cases can never reach p < 0.05 with the sign-flip test: no verdict across cases
     (three,) = cells.compare_arms(arms(4, 0.6, cases=("q1", "q2", "q3")), resamples=R)
     assert three.cost_p == pytest.approx(2 / 8) and three.cost_verdict == "no clear difference"
+    # ... and the report says why, when the interval alone would have excluded 1.00
+    from pytest_agentrace.report.stats_text import _verdict
+
+    assert three.relative_cost_ci.hi < 1.0
+    assert _verdict(three) == "no clear difference (interval excludes 1.00, sign-flip p=0.250; with 3 cases p cannot go below 0.25: add cases)"
+    assert _verdict(comp) == "cheaper"
 
 
 def test_pass_rate_difference_with_boschloo_and_errors_bracket() -> None:

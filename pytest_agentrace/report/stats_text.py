@@ -55,7 +55,22 @@ def _verdict(c: Any) -> str:
     v = str(c.cost_verdict)
     if c.sequential:
         return f"{v} ({c.sequential['state']} at {c.sequential['n']} runs)"
-    return v + (" (provisional)" if c.provisional and v != "no clear difference" else "")
+    return v + (" (provisional)" if c.provisional and v != "no clear difference" else "") + _disagreement(c)
+
+
+def _disagreement(c: Any) -> str:
+    """Why a comparison whose interval excludes 1.00 is still ``no clear difference``: its exact test did not agree
+    (a verdict needs both). With n cases a sign-flip test's two-sided p cannot go below 2 / 2**n (0.5 at 2 cases)."""
+    iv = c.relative_cost_ci
+    if str(c.cost_verdict) != "no clear difference" or c.cost_p is None or iv is None or iv.lo is None or iv.hi is None:
+        return ""
+    if not (iv.lo > 1.0 or iv.hi < 1.0):
+        return ""
+    text = f" (interval excludes 1.00, {c.cost_test} p={_p(c.cost_p)}"
+    n = len(c.cases)
+    if c.cost_test == "sign-flip" and 2 / 2**n >= 0.05:
+        text += f"; with {n} cases p cannot go below {2 / 2**n:.2g}: add cases"
+    return text + ")"
 
 
 def correct_text(passed: int, valid: int, ci: tuple[float, float] | None) -> str:
