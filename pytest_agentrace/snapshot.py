@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .model import Outcome, Status
-from .verdict import REGRESSION_ALPHA, SAME_NOTE, Verdict, snapshot_verdict
+from .verdict import REGRESSION_ALPHA, SAME_NOTE, Verdict, snapshot_verdicts
 
 SCHEMA = "agentrace-snapshot"
 VERSION = 1
@@ -133,6 +133,7 @@ class SnapshotRow:
     detail: str
     ratio: dict[str, Any] | None = None
     ratio_p: float | None = None
+    also: tuple[str, ...] = ()  # further verdicts that hold (``dearer`` of a ``regressed`` cell); gates see them too
 
     def passed_text(self) -> str:
         old = "-" if self.old_total is None else f"{self.old_passed}/{self.old_total}"
@@ -188,11 +189,11 @@ def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str 
             rng = stats.rng_for(seed, "snapshot", key)
             ratio = stats.cluster_contrast([(new["tokens"], old["tokens"])], "ratio", 0.95, resamples, rng)
             ratio_p = stats.permutation_p(new["tokens"], old["tokens"], resamples, rng)
-        verdict, detail = snapshot_verdict(old["passed"], old["total"], new["passed"], new["total"], ratio, ratio_p, tolerance, alpha)
+        (verdict, *also), detail = snapshot_verdicts(old["passed"], old["total"], new["passed"], new["total"], ratio, ratio_p, tolerance, alpha)
         detail = detail + _version_notes(old, new)
         rows.append(SnapshotRow(old["kind"], old["case"], arm_label(old["arm"]), old["agent"], old["passed"], old["total"],
                                 new["passed"], new["total"], verdict, "; ".join(detail),
-                                ratio.to_dict() if ratio is not None else None, ratio_p))
+                                ratio.to_dict() if ratio is not None else None, ratio_p, tuple(also)))
     for key, runs in new_groups.items():
         if key not in seen:
             new = cell_record(runs)
@@ -203,7 +204,7 @@ def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str 
 
 def closing_line(rows: Sequence[SnapshotRow]) -> str:
     """``N cells: a regressed, b dearer, ... .`` plus the reminder of what ``same`` means."""
-    counts = Counter(r.verdict for r in rows)
+    counts = Counter(v for r in rows for v in (r.verdict, *r.also))  # a regressed and dearer cell counts in both
     order = [v.value for v in (Verdict.REGRESSED, Verdict.DEARER, Verdict.IMPROVED, Verdict.SAME, Verdict.NOT_RUN, Verdict.NEW)]
     parts = ", ".join(f"{counts.get(v, 0)} {v}" for v in order)
     return f"{len(rows)} cells: {parts}. {SAME_NOTE}."

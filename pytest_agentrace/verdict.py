@@ -89,9 +89,10 @@ def provisional(n_arm: int, n_base: int) -> bool:
     return min(n_arm, n_base) < PROVISIONAL_RUNS
 
 
-def snapshot_verdict(old_passed: int, old_total: int, new_passed: int, new_total: int, ratio: Any = None, ratio_p: float | None = None,
-                     tolerance: float = 0.10, alpha: float = REGRESSION_ALPHA, token_alpha: float = 0.05) -> tuple[str, list[str]]:
-    """Verdict of one cell against its snapshot, with detail phrases.
+def snapshot_verdicts(old_passed: int, old_total: int, new_passed: int, new_total: int, ratio: Any = None, ratio_p: float | None = None,
+                      tolerance: float = 0.10, alpha: float = REGRESSION_ALPHA, token_alpha: float = 0.05) -> tuple[list[str], list[str]]:
+    """Verdicts of one cell against its snapshot (a cell can be both ``regressed`` and ``dearer``: each gate must
+    see both), with detail phrases.
 
     - ``regressed``: pass rate lower, one-sided Boschloo exact test p < ``alpha`` (default 0.05). Issue 5 asked
       for p < 0.1 *and* for an A/A false-regression rate at or below 5%; a level-0.1 test cannot promise the
@@ -102,7 +103,8 @@ def snapshot_verdict(old_passed: int, old_total: int, new_passed: int, new_total
       each side has at least ``SNAPSHOT_MIN_RUNS`` runs with tokens. ``improved`` also when the pass rate is
       higher with one-sided p < ``alpha``.
     - otherwise ``same``; a lower pass rate that the sample cannot tell from noise says "lower pass rate, within noise".
-    Precedence: regressed, dearer, improved, same. ``ratio``: a ``stats.Contrast`` of kind ratio (or None).
+    ``improved`` only when neither of the first two holds; ``same`` when nothing does. ``ratio``: a
+    ``stats.Contrast`` of kind ratio (or None).
     """
     from .stats import boschloo_p
 
@@ -134,13 +136,19 @@ def snapshot_verdict(old_passed: int, old_total: int, new_passed: int, new_total
         elif sign and not (dearer or improved_cost):
             text += f", within the {tolerance:.0%} tolerance"
         detail.append(text)
-    if regressed:
-        return Verdict.REGRESSED.value, detail
-    if dearer:
-        return Verdict.DEARER.value, detail
-    if improved_cost or improved_pass:
-        return Verdict.IMPROVED.value, detail
-    return Verdict.SAME.value, detail
+    if regressed and dearer:
+        detail.append("also dearer")
+    found = [v.value for v, hit in ((Verdict.REGRESSED, regressed), (Verdict.DEARER, dearer)) if hit]
+    if not found and (improved_cost or improved_pass):
+        found = [Verdict.IMPROVED.value]
+    return found or [Verdict.SAME.value], detail
+
+
+def snapshot_verdict(old_passed: int, old_total: int, new_passed: int, new_total: int, ratio: Any = None, ratio_p: float | None = None,
+                     tolerance: float = 0.10, alpha: float = REGRESSION_ALPHA, token_alpha: float = 0.05) -> tuple[str, list[str]]:
+    """The first of ``snapshot_verdicts`` (by precedence: regressed, dearer, improved, same) and the detail phrases."""
+    found, detail = snapshot_verdicts(old_passed, old_total, new_passed, new_total, ratio, ratio_p, tolerance, alpha, token_alpha)
+    return found[0], detail
 
 
 # ---------------------------------------------------------------------------------------------- gates
@@ -206,8 +214,8 @@ def gate_failures(gates: Iterable[Gate], cells: Sequence[Any] = (), comparisons:
                         extra = " (provisional)" if metric == "relative cost" and c.provisional else ""
                         out.append(f"{g.text}: {c.agent} arm {c.arm} vs {c.baseline}: {metric} {v}{extra} - {c.summary(metric)}")
             for r in snapshot_rows:
-                if r.verdict == g.verdict:
-                    out.append(f"{g.text}: {r.agent} {r.case} [{r.arm}]: {r.verdict} - {r.detail}")
+                if g.verdict in (r.verdict, *getattr(r, "also", ())):
+                    out.append(f"{g.text}: {r.agent} {r.case} [{r.arm}]: {g.verdict} - {r.detail}")
         elif g.metric == "flip":
             for f in flips:
                 if g.breached(f.flip_rate):

@@ -53,8 +53,14 @@ def test_snapshot_verdict_tokens_beyond_tolerance_with_enough_runs() -> None:
     assert v == "same" and detail[0].endswith("within the 10% tolerance")
     v, detail = verdict.snapshot_verdict(3, 3, 3, 3, *ratio([1500, 1560, 1440], old[:3]))
     assert v == "same" and "fewer than 4 runs a side" in detail[0]
-    # a regression outranks a cost change
-    assert verdict.snapshot_verdict(8, 8, 1, 8, *ratio([1500, 1560, 1440, 1530], old))[0] == "regressed"
+    # a regression outranks a cost change in the verdict column, but the cell is dearer too and every gate sees it
+    old8 = old * 2
+    assert verdict.snapshot_verdict(8, 8, 1, 8, *ratio([1500, 1560, 1440, 1530] * 2, old8))[0] == "regressed"
+    found, detail = verdict.snapshot_verdicts(8, 8, 1, 8, *ratio([1500, 1560, 1440, 1530] * 2, old8))
+    assert found == ["regressed", "dearer"] and detail[-1] == "also dearer"
+    row = SimpleNamespace(agent="a", case="q", arm="base", verdict=found[0], also=tuple(found[1:]), detail="; ".join(detail))
+    fails = verdict.gate_failures(verdict.parse_fail_on("dearer"), snapshot_rows=[row])
+    assert len(fails) == 1 and fails[0].startswith("dearer: a q [base]: dearer - lower pass rate")
 
 
 def test_parse_fail_on() -> None:
