@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .argtypes import positive_float
+from .argtypes import positive_float, positive_int
 
 
 def _days(value: str) -> float:
@@ -75,6 +75,7 @@ def register(sub: Any) -> None:
         p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE" + (" (default: report.html)" if name == "html" else " instead of standard output"))
         p.add_argument("--baseline", default=None, metavar="ARM", help="baseline arm of the arm comparisons (default: each trial's first arm)")
         p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+        p.add_argument("--resamples", type=positive_int, default=10_000, help="bootstrap resamples (default 10,000)")
         p.add_argument("--db", default=None, metavar="PATH", help="history file for the Elo-over-time chart (default: none)")
         p.set_defaults(func=func)
 
@@ -220,7 +221,7 @@ def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
         except StoreError as exc:
             print(f"agentrace: {exc}", file=sys.stderr)
             return None
-    return build_export(outcomes, out=out, baseline=args.baseline, seed=args.seed, history=history_rows)
+    return build_export(outcomes, out=out, baseline=args.baseline, seed=args.seed, history=history_rows, resamples=args.resamples)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

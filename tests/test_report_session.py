@@ -32,7 +32,8 @@ def test_acceptance_session_writes_every_report(pytester: pytest.Pytester, bin_d
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     make_acceptance_project(pytester.path, bin_dir)
     res = pytester.runpytest("--agentrace", "--agentrace-reps", "3", "--agentrace-html", "out/report.html",
-                             "--agentrace-md", "out/report.md", "--agentrace-json", "out/report.json", *xdist)
+                             "--agentrace-md", "out/report.md", "--agentrace-json", "out/report.json",
+                             "--agentrace-seed", "7", "--agentrace-resamples", "2000", *xdist)
     # gamma never fixes add (3 failures); the baseline arm answers 8080, not 8123 (3 failures)
     res.assert_outcomes(passed=18, failed=6)
     text = res.stdout.str()
@@ -62,6 +63,16 @@ def test_acceptance_session_writes_every_report(pytester: pytest.Pytester, bin_d
     assert board["gamma"]["passed"] == 3 and all(s["races"] == 2 for s in board.values()) and sum(s["wins"] for s in board.values()) <= 2
     assert set(doc["elo"]["ratings"]) == {"alpha", "beta", "gamma"} and len(doc["elo"]["steps"]) == 2
     assert doc["session"]["args"][:1] == ["--agentrace"] and doc["results_dir"] == str(pytester.path / ".agentrace")
+    # the export's intervals are the session's: same seed and resamples as its terminal report
+    from pytest_agentrace.cells import compare_arms, summarize
+    from pytest_agentrace.outcome import iter_runs
+
+    assert (doc["config"]["seed"], doc["config"]["resamples"]) == (7, 2000)
+    stored = [o for _, o in iter_runs(pytester.path / ".agentrace")]
+    expect = {(c.case, c.arm, c.agent): c.to_dict()["tokens_ci"] for c in summarize(stored, seed=7, resamples=2000)}
+    assert {(c["case"], c["arm"], c["agent"]): c["tokens_ci"] for c in doc["cells"]} == expect
+    (again,) = compare_arms(stored, seed=7, resamples=2000)
+    assert comp["relative_cost_ci"] == again.to_dict()["relative_cost_ci"]
 
     md = (pytester.path / "out/report.md").read_text()
     assert md.startswith("## agentrace report\n") and "24 runs: 18 passed, 6 failed" in md

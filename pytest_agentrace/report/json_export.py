@@ -140,20 +140,24 @@ def build_export(
     baseline: str | None = None,
     seed: int = 0,
     history: Sequence[Outcome] | None = None,
+    resamples: int | None = None,
 ) -> dict[str, Any]:
     """The export document (see the module docstring) for ``outcomes`` (scored: ``Aggregator.scored()``).
 
     ``session``: the session row (``store.SessionInfo`` fields) or None; ``options``: ``{reps, timeout}`` the
-    session overrode; ``baseline``/``seed``: passed to ``cells.compare_arms``; ``history``: outcomes of earlier
+    session overrode; ``baseline``: passed to ``cells.compare_arms``; ``seed``/``resamples`` (default 10,000)
+    drive every bootstrap interval and test (cells and comparisons), as in the session's terminal report; ``history``: outcomes of earlier
     sessions (the history store) for the Elo chart, else Elo uses ``outcomes`` alone.
     """
     from .. import __version__
     from ..cells import compare_arms, summarize
+    from ..stats import DEFAULT_RESAMPLES
     from ..ratings import elo, elo_history
     from .leaderboard import leaderboard
 
     outcomes = list(outcomes)
     options = dict(options or {})
+    resamples = int(resamples or DEFAULT_RESAMPLES)
     tasks, trials = _spec_info(outcomes)
     statuses = Counter(str(o.status) for o in outcomes)
     elo_source = list(history) if history else outcomes
@@ -172,12 +176,12 @@ def build_export(
             "agents": sorted({o.agent for o in outcomes}),
             "tasks": tasks, "trials": trials,
             "reps": options.get("reps") or max((o.rep for o in outcomes), default=0),
-            "timeout": options.get("timeout"), "seed": seed, "baseline": baseline,
+            "timeout": options.get("timeout"), "seed": seed, "resamples": resamples, "baseline": baseline,
         },
         "totals": {"runs": len(outcomes), **{s: statuses.get(s, 0) for s in ("passed", "failed", "timeout", "error")}},
         "leaderboard": [s.to_dict() for s in leaderboard(outcomes)],
-        "cells": [c.to_dict() for c in summarize(outcomes)],
-        "comparisons": [c.to_dict() for c in compare_arms(outcomes, baseline=baseline, seed=seed)],
+        "cells": [c.to_dict() for c in summarize(outcomes, seed=seed, resamples=resamples)],
+        "comparisons": [c.to_dict() for c in compare_arms(outcomes, baseline=baseline, seed=seed, resamples=resamples)],
         "elo": {"ratings": dict(elo(elo_source)), "history": list(elo_history(elo_source)), "steps": elo_steps(elo_source)},
         "runs": [o.to_dict() for o in outcomes],
     }

@@ -93,7 +93,8 @@ class ReportPlugin:
         seed = self.config.getoption("agentrace_seed", default=None)
         baseline = self.config.getoption("agentrace_baseline", default=None)
         return build_export(outcomes, out=out_dir(self.config), session=asdict(info), options=opts,
-                            baseline=baseline, seed=int(seed) if seed is not None else 0, history=self._history(outcomes))
+                            baseline=baseline, seed=int(seed) if seed is not None else 0, history=self._history(outcomes),
+                            resamples=self.config.getoption("agentrace_resamples", default=None))
 
     def _history(self, outcomes: list) -> list | None:
         """Earlier sessions' outcomes from the store (for Elo over time), this session's included."""
