@@ -113,6 +113,10 @@ def _load(args: argparse.Namespace, **filters: Any) -> list | None:
         return None
 
 
+NO_RACES = ("(no task races recorded: leaderboard, history and trend rank agents on task files; "
+            "trial runs are compared by arm with `agentrace report OUT`)")
+
+
 def _render(title: str, headers: list[str], rows: list[list[Any]], data: Any, fmt: str, note: str = "") -> str:
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
@@ -126,7 +130,7 @@ def _render(title: str, headers: list[str], rows: list[list[Any]], data: Any, fm
         return f"### {title}\n\n" + md_table(headers, rows) + (f"\n\n{note}" if note else "") + "\n"
     from tabulate import tabulate
 
-    body = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True) if rows else "(nothing recorded)"
+    body = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True) if rows else NO_RACES
     return f"{title}\n{body}\n" + (f"{note}\n" if note else "")
 
 

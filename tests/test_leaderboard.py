@@ -157,3 +157,13 @@ def test_missing_store_and_bad_since_are_one_line_errors(tmp_path: Path, capsys:
     assert not (tmp_path / "nope.db").exists()  # reading never creates a store
     assert main(["leaderboard", "--db", str(fixed_store), "--since", "yesterday-ish"]) == 2
     assert "expected a span like 7d" in capsys.readouterr().err
+
+
+def test_a_store_without_task_races_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from pytest_agentrace.store import Store
+
+    db = tmp_path / "h.db"
+    with Store(db):
+        pass
+    assert main(["leaderboard", "--db", str(db)]) == 0
+    assert "no task races recorded" in capsys.readouterr().out

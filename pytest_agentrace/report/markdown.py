@@ -179,7 +179,8 @@ def render(doc: Mapping[str, Any], title: str = "agentrace report", level: int =
     if rows:
         out += [f"{h}# Arms vs baseline", "", md_table(COMPARISON_HEADERS, rows), "",
                 ("_Relative cost: tokens per run divided by the baseline arm's mean for the same case and agent; "
-                 "`cheaper`/`dearer` only when the 95% interval excludes 1.00._"), ""]
+                 "`cheaper`/`dearer` only when the 95% interval excludes 1.00 and the exact permutation / sign-flip test agrees "
+                 "(p < 0.05)._"), ""]
     ratings = (doc.get("elo") or {}).get("ratings") or {}
     if ratings:
         elo_rows = [[a, num(r, 0)] for a, r in sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))]
