@@ -26,7 +26,9 @@ JUnit properties) is a plain JSON dict made by ``to_dict`` and read back by ``fr
     answer_score    dict|None  trial answer key result {correct, recall, missing, forbidden}
     used_tool       bool|None  trial arm ``uses`` regex matched a tool call
     claim           dict|None  trial verification claim
-    score           float|None composite score (tasks; filled in by the controller, 0..100)
+    score           float|None composite score (tasks, 0..100): relative to the other runs of the same task and
+                               rep, so the controller computes it at session end (tables, JUnit agentrace.score,
+                               exports, `agentrace report`); run.json and agentrace.outcome keep null
     reused          bool       outcome read back from disk by --agentrace-resume
     session_id      str
     extra           dict       adapter/feature specific fields (JSON primitives only)
