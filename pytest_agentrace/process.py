@@ -2,8 +2,9 @@
 
 On timeout (or interrupt) the whole group gets SIGTERM, then SIGKILL after ``grace`` seconds; after a
 normal exit any process left in the group (a background grandchild) is killed too, and so is, on Linux, any
-descendant that left the group with ``setsid`` (``reaper``), so no descendant outlives its run. Output is read by threads while the command runs; each stream keeps its first
-``head`` and last ``tail`` bytes and counts the total, and is decoded as UTF-8 with replacement.
+descendant that left the group with ``setsid`` (``reaper``), so no descendant outlives its run. Output is read
+by threads while the command runs; each stream keeps its first ``head`` and last ``tail`` bytes and counts the
+total, and is decoded as UTF-8 with replacement.
 """
 
 from __future__ import annotations

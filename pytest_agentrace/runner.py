@@ -321,4 +321,3 @@ def _crash_note(exit_code: int | None) -> str:
     except ValueError:
         name = f"signal {-exit_code}"
     return f"; the agent crashed ({name})"
-
