@@ -12,6 +12,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from .model import Outcome
 
@@ -75,16 +76,25 @@ def write_last_session(out: Path, session_id: str, run_ids: list[str]) -> Path:
     return path
 
 
+def read_json(path: Path) -> Any:
+    """The parsed JSON of ``path``. Raises ``FileNotFoundError`` when it is missing and ``ValueError``
+    (``"<path>: not readable as JSON (<why>)"``) when it cannot be read or parsed."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not readable as JSON ({exc})") from None
+
+
 def last_session_ids(out: Path) -> set[str]:
     """The run ids of ``<out>/last-session.json``. Raises ``ValueError`` naming the file when it is missing or
     not such a record."""
     path = Path(out) / LAST_SESSION_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except FileNotFoundError:
         raise ValueError(f"{path}: no record of the last session (written at the end of each pytest --agentrace session)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not readable ({exc})") from None
     ids = data.get("run_ids") if isinstance(data, dict) else None
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise ValueError(f"{path}: key 'run_ids' must be a list of run ids")

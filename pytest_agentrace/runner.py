@@ -74,10 +74,10 @@ def agent_path_error(spec: RunSpec) -> str | None:
 
 
 def missing_executable(spec: RunSpec) -> str | None:
-    """Skip reason when the agent's executable is not on PATH (``None`` when it is, or not needed; a custom path
-    that is missing is ``agent_path_error``'s, not a skip)."""
+    """Skip reason when the agent's executable is not on PATH (``None`` when it is, or not needed). Check
+    ``agent_path_error`` first: a custom path that is missing is an error, not a skip."""
     exe = resolve_executable(spec)
-    if exe is None or agent_path_error(spec):
+    if exe is None:
         return None
     if os.path.isabs(exe):
         return None if os.access(exe, os.X_OK) else f"agent '{spec.agent.label}' executable {exe} not found or not executable"

@@ -79,12 +79,14 @@ def read_snapshot(path: Path) -> dict[str, Any]:
     """Read and check a snapshot file. Raises ``SnapshotError`` naming the file, what is wrong and the fix."""
     path = Path(path)
     fix = "write one with `agentrace snapshot OUT --to FILE` or `pytest --agentrace --agentrace-snapshot FILE --agentrace-snapshot-update`"
+    from .outcome import read_json
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except FileNotFoundError:
         raise SnapshotError(f"{path}: snapshot file not found; {fix}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SnapshotError(f"{path}: not readable as JSON ({exc}); {fix}") from None
+    except ValueError as exc:
+        raise SnapshotError(f"{exc}; {fix}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("cells"), dict):
         raise SnapshotError(f"{path}: not an agentrace snapshot (key 'schema' must be {SCHEMA!r} with a 'cells' mapping); {fix}")
     if int(data.get("version", 0)) > VERSION:

@@ -88,6 +88,7 @@ def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
     from .report.stats_text import compare_lines, report_lines
     from .snapshot import compare, make_snapshot, read_snapshot, write_snapshot
     from .stats_report import build_report
+    from .store import config_path
     from .verdict import gate_failures, parse_fail_on
 
     seed, resamples = config.getoption("agentrace_seed"), config.getoption("agentrace_resamples")
@@ -103,8 +104,7 @@ def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
         rows = compare(read_snapshot(Path(snap)), outcomes, tolerance=config.getoption("agentrace_tolerance"), seed=seed, resamples=resamples,
                        alpha=config.getoption("agentrace_regression_alpha"))
         lines += ["", f"compared with snapshot {snap}:", *compare_lines(rows)]
-    saving = not (config.getoption("agentrace_no_save", default=False) or config.getoption("agentrace_validate", default=False))
-    if any(o.kind == "task" for o in outcomes) and saving:
+    if any(o.kind == "task" for o in outcomes) and config_path(config) is not None:  # saving: not --no-save, not --validate
         try:
             ratings.update_store(out_dir(config), outcomes)
         except (OSError, ValueError) as exc:
