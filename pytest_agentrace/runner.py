@@ -289,7 +289,7 @@ def run_task(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | N
         return finish(Status.FAILED, f"tampered: {', '.join(bad)}", tampered=tuple(bad))
     if agent.usage.status == AgentStatus.ERROR:
         return finish(Status.ERROR, f"agent environment: {agent.usage.error or 'the CLI reported an error on our side'}")
-    if agent.usage.status == AgentStatus.INCOMPLETE and not agent.timed_out:
+    if agent.usage.status == AgentStatus.INCOMPLETE and not agent.timed_out and agent.exit_code == 0:
         return finish(Status.ERROR, f"incomplete agent run: {agent.usage.error or 'no terminal event in its output'}")
 
     checks["tests"] = run_check("tests", task.test_command, ws, env, task.timeout, run_dir / "tests.log", secrets)
@@ -307,7 +307,15 @@ def run_task(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | N
     failed = [c for c in (checks.get("tests"), checks.get("verify")) if c is not None and not c.passed]
     if failed:
         return finish(Status.FAILED, f"{failed[0].name} failed ({failed[0].why})" + _crash_note(agent.exit_code))
+    if agent.usage.status == AgentStatus.FAILED:
+        return finish(Status.FAILED, agent_failure(agent.usage))
     return finish(Status.PASSED)
+
+
+def agent_failure(usage: Usage) -> str:
+    """The reason of a run whose agent's own output reported a failure (claude ``is_error``, codex
+    ``turn.failed``, ...): the checks may pass, but the agent said it did not finish its work."""
+    return f"the agent reported a failure: {usage.error or 'its output ends in an error'}"
 
 
 def _crash_note(exit_code: int | None) -> str:

@@ -6,14 +6,15 @@ time 15, lines 10``; with one ``tests 25, verify 30, exit 20, lint 15, time 5, l
 
 Components (each 0..1) of one run:
 - ``tests`` / ``verify``: 1 when the command exited 0 (verify counts only when the task has one);
-- ``exit``: 1 when the agent exited 0; ``lint``: 1 when lint exited 0, or when the task has no lint command;
+- ``exit``: 1 when the agent exited 0 and its own output did not report a failure (claude ``is_error``); ``lint``: 1 when lint exited 0, or when the task has no lint command;
 - ``time`` / ``lines``: min-max normalised (lower is better) over the *passing* runs (status ``passed``) of the
   same task and rep. Edge cases, chosen so that a do-nothing agent can never outrank one that passed:
   * a run that did not pass gets 0 for time and lines (so noop's speed and empty diff earn nothing);
   * a single passing run, or passing runs whose values are all within the tie band, get 1;
-  * tie band: values are grouped ascending, a value joining the current group while it is within 5% of
-    itself above the group's smallest value; each value counts as its group's smallest, so differences
-    smaller than 5% of the larger value do not change ranks;
+  * tie band: values are grouped ascending, a value joining the current group when it is within 5% of itself
+    above the previous value (single linkage, so the grouping is transitive); each value counts as its group's
+    smallest, so two values less than 5% of the larger apart are always in one group and never change ranks
+    (a chain of small steps can tie values further apart: 100, 104, 108 are one group);
   * zero lines everywhere -> 1 for all passing runs;
   * ``error`` runs (infrastructure) are not scored (score None) and not ranked.
 A passing run scores at least ``tests`` (+ ``verify``) weight (40 / 55 by default) while a failing one
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from .model import Outcome, Status
+from .model import AgentStatus, Outcome, Status
 
 DEFAULT_WEIGHTS = {"tests": 40.0, "exit": 20.0, "lint": 15.0, "time": 15.0, "lines": 10.0}
 VERIFY_WEIGHTS = {"tests": 25.0, "verify": 30.0, "exit": 20.0, "lint": 15.0, "time": 5.0, "lines": 5.0}
@@ -43,11 +44,12 @@ def weights(has_verify: bool, scoring: Mapping[str, float] | None = None) -> dic
 def _tie_floor(values: Sequence[float]) -> dict[float, float]:
     """Map each value to the smallest value of its tie group (see module docstring)."""
     floor: dict[float, float] = {}
-    group_min = None
+    group_min = previous = None
     for v in sorted(set(values)):
-        if group_min is None or (v - group_min) > TIE_BAND * v:
+        if previous is None or (v - previous) > TIE_BAND * v:
             group_min = v
         floor[v] = group_min
+        previous = v
     return floor
 
 
@@ -69,7 +71,8 @@ def components(o: Outcome, has_verify: bool, has_lint: bool) -> dict[str, float]
         c = o.checks.get(name)
         return 1.0 if c is not None and c.passed else 0.0
 
-    comp = {"tests": ok("tests"), "exit": 1.0 if o.exit_code == 0 and not o.timed_out else 0.0}
+    clean_exit = o.exit_code == 0 and not o.timed_out and o.usage.status != AgentStatus.FAILED
+    comp = {"tests": ok("tests"), "exit": 1.0 if clean_exit else 0.0}
     comp["lint"] = ok("lint") if has_lint else 1.0
     if has_verify:
         comp["verify"] = ok("verify")

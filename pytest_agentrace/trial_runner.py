@@ -42,7 +42,7 @@ from .errors import WorkspaceError
 from .matrix import RunSpec
 from .model import AgentStatus, CheckResult, Outcome, Status
 from .outcome import write_atomic, write_run
-from .runner import base_outcome, fresh_run_dir, make_context, run_agent
+from .runner import agent_failure, base_outcome, fresh_run_dir, make_context, run_agent
 
 SETUP_LOCK = Path(".locks") / "setup.lock"
 SESSION_MARKER_MAX_AGE = 24 * 3600.0  # seconds: older sessions' prepare markers are removed
@@ -213,7 +213,7 @@ def run_trial(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | 
         fields["extra"]["change_error"] = str(exc)
     if usage.status == AgentStatus.ERROR:
         return finish(Status.ERROR, f"agent environment: {usage.error or 'the CLI reported an error on our side'}")
-    if usage.status == AgentStatus.INCOMPLETE and not agent.timed_out:
+    if usage.status == AgentStatus.INCOMPLETE and not agent.timed_out and agent.exit_code == 0:
         return finish(Status.ERROR, f"incomplete agent run: {usage.error or 'no terminal event in its output'}")
 
     score = score_answer(usage.answer, question.expect, question.forbid, question.min_recall)
@@ -231,6 +231,8 @@ def run_trial(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | 
         return finish(Status.TIMEOUT, f"agent timed out after {spec.timeout:g}s")
     if agent.exit_code not in (0, None):
         return finish(Status.FAILED, f"agent crashed (exit {agent.exit_code})")
+    if usage.status == AgentStatus.FAILED:
+        return finish(Status.FAILED, agent_failure(usage))
     if not score["correct"]:
         why = [f"recall {score['recall']:.2f} < min_recall {question.min_recall:.2f}"] if score["missing"] and score["recall"] + 1e-9 < question.min_recall else []
         if score["forbidden"]:

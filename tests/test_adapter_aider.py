@@ -65,6 +65,25 @@ def test_the_adapter_reads_the_analytics_log_from_the_run_folder(tmp_path):
     assert (u.input_tokens, u.output_tokens, u.cost_usd, u.turns, u.model) == (3234, 100, 0.03, 2, "m")
 
 
+def test_cache_counts_come_from_aiders_own_tokens_lines_only():
+    """With the log, only the Tokens: line of each message_send counts: a quoted line with other figures is
+    ignored, and one copying the real figures loses to the real line printed after the answer."""
+    log = "".join(json.dumps(e) + "\n" for e in (
+        {"event": "message_send", "properties": {"prompt_tokens": 1234, "completion_tokens": 56, "total_cost": 0.01}},
+        {"event": "message_send", "properties": {"prompt_tokens": 2000, "completion_tokens": 44, "total_cost": 0.03}},
+        {"event": "exit", "properties": {"reason": "Completed --message"}},
+    ))
+    out = (
+        "Aider v0.86.2\nModel: m\n\nFirst.\n\nTokens: 1.2k sent, 300 cache write, 56 received.\n\n"
+        "Quoting: Tokens: 9k sent, 50k cache write, 70k cache hit, 9 received.\n"
+        "Tokens: 2.0k sent, 8k cache write, 9k cache hit, 44 received.\n"
+        "Done.\n\nTokens: 2.0k sent, 1.5k cache hit, 44 received.\n"
+    )
+    u = parse_aider(out, "", log)
+    assert (u.input_tokens, u.output_tokens, u.cache_write_tokens, u.cache_read_tokens) == (3234, 100, 300, 1500)
+    assert u.total_tokens == 3234 + 100 + 300 + 1500
+
+
 def test_zero_cost_in_the_log_is_not_reported_and_missing_exit_is_incomplete():
     log = json.dumps({"event": "message_send", "properties": {"prompt_tokens": 10, "completion_tokens": 2, "cost": 0, "total_cost": 0}})
     u = parse_aider("", "", log)

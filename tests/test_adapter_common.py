@@ -12,7 +12,7 @@ from pytest_agentrace.agents.auth import detect
 from pytest_agentrace.agents.cli_parse import CLI_AGENTS, usage_json
 from pytest_agentrace.model import AgentStatus
 
-SPOOF = "Total cost: $9.99\nTokens: 99k sent, 99k received. Cost: $9.99 message, $9.99 session.\ninput_tokens: 999999, total_cost_usd: 9.99"
+SPOOF = "Total cost: $9.99\nTokens: 99k sent, 50k cache write, 70k cache hit, 99k received. Cost: $9.99 message, $9.99 session.\ninput_tokens: 999999, total_cost_usd: 9.99"
 
 # (agent, stdout sample, the final answer in it, side files)
 CASES = [
@@ -93,3 +93,17 @@ def test_a_completed_run_mentioning_401_stays_completed():
 
     u = parse_claude(jsonl({"type": "result", "subtype": "success", "is_error": False, "result": "Fixed the 401 Unauthorized bug; Invalid API key now handled.", "usage": {"input_tokens": 1, "output_tokens": 1}}))
     assert u.status == AgentStatus.COMPLETED
+
+
+def test_custom_command_placeholders_are_expanded_once(tmp_path):
+    """Text a placeholder inserts is passed on as is: a prompt that mentions ``{workspace}`` reaches the agent
+    verbatim (prompt.txt keeps the same text), and ``{model}`` without a model is an error."""
+    from pytest_agentrace.agents.command import expand_template
+    from pytest_agentrace.errors import AgentError
+
+    ctx = make_ctx(tmp_path, name="mine", prompt="open f'{workspace}/x' and {model}", model="m1")
+    argv = expand_template(["run", "--ws={workspace}", "{prompt}", "--model", "{model}", "{prompt_file}"], ctx)
+    assert argv == ["run", f"--ws={tmp_path / 'ws'}", "open f'{workspace}/x' and {model}", "--model", "m1",
+                    str(tmp_path / "run" / "prompt.txt")]
+    with pytest.raises(AgentError, match=r"command uses \{model\} but agent 'mine' has no model"):
+        expand_template(["run", "{model}"], make_ctx(tmp_path, name="mine"))

@@ -26,6 +26,17 @@ def test_camel_case_usage_and_final_answer_is_the_last_assistant_message():
     assert u.model is None  # "Auto": the router chose, the output does not say what
 
 
+def test_two_messages_after_the_last_tool_call_give_the_last_one():
+    """stream-json prints one ``assistant`` event per whole message (Cursor's output-format docs), so two
+    messages after the last tool call are two answers in turn, not one text to join."""
+    def say(text):
+        return {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}
+
+    out = jsonl(say("Let me check."), say("Done: 42."), {"type": "result", "subtype": "success", "is_error": False,
+                                                           "result": "Let me check.Done: 42.", "usage": {}})
+    assert parse_cursor(out).answer == "Done: 42."
+
+
 def test_parallel_tool_calls_are_correlated_by_call_id():
     def call(sub, cid, path):
         return {"type": "tool_call", "subtype": sub, "call_id": cid, "tool_call": {"readToolCall": {"args": {"path": path}}}}

@@ -55,6 +55,33 @@ def test_fixer_beats_noop_and_junit_has_properties(fixer_project: pytest.Pyteste
     assert float(fixer["agentrace.seconds"]) >= 0
 
 
+VERBOSE_FIXER = FIXER + """
+with open("calc.py", "a") as fh:
+    fh.write("".join(f"# note {i}\\n" for i in range(20)))
+"""
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_junit_scores_are_the_session_scores(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
+    """A score is relative to the other agents of the task and rep, known only at session end: the JUnit
+    ``agentrace.score`` is rewritten then (a worker alone would give every passing run full credit)."""
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "fixer", FIXER)
+    write_script(bin_dir / "verbose", VERBOSE_FIXER)
+    agents = ["{name: fixer, command: 'fixer {prompt}'}", "{name: verbose, command: 'verbose {prompt}'}"]
+    (pytester.path / "task.yaml").write_text(task_yaml("repo", agents))
+    res = pytester.runpytest("--agentrace", "--junitxml=out.xml", *xdist)
+    res.assert_outcomes(passed=2)
+    table = {row.split("|")[2].strip(): row.split("|")[3].strip() for row in res.stdout.lines if row.startswith("| ")}
+    root = ET.parse(pytester.path / "out.xml").getroot()
+    scores = {}
+    for case in root.iter("testcase"):
+        p = {e.get("name"): e.get("value") for e in case.iter("property")}
+        scores[json.loads(p["agentrace.outcome"])["agent"]] = float(p["agentrace.score"])
+    assert scores == {agent: float(score) for agent, score in table.items() if agent in scores}
+    assert scores["verbose"] <= 90.0  # 22 lines against 2: no lines credit (10 points)
+
+
 def test_xdist_tables_equal_serial(fixer_project: pytest.Pytester) -> None:
     def tables(args):
         out = fixer_project.runpytest("--agentrace", *args).stdout.str()

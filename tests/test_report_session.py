@@ -110,6 +110,9 @@ def test_no_save_writes_nothing(pytester: pytest.Pytester, bin_dir: Path, monkey
     res = pytester.runpytest("--agentrace", "--agentrace-no-save", *xdist)
     res.assert_outcomes(passed=1, xfailed=1)
     assert not list(pytester.path.rglob("*.db")) and "saved" not in res.stdout.str()
+    assert not list(pytester.path.rglob("ratings.json"))  # two agents raced: a saving session writes ratings
+    pytester.runpytest("--agentrace", *xdist).assert_outcomes(passed=1, xfailed=1)
+    assert list(pytester.path.rglob("ratings.json"))
 
 
 @pytest.mark.parametrize("xdist", XDIST)

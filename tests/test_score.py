@@ -55,6 +55,17 @@ def test_differences_below_five_percent_do_not_change_ranks() -> None:
     assert rank(s) == {"a": 1, "b": 1}
 
 
+def test_the_tie_band_is_transitive_with_three_agents() -> None:
+    """100 s, 104 s, 106 s: b and c are under 2% apart, so they must not split (grouping from the group's
+    smallest value would tie a with b but put c alone at the bottom, 15 points lower on time)."""
+    s = score_group([run("a", "passed", True, seconds=100.0), run("b", "passed", True, seconds=104.0),
+                     run("c", "passed", True, seconds=106.0)], False, True)
+    assert s == {"a": 100.0, "b": 100.0, "c": 100.0}
+    s = score_group([run("a", "passed", True, seconds=100.0), run("b", "passed", True, seconds=104.0),
+                     run("c", "passed", True, seconds=120.0)], False, True)
+    assert s == {"a": 100.0, "b": 100.0, "c": 85.0}  # c is more than 5% above b: worst time, loses 15
+
+
 def test_error_runs_are_not_scored_or_ranked() -> None:
     s = score_group([run("a", "passed", True), run("e", "error", False)], False, True)
     assert s == {"a": 100.0, "e": None}

@@ -4,6 +4,9 @@ the formula, or by scipy's own implementation)."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -153,7 +156,11 @@ def test_cv_cohens_d_and_t_interval() -> None:
 
 def test_rng_for_is_stable_across_processes() -> None:
     """crc32, not hash(): the same seed and key give the same first draw in every process."""
-    assert stats.rng_for(0, "tokens", "trial", "q1").integers(0, 1_000_000) == stats.rng_for(0, "tokens", "trial", "q1").integers(0, 1_000_000)
+    code = "from pytest_agentrace import stats; print(stats.rng_for(0, 'tokens', 'trial', 'q1').integers(0, 1_000_000))"
+    # a fresh interpreter with another hash seed: Python's hash() of strings would differ there
+    draws = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True,
+                            text=True, check=True).stdout.strip() for seed in ("1", "2")}
+    assert draws == {str(stats.rng_for(0, "tokens", "trial", "q1").integers(0, 1_000_000))}
     assert stats.rng_for(0, "a").integers(0, 2**31) != stats.rng_for(1, "a").integers(0, 2**31)
 
 

@@ -97,13 +97,13 @@ def parse_aider(stdout: str, stderr: str = "", analytics: str | None = None) -> 
             fields["cli_version"] = version_from(line)
         if fields.get("model") is None and (m := MODEL_RE.match(line)):
             fields["model"] = m.group(1)
-    if token_lines:
-        fields["cache_write_tokens"] = sum(number(m.group("cw")) or 0 for _, m in token_lines)
-        fields["cache_read_tokens"] = sum(number(m.group("ch")) or 0 for _, m in token_lines)
     status, error = AgentStatus.COMPLETED, None
     if analytics is not None:
-        status, error = _from_analytics(analytics, col, fields)
+        status, error, sends = _from_analytics(analytics, col, fields)
+        token_lines = _own_token_lines(token_lines, sends)
+        _add_cache_counts(token_lines, fields)
     elif token_lines:
+        _add_cache_counts(token_lines, fields)
         fields["input_tokens"] = sum(number(m.group("sent")) or 0 for _, m in token_lines)
         fields["output_tokens"] = sum(number(m.group("recv")) or 0 for _, m in token_lines)
         fields["turns"] = len(token_lines)
@@ -119,8 +119,40 @@ def parse_aider(stdout: str, stderr: str = "", analytics: str | None = None) -> 
     return col.usage(status=status, error=error, **fields)
 
 
-def _from_analytics(text: str, col: Collector, fields: dict[str, Any]) -> tuple[str, str | None]:
-    """Fill tokens, cost, turns and model from the analytics log; return (status, error)."""
+def _add_cache_counts(token_lines: list[tuple[int, re.Match[str]]], fields: dict[str, Any]) -> None:
+    """Cache write/hit tokens, summed over aider's ``Tokens:`` lines (the only place aider prints them)."""
+    if token_lines:
+        fields["cache_write_tokens"] = sum(number(m.group("cw")) or 0 for _, m in token_lines)
+        fields["cache_read_tokens"] = sum(number(m.group("ch")) or 0 for _, m in token_lines)
+
+
+def _near(printed: str | None, exact: Any) -> bool:
+    """Whether a figure aider printed (rounded: ``"1.2k"``) can be the exact count ``exact`` from its log."""
+    value, count = number(printed), as_int(exact)
+    return value is not None and count is not None and abs(value - count) <= 0.05 * count + 0.5
+
+
+def _own_token_lines(token_lines: list[tuple[int, re.Match[str]]], sends: list[Mapping[str, Any]]) -> list[tuple[int, re.Match[str]]]:
+    """The ``Tokens:`` lines aider printed itself, one per ``message_send`` of its analytics log.
+
+    Aider prints its line after each model answer, so a line the answer merely quotes comes *before* the real
+    one: walking back from the end, each send (last first) takes the last unused line above the previous pick
+    whose ``sent``/``received`` figures agree with the send's ``prompt_tokens``/``completion_tokens``. A quoted
+    line with other figures is never taken; one with the same figures loses to the real line below it.
+    """
+    own: list[tuple[int, re.Match[str]]] = []
+    candidates = list(token_lines)
+    for send in reversed(sends):
+        while candidates:
+            i, m = candidates.pop()
+            if _near(m.group("sent"), send.get("prompt_tokens")) and _near(m.group("recv"), send.get("completion_tokens")):
+                own.append((i, m))
+                break
+    return own[::-1]
+
+
+def _from_analytics(text: str, col: Collector, fields: dict[str, Any]) -> tuple[str, str | None, list[Mapping[str, Any]]]:
+    """Fill tokens, cost, turns and model from the analytics log; return (status, error, message_send properties)."""
     loaded = load_events(text)
     for w in loaded.warnings:
         col.warn(f"analytics log: {w}")
@@ -135,6 +167,11 @@ def _from_analytics(text: str, col: Collector, fields: dict[str, Any]) -> tuple[
         cost = as_float(sends[-1].get("total_cost"))
         if cost:
             fields.update(cost_usd=cost, cost_source=CostSource.REPORTED)
+    return (*_analytics_status(sends, exits), sends)
+
+
+def _analytics_status(sends: list[Mapping[str, Any]], exits: list[Mapping[str, Any]]) -> tuple[str, str | None]:
+    """(status, error) from the log's ``message_send`` and ``exit`` events."""
     if not exits:
         return AgentStatus.INCOMPLETE, "aider's analytics log has no exit event (the run was cut off or crashed)"
     reason = str(exits[-1].get("reason") or "")

@@ -6,33 +6,32 @@ The ``plain`` kind reads no structure: the final answer is the command's stdout.
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 from ..errors import AgentError
 from .base import Adapter, Invocation, RunContext
 
 
-def expand_template(template: tuple[str, ...] | list[str], ctx: RunContext) -> list[str]:
-    """Replace ``{prompt}``, ``{prompt_file}``, ``{model}``, ``{workspace}`` in each argv item (no shell).
+_PLACEHOLDER = re.compile(r"\{(prompt|prompt_file|model|workspace|run_dir)\}")
 
-    Raises ``AgentError`` when ``{model}`` is used but the agent has no model.
+
+def expand_template(template: tuple[str, ...] | list[str], ctx: RunContext) -> list[str]:
+    """Replace ``{prompt}``, ``{prompt_file}``, ``{model}``, ``{workspace}``, ``{run_dir}`` in each argv item (no shell).
+
+    One pass over the template: text that a placeholder inserts (a prompt mentioning ``{workspace}``, say) is
+    passed on as is, never expanded again. Raises ``AgentError`` when ``{model}`` is used but the agent has no model.
     """
     values = {
-        "{prompt}": ctx.prompt,
-        "{prompt_file}": str(ctx.prompt_file),
-        "{workspace}": str(ctx.workspace),
-        "{run_dir}": str(ctx.run_dir),
+        "prompt": ctx.prompt,
+        "prompt_file": str(ctx.prompt_file),
+        "workspace": str(ctx.workspace),
+        "run_dir": str(ctx.run_dir),
+        "model": ctx.model,
     }
-    argv = []
-    for item in template:
-        if "{model}" in item:
-            if not ctx.model:
-                raise AgentError(f"command uses {{model}} but agent {ctx.agent.label!r} has no model")
-            item = item.replace("{model}", ctx.model)
-        for k, v in values.items():
-            item = item.replace(k, v)
-        argv.append(item)
-    return argv
+    if not ctx.model and any("{model}" in item for item in template):
+        raise AgentError(f"command uses {{model}} but agent {ctx.agent.label!r} has no model")
+    return [_PLACEHOLDER.sub(lambda m: values[m.group(1)] or "", item) for item in template]
 
 
 class Plain(Adapter):

@@ -13,8 +13,8 @@ Parsing (``cli-formats.md``; hand-written sample from the documented schema):
 - ``result.usage`` is camelCase; the counts are taken as reported (disjoint, Anthropic style) and summed for
   the total. No cost, no turn count and no served model are reported (``init.model`` is the requested one; "Auto"
   says the router chose, so it is not recorded);
-- ``result.result`` joins every assistant text of the run: the final answer is the assistant text after the
-  last tool call instead; tool calls are correlated by ``call_id`` (parallel calls start before completing);
+- ``result.result`` joins every assistant text of the run: the final answer is the last ``assistant`` event
+  instead (stream-json prints one event per whole message, "Output format" docs); tool calls are correlated by ``call_id`` (parallel calls start before completing);
 - ``is_error: true`` is a failed run; no ``result`` is an incomplete one.
 """
 
@@ -62,6 +62,7 @@ def parse_cursor(stdout: str, stderr: str = "") -> Usage:
         if kind == "system" and event.get("subtype") == "init":
             init = event
         elif kind == "assistant":
+            final.boundary()  # one event per whole message (cursor's output-format docs): the answer is the last
             for block in mapping(event.get("message")).get("content") or ():
                 if mapping(block).get("type") == "text":
                     final.add(block.get("text"))

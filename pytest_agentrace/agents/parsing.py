@@ -200,6 +200,11 @@ class FinalText:
             self._segments[-1].append(text)
 
     def tool(self) -> None:
+        """Tool activity: the next text starts a new segment."""
+        self.boundary()
+
+    def boundary(self) -> None:
+        """End the current segment (tool activity, or the end of one whole message)."""
         if self._segments[-1]:
             self._segments.append([])
 
