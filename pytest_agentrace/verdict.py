@@ -201,19 +201,30 @@ def parse_fail_on(values: str | Sequence[str] | None) -> list[Gate]:
     return gates
 
 
+SNAPSHOT_GATES = frozenset({Verdict.REGRESSED, Verdict.DEARER, Verdict.IMPROVED})
+
+
 def gate_failures(gates: Iterable[Gate], cells: Sequence[Any] = (), comparisons: Sequence[Any] = (),
-                  snapshot_rows: Sequence[Any] = (), flips: Sequence[Any] = ()) -> list[str]:
+                  snapshot_rows: Sequence[Any] | None = None, flips: Sequence[Any] = ()) -> list[str]:
     """One reason line per (gate, failing cell). Inputs are ``cells.CellSummary``, ``cells.ArmComparison``,
-    ``snapshot.SnapshotRow`` and ``cells.Reliability`` objects (anything with the same attributes)."""
+    ``snapshot.SnapshotRow`` and ``cells.Reliability`` objects (anything with the same attributes).
+
+    ``snapshot_rows`` is ``None`` when no snapshot was compared. When one was, a verdict that a snapshot
+    comparison gives (``SNAPSHOT_GATES``: regressed, dearer, improved) gates the snapshot rows only: a
+    regression gate is about change since the snapshot, so an arm that costs more than the baseline arm by
+    design (a docs arm, say) does not fail every session. Other verdicts (worse, cheaper, ...) gate the
+    arm-vs-baseline comparisons as without a snapshot.
+    """
     out: list[str] = []
     for g in gates:
         if g.verdict:
-            for c in comparisons:
+            against_snapshot = snapshot_rows is not None and g.verdict in SNAPSHOT_GATES
+            for c in () if against_snapshot else comparisons:
                 for metric, v in (("relative cost", c.cost_verdict), ("pass rate", c.pass_verdict), ("score", c.score_verdict)):
                     if v == g.verdict:
                         extra = " (provisional)" if metric == "relative cost" and c.provisional else ""
                         out.append(f"{g.text}: {c.agent} arm {c.arm} vs {c.baseline}: {metric} {v}{extra} - {c.summary(metric)}")
-            for r in snapshot_rows:
+            for r in snapshot_rows or ():
                 if g.verdict in (r.verdict, *getattr(r, "also", ())):
                     out.append(f"{g.text}: {r.agent} {r.case} [{r.arm}]: {g.verdict} - {r.detail}")
         elif g.metric == "flip":

@@ -131,5 +131,9 @@ def test_cli_report_json_and_text_show_the_same_figures(capsys: pytest.CaptureFi
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| docs ")]
     assert rows[0][:4] == ["docs", "4 (+1 error)", "4/4 100% (51%-100%)", "600 (500-700)"]
     assert rows[0][5] == "cheaper (provisional)" and rows[0][4].startswith("0.60 (")
+    # the arm family's p-values are this comparison's cost p (2/70) and pass p (Boschloo 0.253): BH doubles the
+    # smaller one (2/70 * 2/1 = 0.057) and leaves the larger (0.253 * 2/2)
+    assert rows[0][6] == "0.029 (0.057)" and rows[1][6] == "0.253"
+    assert "BH p = Benjamini-Hochberg adjusted within each family" in text
     assert rows[1][:4] == ["docs", "100% vs 60%", "80% vs 60% (1 error)", "+0.40 (-0.17 to +0.77)"]
     assert "1 infrastructure error (excluded), 1 run with unknown tokens" in text

@@ -188,14 +188,30 @@ def test_stop_when_decided_skips_the_remaining_reps(project: pytest.Pytester, xd
 
 
 def test_stop_when_decided_keeps_running_an_undecided_cell(project: pytest.Pytester) -> None:
+    """A 4% difference (noise about 3%) is undecided at the first looks: reps go on until the group-sequential
+    boundary is crossed at 9 runs per arm (checked offline with ``sequential.decide`` on the same tokens)."""
+    (project.path / "docs" / "TOKENS").write_text("960\n")
+    write_trial(project, reps=12)
+    res = run(project, "--agentrace-stop-when-decided", "-rs")
+    outcomes = res.parseoutcomes()
+    assert outcomes["passed"] == 18 and outcomes["skipped"] == 6
+    assert "stop-when-decided: arm docs vs base is clear after 9 runs per arm (cheaper, z=" in res.stdout.str()
+    assert stats_rows(res.stdout.str(), "docs")[0][5] == "cheaper (clear at 9 runs)"
+
+
+def test_stop_when_decided_stops_a_futile_cell_and_exports_its_verdict(project: pytest.Pytester) -> None:
     (project.path / "docs" / "TOKENS").write_text("1000\n")  # no difference: only futility can stop it
     write_trial(project, reps=6)
-    res = run(project, "--agentrace-stop-when-decided", "-rs")
+    res = run(project, "--agentrace-stop-when-decided", "-rs", "--agentrace-json", "report.json", "--agentrace-md", "report.md")
     ran = res.parseoutcomes()["passed"]
     text = res.stdout.str()
     # identical costs: the noise-only difference is futile at the first look (4 runs), the rest skipped
     assert ran == 8 and "is futile after 4 runs per arm (the difference cannot be shown within the reps)" in text
     assert stats_rows(text, "docs")[0][5].startswith("no clear difference (futile at 4 runs)")
+    # the exported reports carry the same stop-when-decided verdict, not a fixed-sample test of the stopped data
+    (comp,) = json.loads((project.path / "report.json").read_text())["comparisons"]
+    assert comp["arm"] == "docs" and comp["sequential"]["state"] == "futile" and comp["sequential"]["n"] == 4
+    assert comp["cost_verdict"] == "no clear difference"
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)

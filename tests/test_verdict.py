@@ -85,10 +85,16 @@ def test_gate_failures_name_each_failing_cell() -> None:
     row = SimpleNamespace(agent="a", case="q1", arm="docs", verdict="regressed", detail="lower pass rate")
     flip = SimpleNamespace(agent="a", arm="docs", flip_rate=0.5, flipping=1, cases=2)
     gates = verdict.parse_fail_on("dearer,regressed,pass^3<0.5,pass@3<0.5,flip>0.25,pass_rate<0.4")
-    lines = verdict.gate_failures(gates, [cell], [comp], [row], [flip])
+    lines = verdict.gate_failures(gates, [cell], [comp], None, [flip])  # no snapshot: dearer gates the arms
     assert lines == [
         "dearer: a arm docs vs base: relative cost dearer (provisional) - relative cost 1.50",
-        "regressed: a q1 [docs]: regressed - lower pass rate",
         "pass^3<0.5: a q1 [docs]: pass^3 0.00 (2/4 passed)",
         "flip>0.25: a arm docs: flip rate 0.50 (1 of 2 cases)",
+    ]
+    # with a snapshot, dearer and regressed gate change since the snapshot only; other verdicts still gate arms
+    comp_worse = SimpleNamespace(**{**vars(comp), "pass_verdict": "worse", "summary": lambda m: "pass rate 0.50 vs 1.00"})
+    gates = verdict.parse_fail_on("dearer,regressed,worse")
+    assert verdict.gate_failures(gates, [cell], [comp_worse], [row], [flip]) == [
+        "regressed: a q1 [docs]: regressed - lower pass rate",
+        "worse: a arm docs vs base: pass rate worse - pass rate 0.50 vs 1.00",
     ]

@@ -141,18 +141,21 @@ def build_export(
     seed: int = 0,
     history: Sequence[Outcome] | None = None,
     resamples: int | None = None,
+    sequential: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The export document (see the module docstring) for ``outcomes`` (scored: ``Aggregator.scored()``).
 
     ``session``: the session row (``store.SessionInfo`` fields) or None; ``options``: ``{reps, timeout}`` the
     session overrode; ``baseline``: passed to ``cells.compare_arms``; ``seed``/``resamples`` (default 10,000)
     drive every bootstrap interval and test (cells and comparisons), as in the session's terminal report; ``history``: outcomes of earlier
-    sessions (the history store) for the Elo chart, else Elo uses ``outcomes`` alone.
+    sessions (the history store) for the Elo chart, else Elo uses ``outcomes`` alone. ``sequential``:
+    ``stats_report.build_report``'s argument when the session stopped reps early, so the cost verdicts are the
+    stop-when-decided ones. Cells and comparisons come from that one ``build_report``, the terminal report's source.
     """
     from .. import __version__
-    from ..cells import compare_arms, summarize
-    from ..stats import DEFAULT_RESAMPLES
     from ..ratings import elo, elo_history
+    from ..stats import DEFAULT_RESAMPLES
+    from ..stats_report import build_report
     from .leaderboard import leaderboard
 
     outcomes = list(outcomes)
@@ -161,6 +164,7 @@ def build_export(
     tasks, trials = _spec_info(outcomes)
     statuses = Counter(str(o.status) for o in outcomes)
     elo_source = list(history) if history else outcomes
+    stats = build_report(outcomes, baseline, seed, resamples, sequential=dict(sequential) if sequential else None)
     session_doc = None
     if session:
         session_doc = {k: session.get(k) for k in ("id", "started", "finished", "git_sha", "rootdir")}
@@ -180,8 +184,8 @@ def build_export(
         },
         "totals": {"runs": len(outcomes), **{s: statuses.get(s, 0) for s in ("passed", "failed", "timeout", "error")}},
         "leaderboard": [s.to_dict() for s in leaderboard(outcomes)],
-        "cells": [c.to_dict() for c in summarize(outcomes, seed=seed, resamples=resamples)],
-        "comparisons": [c.to_dict() for c in compare_arms(outcomes, baseline=baseline, seed=seed, resamples=resamples)],
+        "cells": [c.to_dict() for c in stats.cells],
+        "comparisons": [c.to_dict() for c in stats.comparisons],
         "elo": {"ratings": dict(elo(elo_source)), "history": list(elo_history(elo_source)), "steps": elo_steps(elo_source)},
         "runs": [o.to_dict() for o in outcomes],
     }

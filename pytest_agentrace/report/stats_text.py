@@ -31,6 +31,11 @@ def _p(p: float | None) -> str:
     return "-" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}")
 
 
+def _p_bh(p: float | None, adjusted: float | None) -> str:
+    """``"0.031 (0.062)"``: a verdict p-value and, in brackets, its Benjamini-Hochberg adjusted value."""
+    return "-" if p is None else f"{_p(p)} ({_p(adjusted)})"
+
+
 def _ci(iv: Any, fmt=_f) -> str:
     """`` (lo-hi)`` for an ``Interval`` or a (lo, hi) pair (`` (lo to hi)`` when lo is negative); empty when undefined."""
     if iv is None:
@@ -163,15 +168,15 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt) -> l
             tok_text = _tok(sum(c.tokens_mean * c.tokens_n for c in toks) / sum(c.tokens_n for c in toks))
         comp = comps.get((kind, source, agent, arm))
         if arm == base:
-            rel, verdict = "1.00", "baseline"
+            rel, verdict, cost_p = "1.00", "baseline", "-"
         elif comp is not None:
-            rel, verdict = _f(comp.relative_cost) + _ci(comp.relative_cost_ci), _verdict(comp)
+            rel, verdict, cost_p = _f(comp.relative_cost) + _ci(comp.relative_cost_ci), _verdict(comp), _p_bh(comp.cost_p, comp.cost_p_adj)
         else:
-            rel, verdict = "-", "-"
+            rel, verdict, cost_p = "-", "-", "-"
         turns = [c.turns_mean for c in group if c.turns_mean is not None]
         used_known = sum(c.used_tool_known for c in group)
         secs = [c.seconds_mean for c in group if c.seconds_mean is not None]
-        rows.append([arm, f"{valid}" + (f" (+{_plural(runs - valid, 'error')})" if runs > valid else ""), correct_text(passed, valid, wilson_interval(passed, valid)), tok_text, rel, verdict,
+        rows.append([arm, f"{valid}" + (f" (+{_plural(runs - valid, 'error')})" if runs > valid else ""), correct_text(passed, valid, wilson_interval(passed, valid)), tok_text, rel, verdict, cost_p,
                      _f(sum(turns) / len(turns), 1) if turns else "-", f"{sum(c.used_tool for c in group)}/{used_known}" if used_known else "-",
                      _f(sum(secs) / len(secs), 1) if secs else "-"])
         if comp is not None:
@@ -181,7 +186,7 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt) -> l
                           (f"{comp.pass_diff:+.2f}" if comp.pass_diff is not None else "-") + _ci(comp.pass_diff_ci, lambda x: f"{x:+.2f}"),
                           _p(comp.boschloo_p), f"{comp.pass_test} {_p(comp.pass_p)}", _p(comp.pass_p_adj), str(comp.pass_verdict),
                           "-" if comp.cohens_d is None else f"{comp.cohens_d:+.2f}"])
-    lines += _table(rows, ["Arm", "Runs", "Correct (95% CI)", "Tokens/run (95% CI)", "Relative cost (95% CI)", "Verdict", "Turns", "Used tool", "Seconds"], fmt)
+    lines += _table(rows, ["Arm", "Runs", "Correct (95% CI)", "Tokens/run (95% CI)", "Relative cost (95% CI)", "Verdict", "Cost p (BH p)", "Turns", "Used tool", "Seconds"], fmt)
     if prows:
         lines.append("pass rate vs baseline (errors excluded | errors as failures):")
         lines += _table(prows, ["Arm", "Pass rate", "Errors as failures", "Difference (Newcombe 95% CI)", "Boschloo p", "Verdict test p", "BH p", "Verdict", "Cohen's d"], fmt)
@@ -192,9 +197,9 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt) -> l
         comp = case_comps.get((kind, source, agent, c.arm, c.case))
         rel = "1.00" if c.arm == base else (_f(comp.relative_cost) + _ci(comp.relative_cost_ci) if comp else "-")
         crow.append([c.case, c.arm, c.valid, _tok(c.tokens_mean) + _ci(c.tokens_ci, _tok), rel,
-                     _p(comp.cost_p) if comp else "-", _verdict(comp) if comp else ("baseline" if c.arm == base else "-")])
+                     _p_bh(comp.cost_p, comp.cost_p_adj) if comp else "-", _verdict(comp) if comp else ("baseline" if c.arm == base else "-")])
     lines.append("tokens by case:")
-    lines += _table(crow, ["Case", "Arm", "Runs", "Tokens/run (95% CI)", "Relative cost (95% CI)", "p", "Verdict"], fmt)
+    lines += _table(crow, ["Case", "Arm", "Runs", "Tokens/run (95% CI)", "Relative cost (95% CI)", "p (BH p)", "Verdict"], fmt)
     return lines
 
 
@@ -236,7 +241,8 @@ def footer_lines(report: Any, fmt: str = "text") -> list[str]:
         f"seed {f['seed']}, {f['resamples']:,} resamples; {_plural(f['cases'], 'case')}, up to {_plural(f['reps'], 'rep')}, "
         f"{_plural(f['runs'], 'run')}, {_plural(f['errors'], 'infrastructure error')} (excluded), "
         f"{_plural(f['tokens_unknown'], 'run')} with unknown tokens (excluded from token figures)"
-        + ("; BH p = Benjamini-Hochberg adjusted over every verdict p-value shown." if multiple else "."),
+        + ("; BH p = Benjamini-Hochberg adjusted within each family: the arm-vs-baseline comparisons together, the "
+           "per-case comparisons together." if multiple else "."),
     ]
 
 
