@@ -39,6 +39,7 @@ class AgentRun:
     timed_out: bool
     usage: Usage
     error: str | None = None  # our side could not start it
+    output_bytes: dict[str, int] | None = None  # {"stdout": n, "stderr": n}: all it printed, also what was dropped
 
 
 def resolve_executable(spec: RunSpec) -> str | None:
@@ -100,8 +101,9 @@ def fresh_run_dir(run_dir: Path) -> None:
 def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     """Start the agent (in-process for noop/oracle, else its CLI in a process group) and parse its output.
 
-    Writes ``raw.out`` / ``raw.err`` (secrets redacted) to ``ctx.run_dir``. A parser exception is recorded as
-    a parse warning, never raised.
+    Writes ``raw.out`` / ``raw.err`` (secrets redacted; capture bounded to a head and a tail) to ``ctx.run_dir``;
+    ``output_bytes`` counts everything the agent printed (``run.json`` ``extra.output_bytes``). A parser exception
+    is recorded as a parse warning, never raised.
     """
     adapter = get_adapter(spec.agent.adapter)
     secrets = process.secret_values(ctx.env)
@@ -115,6 +117,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         res = adapter.run_inprocess(ctx)
         stdout, stderr, code, timed_out, err = res.stdout, res.stderr, res.exit_code, False, None
         seconds = time.monotonic() - start
+        output_bytes = {"stdout": len(stdout.encode()), "stderr": len(stderr.encode())}
     else:
         session = None  # the model double and/or --agentrace-offline namespace of this run (issue 7)
         try:
@@ -145,6 +148,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             if session is not None:
                 session.close()
         stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
+        output_bytes = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}
     (ctx.run_dir / "raw.out").write_text(process.redact(stdout, secrets), encoding="utf-8")
     (ctx.run_dir / "raw.err").write_text(process.redact(stderr, secrets), encoding="utf-8")
     if err:
@@ -160,7 +164,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     from .agents.pricing import apply_pricing
 
     usage = apply_pricing(usage, spec.agent, getattr(spec.spec, "pricing", None), ctx.prompt)
-    return AgentRun(code, seconds, timed_out, usage)
+    return AgentRun(code, seconds, timed_out, usage, output_bytes=output_bytes)
 
 
 _CLI_VERSIONS: dict[str, str | None] = {}  # resolved executable path -> version, probed once per process
@@ -242,9 +246,7 @@ def run_task(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | N
     checks: dict[str, CheckResult] = {}
 
     def finish(status: Status, reason: str | None = None, **more: Any) -> Outcome:
-        denied = more.get("usage", fields.get("usage") or Usage()).permission_denials
-        if denied and status != Status.PASSED:  # the CLI refused tools while exiting 0: say so, not "success"
-            reason = f"{reason or status}; permission_denials: {', '.join(denied)}"
+        reason = with_denials(status, reason, more.get("usage", fields.get("usage")))
         outcome = Outcome(
             **fields, status=str(status), reason=reason, checks=checks,
             total_seconds=round(time.monotonic() - start, 3), **more,
@@ -275,6 +277,7 @@ def run_task(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | N
     fields.update(
         seconds=round(agent.seconds, 3), exit_code=agent.exit_code, timed_out=agent.timed_out, usage=agent.usage,
     )
+    fields["extra"]["output_bytes"] = agent.output_bytes
     try:
         change = workspace.change(ws, before, workspace.snapshot_tree(ws))
     except WorkspaceError as exc:
@@ -310,6 +313,15 @@ def run_task(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | N
     if agent.usage.status == AgentStatus.FAILED:
         return finish(Status.FAILED, agent_failure(agent.usage))
     return finish(Status.PASSED)
+
+
+def with_denials(status: Status, reason: str | None, usage: Usage | None) -> str | None:
+    """``reason`` plus ``"; permission_denials: Write, Bash"`` when a run that did not pass had tools refused by
+    the CLI (claude lists them in its result, which still ends ``success``), so the reason says why."""
+    denied = usage.permission_denials if usage is not None else ()
+    if denied and status != Status.PASSED:
+        return f"{reason or status}; permission_denials: {', '.join(denied)}"
+    return reason
 
 
 def agent_failure(usage: Usage) -> str:

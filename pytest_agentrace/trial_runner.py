@@ -42,7 +42,7 @@ from .errors import WorkspaceError
 from .matrix import RunSpec
 from .model import AgentStatus, CheckResult, Outcome, Status
 from .outcome import write_atomic, write_run
-from .runner import agent_failure, base_outcome, fresh_run_dir, make_context, run_agent
+from .runner import agent_failure, base_outcome, fresh_run_dir, make_context, run_agent, with_denials
 
 SETUP_LOCK = Path(".locks") / "setup.lock"
 SESSION_MARKER_MAX_AGE = 24 * 3600.0  # seconds: older sessions' prepare markers are removed
@@ -175,6 +175,7 @@ def run_trial(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | 
     checks: dict[str, CheckResult] = {}
 
     def finish(status: Status, reason: str | None = None, **more: Any) -> Outcome:
+        reason = with_denials(status, reason, more.get("usage", fields.get("usage")))
         outcome = Outcome(**fields, status=str(status), reason=reason, checks=checks, total_seconds=round(time.monotonic() - start, 3), **more)
         write_run(run_dir, outcome)
         return outcome
@@ -205,6 +206,7 @@ def run_trial(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | 
         return finish(Status.ERROR, agent.error, usage=agent.usage)
     usage = agent.usage
     fields.update(seconds=round(agent.seconds, 3), exit_code=agent.exit_code, timed_out=agent.timed_out, usage=usage)
+    fields["extra"]["output_bytes"] = agent.output_bytes
     try:
         change = workspace.change(ws, before, workspace.snapshot_tree(ws))
         (run_dir / "diff.patch").write_text(process.redact(change.patch, secrets), encoding="utf-8")

@@ -86,6 +86,29 @@ def test_ordinary_failures_are_not_auth_errors():
     assert detect(["FAILED test_api.py::test_get - assert 200 == 404", "rate limit exceeded, status 429"]) is None
 
 
+@pytest.mark.parametrize(("error", "texts", "status"), [
+    # what each CLI said after a 500 on every attempt (model double), and a parse failure that stays the agent's
+    ("API Error: 500 scripted overload. This is a server-side issue", [], AgentStatus.ERROR),
+    ("We’re currently experiencing high demand, which may cause temporary errors.", [], AgentStatus.ERROR),
+    ('[API Error: {"error":{"code":500,"message":"scripted overload","status":"INTERNAL"}}]', [], AgentStatus.ERROR),
+    ("APIError: scripted overload (500)", [], AgentStatus.ERROR),
+    ("Failed to get response from the AI model; retried 5 times Last error: 500 scripted overload", [], AgentStatus.ERROR),
+    ("aider made no model call", ["litellm.InternalServerError: OpenAIException - overload",
+                                  "The API provider's servers are down or overloaded."], AgentStatus.ERROR),
+    ("API Error: Failed to parse JSON", [], AgentStatus.FAILED),
+    ("stream disconnected before completion: stream closed before response.completed", [], AgentStatus.FAILED),
+    ("tests failed: assert 500 == 200", ["FAILED test_api.py::test_get - assert 200 == 404"], AgentStatus.FAILED),
+])
+def test_model_provider_outages_are_errors_not_agent_failures(error, texts, status):
+    from pytest_agentrace.agents.auth import settle
+
+    got, reason = settle(AgentStatus.FAILED, error, texts)
+    assert got == status
+    if status == AgentStatus.ERROR:
+        assert reason.startswith("model provider failed (server error after the CLI's retries): ")
+    assert settle(AgentStatus.COMPLETED, None, [error, *texts]) == (AgentStatus.COMPLETED, None)
+
+
 def test_a_completed_run_mentioning_401_stays_completed():
     from adapterkit import jsonl
 

@@ -32,6 +32,8 @@ def test_bad_agents_never_break_the_session(pytester: pytest.Pytester, bin_dir: 
     assert "agent blew up" in (pytester.path / "o/runs/t/default/crasher/1/raw.err").read_text()
     flood_out = (pytester.path / "o/runs/t/default/flooder/1/raw.out").read_text()
     assert len(flood_out) < 11 * 1024 * 1024 and "bytes dropped by agentrace" in flood_out
+    assert runs["flooder"]["extra"]["output_bytes"] == {"stdout": 40_000_000, "stderr": 0}  # all it printed
+    assert runs["garbler"]["extra"]["output_bytes"] == {"stdout": 20000, "stderr": 0}
     assert runs["garbler"]["status"] == "failed"
     assert runs["fixer"]["status"] == "passed"
 

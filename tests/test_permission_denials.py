@@ -28,3 +28,24 @@ def test_denied_tools_named_in_the_failure(pytester: pytest.Pytester, bin_dir: P
     assert record["status"] == "failed"
     assert record["reason"] == "tests failed (exit 1); permission_denials: Write: /tmp/workspace/hello.txt"
     assert record["usage"]["permission_denials"] == ["Write: /tmp/workspace/hello.txt"]
+
+
+def test_denied_tools_named_in_a_failed_trial_run(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    """The same note on a trial run whose answer is wrong (the sample's answer does not name the port)."""
+    make_repo(pytester.path / "app", {"app.py": "PORT = 8123\n"})
+    write_script(bin_dir / "claude", f"""\
+        import sys
+        if "--version" in sys.argv:
+            print("2.1.197 (Claude Code)"); sys.exit(0)
+        sys.stdout.write(open({str(SAMPLE)!r}).read())
+    """)
+    (pytester.path / "trial.toml").write_text(
+        'name = "ports"\n[[repos]]\nname = "app"\nsource = "app"\n[[arms]]\nname = "base"\n'
+        '[[agents]]\nname = "claude"\nedits = true\n'
+        '[[questions]]\nid = "port"\nrepo = "app"\nprompt = "Which port?"\nexpect = ["8123"]\n'
+    )
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o")
+    res.assert_outcomes(failed=1)
+    record = json.loads(next((pytester.path / "o").glob("runs/**/run.json")).read_text())
+    assert record["status"] == "failed"
+    assert record["reason"] == "answer incorrect: recall 0.00 < min_recall 1.00; permission_denials: Write: /tmp/workspace/hello.txt"

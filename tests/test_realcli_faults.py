@@ -61,7 +61,9 @@ def test_http_500_on_every_attempt_ends_the_run_without_a_change(cli: str, pytes
     log = requests(run)
     assert all(r["answer"]["kind"] == "error" for r in log if r["answer"].get("step") is not None)
     assert len([r for r in log if r["answer"]["kind"] == "error"]) >= 2  # the CLI retried before giving up
-    assert run["status"] in ("failed", "error") and run["files_changed"] == 0, run["reason"]
+    # the provider failed, not the agent: an infrastructure error naming the CLI's own message (auth.PROVIDER_PATTERNS)
+    assert run["status"] == "error" and run["files_changed"] == 0, run["reason"]
+    assert run["reason"].startswith("agent environment: model provider failed"), run["reason"]
     assert not run["timed_out"]
 
 
@@ -78,7 +80,10 @@ def test_http_429_once_is_retried_and_the_run_passes(cli: str, pytester: pytest.
 def test_malformed_stream_fails_the_run(cli: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     require_cli(cli, monkeypatch)
     run = run_fault(pytester, cli, "malformed")
-    assert run["status"] in ("failed", "error") and not run["timed_out"], run["reason"]
+    # a response the CLI cannot parse fails the run; aider (litellm) reports it as an InternalServerError, the
+    # same words as a 500, so for aider it is a provider error (auth module docstring)
+    expected = "error" if cli == "aider" else "failed"
+    assert run["status"] == expected and not run["timed_out"], run["reason"]
     assert run["files_changed"] == 0
 
 

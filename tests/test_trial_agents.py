@@ -117,6 +117,9 @@ def test_uses_regex_over_parsed_tool_calls(project: pytest.Pytester, xdist: list
     assert codex["usage"]["tool_calls"][0]["summary"].startswith("grep -rn PORT")
     rows = trial_rows(res.stdout.str())
     assert [r[8] for r in rows] == ["0/1"] * 4 + ["1/1"] * 4  # Used tool column
+    # Tokens/run and Cost/run (USD): claude reports its cost (total_cost_usd); codex reports none and is unpriced
+    costs = {(r[1], r[2]): (r[12], r[13]) for r in rows}
+    assert costs[("graph", "claude")] == ("120", "0.0125") and costs[("graph", "codex")][1] == "-"
 
 
 def test_agent_keys_reach_the_cli(project: pytest.Pytester) -> None:

@@ -1,4 +1,4 @@
-"""Recognise login / auth / account-setup failures in a CLI's error output.
+"""Recognise login / auth / account-setup failures, and model-provider outages, in a CLI's error output.
 
 Such a run is our environment's fault (no login in the per-run HOME, a missing API key, an untrusted
 workspace), not the agent's: the parser reports ``AgentStatus.ERROR`` and the runner makes the run status
@@ -17,6 +17,16 @@ Messages, by CLI (from their error texts as quoted in public issue threads and d
 - Copilot: ``No authentication information found``, ``gh auth login``.
 - OpenCode: ``ProviderAuthError``, ``AI_LoadAPIKeyError``; aider/litellm: ``AuthenticationError``,
   ``The API provider is not able to authenticate you``.
+
+A model provider that keeps answering with a server error (HTTP 5xx, "overloaded") after the CLI's own retries
+is not the agent's fault either: such a run is ``error`` too ("model provider failed"), so it is excluded from the
+statistics, counted as an error, and re-run by ``--agentrace-retry-failed``. What each CLI prints for a 500 on
+every attempt (seen against the model double): claude ``API Error: 500 ...``, codex ``We're currently
+experiencing high demand``, gemini ``[API Error: {"error":{"code":500, ...``, opencode ``APIError: ... (500)``,
+copilot ``... Last error: 500 ...``, aider ``litellm.InternalServerError`` / ``The API provider's servers are
+down or overloaded``. Aider (litellm) reports a malformed model response with the same InternalServerError, so
+for aider a malformed stream is an ``error`` as well; the other CLIs name it a parse failure, which stays a
+failed run.
 """
 
 from __future__ import annotations
@@ -58,22 +68,41 @@ PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 )
 
 
-def detect(texts: Iterable[str | None]) -> str | None:
-    """The first line of ``texts`` that looks like a login/auth/setup failure (one line, at most 200
-    characters), or ``None``."""
+PROVIDER_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"\b(status|http|code|error)\W{0,3}5\d\d\b",
+        r"\bapi ?error\b.*\(5\d\d\)",
+        r"internal ?server ?error",
+        r"service unavailable",
+        r"bad gateway",
+        r"overloaded_error",
+        r"servers are down or overloaded",
+        r"experiencing high demand",
+    )
+)
+
+
+def detect(texts: Iterable[str | None], patterns: tuple[re.Pattern[str], ...] = PATTERNS) -> str | None:
+    """The first line of ``texts`` matching one of ``patterns`` (default: a login/auth/setup failure), as one
+    line of at most 200 characters, or ``None``."""
     for text in texts:
         for line in (text or "").splitlines():
-            if any(p.search(line) for p in PATTERNS):
+            if any(p.search(line) for p in patterns):
                 return one_line(line, 200)
     return None
 
 
 def settle(status: str, error: str | None, texts: Iterable[str | None]) -> tuple[str, str | None]:
     """``(status, error)`` of a parsed run, turned into ``AgentStatus.ERROR`` with the matched line when the
-    run did not complete and ``error`` or ``texts`` show an auth/setup failure."""
+    run did not complete and ``error`` or ``texts`` show an auth/setup failure or a model-provider outage."""
     if status == AgentStatus.COMPLETED:
         return status, error
-    found = detect([*texts, error])
+    texts = [*texts, error]
+    found = detect(texts)
     if found:
         return AgentStatus.ERROR, f"login/auth or setup problem: {found}"
+    found = detect([error, *texts[:-1]], PROVIDER_PATTERNS)
+    if found:
+        return AgentStatus.ERROR, f"model provider failed (server error after the CLI's retries): {found}"
     return status, error

@@ -20,13 +20,25 @@ def _ratio(items: list[bool]) -> str:
     return f"{sum(items)}/{len(items)}" if items else "-"
 
 
+def _mean_cost(runs: list[Outcome]) -> str:
+    """Mean cost per run in USD over the runs that have one, e.g. ``0.0123``, ``0.0123 (priced)``, ``0.01 of 3``."""
+    known = [o.usage for o in runs if o.usage.cost_usd is not None]
+    if not known:
+        return "-"
+    sources = {u.cost_source for u in known}
+    mark = " (est.)" if "estimated" in sources else (" (priced)" if "priced" in sources else "")
+    part = f" of {len(known)}" if len(known) < len(runs) else ""
+    return f"{sum(u.cost_usd for u in known) / len(known):.4f}{mark}{part}"
+
+
 def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str]:
     """One table per trial file, rows per cell in (question, arm, agent) order, as lines of text.
 
     Columns: runs; passed and (answer key) correct among the runs that are samples (status not ``error``);
     mean recall; verify passed / runs with a verify result; used tool; valid claims without false_pass or
     false_fail / runs asked for a claim; ``error`` count; mean agent seconds; and (``show_cost``) mean total
-    tokens per run where known. ``(n reused)`` marks runs reported from an earlier session's ``run.json``.
+    tokens and mean cost (USD) per run where known (cost marked ``(priced)`` / ``(est.)`` when any run's figure
+    was priced from tokens or estimated, and ``of n`` when only n runs have one). ``(n reused)`` marks runs reported from an earlier session's ``run.json``.
     """
     from tabulate import tabulate
 
@@ -54,10 +66,11 @@ def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[st
             if show_cost:
                 tokens = [o.usage.total_tokens for o in samples if o.usage.total_tokens is not None]
                 row.append(fmt_tokens(round(sum(tokens) / len(tokens))) if tokens else "-")
+                row.append(_mean_cost(samples))
             rows.append(row)
         name = next(iter(cells.values()))[0].extra.get("trial", "")
         lines.append(f"trial {name}  [{_display_path(source)}]")
-        lines.extend(tabulate(rows, headers=TRIAL_HEADERS + (["Tokens/run"] if show_cost else []), tablefmt="github", disable_numparse=True).splitlines())
+        lines.extend(tabulate(rows, headers=TRIAL_HEADERS + (["Tokens/run", "Cost/run (USD)"] if show_cost else []), tablefmt="github", disable_numparse=True).splitlines())
         notes = sorted({f"  {o.case}[{o.arm}-{o.agent}-r{o.rep}]: {o.status}: {o.reason}" for c in cells.values() for o in c if o.status != Status.PASSED and o.reason})
         if notes:
             lines.append("not passed:")
