@@ -29,9 +29,23 @@ def add_pytest_options(parser: Any, extra: list[tuple[str, dict[str, Any]]] | No
 
 
 def out_dir(config: Any) -> Path:
-    """The results folder: ``--agentrace-out`` or ``<rootdir>/.agentrace``."""
+    """The results folder: ``--agentrace-out`` or ``<rootdir>/.agentrace``.
+
+    Nothing is written inside the installed package by default: when the rootdir lies in it (pytest run from
+    inside ``builtin_tasks/``, or an ini file there), the default is ``<invocation dir>/.agentrace``, and when
+    that is inside it too the plugin stops with a usage error (``in_package``).
+    """
     value = config.getoption("agentrace_out")
-    return Path(value).resolve() if value else Path(config.rootpath) / ".agentrace"
+    if value:
+        return Path(value).resolve()
+    if in_package(Path(config.rootpath)):
+        return Path(config.invocation_params.dir).resolve() / ".agentrace"
+    return Path(config.rootpath) / ".agentrace"
+
+
+def in_package(path: Path) -> bool:
+    """Whether ``path`` lies inside this installed package's folder (``pytest_agentrace/``)."""
+    return path.resolve().is_relative_to(Path(__file__).resolve().parent)
 
 
 from .resume import RESUME_OPTIONS  # noqa: E402  (trial/resume options, issue 4)

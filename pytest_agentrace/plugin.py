@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .options import add_pytest_options, out_dir
+from .options import add_pytest_options, in_package, out_dir
 
 AGGREGATOR_KEY = pytest.StashKey["object"]()
 SESSION_ID_KEY = pytest.StashKey[str]()
@@ -48,7 +48,11 @@ def pytest_configure(config: pytest.Config) -> None:
     sid = config.workerinput.get("agentrace_session") if is_worker(config) else None
     config.stash[SESSION_ID_KEY] = sid or uuid.uuid4().hex[:12]
     if not is_worker(config):
-        _check_out_dir(out_dir(config))
+        out = out_dir(config)
+        if in_package(out):
+            raise pytest.UsageError(f"the results folder would be {out}, inside the installed pytest-agentrace package; "
+                                    "run pytest from another folder or pass --agentrace-out DIR")
+        _check_out_dir(out)
         _check_report_paths(config)
     config.stash[AGGREGATOR_KEY] = Aggregator()
     config.pluginmanager.register(SessionPlugin(config), "agentrace-session")

@@ -179,3 +179,19 @@ def test_builtins_ship_in_the_wheel_and_run_from_an_install(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert str(site / "pytest_agentrace" / "builtin_tasks" / "fibonacci" / "task.yaml") in proc.stdout or "site/pytest_agentrace/builtin_tasks/fibonacci" in proc.stdout
     assert "1 passed" in proc.stdout
+    # nothing is ever written inside the installed package: a task named by its installed path puts its results in
+    # the invocation folder; run from inside the package, pytest stops with a usage error before any run
+    task = site / "pytest_agentrace" / "builtin_tasks" / "fibonacci" / "task.yaml"
+
+    def package_files() -> list[Path]:
+        return sorted(p.relative_to(site) for p in (site / "pytest_agentrace").rglob("*") if "__pycache__" not in p.parts)
+
+    before = package_files()
+    args = [sys.executable, "-m", "pytest", "-p", "pytest_agentrace.plugin", "-p", "no:cacheprovider", "--agentrace", str(task), "--agentrace-agent", "oracle"]
+    proc = subprocess.run(args, cwd=work, env=env, check=False, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert list((work / ".agentrace").glob("runs/**/run.json"))
+    proc = subprocess.run(args, cwd=task.parent, env=env, check=False, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "inside the installed pytest-agentrace package; run pytest from another folder or pass --agentrace-out DIR" in proc.stderr
+    assert package_files() == before
