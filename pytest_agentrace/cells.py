@@ -234,7 +234,7 @@ class Spread:
         need = f"{self.runs_needed}" if self.runs_needed is not None else "more than 100,000"
         return (f"{self.agent}: CV of relative cost {self.cv:.2f} (pooled over {self.cells} cells); runs per arm to detect a "
                 f"{self.effect:.0%} difference with {self.power:.0%} power at alpha {self.alpha:g}: {need} "
-                f"(two-sample t test on log cost, sigma^2 = ln(1 + CV^2)).")
+                f"(two-sample t test on log cost, sigma^2 = ln(1 + CV^2), at the exact test's attainable level).")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "sentence": self.sentence()}

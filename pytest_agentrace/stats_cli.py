@@ -175,8 +175,9 @@ def _plan(args: argparse.Namespace) -> int:
         need = "more than 100,000" if n is None else str(n)
         print(f"runs per arm to detect a {args.effect:.0%} cost difference with {args.power:.0%} power at alpha {args.alpha:g} (CV {args.cv:g}): {need}")
         approx = 2 * (stats.z_value(1 - args.alpha) + stats.z_value(2 * args.power - 1)) ** 2 * stats.log_sd(args.cv) ** 2 / math.log(1 - args.effect) ** 2
-        print("formula: smallest n with P(|T| > t_{1-alpha/2, 2n-2}) >= power, T non-central t with lambda = |ln(1 - effect)| / "
-              "(sigma sqrt(2/n)), sigma^2 = ln(1 + CV^2) (two-sample t test on log cost; Julious 2004); "
+        print("formula: smallest n with P(|T| > t_{1-a/2, 2n-2}) >= power, T non-central t with lambda = |ln(1 - effect)| / "
+              "(sigma sqrt(2/n)), sigma^2 = ln(1 + CV^2) (two-sample t test on log cost; Julious 2004), a = the level the "
+              "exact permutation test can reach with n runs per arm (2 floor(alpha C(2n,n) / 2) / C(2n,n); alpha from 6 runs on); "
               f"to first order 2 (z_(1-alpha/2) + z_power)^2 sigma^2 / ln(1 - effect)^2 = {approx:.1f}")
     if args.results is not None:
         from .report.stats_text import plan_lines

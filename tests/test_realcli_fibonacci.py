@@ -7,6 +7,9 @@ answer, verify pass/fail, and that the double's log accounts for every request, 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from realclikit import (
     CLIS,
@@ -23,6 +26,11 @@ from realclikit import (
 )
 
 from pytest_agentrace.model_double import load_script
+from pytest_agentrace.model_double.netns import probe
+
+# Where network namespaces are permitted, the solving runs use --agentrace-offline: the CLI and the double share a
+# namespace with loopback only, so no request can have left 127.0.0.1 (not just: none that reached the double did).
+OFFLINE = probe()[0] is not None
 
 pytestmark = pytest.mark.realcli
 
@@ -44,11 +52,13 @@ expect = ["NotImplementedError"]
 @pytest.mark.parametrize("cli", CLIS)
 def test_solving_script_passes_fibonacci(cli: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     require_cli(cli, monkeypatch)
-    res = pytester.runpytest(*session_args(pytester), "--agentrace-builtin", "fibonacci", "--agentrace-agent", cli, "--agentrace-model-double", str(SOLVE))
+    res = pytester.runpytest(*session_args(pytester), "--agentrace-builtin", "fibonacci", "--agentrace-agent", cli, "--agentrace-model-double", str(SOLVE),
+                             *(["--agentrace-offline"] if OFFLINE else []))
     runs = outcomes(pytester.path / "out")
     run = runs[f"task:fibonacci/default/{cli}/r1"]
     assert run["status"] == "passed", (run["reason"], res.stdout.str()[-3000:])
     res.assert_outcomes(passed=1)
+    assert json.loads((Path(run["_dir"]) / "model-double.json").read_text())["offline"] is OFFLINE
     log = requests(run)
     check_log_is_complete(log, [0] if cli == "aider" else [0, 1, 2])
     check_usage(run, expected_usage(cli, SOLVE, log))

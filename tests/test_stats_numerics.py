@@ -135,7 +135,8 @@ def test_runs_needed_and_power() -> None:
     assert stats.runs_needed(0.3, 0.2) == 29  # the first-order formula gives 27.2; the t test needs a little more
     assert stats.power_two_sample(28, 0.3, 0.2) < 0.8 <= stats.power_two_sample(29, 0.3, 0.2)
     assert stats.runs_needed(0.3, 0.4) == 7
-    assert stats.runs_needed(0.0, 0.2) == 2
+    assert stats.runs_needed(0.0, 0.2) == 4  # no spread: still 4, the fewest runs at which the exact test reaches p < 0.05
+    assert [round(stats.exact_level(n), 4) for n in (2, 3, 4, 5, 6)] == [0.0, 0.0, round(2 / 70, 4), round(12 / 252, 4), round(46 / 924, 4)]
     assert stats.runs_needed(50.0, 0.01) is None
     with pytest.raises(ValueError, match="effect"):
         stats.runs_needed(0.3, 1.5)
