@@ -142,3 +142,42 @@ def test_sequential_boundaries_spend_exactly_alpha() -> None:
     assert abs(per_look.sum() - ALPHA) < 0.0015
     assert bounds[0] == pytest.approx(stats.z_value(1 - sequential.spent(4 / 12)))
     assert sequential.boundaries((1.0,))[0] == pytest.approx(1.959964, abs=1e-6)
+
+
+def test_aa_pass_rate_several_cases() -> None:
+    """Eight cases with different true pass rates (the same in both arms), 4 runs per arm each: the paired path
+    (case-level bootstrap interval of the mean per-case difference + exact sign-flip test, both must agree, as
+    ``cells._compare`` / ``verdict.difference_verdict``). Measured: 1.05%."""
+    from pytest_agentrace import resample
+
+    trials, n, k = 2000, 4, 8
+    rng = np.random.default_rng(400)
+    p = rng.uniform(0.1, 0.95, (trials, k))
+    d = (rng.binomial(n, p) - rng.binomial(n, p)) / n  # per-case pass-rate difference (arm - baseline)
+    lo, hi, _method = resample.mean_interval(d, 0.95, RESAMPLES, rng)
+    pv = resample.sign_flip_p(d, RESAMPLES, rng)
+    rate = float(np.mean(((lo > 0) | (hi < 0)) & (pv < ALPHA)))
+    print(f"A/A pass rate, {k} cases x {n} runs: {rate:.2%}")
+    assert rate <= mc_bound(trials)
+
+
+@pytest.mark.parametrize("cap", [8, 12])
+def test_aa_pass_rate_and_regressed_after_stopping_early(cap: int) -> None:
+    """Under --agentrace-stop-when-decided a cell stops at a look chosen from its token costs; the pass-rate verdict
+    (Boschloo) and `regressed` (against a snapshot of ``cap`` runs) are then taken on the runs made. Pass and cost
+    are drawn independently here (A/A on both), and the rates stay at or below 5%: stopping on cost does not pick
+    the pass-rate sample. Measured (4,000 trials, true pass rate 0.7): cap 8 1.18% / 3.33%, cap 12 2.17% / 3.80%."""
+    trials, p = 4000, 0.7
+    rng = np.random.default_rng(500 + cap)
+    a, b = np.log(lognormal(rng, (trials, cap))), np.log(lognormal(rng, (trials, cap)))
+    _state, _sign, look = sequential.decide_batch(a, b, cap)
+    pass_a, pass_b = rng.random((trials, cap)) < p, rng.random((trials, cap)) < p
+    old = rng.binomial(cap, p, trials)  # the snapshot's passes out of cap runs
+    verdicts, regressions = 0, 0
+    for t in range(trials):
+        n = int(look[t])
+        ka, kb = int(pass_a[t, :n].sum()), int(pass_b[t, :n].sum())
+        verdicts += verdict.test_verdict(stats.boschloo_p(ka, n, kb, n), ka / n - kb / n) != "no clear difference"
+        regressions += verdict.snapshot_verdict(int(old[t]), cap, ka, n)[0] == "regressed"
+    print(f"A/A after stop-when-decided cap={cap}: pass-rate verdicts {verdicts / trials:.2%}, regressed {regressions / trials:.2%}")
+    assert verdicts / trials <= mc_bound(trials) and regressions / trials <= mc_bound(trials)
