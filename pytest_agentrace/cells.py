@@ -170,6 +170,42 @@ def summarize(outcomes: Iterable[Outcome], seed: int = 0, resamples: int = stats
     return [summarize_cell(runs, seed, resamples, confidence) for _, runs in sorted(_group(outcomes).items())]
 
 
+@dataclass(frozen=True)
+class ArmTokens:
+    """Tokens per run of one arm over several cases (``kind, source, agent, arm``): ``mean`` is the mean over its
+    ``cases`` of each case's mean tokens per run, ``ci`` a two-stage cluster bootstrap interval (cases, then runs
+    within a case; ``stats.cluster_contrast``, as for relative cost), so it says how much the figure would move
+    with another draw of cases as well as of runs."""
+
+    kind: str
+    source: str
+    agent: str
+    arm: str
+    cases: int
+    mean: float | None
+    ci: stats.Interval
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ci": self.ci.to_dict()}
+
+
+def arm_tokens(outcomes: Iterable[Outcome], seed: int = 0, resamples: int = stats.DEFAULT_RESAMPLES, confidence: float = 0.95) -> list[ArmTokens]:
+    """``ArmTokens`` for every (kind, source, agent, arm) with known tokens in at least 2 cases (one case: the
+    cell summary's interval says it), sorted by key. Only valid runs (not ``error``) with known tokens count."""
+    groups: dict[tuple[str, str, str, str], dict[str, list[Outcome]]] = defaultdict(lambda: defaultdict(list))
+    for o in outcomes:
+        if o.is_sample:
+            groups[(o.kind, o.source, o.agent, o.arm)][o.case].append(o)
+    out = []
+    for key, by_case in sorted(groups.items()):
+        per_case = [toks for _, runs in sorted(by_case.items()) if (toks := tokens_of(runs))]
+        if len(per_case) < 2:
+            continue
+        c = stats.cluster_contrast([(t, [0.0]) for t in per_case], "difference", confidence, resamples, stats.rng_for(seed, "arm-tokens", *key))
+        out.append(ArmTokens(*key, cases=len(per_case), mean=c.estimate, ci=c.interval))
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- reliability, spread
 
 

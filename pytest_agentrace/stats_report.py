@@ -4,15 +4,17 @@ session summary, ``agentrace report`` and the JSON export render. Pure functions
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import stats
 from .cells import (
     ArmComparison,
+    ArmTokens,
     CellSummary,
     Reliability,
     Spread,
+    arm_tokens,
     compare_arms,
     reliability,
     spread,
@@ -27,7 +29,8 @@ class StatsReport:
     """Everything the statistics report shows (rendered by ``report.stats_text``; ``to_dict`` for JSON).
 
     ``comparisons``: per (kind, source, agent, arm) over shared cases; ``case_comparisons``: the same per case.
-    ``races``: ``ratings.RaceStats`` for task files; ``footer``: method, seed, counts of cases, reps and errors.
+    ``races``: ``ratings.RaceStats`` for task files; ``footer``: method, seed, counts of cases, reps and errors;
+    ``arm_tokens``: tokens per run of arms with several cases, with a cluster bootstrap interval.
     """
 
     settings: dict[str, Any]
@@ -38,6 +41,7 @@ class StatsReport:
     reliability: list[Reliability]
     races: list[Any]
     footer: dict[str, Any]
+    arm_tokens: list[ArmTokens] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +49,7 @@ class StatsReport:
             "cells": [c.to_dict() for c in self.cells], "comparisons": [c.to_dict() for c in self.comparisons],
             "case_comparisons": [c.to_dict() for c in self.case_comparisons], "spread": [s.to_dict() for s in self.spread],
             "reliability": [r.to_dict() for r in self.reliability], "races": [r.to_dict() for r in self.races], "footer": self.footer,
+            "arm_tokens": [t.to_dict() for t in self.arm_tokens],
         }
 
 
@@ -100,4 +105,5 @@ def build_report(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
     settings = {"baseline": baseline, "seed": seed, "resamples": resamples, "alpha": alpha, "confidence": confidence,
                 "cases": list(cases) if cases else None, "sequential": sequential}
     races = ratings.race_stats(outcomes) if any(o.kind == "task" for o in outcomes) else []
-    return StatsReport(settings, cells, comps, by_case, spread(cells, alpha=alpha), reliability(cells), races, footer)
+    return StatsReport(settings, cells, comps, by_case, spread(cells, alpha=alpha), reliability(cells), races, footer,
+                       arm_tokens(outcomes, seed, resamples, confidence))

@@ -173,3 +173,23 @@ def test_plan_rows_states() -> None:
     means = {arm: np.mean([o.usage.total_tokens for o in mid if o.arm == arm]) for arm in ("base", "docs")}
     assert row.further_tokens == pytest.approx(row.more_runs * (means["base"] + means["docs"]))
     assert row.further_usd == pytest.approx(row.further_tokens * 3.0 / 1e6)
+
+
+def test_tokens_per_run_of_an_arm_over_several_cases_has_a_cluster_interval() -> None:
+    """Arm tokens over cases: the mean of the case means (1000-scale and 2000-scale cases: about 1,500) with a
+    cluster bootstrap interval that covers both case means (two cases: a resample may draw either twice) within the
+    range of the runs; one-case arms are left to the cell summary."""
+    outs = arms(6, 0.6, cases=("q1", "q2"))
+    toks = {t.arm: t for t in cells.arm_tokens(outs, resamples=R)}
+    base_means = [np.mean([o.usage.total_tokens for o in outs if o.arm == "base" and o.case == q]) for q in ("q1", "q2")]
+    assert toks["base"].cases == 2 and toks["base"].mean == pytest.approx(np.mean(base_means))
+    base_runs = [o.usage.total_tokens for o in outs if o.arm == "base"]
+    assert min(base_runs) <= toks["base"].ci.lo < min(base_means) and max(base_means) < toks["base"].ci.hi <= max(base_runs)
+    assert toks["docs"].mean == pytest.approx(0.6 * toks["base"].mean, rel=0.05)
+    assert cells.arm_tokens(arms(6, 0.6), resamples=R) == []  # one case
+    report = build_report(outs, resamples=R)
+    text = "\n".join(__import__("pytest_agentrace.report.stats_text", fromlist=["report_lines"]).report_lines(report))
+    row = next(line for line in text.splitlines() if line.startswith("| base "))
+    lo, hi = round(toks["base"].ci.lo), round(toks["base"].ci.hi)
+    assert f"{round(toks['base'].mean):,} ({lo:,}-{hi:,})" in row
+    assert report.to_dict()["arm_tokens"][0]["ci"]["lo"] == pytest.approx(toks["base"].ci.lo)

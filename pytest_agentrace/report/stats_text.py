@@ -98,6 +98,7 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
     case_comps = {(c.kind, c.source, c.agent, c.arm, c.cases[0]): c for c in report.case_comparisons}
     spread = {(s.kind, s.agent): s for s in report.spread}
     rel = {(r.kind, r.agent, r.arm): r for r in report.reliability}
+    arm_toks = {(t.kind, t.source, t.agent, t.arm): t for t in getattr(report, "arm_tokens", ())}
     single_arm = []
     for (kind, source, agent), cs in sorted(cells_by.items()):
         arms = sorted({c.arm for c in cs})
@@ -105,7 +106,7 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
             single_arm += cs
             continue
         base = next((c.baseline for c in report.comparisons if (c.kind, c.source, c.agent) == (kind, source, agent)), None)
-        lines += _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt)
+        lines += _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_toks)
         if (kind, agent) in spread:
             lines.append("spread: " + spread[(kind, agent)].sentence())
         rrows = []
@@ -145,7 +146,7 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
     return lines
 
 
-def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt) -> list[str]:
+def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_toks) -> list[str]:
     from .text import _display_path
 
     lines = _heading(f"{kind} {_display_path(source)} - agent {agent}" + (f" (baseline arm: {base})" if base else ""), fmt)
@@ -162,10 +163,11 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt) -> l
 
         toks = [c for c in group if c.tokens_mean is not None]
         tok_text = "-"
-        if len(group) == 1 and toks:
+        pooled = arm_toks.get((kind, source, agent, arm))
+        if len(toks) == 1:
             tok_text = _tok(toks[0].tokens_mean) + _ci(toks[0].tokens_ci, _tok)
-        elif toks:
-            tok_text = _tok(sum(c.tokens_mean * c.tokens_n for c in toks) / sum(c.tokens_n for c in toks))
+        elif pooled is not None and pooled.mean is not None:  # mean over cases, cluster bootstrap interval
+            tok_text = _tok(pooled.mean) + _ci(pooled.ci, _tok)
         comp = comps.get((kind, source, agent, arm))
         if arm == base:
             rel, verdict, cost_p = "1.00", "baseline", "-"
