@@ -10,17 +10,52 @@ from pytest_agentrace.errors import AgentError
 from pytest_agentrace.model import AgentStatus
 
 OFF = ["--disable", "plugins", "--disable", "remote_plugin", "--disable", "apps", "-c", "analytics.enabled=false"]
+# `codex features list` as 0.171.0 prints it (excerpt; a removed feature is never disabled by name)
+FEATURES_0171 = """\
+agent_message_board                      under development  false
+apply_patch_freeform                     removed            false
+apps                                     stable             true
+plugins                                  stable             true
+remote_plugin                            under development  false
+"""
+
+
+def fake_codex(tmp_path, features: str | None):
+    """A ``codex`` on a PATH of its own that answers ``features list`` (or fails it: ``None``); returns the env."""
+    import sys
+
+    bin_dir = tmp_path / "codexbin"
+    bin_dir.mkdir(exist_ok=True)
+    exe = bin_dir / "codex"
+    body = "sys.exit(2)" if features is None else f"print({features!r}, end='')"
+    exe.write_text(f"#!{sys.executable}\nimport sys\nif sys.argv[1:] == ['features', 'list']:\n    {body}\n")
+    exe.chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": "/home/someone"}
 
 
 def test_argv_edits_read_only_model_and_sandbox(tmp_path):
-    assert Codex().invocation(make_ctx(tmp_path, name="codex", prompt="fix it")).argv == [
+    env = fake_codex(tmp_path, FEATURES_0171)
+    assert Codex().invocation(make_ctx(tmp_path, name="codex", prompt="fix it", env=env)).argv == [
         "codex", "exec", "--json", "-s", "workspace-write", *OFF, "fix it",
     ]
-    assert Codex().invocation(make_ctx(tmp_path, name="codex", edits=False, model="gpt-5")).argv == [
+    assert Codex().invocation(make_ctx(tmp_path, name="codex", edits=False, model="gpt-5", env=env)).argv == [
         "codex", "exec", "--json", "-s", "read-only", *OFF, "--model", "gpt-5", "fix the bug",
     ]
-    argv = Codex().invocation(make_ctx(tmp_path, name="codex", sandbox="danger-full-access", prompt="-x")).argv
+    argv = Codex().invocation(make_ctx(tmp_path, name="codex", sandbox="danger-full-access", prompt="-x", env=env)).argv
     assert argv[3:5] == ["-s", "danger-full-access"] and argv[-2:] == ["--", "-x"]
+
+
+@pytest.mark.parametrize(("features", "disabled"), [
+    ("apps                             stable             true\nundo                             stable             false\n", ["apps"]),  # 0.100.0
+    ("apps  stable  true\nplugins  stable  true\nremote_plugin  removed  false\n", ["plugins", "apps"]),
+    (None, []),  # no `features` subcommand: no --disable at all (an unknown name would stop the run)
+])
+def test_only_features_the_installed_build_knows_are_disabled(tmp_path, features, disabled):
+    """codex 0.100.0 stops with "Unknown feature flag: plugins": --disable names only what `codex features list` of
+    the build on PATH shows (probed once per executable)."""
+    argv = Codex().invocation(make_ctx(tmp_path, name="codex", env=fake_codex(tmp_path, features))).argv
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--disable"] == disabled
+    assert argv[-3:-1] == ["-c", "analytics.enabled=false"]
 
 
 def test_stdin_is_closed_and_codex_home_is_per_run(tmp_path):

@@ -29,6 +29,9 @@ args = sys.argv[1:]
 if args == ["--version"]:
     print(VERSION)
     sys.exit(0)
+if args == ["features", "list"]:  # codex: the adapter disables only the features this build lists
+    print("apps  stable  true\\nplugins  stable  true\\nremote_plugin  under development  false")
+    sys.exit(0)
 REC.mkdir(exist_ok=True)
 keep = ("HOME", "CODEX_HOME", "XDG_CONFIG_HOME", "GEMINI_CLI_TRUST_WORKSPACE", "COPILOT_OTEL_FILE_EXPORTER_PATH")
 (REC / f"{{NAME}}-{{os.getpid()}}.json").write_text(json.dumps({{"argv": args, "cwd": os.getcwd(), "env": {{k: os.environ.get(k) for k in keep}}}}))

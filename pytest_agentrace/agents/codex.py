@@ -4,8 +4,10 @@ Invocation (Codex docs "Non-interactive mode"; behaviour of 0.171.0 in ``model-d
 workspace-write`` lets the agent edit the workspace, ``-s read-only`` when the run may not edit (an agent's
 ``sandbox:`` value replaces either); ``--disable plugins --disable remote_plugin --disable apps -c
 analytics.enabled=false`` stop the curated-plugin sync and the metrics push that otherwise stall each run for
-about 5 s at exit (these feature names exist in 0.171; older builds may reject them). ``--model`` when
-given. ``CODEX_HOME`` is ``<per-run HOME>/.codex``.
+about 5 s at exit. Older builds reject a feature name they do not know (0.100.0: "Unknown feature flag: plugins";
+``remote_plugin`` arrived after 0.122.0), so ``--disable`` is passed only for the features that ``codex features
+list`` of the installed build names (probed once per executable and process, ``known_features``); a build without
+that subcommand gets none. ``--model`` when given. ``CODEX_HOME`` is ``<per-run HOME>/.codex``.
 
 Parsing (``cli-formats.md``; samples ``captured-0.171.0-*``, fullsend 0.152.1, agentcmd 0.46.0, takopi):
 - item format: ``thread.started``, ``turn.started``, ``item.started|updated|completed {item}``,
@@ -25,7 +27,9 @@ Parsing (``cli-formats.md``; samples ``captured-0.171.0-*``, fullsend 0.152.1, a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ..model import AgentStatus, Usage
@@ -43,7 +47,10 @@ from .parsing import (
     summarize,
 )
 
-OFFLINE_FLAGS = ("--disable", "plugins", "--disable", "remote_plugin", "--disable", "apps", "-c", "analytics.enabled=false")
+DISABLED_FEATURES = ("plugins", "remote_plugin", "apps")
+FEATURE_LINE = re.compile(r"^([a-z][a-z0-9_]*)\s{2,}(stable|beta|experimental|under development|deprecated|removed)\s+(true|false)\s*$")
+FEATURES_TIMEOUT = 30.0  # seconds
+_FEATURES: dict[str, frozenset[str]] = {}  # resolved executable -> feature names it accepts
 TOOL_ITEMS = {"command_execution", "file_change", "mcp_tool_call", "web_search", "todo_list", "collab_tool_call"}
 OTHER_ITEMS = {"agent_message", "reasoning", "error"}
 NEW_EVENTS = {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.started", "item.updated", "item.completed", "error"}
@@ -65,10 +72,40 @@ class Codex(CliAdapter):
 
     def argv(self, ctx: RunContext) -> list[str]:
         sandbox = self.sandbox_args(ctx, "workspace-write" if ctx.edits else "read-only")
-        return [self.executable, "exec", "--json", *sandbox, *OFFLINE_FLAGS, *self.model_args(ctx), *prompt_positional(ctx.prompt)]
+        return [self.executable, "exec", "--json", *sandbox, *self.quiet_flags(ctx), *self.model_args(ctx), *prompt_positional(ctx.prompt)]
+
+    def quiet_flags(self, ctx: RunContext) -> list[str]:
+        """``--disable F`` for each of ``DISABLED_FEATURES`` this build knows, then ``-c analytics.enabled=false``."""
+        known = known_features(self.executable, ctx.env)
+        return [arg for f in DISABLED_FEATURES if f in known for arg in ("--disable", f)] + ["-c", "analytics.enabled=false"]
 
     def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:
         return parse_codex(stdout, stderr)
+
+
+def known_features(executable: str, env: Mapping[str, str]) -> frozenset[str]:
+    """Feature names (not ``removed``) that ``codex features list`` prints for the ``executable`` found on
+    ``env['PATH']``: lines ``<name>  <stage>  <true|false>``. Run once per resolved executable and process, in a
+    scratch folder with a scratch ``CODEX_HOME``; empty when the CLI is missing or the subcommand fails."""
+    import os
+    import shutil
+    import tempfile
+
+    from .. import process
+
+    found = shutil.which(executable, path=env.get("PATH"))
+    if found is None:
+        return frozenset()
+    key = os.path.realpath(found)
+    if key not in _FEATURES:
+        names: set[str] = set()
+        with tempfile.TemporaryDirectory(prefix="agentrace-codex-features-") as scratch:
+            res = process.run([found, "features", "list"], cwd=Path(scratch), env={**env, "HOME": scratch, "CODEX_HOME": scratch},
+                              timeout=FEATURES_TIMEOUT)
+            if res.exit_code == 0:
+                names = {m.group(1) for line in res.stdout.splitlines() if (m := FEATURE_LINE.match(line.strip())) and m.group(2) != "removed"}
+        _FEATURES[key] = frozenset(names)
+    return _FEATURES[key]
 
 
 class _State:

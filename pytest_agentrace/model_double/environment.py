@@ -86,7 +86,7 @@ def _toml(value: str) -> str:
 def _codex(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
     """Codex 0.171.0 (section 2): a ``scripted`` provider with ``wire_api = "responses"`` in
     ``$CODEX_HOME/config.toml`` (``"chat"`` is rejected), approval ``never``, analytics off, the workspace
-    trusted. The adapter adds ``--disable plugins/remote_plugin/apps`` and ``-c analytics.enabled=false``."""
+    trusted. The adapter adds ``--disable plugins/remote_plugin/apps`` (those the build knows) and ``-c analytics.enabled=false``."""
     codex_home = home / ".codex"
     ws = str(Path(ctx.workspace))
     text = "\n".join([
