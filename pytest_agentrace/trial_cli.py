@@ -3,7 +3,8 @@
 - ``init-trial FILE`` writes an example trial that runs offline: a small local repository (a plain folder,
   committed per session into a template repo), a documentation overlay, two custom agents that answer from the
   workspace and report tokens as Claude Code's stream-json (``source-reader`` reads the source, ``docs-first``
-  reads docs/ first, so it costs less in the ``docs`` arm), two arms (``baseline``, ``docs``) and two questions. ``example_suites/trials`` is exactly this output.
+  reads docs/ first, so it costs less in the ``docs`` arm), two arms (``baseline``, ``docs``) and two questions: a copy
+  of ``example_suites/trials`` (shipped in the package as ``example_trial``).
 - ``context-eval --context-file CLAUDE.md --task TASK.yaml --agents a,b --trials N -o out.toml`` turns coderace's
   context-eval into an ordinary two-arm trial: ``baseline`` vs ``context`` (the context file as an overlay), the
   task's description as the question and its tests (plus hidden verify files and command) as ``verify``.
@@ -25,139 +26,16 @@ from pathlib import Path
 
 from .errors import AgentraceError
 
-EXAMPLE_REPO = {
-    "README.md": "# inventory\n\nA small inventory service. Run it with `python -m inventory`.\n",
-    "inventory/__init__.py": "",
-    "inventory/__main__.py": "from .api import serve\n\nserve()\n",
-    "inventory/config.py": 'PORT = 8123\nDATABASE_URL = "sqlite:///inventory.db"\nPAGE_SIZE = 50\n',
-    "inventory/api.py": (
-        "from . import config, store\n\n\n"
-        "def serve():\n"
-        '    """Serve the JSON API on config.PORT."""\n'
-        "    print(f\"serving on {config.PORT}\")\n\n\n"
-        "def list_items(page=0):\n"
-        "    return store.items()[page * config.PAGE_SIZE:(page + 1) * config.PAGE_SIZE]\n"
-    ),
-    "inventory/store.py": "import sqlite3\n\nfrom . import config\n\n\ndef items():\n    db = sqlite3.connect(config.DATABASE_URL.removeprefix(\"sqlite:///\"))\n    return db.execute(\"select name from items\").fetchall()\n",
-    "tests/test_config.py": "from inventory import config\n\n\ndef test_port():\n    assert config.PORT == 8123\n",
-}
-EXAMPLE_DOCS = {
-    "docs/ARCHITECTURE.md": (
-        "# Architecture of inventory\n\n"
-        "The HTTP API listens on port 8123 (inventory/config.py, PORT).\n"
-        "Items are stored in a SQLite database file, inventory.db (DATABASE_URL in inventory/config.py).\n"
-        "Lists are paged, 50 items per page.\n"
-    ),
-}
-EXAMPLE_AGENT = '''#!/usr/bin/env python3
-"""An offline example agent that answers from the files it reads and reports its work as Claude Code's
-stream-json (the trial parses it with ``kind = "claude"``): one Read tool call per file read, and tokens
-that grow with the text read (about 4 characters per token), so arms that let it read less cost less.
-
-Usage: reader_agent.py (--docs-first | --source-only) PROMPT
-  --docs-first   read docs/*.md first and stop there when they answer; else read the source (*.py)
-  --source-only  read the source (*.py) only
-"""
-import json
-import pathlib
-import re
-import sys
-
-STOP = {"what", "which", "does", "the", "where", "with", "from", "this", "that", "into", "and", "its", "their"}
-mode, prompt = sys.argv[1], sys.argv[2]
-words = {w for w in re.findall(r"[a-z]{4,}", prompt.lower()) if w not in STOP}
-events, hits, chars = [], [], len(prompt)
+EXAMPLE = Path(__file__).parent / "example_trial"  # a link to example_suites/trials, shipped as package data
+EXAMPLE_PARTS = ("example-repo", "example-docs", "example-agents")
+EXAMPLE_FILE = "trial.toml"
 
 
-def emit(event):
-    events.append(event)
-    print(json.dumps(event), flush=True)
-
-
-def read_all(pattern):
-    global chars
-    found = []
-    for path in sorted(pathlib.Path(".").rglob(pattern)):
-        if ".git" in path.parts or not path.is_file():
-            continue
-        text = path.read_text(encoding="utf-8", errors="replace")
-        chars += len(text)
-        emit({"type": "assistant", "message": {"id": f"msg_{len(events)}", "role": "assistant", "content": [
-            {"type": "tool_use", "id": f"toolu_{len(events)}", "name": "Read", "input": {"file_path": path.as_posix()}}]}})
-        found += [f"{path.as_posix()}: {line.strip()}" for line in text.splitlines() if any(w in line.lower() for w in words)]
-    return found
-
-
-emit({"type": "system", "subtype": "init", "model": "example-reader", "tools": ["Read"]})
-if mode == "--docs-first":
-    hits = read_all("docs/*.md")
-if not hits:
-    hits = read_all("*.py")
-answer = "\\n".join(hits) if hits else "I could not find the answer."
-emit({"type": "result", "subtype": "success", "is_error": False, "num_turns": len(events), "result": answer,
-      "usage": {"input_tokens": chars // 4, "output_tokens": len(answer) // 4 + 1,
-                "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}})
-'''
-EXAMPLE_AGENTS = {"reader_agent.py": EXAMPLE_AGENT}
-EXAMPLE_TRIAL = '''\
-# An example trial (written by `agentrace init-trial`): does a documentation layer help agents answer
-# questions about a repository, and at what cost? Runs offline: both agents are one small script that reads the
-# workspace and reports tokens as Claude Code's stream-json does; `docs-first` reads docs/ before the source.
-#   pytest --agentrace {name} --collect-only    # the dry run: every item that would run
-#   pytest --agentrace {name}                   # run it; results in .agentrace/runs/<question>/<arm>/<agent>/<rep>
-name = "docs-layer"
-
-[defaults]
-reps = 2
-timeout = 60
-baseline = "baseline"
-
-[[repos]]
-name = "inventory"
-source = "example-repo"
-
-[[arms]]
-name = "baseline"
-
-[[arms]]
-name = "docs"
-overlay = "example-docs"
-setup = ["test -f docs/ARCHITECTURE.md"]
-prompt_prefix = "The folder docs/ describes this repository."
-uses = "docs/"
-
-[[agents]]
-name = "source-reader"
-command = ["./example-agents/reader_agent.py", "--source-only", "{{prompt}}"]
-kind = "claude"
-
-[[agents]]
-name = "docs-first"
-command = ["./example-agents/reader_agent.py", "--docs-first", "{{prompt}}"]
-kind = "claude"
-
-[[questions]]
-id = "port"
-repo = "inventory"
-prompt = "Which port does the inventory API listen on?"
-expect = ["8123"]
-
-[[questions]]
-id = "storage"
-repo = "inventory"
-prompt = "Where does the inventory service store its items (which database)?"
-expect = ["(?i)sqlite", "inventory\\\\.db"]
-forbid = ["(?i)postgres"]
-'''
-
-
-def _write_files(root: Path, files: dict[str, str], mode: int | None = None) -> None:
+def _write_files(root: Path, files: dict[str, str]) -> None:
     for rel, text in files.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
-        if mode is not None:
-            p.chmod(mode)
 
 
 def _refuse_existing(paths: list[Path], force: bool) -> None:
@@ -167,22 +45,26 @@ def _refuse_existing(paths: list[Path], force: bool) -> None:
 
 
 def init_trial(path: Path, force: bool = False) -> list[Path]:
-    """Write the example trial ``path`` plus ``example-repo/``, ``example-docs/`` and ``example-agents/`` beside it.
+    """Write the example trial ``path`` plus ``example-repo/``, ``example-docs/`` and ``example-agents/`` beside it:
+    a copy of the package's ``example_trial`` (``example_suites/trials`` in the source tree), with the trial file's
+    own name in its usage comment.
 
     Returns the paths written. Raises ``AgentraceError`` when any exists (unless ``force``).
     """
     path = Path(path)
     root = path.parent
-    written = [path, root / "example-repo", root / "example-docs", root / "example-agents"]
+    written = [path, *(root / part for part in EXAMPLE_PARTS)]
     _refuse_existing(written, force)
     root.mkdir(parents=True, exist_ok=True)
-    for d in written[1:]:
-        if d.exists():
-            shutil.rmtree(d)
-    _write_files(root / "example-repo", EXAMPLE_REPO)
-    _write_files(root / "example-docs", EXAMPLE_DOCS)
-    _write_files(root / "example-agents", EXAMPLE_AGENTS, mode=0o755)
-    path.write_text(EXAMPLE_TRIAL.format(name=path.name), encoding="utf-8")
+    ignore = shutil.ignore_patterns("__pycache__", ".agentrace", ".pytest_cache")
+    for part in EXAMPLE_PARTS:
+        if (root / part).exists():
+            shutil.rmtree(root / part)
+        shutil.copytree(EXAMPLE / part, root / part, ignore=ignore)
+    for agent in (root / "example-agents").iterdir():  # an install may not keep the executable bit
+        agent.chmod(0o755)
+    text = (EXAMPLE / EXAMPLE_FILE).read_text(encoding="utf-8")
+    path.write_text(text.replace(f"pytest --agentrace {EXAMPLE_FILE} ", f"pytest --agentrace {path.name} "), encoding="utf-8")
     _check(path)
     return written
 

@@ -157,7 +157,8 @@ def test_builtins_ship_in_the_wheel_and_run_from_an_install(tmp_path: Path) -> N
     for rel in ("pyproject.toml", "README.md"):
         shutil.copy2(src / rel, copy / rel)
     shutil.copytree(src / "pytest_agentrace", copy / "pytest_agentrace", symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(src / "example_suites" / "builtin", copy / "example_suites" / "builtin", ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("builtin", "trials"):  # the package's builtin_tasks and example_trial link to these
+        shutil.copytree(src / "example_suites" / part, copy / "example_suites" / part, ignore=shutil.ignore_patterns("__pycache__", ".agentrace"))
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(copy)],
                           check=False, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -167,6 +168,8 @@ def test_builtins_ship_in_the_wheel_and_run_from_an_install(tmp_path: Path) -> N
         assert f"pytest_agentrace/builtin_tasks/{task}/task.yaml" in names
         assert f"pytest_agentrace/builtin_tasks/{task}/repo/pytest.ini" in names
     assert "pytest_agentrace/builtin_tasks/bug-hunt/solution.patch" in names
+    assert {"pytest_agentrace/example_trial/trial.toml", "pytest_agentrace/example_trial/example-agents/reader_agent.py",
+            "pytest_agentrace/example_trial/example-repo/inventory/config.py"} <= set(names)
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     assert (site / "pytest_agentrace" / "builtin_tasks").is_dir() and not (site / "pytest_agentrace" / "builtin_tasks").is_symlink()
@@ -179,6 +182,13 @@ def test_builtins_ship_in_the_wheel_and_run_from_an_install(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert str(site / "pytest_agentrace" / "builtin_tasks" / "fibonacci" / "task.yaml") in proc.stdout or "site/pytest_agentrace/builtin_tasks/fibonacci" in proc.stdout
     assert "1 passed" in proc.stdout
+    # `agentrace init-trial` writes the shipped example trial, which then runs
+    proc = subprocess.run([sys.executable, "-m", "pytest_agentrace.cli", "init-trial", "t.toml"], cwd=work, env=env, check=False,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and (work / "example-agents" / "reader_agent.py").stat().st_mode & 0o111, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_agentrace.plugin", "-p", "no:cacheprovider", "--agentrace",
+                           "t.toml", "--agentrace-out", "trial-out"], cwd=work, env=env, check=False, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "16 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
     # nothing is ever written inside the installed package: a task named by its installed path puts its results in
     # the invocation folder; run from inside the package, pytest stops with a usage error before any run
     task = site / "pytest_agentrace" / "builtin_tasks" / "fibonacci" / "task.yaml"
