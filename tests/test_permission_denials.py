@@ -11,14 +11,19 @@ from conftest import BUGGY_REPO, make_repo, write_script
 SAMPLE = Path(__file__).parent / "samples/claude/captured-2.1.197-stream-json-permission-denied.jsonl"
 
 
-def test_denied_tools_named_in_the_failure(pytester: pytest.Pytester, bin_dir: Path) -> None:
-    make_repo(pytester.path / "repo", BUGGY_REPO)
+def replay_sample_as_claude(bin_dir: Path) -> None:
+    """A fake ``claude`` on PATH that prints the permission-denied sample (and its version)."""
     write_script(bin_dir / "claude", f"""\
         import sys
         if "--version" in sys.argv:
             print("2.1.197 (Claude Code)"); sys.exit(0)
         sys.stdout.write(open({str(SAMPLE)!r}).read())
     """)
+
+
+def test_denied_tools_named_in_the_failure(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    replay_sample_as_claude(bin_dir)
     (pytester.path / "task.yaml").write_text(
         "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\nagents: [claude]\n"
     )
@@ -33,12 +38,7 @@ def test_denied_tools_named_in_the_failure(pytester: pytest.Pytester, bin_dir: P
 def test_denied_tools_named_in_a_failed_trial_run(pytester: pytest.Pytester, bin_dir: Path) -> None:
     """The same note on a trial run whose answer is wrong (the sample's answer does not name the port)."""
     make_repo(pytester.path / "app", {"app.py": "PORT = 8123\n"})
-    write_script(bin_dir / "claude", f"""\
-        import sys
-        if "--version" in sys.argv:
-            print("2.1.197 (Claude Code)"); sys.exit(0)
-        sys.stdout.write(open({str(SAMPLE)!r}).read())
-    """)
+    replay_sample_as_claude(bin_dir)
     (pytester.path / "trial.toml").write_text(
         'name = "ports"\n[[repos]]\nname = "app"\nsource = "app"\n[[arms]]\nname = "base"\n'
         '[[agents]]\nname = "claude"\nedits = true\n'

@@ -37,49 +37,48 @@ from collections.abc import Iterable
 from ..model import AgentStatus
 from .parsing import one_line
 
-PATTERNS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"invalid api[ _-]?key",
-        r"incorrect api key",
-        r"invalid x-api-key",
-        r"authentication_?error",
-        r"not able to authenticate you",
-        r"\b401\b\W+unauthori[sz]ed",
-        r"\b(status|http|code|error)\W{0,3}401\b",
-        r"\bnot (logged|signed) in\b",
-        r"please (run )?/login",
-        r"please (log|sign) ?in",
-        r"\b(codex|cursor-agent|agent|copilot|gemini|claude|opencode|gh auth|aider) login\b",
-        r"(login|authentication|auth) (is )?required",
-        r"no authentication information",
-        r"api[ _-]?key (is )?(missing|not (set|found|provided|configured))",
-        r"(missing|no) api[ _-]?key",
-        r"must specify the \w*api_key",
-        r"please set an auth method",
-        r"(oauth )?token (has )?expired",
-        r"failed to (log ?in|authenticate)",
-        r"provider_?auth_?error",
-        r"load_?api_?key_?error",
-        r"credit balance is too low",
-        r"workspace trust required",
-        r"not running in a trusted (directory|folder)",
-    )
+
+def _compile(*patterns: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
+
+
+PATTERNS: tuple[re.Pattern[str], ...] = _compile(
+    r"invalid api[ _-]?key",
+    r"incorrect api key",
+    r"invalid x-api-key",
+    r"authentication_?error",
+    r"not able to authenticate you",
+    r"\b401\b\W+unauthori[sz]ed",
+    r"\b(status|http|code|error)\W{0,3}401\b",
+    r"\bnot (logged|signed) in\b",
+    r"please (run )?/login",
+    r"please (log|sign) ?in",
+    r"\b(codex|cursor-agent|agent|copilot|gemini|claude|opencode|gh auth|aider) login\b",
+    r"(login|authentication|auth) (is )?required",
+    r"no authentication information",
+    r"api[ _-]?key (is )?(missing|not (set|found|provided|configured))",
+    r"(missing|no) api[ _-]?key",
+    r"must specify the \w*api_key",
+    r"please set an auth method",
+    r"(oauth )?token (has )?expired",
+    r"failed to (log ?in|authenticate)",
+    r"provider_?auth_?error",
+    r"load_?api_?key_?error",
+    r"credit balance is too low",
+    r"workspace trust required",
+    r"not running in a trusted (directory|folder)",
 )
 
 
-PROVIDER_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p, re.IGNORECASE)
-    for p in (
-        r"\b(status|http|code|error)\W{0,3}5\d\d\b",
-        r"\bapi ?error\b.*\(5\d\d\)",
-        r"internal ?server ?error",
-        r"service unavailable",
-        r"bad gateway",
-        r"overloaded_error",
-        r"servers are down or overloaded",
-        r"experiencing high demand",
-    )
+PROVIDER_PATTERNS: tuple[re.Pattern[str], ...] = _compile(
+    r"\b(status|http|code|error)\W{0,3}5\d\d\b",
+    r"\bapi ?error\b.*\(5\d\d\)",
+    r"internal ?server ?error",
+    r"service unavailable",
+    r"bad gateway",
+    r"overloaded_error",
+    r"servers are down or overloaded",
+    r"experiencing high demand",
 )
 
 
