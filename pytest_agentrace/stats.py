@@ -350,6 +350,8 @@ def exact_level(n: int, alpha: float = 0.05) -> float:
     """The largest two-sided p-value at most ``alpha`` that an exact permutation test of two arms of ``n`` runs
     can reach: p-values come in steps of ``2 / C(2n, n)``, so the level is ``2 floor(alpha C / 2) / C``
     (n=3: 0, the smallest p is 2/20; n=4: 2/70 = 0.029; n=5: 12/252 = 0.048; from n=6 within 0.001 of alpha)."""
+    if n >= 20:  # steps of 2 / C(40, 20) < 1e-10: the level is alpha (and C(2n, n) soon overflows a float)
+        return alpha
     total = math.comb(2 * n, n)
     return 2 * math.floor(alpha * total / 2 + 1e-9) / total
 

@@ -89,7 +89,8 @@ def sequential_settings(config: pytest.Config, outcomes: list[Any]) -> dict[str,
 
 
 def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
-    """End-of-session statistics on the controller. Returns ``{"lines", "failures", "notes"}``."""
+    """End-of-session statistics on the controller. Returns ``{"lines", "failures", "notes", "report"}`` (the
+    ``StatsReport``, which the session's exports reuse: ``session_report``)."""
     from . import ratings
     from .options import out_dir
     from .report.stats_text import compare_lines, report_lines
@@ -118,7 +119,13 @@ def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
             notes.append(f"Elo ratings not saved: {exc}")
     gates = parse_fail_on(config.getoption("agentrace_fail_on"))
     failures = gate_failures(gates, report.cells, report.comparisons, rows, report.reliability)
-    return {"lines": lines, "failures": failures, "notes": notes}
+    return {"lines": lines, "failures": failures, "notes": notes, "report": report}
+
+
+def session_report(config: pytest.Config) -> Any:
+    """The ``StatsReport`` this session's statistics were built from (after the test loop), or None."""
+    found = config.stash.get(RESULT_KEY, None)
+    return found.get("report") if found else None
 
 
 class StatsPlugin:

@@ -53,6 +53,8 @@ def init_trial(path: Path, force: bool = False) -> list[Path]:
     """
     path = Path(path)
     root = path.parent
+    if root.resolve() == EXAMPLE.resolve():
+        raise AgentraceError(f"{root} holds the example itself (the package's example_trial); write the trial somewhere else")
     written = [path, *(root / part for part in EXAMPLE_PARTS)]
     _refuse_existing(written, force)
     root.mkdir(parents=True, exist_ok=True)

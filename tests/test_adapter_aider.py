@@ -94,3 +94,16 @@ def test_authentication_error_is_an_auth_error():
     out = "Aider v0.86.2\nlitellm.AuthenticationError: AnthropicException - invalid x-api-key\nThe API provider is not able to authenticate you. Check your API key.\n"
     u = parse_aider(out)
     assert u.status == AgentStatus.ERROR and "AuthenticationError" in u.error
+
+
+def test_no_model_call_names_litellms_error_and_a_reply_quoting_500_stays_the_agents():
+    """A provider failing every retry: the log has no message_send, and the error quotes litellm's last error line
+    (an outage, so the run is ``error``). A run that did reply, with code mentioning status 500, stays ``failed``."""
+    log_exit = json.dumps({"event": "exit", "properties": {"reason": "Completed --message"}}) + "\n"
+    out = ("Aider v0.86.2\nRetrying in 8.0 seconds...\nlitellm.InternalServerError: InternalServerError: OpenAIException - "
+           "overload\nThe API provider's servers are down or overloaded.\n")
+    u = parse_aider(out, "", log_exit)
+    assert u.status == AgentStatus.ERROR and "litellm.InternalServerError" in u.error and u.error.startswith("model provider failed")
+    send = json.dumps({"event": "message_send", "properties": {"prompt_tokens": 10, "completion_tokens": 5, "total_cost": 0}}) + "\n"
+    cut = parse_aider("Aider v0.86.2\n\napp.js\n```\nres.status(500).json({error: 'InternalServerError'})\n```\n", "", send)
+    assert cut.status == AgentStatus.INCOMPLETE

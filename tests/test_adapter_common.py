@@ -93,8 +93,11 @@ def test_ordinary_failures_are_not_auth_errors():
     ('[API Error: {"error":{"code":500,"message":"scripted overload","status":"INTERNAL"}}]', [], AgentStatus.ERROR),
     ("APIError: scripted overload (500)", [], AgentStatus.ERROR),
     ("Failed to get response from the AI model; retried 5 times Last error: 500 scripted overload", [], AgentStatus.ERROR),
-    ("aider made no model call", ["litellm.InternalServerError: OpenAIException - overload",
-                                  "The API provider's servers are down or overloaded."], AgentStatus.ERROR),
+    ("aider made no model call (exit: Completed --message): litellm.InternalServerError: OpenAIException - overload", [],
+     AgentStatus.ERROR),
+    # only the CLI's final error counts: output that quotes server code, or a retry notice, is not an outage
+    ("aider exited: KeyboardInterrupt", ["    return res.status(500).json({error: 'x'})", '{"error": 500}'], AgentStatus.FAILED),
+    ("context window exceeded", ["Reconnecting... 1/5 (unexpected status 502 Bad Gateway)"], AgentStatus.FAILED),
     ("API Error: Failed to parse JSON", [], AgentStatus.FAILED),
     ("stream disconnected before completion: stream closed before response.completed", [], AgentStatus.FAILED),
     ("tests failed: assert 500 == 200", ["FAILED test_api.py::test_get - assert 200 == 404"], AgentStatus.FAILED),

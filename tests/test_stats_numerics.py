@@ -138,6 +138,7 @@ def test_runs_needed_and_power() -> None:
     assert stats.runs_needed(0.0, 0.2) == 4  # no spread: still 4, the fewest runs at which the exact test reaches p < 0.05
     assert [round(stats.exact_level(n), 4) for n in (2, 3, 4, 5, 6)] == [0.0, 0.0, round(2 / 70, 4), round(12 / 252, 4), round(46 / 924, 4)]
     assert stats.runs_needed(50.0, 0.01) is None
+    assert stats.runs_needed(0.3, 0.05) == 516  # first order 514.2; past n = 512, where C(2n, n) overflows a float
     with pytest.raises(ValueError, match="effect"):
         stats.runs_needed(0.3, 1.5)
     assert stats.effect_for_ratio(0.6) == pytest.approx(0.4) and stats.effect_for_ratio(1 / 0.6) == pytest.approx(0.4)

@@ -49,9 +49,14 @@ def test_init_trial_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureF
     assert load_trial(target).name == "docs-layer"
 
 
-def test_example_suite_is_the_init_trial_output(tmp_path: Path) -> None:
+def test_example_suite_is_the_init_trial_output(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["init-trial", str(tmp_path / "trial.toml")]) == 0
     assert tree(tmp_path) == tree(REPO_ROOT / "example_suites" / "trials")
+    # the shipped example is the source: init-trial over it would delete what it copies from
+    before = tree(REPO_ROOT / "example_suites" / "trials")
+    assert main(["init-trial", str(REPO_ROOT / "example_suites" / "trials" / "trial.toml"), "--force"]) == 2
+    assert "holds the example itself" in capsys.readouterr().err
+    assert tree(REPO_ROOT / "example_suites" / "trials") == before
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)

@@ -40,6 +40,7 @@ TOKENS_RE = re.compile(
     rf"^Tokens: (?P<sent>{_NUM}) sent(?:, (?P<cw>{_NUM}) cache write)?(?:, (?P<ch>{_NUM}) cache hit)?, (?P<recv>{_NUM}) received\."
     r"(?: Cost: \$(?P<msg>[\d,]*\.?\d+) message, \$(?P<sess>[\d,]*\.?\d+) session\.)?\s*$"
 )
+LITELLM_ERROR_RE = re.compile(r"^litellm\.\w*(Error|Exception)\b")
 MODEL_RE = re.compile(r"^(?:Main )?[Mm]odel: (\S+)")
 BANNER_RE = re.compile(r"^(Aider v\d|(Main |Weak |Editor )?[Mm]odel: |Git repo: |Repo-map: |Added .* to the chat)")
 
@@ -100,6 +101,9 @@ def parse_aider(stdout: str, stderr: str = "", analytics: str | None = None) -> 
     status, error = AgentStatus.COMPLETED, None
     if analytics is not None:
         status, error, sends = _from_analytics(analytics, col, fields)
+        litellm = [line.strip() for line in lines if LITELLM_ERROR_RE.match(line.strip())]
+        if not sends and litellm:  # why no model call completed, in litellm's words (auth.settle reads it)
+            error = f"{error}: {one_line(litellm[-1], 200)}"
         token_lines = _own_token_lines(token_lines, sends)
         _add_cache_counts(token_lines, fields)
     elif token_lines:

@@ -94,14 +94,15 @@ def detect(texts: Iterable[str | None], patterns: tuple[re.Pattern[str], ...] = 
 
 def settle(status: str, error: str | None, texts: Iterable[str | None]) -> tuple[str, str | None]:
     """``(status, error)`` of a parsed run, turned into ``AgentStatus.ERROR`` with the matched line when the
-    run did not complete and ``error`` or ``texts`` show an auth/setup failure or a model-provider outage."""
+    run did not complete and ``error`` or ``texts`` show an auth/setup failure, or ``error`` (the CLI's final error,
+    never the rest of its output, which may quote code such as ``res.status(500)``) a model-provider outage."""
     if status == AgentStatus.COMPLETED:
         return status, error
     texts = [*texts, error]
     found = detect(texts)
     if found:
         return AgentStatus.ERROR, f"login/auth or setup problem: {found}"
-    found = detect([error, *texts[:-1]], PROVIDER_PATTERNS)
+    found = detect([error], PROVIDER_PATTERNS)  # the CLI's final error only: its output may quote server code
     if found:
         return AgentStatus.ERROR, f"model provider failed (server error after the CLI's retries): {found}"
     return status, error

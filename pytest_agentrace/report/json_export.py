@@ -142,6 +142,7 @@ def build_export(
     history: Sequence[Outcome] | None = None,
     resamples: int | None = None,
     sequential: Mapping[str, Any] | None = None,
+    stats_report: Any = None,
 ) -> dict[str, Any]:
     """The export document (see the module docstring) for ``outcomes`` (scored: ``Aggregator.scored()``).
 
@@ -150,7 +151,8 @@ def build_export(
     drive every bootstrap interval and test (cells and comparisons), as in the session's terminal report; ``history``: outcomes of earlier
     sessions (the history store) for the Elo chart, else Elo uses ``outcomes`` alone. ``sequential``:
     ``stats_report.build_report``'s argument when the session stopped reps early, so the cost verdicts are the
-    stop-when-decided ones. Cells and comparisons come from that one ``build_report``, the terminal report's source.
+    stop-when-decided ones. Cells and comparisons come from that one ``build_report``, the terminal report's source;
+    ``stats_report``: that report when the caller has it already (the session's, built over the same outcomes).
     """
     from .. import __version__
     from ..ratings import elo, elo_history
@@ -164,7 +166,7 @@ def build_export(
     tasks, trials = _spec_info(outcomes)
     statuses = Counter(str(o.status) for o in outcomes)
     elo_source = list(history) if history else outcomes
-    stats = build_report(outcomes, baseline, seed, resamples, sequential=dict(sequential) if sequential else None)
+    stats = stats_report or build_report(outcomes, baseline, seed, resamples, sequential=dict(sequential) if sequential else None)
     session_doc = None
     if session:
         session_doc = {k: session.get(k) for k in ("id", "started", "finished", "git_sha", "rootdir")}

@@ -164,8 +164,8 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_
         toks = [c for c in group if c.tokens_mean is not None]
         tok_text = "-"
         pooled = arm_toks.get((kind, source, agent, arm))
-        if len(toks) == 1:
-            tok_text = _tok(toks[0].tokens_mean) + _ci(toks[0].tokens_ci, _tok)
+        if len(toks) == 1:  # one case (or only one with known tokens: said so)
+            tok_text = _tok(toks[0].tokens_mean) + _ci(toks[0].tokens_ci, _tok) + (f" ({toks[0].case} only)" if len(group) > 1 else "")
         elif pooled is not None and pooled.mean is not None:  # mean over cases, cluster bootstrap interval
             tok_text = _tok(pooled.mean) + _ci(pooled.ci, _tok)
         comp = comps.get((kind, source, agent, arm))
