@@ -4,7 +4,8 @@ Usage: python benchmarks/overhead.py [--files 1000] [--runs 5]
 
 - overhead per run: median wall time of a ``noop`` run (pytest item, fresh clone, checks) minus the time of its
   own check command, compared with a bare ``git clone --shared`` of the same generated repository;
-- collection: ``pytest --agentrace --collect-only`` over a task with 1,000 items (agent x reps);
+- collection: ``pytest --agentrace --collect-only`` over a task with 1,000 items (agent x reps), and the same
+  pytest process with nothing to collect (interpreter, pytest and its plugins starting);
 - peak memory: max RSS of the collecting pytest process (``resource.getrusage`` of children).
 """
 
@@ -66,6 +67,10 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "pytest", "--agentrace", "many.yaml", "--collect-only", "-q", "-p", "no:cacheprovider",
                         "--agentrace-reps=1000"], cwd=root, check=True, capture_output=True)
         collect = time.perf_counter() - t
+        t = time.perf_counter()  # the same pytest process with nothing to collect: what the plugin adds is the rest
+        subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "repo/nothing"],
+                       cwd=root, check=False, capture_output=True)
+        start_only = time.perf_counter() - t
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"repository: {args.files} files; runs: {args.runs}")
     print(f"bare git clone --shared:        median {statistics.median(clones):.3f} s")
@@ -73,6 +78,7 @@ def main() -> None:
           f"(clone + snapshots + change accounting + run.json; agent and checks excluded)")
     print(f"overhead / bare clone:          {statistics.median(overhead) / statistics.median(clones):.1f}x")
     print(f"collect 1,000 items:            {collect:.2f} s (whole pytest process)")
+    print(f"pytest start, nothing to collect: {start_only:.2f} s (so the plugin's collection share is about {collect - start_only:.2f} s)")
     print(f"peak RSS of child processes:    {peak_mb:.0f} MiB")
 
 
