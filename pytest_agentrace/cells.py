@@ -192,13 +192,12 @@ class ArmTokens:
 def arm_tokens(outcomes: Iterable[Outcome], seed: int = 0, resamples: int = stats.DEFAULT_RESAMPLES, confidence: float = 0.95) -> list[ArmTokens]:
     """``ArmTokens`` for every (kind, source, agent, arm) with known tokens in at least 2 cases (one case: the
     cell summary's interval says it), sorted by key. Only valid runs (not ``error``) with known tokens count."""
-    groups: dict[tuple[str, str, str, str], dict[str, list[Outcome]]] = defaultdict(lambda: defaultdict(list))
-    for o in outcomes:
-        if o.is_sample:
-            groups[(o.kind, o.source, o.agent, o.arm)][o.case].append(o)
+    groups: dict[tuple[str, str, str, str], list[list[float]]] = defaultdict(list)
+    for (kind, source, _case, arm, agent), runs in sorted(_group(outcomes).items()):
+        if toks := tokens_of(o for o in runs if o.is_sample):
+            groups[(kind, source, agent, arm)].append(toks)
     out = []
-    for key, by_case in sorted(groups.items()):
-        per_case = [toks for _, runs in sorted(by_case.items()) if (toks := tokens_of(runs))]
+    for key, per_case in sorted(groups.items()):
         if len(per_case) < 2:
             continue
         c = stats.cluster_contrast([(t, [0.0]) for t in per_case], "difference", confidence, resamples, stats.rng_for(seed, "arm-tokens", *key))

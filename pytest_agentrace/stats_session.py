@@ -81,13 +81,6 @@ def _caps(config: pytest.Config, outcomes: list[Any]) -> dict[str, int]:
     return caps
 
 
-def sequential_settings(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any] | None:
-    """``build_report``'s ``sequential`` argument: ``{"caps": {source: planned reps}}`` under
-    ``--agentrace-stop-when-decided`` (so every report of the session shows the same early-stopping verdicts),
-    else None."""
-    return {"caps": _caps(config, outcomes)} if config.getoption("agentrace_stop_when_decided", default=False) else None
-
-
 def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
     """End-of-session statistics on the controller. Returns ``{"lines", "failures", "notes", "report"}`` (the
     ``StatsReport``, which the session's exports reuse: ``session_report``)."""
@@ -100,7 +93,7 @@ def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
     from .verdict import gate_failures, parse_fail_on
 
     seed, resamples = config.getoption("agentrace_seed"), config.getoption("agentrace_resamples")
-    seq = sequential_settings(config, outcomes)
+    seq = {"caps": _caps(config, outcomes)} if config.getoption("agentrace_stop_when_decided") else None
     report = build_report(outcomes, config.getoption("agentrace_baseline"), seed, resamples, sequential=seq)
     lines, notes = report_lines(report), []
     rows: list[Any] | None = None  # None: no snapshot compared (verdict gates then apply to arm comparisons)

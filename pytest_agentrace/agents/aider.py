@@ -101,8 +101,8 @@ def parse_aider(stdout: str, stderr: str = "", analytics: str | None = None) -> 
     status, error = AgentStatus.COMPLETED, None
     if analytics is not None:
         status, error, sends = _from_analytics(analytics, col, fields)
-        litellm = [line.strip() for line in lines if LITELLM_ERROR_RE.match(line.strip())]
-        if not sends and litellm:  # why no model call completed, in litellm's words (auth.settle reads it)
+        litellm = [] if sends else [line.strip() for line in lines if LITELLM_ERROR_RE.match(line.strip())]
+        if litellm:  # why no model call completed, in litellm's words (auth.settle reads it)
             error = f"{error}: {one_line(litellm[-1], 200)}"
         token_lines = _own_token_lines(token_lines, sends)
         _add_cache_counts(token_lines, fields)

@@ -141,7 +141,6 @@ def build_export(
     seed: int = 0,
     history: Sequence[Outcome] | None = None,
     resamples: int | None = None,
-    sequential: Mapping[str, Any] | None = None,
     stats_report: Any = None,
 ) -> dict[str, Any]:
     """The export document (see the module docstring) for ``outcomes`` (scored: ``Aggregator.scored()``).
@@ -149,10 +148,9 @@ def build_export(
     ``session``: the session row (``store.SessionInfo`` fields) or None; ``options``: ``{reps, timeout}`` the
     session overrode; ``baseline``: passed to ``cells.compare_arms``; ``seed``/``resamples`` (default 10,000)
     drive every bootstrap interval and test (cells and comparisons), as in the session's terminal report; ``history``: outcomes of earlier
-    sessions (the history store) for the Elo chart, else Elo uses ``outcomes`` alone. ``sequential``:
-    ``stats_report.build_report``'s argument when the session stopped reps early, so the cost verdicts are the
-    stop-when-decided ones. Cells and comparisons come from that one ``build_report``, the terminal report's source;
-    ``stats_report``: that report when the caller has it already (the session's, built over the same outcomes).
+    sessions (the history store) for the Elo chart, else Elo uses ``outcomes`` alone. Cells and comparisons come from
+    ``stats_report`` (a ``stats_report.StatsReport`` over the same outcomes: the session passes the one its terminal
+    report shows, stop-when-decided verdicts included), else from a ``build_report`` made here.
     """
     from .. import __version__
     from ..ratings import elo, elo_history
@@ -166,7 +164,7 @@ def build_export(
     tasks, trials = _spec_info(outcomes)
     statuses = Counter(str(o.status) for o in outcomes)
     elo_source = list(history) if history else outcomes
-    stats = stats_report or build_report(outcomes, baseline, seed, resamples, sequential=dict(sequential) if sequential else None)
+    stats = stats_report or build_report(outcomes, baseline, seed, resamples)
     session_doc = None
     if session:
         session_doc = {k: session.get(k) for k in ("id", "started", "finished", "git_sha", "rootdir")}

@@ -87,7 +87,7 @@ class ReportPlugin:
         from dataclasses import asdict
 
         from ..options import out_dir
-        from ..stats_session import sequential_settings, session_report
+        from ..stats_session import session_report
         from .json_export import build_export
 
         opts = {"reps": self.config.getoption("agentrace_reps", default=None), "timeout": self.config.getoption("agentrace_timeout", default=None)}
@@ -96,7 +96,7 @@ class ReportPlugin:
         return build_export(outcomes, out=out_dir(self.config), session=asdict(info), options=opts,
                             baseline=baseline, seed=int(seed) if seed is not None else 0, history=self._history(outcomes),
                             resamples=self.config.getoption("agentrace_resamples", default=None),
-                            sequential=sequential_settings(self.config, outcomes), stats_report=session_report(self.config))
+                            stats_report=session_report(self.config))
 
     def _history(self, outcomes: list) -> list | None:
         """Earlier sessions' outcomes from the store (for Elo over time), this session's included."""

@@ -22,12 +22,14 @@ def fmt_tokens(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 
 
+COST_MARKS = {"priced": " (priced)", "estimated": " (est.)"}  # by cost_source; a reported cost has none
+
+
 def fmt_cost(o: Outcome) -> str:
     u = o.usage
     if u.cost_usd is None:
         return "-"
-    mark = {"priced": " (priced)", "estimated": " (est.)"}.get(u.cost_source, "")
-    return f"{u.cost_usd:.4f}{mark}"
+    return f"{u.cost_usd:.4f}{COST_MARKS.get(u.cost_source, '')}"
 
 
 def _display_path(path: str) -> str:

@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from ..model import Outcome, Status
-from .text import _display_path, fmt_tokens
+from .text import COST_MARKS, _display_path, fmt_tokens
 
 MAX_NOTES = 20
 TRIAL_HEADERS = ["Question", "Arm", "Agent", "Runs", "Passed", "Correct", "Recall", "Verify", "Used tool", "Claims ok", "Errors", "Time (s)"]
@@ -26,7 +26,7 @@ def _mean_cost(runs: list[Outcome]) -> str:
     if not known:
         return "-"
     sources = {u.cost_source for u in known}
-    mark = " (est.)" if "estimated" in sources else (" (priced)" if "priced" in sources else "")
+    mark = next((COST_MARKS[s] for s in ("estimated", "priced") if s in sources), "")
     part = f" of {len(known)}" if len(known) < len(runs) else ""
     return f"{sum(u.cost_usd for u in known) / len(known):.4f}{mark}{part}"
 
