@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from pytest_agentrace.agents import get_adapter
-from pytest_agentrace.agents.cli_parse import CLI_AGENTS
+from pytest_agentrace.cli.parse import CLI_AGENTS
 
 SAMPLES = Path(__file__).resolve().parent.parent / "tests" / "samples"
 

@@ -21,16 +21,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from reportkit import outcome
 
+from pytest_agentrace.record.store import SessionInfo, Store
 from pytest_agentrace.report import html, markdown
 from pytest_agentrace.report.json_export import build_export
 from pytest_agentrace.report.leaderboard import leaderboard
-from pytest_agentrace.store import SessionInfo, Store
 
 WRITER = textwrap.dedent("""\
     import sys
     sys.path.insert(0, {tests!r})
     from reportkit import outcome
-    from pytest_agentrace.store import SessionInfo, Store
+    from pytest_agentrace.record.store import SessionInfo, Store
     db, me, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with Store(db) as s:
         s.save_session(SessionInfo(me), [])

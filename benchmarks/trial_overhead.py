@@ -46,7 +46,9 @@ verify = "test -f ANSWER.txt"
 
 def make_repo(root: Path, files: int) -> None:
     """The same generated repository as ``overhead.py`` (``root/repo``), plus an overlay folder."""
-    from overhead import make_repo as make_git_repo  # benchmarks/ is on sys.path when run as a script
+    from overhead import (
+        make_repo as make_git_repo,  # benchmarks/ is on sys.path when run as a script
+    )
 
     make_git_repo(root, files)
     (root / "overlay").mkdir()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .argtypes import positive_float, positive_int
+from pytest_agentrace.argtypes import positive_float, positive_int
 
 OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--agentrace", {"action": "store_true", "default": False, "help": "collect task (YAML) and trial (TOML) files and run the agents they name"}),
@@ -48,28 +48,28 @@ def in_package(path: Path) -> bool:
     return path.resolve().is_relative_to(Path(__file__).resolve().parent)
 
 
-from .resume import RESUME_OPTIONS  # noqa: E402  (trial/resume options, issue 4)
-from .spec.trial import TRIAL_OPTIONS  # noqa: E402
+from pytest_agentrace.run.resume import RESUME_OPTIONS  # noqa: E402  (trial/resume options, issue 4)
+from pytest_agentrace.spec.trial import TRIAL_OPTIONS  # noqa: E402
 
 OPTIONS += TRIAL_OPTIONS + RESUME_OPTIONS
 
-from .builtin import SUITE_OPTIONS  # noqa: E402  (built-in suite, difficulty filter, validation; issue 6)
+from pytest_agentrace.spec.builtin import SUITE_OPTIONS  # noqa: E402  (built-in suite, difficulty filter, validation; issue 6)
 
 OPTIONS += SUITE_OPTIONS
 
-from .agents.cliadapter import AGENT_OPTIONS  # noqa: E402  (per-run agent HOME; issue 3)
+from pytest_agentrace.agents.cliadapter import AGENT_OPTIONS  # noqa: E402  (per-run agent HOME; issue 3)
 
 OPTIONS += AGENT_OPTIONS
 
-from .report.options import REPORT_OPTIONS  # noqa: E402  (reports and history store; issue 8)
-from .store import STORE_OPTIONS  # noqa: E402
+from pytest_agentrace.record.store import STORE_OPTIONS  # noqa: E402
+from pytest_agentrace.report.options import REPORT_OPTIONS  # noqa: E402  (reports and history store; issue 8)
 
 OPTIONS += REPORT_OPTIONS + STORE_OPTIONS
 
-from .model_double.opts import OPTIONS as MODEL_DOUBLE_OPTIONS  # noqa: E402  (--agentrace-offline, --agentrace-model-double; issue 7)
+from pytest_agentrace.model_double.opts import OPTIONS as MODEL_DOUBLE_OPTIONS  # noqa: E402  (--agentrace-offline, --agentrace-model-double; issue 7)
 
 OPTIONS += MODEL_DOUBLE_OPTIONS
 
-from .stats_cli import STATS_OPTIONS  # noqa: E402  (statistics, snapshots, gates, stop-when-decided; issue 5)
+from pytest_agentrace.cli.stats import STATS_OPTIONS  # noqa: E402  (statistics, snapshots, gates, stop-when-decided; issue 5)
 
 OPTIONS += STATS_OPTIONS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_agentrace.model import CheckResult, Outcome, ToolCall, Usage
+from pytest_agentrace.record.model import CheckResult, Outcome, ToolCall, Usage
 
 
 def outcome(case: str = "fix-add", agent: str = "a", rep: int = 1, status: str = "passed", score: float | None = None,

@@ -8,7 +8,7 @@ import pytest
 from adapterkit import make_ctx, sample
 
 from pytest_agentrace.agents.aider import Aider, number, parse_aider
-from pytest_agentrace.model import AgentStatus, CostSource
+from pytest_agentrace.record.model import AgentStatus, CostSource
 
 
 def test_argv(tmp_path):

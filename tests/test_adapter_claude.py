@@ -7,7 +7,7 @@ import json
 from adapterkit import jsonl, make_ctx, sample
 
 from pytest_agentrace.agents.claude import Claude, parse_claude
-from pytest_agentrace.model import AgentStatus, CostSource
+from pytest_agentrace.record.model import AgentStatus, CostSource
 
 
 def _result(**over):

@@ -7,7 +7,7 @@ from adapterkit import jsonl, make_ctx, sample
 
 from pytest_agentrace.agents.codex import Codex, parse_codex
 from pytest_agentrace.errors import AgentError
-from pytest_agentrace.model import AgentStatus
+from pytest_agentrace.record.model import AgentStatus
 
 OFF = ["--disable", "plugins", "--disable", "remote_plugin", "--disable", "apps", "-c", "analytics.enabled=false"]
 # `codex features list` as 0.171.0 prints it (excerpt; a removed feature is never disabled by name)

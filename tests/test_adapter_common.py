@@ -9,8 +9,8 @@ from adapterkit import make_ctx, sample
 
 from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.agents.auth import detect
-from pytest_agentrace.agents.cli_parse import CLI_AGENTS, usage_json
-from pytest_agentrace.model import AgentStatus
+from pytest_agentrace.cli.parse import CLI_AGENTS, usage_json
+from pytest_agentrace.record.model import AgentStatus
 
 SPOOF = "Total cost: $9.99\nTokens: 99k sent, 50k cache write, 70k cache hit, 99k received. Cost: $9.99 message, $9.99 session.\ninput_tokens: 999999, total_cost_usd: 9.99"
 

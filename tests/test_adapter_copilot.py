@@ -7,7 +7,7 @@ import json
 from adapterkit import jsonl, make_ctx, sample
 
 from pytest_agentrace.agents.copilot import Copilot, parse_copilot
-from pytest_agentrace.model import AgentStatus
+from pytest_agentrace.record.model import AgentStatus
 
 OUT = "copilot/captured-1.0.102-output-json-bash-tool.jsonl"
 OTEL = "copilot/captured-1.0.102-otel-export.jsonl"

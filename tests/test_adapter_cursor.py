@@ -5,7 +5,7 @@ from __future__ import annotations
 from adapterkit import jsonl, make_ctx, sample
 
 from pytest_agentrace.agents.cursor import Cursor, parse_cursor
-from pytest_agentrace.model import AgentStatus
+from pytest_agentrace.record.model import AgentStatus
 
 
 def test_argv(tmp_path):

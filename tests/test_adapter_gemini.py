@@ -7,7 +7,7 @@ import json
 from adapterkit import jsonl, make_ctx, sample
 
 from pytest_agentrace.agents.gemini import Gemini, parse_gemini
-from pytest_agentrace.model import AgentStatus
+from pytest_agentrace.record.model import AgentStatus
 
 
 def test_argv_and_trust_env(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from adapterkit import jsonl, make_ctx, sample
 
 from pytest_agentrace.agents.opencode import OpenCode, parse_opencode
-from pytest_agentrace.model import AgentStatus, CostSource
+from pytest_agentrace.record.model import AgentStatus, CostSource
 
 
 def _step(reason, inp, out, cost, read=0, write=0, reasoning=0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_agentrace.agents.pricing import DEFAULT_PRICES, apply_pricing, default_price
-from pytest_agentrace.model import AgentStatus, CostSource, Usage
+from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 from pytest_agentrace.spec.common import AgentSpec
 
 

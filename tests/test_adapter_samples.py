@@ -9,7 +9,7 @@ import pytest
 from adapterkit import SAMPLES
 
 from pytest_agentrace.agents import get_adapter
-from pytest_agentrace.agents.cli_parse import JSON_KEYS, parse_file, usage_json
+from pytest_agentrace.cli.parse import JSON_KEYS, parse_file, usage_json
 
 AGENT_DIRS = ("aider", "claude", "codex", "copilot", "cursor", "gemini", "opencode")  # model-double-requests/ is server input
 SAMPLE_FILES = sorted(

@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import BUGGY_REPO, make_repo, write_script
 from trialkit import XDIST, XDIST_IDS
+
+from conftest import BUGGY_REPO, make_repo, write_script
 
 # A fake claude (``kind: claude``): fixes calc.py, prints stream-json, then behaves as CLAUDE_END says:
 # "is_error" (an error result, exit 0), "crash" (no result, exit 3), "cut" (no result, exit 0), else a success.

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentrace.builtin import (
+from pytest_agentrace.cli.tasks import count_tests
+from pytest_agentrace.run.workspace import _matches
+from pytest_agentrace.spec.builtin import (
     builtin_root,
     builtin_tasks,
     find_builtin,
     select_builtin,
 )
 from pytest_agentrace.spec.task import load_task, solution_patch_text
-from pytest_agentrace.tasks_cli import count_tests
-from pytest_agentrace.workspace import _matches
 
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 EXPECTED = {

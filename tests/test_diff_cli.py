@@ -14,7 +14,7 @@ import yaml
 
 from conftest import git, make_repo
 from pytest_agentrace.cli import main
-from pytest_agentrace.difftask import MODES
+from pytest_agentrace.cli.difftask import MODES
 from pytest_agentrace.spec.task import load_task
 
 AGENTRACE = [sys.executable, "-m", "pytest_agentrace.cli"]

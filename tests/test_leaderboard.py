@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from reportkit import outcome
 
-from pytest_agentrace import store
 from pytest_agentrace.cli import main
+from pytest_agentrace.record import store
+from pytest_agentrace.record.store import SessionInfo
 from pytest_agentrace.report.leaderboard import parse_since, sparkline
-from pytest_agentrace.store import SessionInfo
 
 S1, S2, S3 = "2026-01-10T09:00:00+00:00", "2026-02-10T09:00:00+00:00", "2026-02-20T09:00:00+00:00"
 STARTED = {"s1": S1, "s2": S2, "s3": S3}
@@ -160,7 +160,7 @@ def test_missing_store_and_bad_since_are_one_line_errors(tmp_path: Path, capsys:
 
 
 def test_a_store_without_task_races_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from pytest_agentrace.store import Store
+    from pytest_agentrace.record.store import Store
 
     db = tmp_path / "h.db"
     with Store(db):

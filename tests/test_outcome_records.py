@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentrace.model import Outcome, Usage
-from pytest_agentrace.outcome import iter_runs, read_run, write_run
+from pytest_agentrace.record.model import Outcome, Usage
+from pytest_agentrace.record.runfile import iter_runs, read_run, write_run
 
 
 def record(**over) -> dict:

@@ -10,7 +10,7 @@ import sys
 import pytest
 from adapterkit import SAMPLES
 
-from pytest_agentrace.agents.cli_parse import JSON_KEYS
+from pytest_agentrace.cli.parse import JSON_KEYS
 
 EXPECTED_KEYS = [
     "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens", "cost_usd", "cost_source",

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentrace import process, resume
-
+from pytest_agentrace.run import process, resume
 
 GRANDCHILD_CODE = "import sys, time, pathlib; time.sleep(2); pathlib.Path(sys.argv[1]).write_text('x')"
 

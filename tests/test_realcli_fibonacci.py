@@ -74,7 +74,7 @@ def test_solving_script_passes_fibonacci(cli: str, pytester: pytest.Pytester, mo
 @pytest.mark.parametrize("cli", CLIS)
 def test_do_nothing_script_fails_fibonacci_and_answers_a_trial(cli: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     require_cli(cli, monkeypatch)
-    from pytest_agentrace.builtin import find_builtin
+    from pytest_agentrace.spec.builtin import find_builtin
 
     repo = find_builtin("fibonacci").path.parent / "repo"
     pytester.makefile(".toml", trial=TRIAL.format(repo=repo, cli=cli))

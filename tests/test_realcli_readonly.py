@@ -81,7 +81,7 @@ WITHHELD = {
 
 
 def run_both(pytester: pytest.Pytester, cli: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    from pytest_agentrace.builtin import find_builtin
+    from pytest_agentrace.spec.builtin import find_builtin
 
     repo = find_builtin("fibonacci").path.parent / "repo"
     (pytester.path / "script.yaml").write_text(SCRIPT)

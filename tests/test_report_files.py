@@ -11,8 +11,8 @@ import pytest
 from reportkit import outcome
 
 from pytest_agentrace.cli import main
-from pytest_agentrace.model import CheckResult
-from pytest_agentrace.outcome import write_run
+from pytest_agentrace.record.model import CheckResult
+from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.report import html as html_report
 from pytest_agentrace.report import markdown
 from pytest_agentrace.report.json_export import load_schema, validate

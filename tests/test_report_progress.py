@@ -18,7 +18,7 @@ import pytest
 import scipy.stats  # noqa: F401
 
 from conftest import BUGGY_REPO, FIXER, make_repo, write_script
-from pytest_agentrace.report import progress
+from pytest_agentrace.plugin import progress
 
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 

@@ -17,9 +17,9 @@ import scipy.stats  # noqa: F401
 from reportkit import make_acceptance_project
 
 from conftest import BUGGY_REPO, FIXER, make_repo, write_script
+from pytest_agentrace.record.store import ENV_VAR, Store
 from pytest_agentrace.report.json_export import validate
 from pytest_agentrace.report.markdown import COMMENT_MARKER
-from pytest_agentrace.store import ENV_VAR, Store
 
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 
@@ -64,8 +64,8 @@ def test_acceptance_session_writes_every_report(pytester: pytest.Pytester, bin_d
     assert set(doc["elo"]["ratings"]) == {"alpha", "beta", "gamma"} and len(doc["elo"]["steps"]) == 2
     assert doc["session"]["args"][:1] == ["--agentrace"] and doc["results_dir"] == str(pytester.path / ".agentrace")
     # the export's intervals are the session's: same seed and resamples as its terminal report
-    from pytest_agentrace.cells import compare_arms, summarize
-    from pytest_agentrace.outcome import iter_runs
+    from pytest_agentrace.record.runfile import iter_runs
+    from pytest_agentrace.stats.cells import compare_arms, summarize
 
     assert (doc["config"]["seed"], doc["config"]["resamples"]) == (7, 2000)
     stored = [o for _, o in iter_runs(pytester.path / ".agentrace")]

@@ -17,11 +17,11 @@ from trialkit import (
 )
 
 from conftest import BUGGY_REPO, make_repo, write_script
-from pytest_agentrace.matrix import RunSpec
-from pytest_agentrace.model import Outcome
-from pytest_agentrace.outcome import write_run
-from pytest_agentrace.resume import needs_retry, stored_outcome
+from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.record.runfile import write_run
+from pytest_agentrace.run.resume import needs_retry, stored_outcome
 from pytest_agentrace.spec.common import AgentSpec
+from pytest_agentrace.spec.matrix import RunSpec
 
 
 @pytest.fixture

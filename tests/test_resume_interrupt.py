@@ -13,7 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-from trialkit import XDIST, XDIST_IDS, agent_logs, make_project, runs, trial_rows, trial_toml
+from trialkit import (
+    XDIST,
+    XDIST_IDS,
+    agent_logs,
+    make_project,
+    runs,
+    trial_rows,
+    trial_toml,
+)
 
 WAIT_SECONDS = 120  # upper bound for a state to appear on a loaded machine (not a timing assertion)
 

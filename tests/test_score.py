@@ -1,9 +1,9 @@
-"""coderace's composite score and its edge cases (module docstring of pytest_agentrace.score)."""
+"""coderace's composite score and its edge cases (module docstring of pytest_agentrace.stats.score)."""
 
 from __future__ import annotations
 
-from pytest_agentrace.model import CheckResult, Outcome
-from pytest_agentrace.score import rank, score_group, weights
+from pytest_agentrace.record.model import CheckResult, Outcome
+from pytest_agentrace.stats.score import rank, score_group, weights
 
 
 def run(agent: str, status: str, tests: bool, seconds: float = 1.0, lines: int = 10, exit_code: int = 0, lint: bool | None = True, verify: bool | None = None) -> Outcome:

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from pytest_agentrace import cells, sequential, stats, verdict
+from pytest_agentrace.stats import cells, sequential, verdict
+from pytest_agentrace.stats import numerics as stats
 
 ALPHA = 0.05
 SIGMA = stats.log_sd(0.3)
@@ -148,7 +149,7 @@ def test_aa_pass_rate_several_cases() -> None:
     """Eight cases with different true pass rates (the same in both arms), 4 runs per arm each: the paired path
     (case-level bootstrap interval of the mean per-case difference + exact sign-flip test, both must agree, as
     ``cells._compare`` / ``verdict.difference_verdict``). Measured: 1.05%."""
-    from pytest_agentrace import resample
+    from pytest_agentrace.stats import resample
 
     trials, n, k = 2000, 4, 8
     rng = np.random.default_rng(400)

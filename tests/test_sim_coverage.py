@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from pytest_agentrace import resample, stats
+from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats import resample
 
 SIGMA = stats.log_sd(0.3)
 GRID = np.round(np.arange(0.05, 0.96, 0.05), 2)

@@ -19,8 +19,8 @@ from scipy.stats import boschloo_exact, nct
 from scipy.stats import t as student_t
 
 from pytest_agentrace import cli
-from pytest_agentrace.outcome import iter_runs
-from pytest_agentrace.stats_report import build_report
+from pytest_agentrace.record.runfile import iter_runs
+from pytest_agentrace.stats.report import build_report
 
 GOLDEN = Path(__file__).parent / "golden" / "stats_results"
 Z = 1.959963984540054

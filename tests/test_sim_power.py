@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_agentrace import cells, sequential, stats
+from pytest_agentrace.stats import cells, sequential
+from pytest_agentrace.stats import numerics as stats
 
 SIGMA = stats.log_sd(0.3)
 

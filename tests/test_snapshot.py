@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentrace import snapshot
-from pytest_agentrace.model import Outcome, Usage
+from pytest_agentrace.record.model import Outcome, Usage
+from pytest_agentrace.stats import snapshot
 
 
 def run(case: str, arm: str, agent: str, rep: int, status: str = "passed", tokens: int | None = 1000, version: str = "1.0") -> Outcome:

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from pytest_agentrace import cells, sequential
-from pytest_agentrace.model import Outcome, Usage
-from pytest_agentrace.stats_report import build_report
+from pytest_agentrace.record.model import Outcome, Usage
+from pytest_agentrace.stats import cells, sequential
+from pytest_agentrace.stats.report import build_report
 
 R = 1000  # resamples: enough for the properties checked here
 

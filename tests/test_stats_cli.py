@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pytest_agentrace import cli
-from pytest_agentrace.model import Outcome, Usage
-from pytest_agentrace.outcome import write_run
+from pytest_agentrace.record.model import Outcome, Usage
+from pytest_agentrace.record.runfile import write_run
 
 NOISE = [1.0, 1.04, 0.96, 1.02, 0.98, 1.01, 0.99, 1.03]
 
@@ -184,9 +184,9 @@ def test_rescore_after_the_answer_key_changed(tmp_path: Path, capsys: pytest.Cap
 def test_resume_reuses_rescored_runs_only_for_the_key_they_were_graded_with(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """After ``rescore`` a run's status belongs to the new answer key: ``--agentrace-resume`` reuses it under that
     key and runs it again when the file goes back to the key it first ran with."""
-    from pytest_agentrace.matrix import trial_runs
-    from pytest_agentrace.resume import stored_outcome
+    from pytest_agentrace.run.resume import stored_outcome
     from pytest_agentrace.spec.common import AgentSpec
+    from pytest_agentrace.spec.matrix import trial_runs
     from pytest_agentrace.spec.trial import load_trial
 
     (tmp_path / "app").mkdir()

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from pytest_agentrace import resample, stats
+from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats import resample
 
 
 def test_wilson_known_values_and_errors() -> None:

@@ -15,8 +15,8 @@ import pytest
 from reportkit import outcome
 
 from conftest import make_repo
-from pytest_agentrace import store
-from pytest_agentrace.store import SessionInfo, Store, StoreError
+from pytest_agentrace.record import store
+from pytest_agentrace.record.store import SessionInfo, Store, StoreError
 
 
 def test_session_and_runs_round_trip(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ WRITER = textwrap.dedent("""\
     import pathlib, sys, time
     sys.path.insert(0, {tests!r})
     from reportkit import outcome
-    from pytest_agentrace.store import SessionInfo, Store
+    from pytest_agentrace.record.store import SessionInfo, Store
     db, me, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), pathlib.Path(sys.argv[4])
     while not go.exists():
         time.sleep(0.005)

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from pytest_agentrace.builtin import find_builtin
 from pytest_agentrace.cli import main
+from pytest_agentrace.spec.builtin import find_builtin
 
 
 def rows(out: str) -> list[list[str]]:

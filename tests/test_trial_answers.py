@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from pytest_agentrace.answers import (
+from pytest_agentrace.record.model import ToolCall
+from pytest_agentrace.stats.answers import (
     CLAIM_REQUEST,
     judge_claim,
     parse_claim,
     score_answer,
     tool_used,
 )
-from pytest_agentrace.model import ToolCall
 
 
 def test_all_expected_found_is_correct() -> None:

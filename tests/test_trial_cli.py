@@ -15,8 +15,8 @@ from trialkit import XDIST, XDIST_IDS, runs
 
 from conftest import BUGGY_REPO, make_repo, write_script
 from pytest_agentrace.cli import main
+from pytest_agentrace.cli.trials import toml_str
 from pytest_agentrace.spec.trial import load_trial
-from pytest_agentrace.trial_cli import toml_str
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ from trialkit import (
     trial_toml,
 )
 
-from pytest_agentrace.answers import CLAIM_REQUEST
+from pytest_agentrace.stats.answers import CLAIM_REQUEST
 
 
 @pytest.fixture
@@ -428,7 +428,7 @@ def test_parallel_is_advisory_and_baseline_is_recorded(project: pytest.Pytester)
 
 
 def test_run_json_is_the_task_schema(project: pytest.Pytester) -> None:
-    from pytest_agentrace.model import Outcome
+    from pytest_agentrace.record.model import Outcome
 
     write_trial(project, trial_toml())
     run(project)
@@ -441,7 +441,7 @@ def test_old_session_markers_are_pruned(tmp_path: Path) -> None:
     import os
     import time
 
-    from pytest_agentrace.trial_runner import prune_sessions
+    from pytest_agentrace.run.trial import prune_sessions
 
     root = tmp_path / ".sessions"
     for name in ("old", "recent", "mine"):

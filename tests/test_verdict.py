@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pytest_agentrace import stats, verdict
-from pytest_agentrace.stats import Interval
+from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats import verdict
+from pytest_agentrace.stats.numerics import Interval
 
 
 def ratio(tokens_new, tokens_old):

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import git, make_repo
-
-from pytest_agentrace import workspace
+from pytest_agentrace.run import workspace
 
 
 def test_change_counts_tracked_untracked_and_binary(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-from .base import Adapter
+from pytest_agentrace.agents.base import Adapter
 
 ADAPTERS: dict[str, str] = {
     "noop": "pytest_agentrace.agents.builtin:Noop",

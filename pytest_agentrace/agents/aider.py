@@ -28,11 +28,19 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ..model import AgentStatus, CostSource, Usage
-from . import auth
-from .base import RunContext, version_from
-from .cliadapter import CliAdapter
-from .parsing import Collector, add, as_float, as_int, load_events, mapping, one_line
+from pytest_agentrace.agents import auth
+from pytest_agentrace.agents.base import RunContext, version_from
+from pytest_agentrace.agents.cliadapter import CliAdapter
+from pytest_agentrace.agents.parsing import (
+    Collector,
+    add,
+    as_float,
+    as_int,
+    load_events,
+    mapping,
+    one_line,
+)
+from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 
 ANALYTICS_FILE = "aider-events.jsonl"
 _NUM = r"[\d][\d,]*(?:\.\d+)?[kKmM]?"

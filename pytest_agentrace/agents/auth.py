@@ -34,8 +34,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..model import AgentStatus
-from .parsing import one_line
+from pytest_agentrace.agents.parsing import one_line
+from pytest_agentrace.record.model import AgentStatus
 
 
 def _compile(*patterns: str) -> tuple[re.Pattern[str], ...]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..model import Usage
+from pytest_agentrace.record.model import Usage
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 from typing import ClassVar
 
-from ..model import Usage
-from ..workspace import write_files
-from .base import Adapter, InProcessResult, RunContext
+from pytest_agentrace.agents.base import Adapter, InProcessResult, RunContext
+from pytest_agentrace.record.model import Usage
+from pytest_agentrace.run.workspace import write_files
 
 
 class Noop(Adapter):
@@ -34,7 +34,7 @@ class Oracle(Adapter):
     name: ClassVar[str] = "oracle"
 
     def run_inprocess(self, ctx: RunContext) -> InProcessResult:
-        from ..spec.task import solution_patch_text
+        from pytest_agentrace.spec.task import solution_patch_text
 
         task = ctx.case
         files = getattr(task, "solution_files", None) or {}

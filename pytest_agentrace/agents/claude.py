@@ -23,11 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ..model import AgentStatus, CostSource, Usage
-from . import auth
-from .base import RunContext
-from .cliadapter import CliAdapter
-from .parsing import (
+from pytest_agentrace.agents import auth
+from pytest_agentrace.agents.base import RunContext
+from pytest_agentrace.agents.cliadapter import CliAdapter
+from pytest_agentrace.agents.parsing import (
     Collector,
     FinalText,
     as_float,
@@ -36,6 +35,7 @@ from .parsing import (
     mapping,
     summarize,
 )
+from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 
 KNOWN_EVENTS = {"system", "assistant", "user", "result", "control_request", "control_response", "stream_event"}
 

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-from ..errors import AgentError
-from ..model import Usage
-from .base import Adapter, Invocation, RunContext
+from pytest_agentrace.agents.base import Adapter, Invocation, RunContext
+from pytest_agentrace.errors import AgentError
+from pytest_agentrace.record.model import Usage
 
 AGENT_HOME_RUN = "run"
 AGENT_HOME_USER = "user"

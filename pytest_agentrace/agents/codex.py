@@ -32,11 +32,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..model import AgentStatus, Usage
-from . import auth
-from .base import RunContext
-from .cliadapter import CliAdapter, prompt_positional
-from .parsing import (
+from pytest_agentrace.agents import auth
+from pytest_agentrace.agents.base import RunContext
+from pytest_agentrace.agents.cliadapter import CliAdapter, prompt_positional
+from pytest_agentrace.agents.parsing import (
     Collector,
     add,
     as_int,
@@ -46,6 +45,7 @@ from .parsing import (
     sub,
     summarize,
 )
+from pytest_agentrace.record.model import AgentStatus, Usage
 
 DISABLED_FEATURES = ("plugins", "remote_plugin", "apps")
 FEATURE_LINE = re.compile(r"^([a-z][a-z0-9_]*)\s{2,}(stable|beta|experimental|under development|deprecated|removed)\s+(true|false)\s*$")
@@ -91,7 +91,7 @@ def known_features(executable: str, env: Mapping[str, str]) -> frozenset[str]:
     import shutil
     import tempfile
 
-    from .. import process
+    from pytest_agentrace.run import process
 
     found = shutil.which(executable, path=env.get("PATH"))
     if found is None:

@@ -9,9 +9,8 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from ..errors import AgentError
-from .base import Adapter, Invocation, RunContext
-
+from pytest_agentrace.agents.base import Adapter, Invocation, RunContext
+from pytest_agentrace.errors import AgentError
 
 _PLACEHOLDER = re.compile(r"\{(prompt|prompt_file|model|workspace|run_dir)\}")
 

@@ -27,11 +27,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ..model import AgentStatus, Usage
-from . import auth
-from .base import RunContext
-from .cliadapter import CliAdapter
-from .parsing import Collector, add, as_int, load_events, mapping, one_line, sub
+from pytest_agentrace.agents import auth
+from pytest_agentrace.agents.base import RunContext
+from pytest_agentrace.agents.cliadapter import CliAdapter
+from pytest_agentrace.agents.parsing import (
+    Collector,
+    add,
+    as_int,
+    load_events,
+    mapping,
+    one_line,
+    sub,
+)
+from pytest_agentrace.record.model import AgentStatus, Usage
 
 OTEL_FILE = "copilot-otel.jsonl"
 EVENT_PREFIXES = ("session.", "assistant.", "tool.", "model.", "user.", "subagent.", "hook.", "skill.", "permission.")

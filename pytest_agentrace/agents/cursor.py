@@ -23,11 +23,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ..model import AgentStatus, Usage
-from . import auth
-from .base import RunContext
-from .cliadapter import CliAdapter, prompt_positional
-from .parsing import Collector, FinalText, as_int, load_events, mapping, one_line
+from pytest_agentrace.agents import auth
+from pytest_agentrace.agents.base import RunContext
+from pytest_agentrace.agents.cliadapter import CliAdapter, prompt_positional
+from pytest_agentrace.agents.parsing import (
+    Collector,
+    FinalText,
+    as_int,
+    load_events,
+    mapping,
+    one_line,
+)
+from pytest_agentrace.record.model import AgentStatus, Usage
 
 KNOWN_EVENTS = {"system", "user", "thinking", "assistant", "tool_call", "result"}
 

@@ -25,11 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ..model import AgentStatus, Usage
-from . import auth
-from .base import RunContext
-from .cliadapter import CliAdapter
-from .parsing import (
+from pytest_agentrace.agents import auth
+from pytest_agentrace.agents.base import RunContext
+from pytest_agentrace.agents.cliadapter import CliAdapter
+from pytest_agentrace.agents.parsing import (
     Collector,
     FinalText,
     add,
@@ -39,6 +38,7 @@ from .parsing import (
     one_line,
     sub,
 )
+from pytest_agentrace.record.model import AgentStatus, Usage
 
 KNOWN_EVENTS = {"init", "message", "tool_use", "tool_result", "error", "result"}
 

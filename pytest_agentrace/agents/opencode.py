@@ -33,11 +33,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ..model import AgentStatus, CostSource, Usage
-from . import auth
-from .base import RunContext
-from .cliadapter import CliAdapter, prompt_positional
-from .parsing import Collector, add, as_float, as_int, load_events, mapping, one_line
+from pytest_agentrace.agents import auth
+from pytest_agentrace.agents.base import RunContext
+from pytest_agentrace.agents.cliadapter import CliAdapter, prompt_positional
+from pytest_agentrace.agents.parsing import (
+    Collector,
+    add,
+    as_float,
+    as_int,
+    load_events,
+    mapping,
+    one_line,
+)
+from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 
 # OpenCode permission rules for a read-only run (``OPENCODE_PERMISSION``; docs "Permissions")
 READ_ONLY_PERMISSION = '{"edit": "deny", "bash": "deny"}'

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import ToolCall, Usage
-from .base import last_text
+from pytest_agentrace.agents.base import last_text
+from pytest_agentrace.record.model import ToolCall, Usage
 
 ANSWER_LIMIT = 20000  # characters of the final answer kept (the end of it)
 SUMMARY_LIMIT = 120  # characters of a tool call's argument summary

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import AgentStatus, CostSource, Usage
+from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 
 KINDS = ("input", "output", "cache_read", "cache_write")
 TOKEN_FIELDS = {"input": "input_tokens", "output": "output_tokens", "cache_read": "cache_read_tokens", "cache_write": "cache_write_tokens"}

@@ -21,11 +21,11 @@ __all__ = ["ModelDouble", "Script", "Step", "TurnUsage", "load_script", "parse_s
 def __getattr__(name: str) -> Any:
     """Import lazily: ``options`` imports ``netns`` from this package, and ``pytest --help`` stays fast."""
     if name == "ModelDouble":
-        from .server import ModelDouble
+        from pytest_agentrace.model_double.server import ModelDouble
 
         return ModelDouble
     if name in ("Script", "Step", "TurnUsage", "load_script", "parse_script"):
-        from . import script
+        from pytest_agentrace.model_double import script
 
         return getattr(script, name)
     raise AttributeError(name)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentError
+from pytest_agentrace.errors import AgentError
 
 DUMMY_KEY = "sk-agentrace-model-double"
 DOUBLE_MODEL = "test"

@@ -20,7 +20,7 @@ import pytest
 @pytest.fixture
 def model_double(tmp_path: Path) -> Iterator[object]:
     """A started model double (``.url``, ``.register(script, log)``, ``.use(script)``, ``.requests()``)."""
-    from .server import ModelDouble
+    from pytest_agentrace.model_double.server import ModelDouble
 
     double = ModelDouble(log=tmp_path / "model-double-requests.jsonl").start()
     try:
@@ -32,12 +32,12 @@ def model_double(tmp_path: Path) -> Iterator[object]:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("agentrace", False):
         return
-    from .opts import script_option
+    from pytest_agentrace.model_double.opts import script_option
 
     script = script_option(config)
     if script:  # a bad --agentrace-model-double script stops the session at once, with file and key
-        from ..errors import SpecError
-        from .script import load_script
+        from pytest_agentrace.errors import SpecError
+        from pytest_agentrace.model_double.script import load_script
 
         try:
             load_script(script)
@@ -47,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if hasattr(config, "workerinput"):  # said once, by the controller
         return
-    from .netns import probe
+    from pytest_agentrace.model_double.netns import probe
 
     prefix, why = probe()
     if prefix is None:

@@ -91,8 +91,8 @@ def main(args: list[str] | None = None) -> int:
     loopback_up()
     double = None
     if ns.script:
-        from .script import load_script
-        from .server import ModelDouble
+        from pytest_agentrace.model_double.script import load_script
+        from pytest_agentrace.model_double.server import ModelDouble
 
         double = ModelDouble(load_script(ns.script), None if ns.log == os.devnull else ns.log, port=ns.port).start()
     try:

@@ -20,11 +20,15 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentError, SpecError
-from . import netns
-from .environment import apply_env, insert_argv, offline_env
-from .script import load_script
-from .server import ModelDouble
+from pytest_agentrace.errors import AgentError, SpecError
+from pytest_agentrace.model_double import netns
+from pytest_agentrace.model_double.environment import (
+    apply_env,
+    insert_argv,
+    offline_env,
+)
+from pytest_agentrace.model_double.script import load_script
+from pytest_agentrace.model_double.server import ModelDouble
 
 REQUEST_LOG = "model-double-requests.jsonl"
 INFO_FILE = "model-double.json"

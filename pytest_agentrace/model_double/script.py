@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
-from ..spec.common import check_keys, relative_file, typed
+from pytest_agentrace.errors import SpecError
+from pytest_agentrace.spec.common import check_keys, relative_file, typed
 
 SCRIPT_KEYS = ("name", "usage", "side", "loop", "steps", "turns")
 STEP_KINDS = ("shell", "write", "text")

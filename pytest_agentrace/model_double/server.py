@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
-from . import tools, wire
-from .script import Script, Step, TurnUsage
-from .tools import ANTHROPIC, CHAT, GEMINI, RESPONSES
-from .wire import Answer
+from pytest_agentrace.model_double import tools, wire
+from pytest_agentrace.model_double.script import Script, Step, TurnUsage
+from pytest_agentrace.model_double.tools import ANTHROPIC, CHAT, GEMINI, RESPONSES
+from pytest_agentrace.model_double.wire import Answer
 
 LOG_STRING_LIMIT = 4000
 # seconds a scripted HTTP error asks the client to wait (``retry-after`` rounded up, ``retry-after-ms`` exact):
@@ -321,7 +321,7 @@ class ModelDouble:
     def __init__(self, script: Script | None = None, log: Path | str | None = None, host: str = "127.0.0.1", port: int = 0):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the model double binds to loopback only, not {host!r}")
-        from .script import parse_script
+        from pytest_agentrace.model_double.script import parse_script
 
         default = script or parse_script({"steps": [{"text": "DONE"}]}, "<default>")
         self.default = Route("default", default, Path(log) if log else None)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .script import Step
+from pytest_agentrace.model_double.script import Step
 
 ANTHROPIC, RESPONSES, CHAT, GEMINI = "anthropic", "responses", "chat", "gemini"
 PROTOCOLS = (ANTHROPIC, RESPONSES, CHAT, GEMINI)

@@ -26,8 +26,14 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from .script import HttpError, TurnUsage
-from .tools import ANTHROPIC, CHAT, GEMINI, RESPONSES, ToolCall
+from pytest_agentrace.model_double.script import HttpError, TurnUsage
+from pytest_agentrace.model_double.tools import (
+    ANTHROPIC,
+    CHAT,
+    GEMINI,
+    RESPONSES,
+    ToolCall,
+)
 
 # The line a ``malformed: true`` step breaks off with: a data line whose JSON never closes.
 MALFORMED_DATA = b'data: {"type": "scripted-malformed", "delta": {"text": "broken\n\n'

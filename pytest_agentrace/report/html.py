@@ -19,9 +19,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import charts
-from .leaderboard import RACE_NOTE
-from .markdown import (
+from pytest_agentrace.report import charts
+from pytest_agentrace.report.leaderboard import RACE_NOTE
+from pytest_agentrace.report.markdown import (
     COMPARISON_HEADERS,
     LEADERBOARD_HEADERS,
     comparison_fields,
@@ -154,7 +154,7 @@ def _charts(doc: Mapping[str, Any]) -> str:
 def elo_series(steps: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
     """``{agent: [(race, rating)]}`` from the export's ``elo.steps``; each agent starts at 1500 just before its
     first race, so a line shows every change."""
-    from ..ratings import INITIAL
+    from pytest_agentrace.stats.ratings import INITIAL
 
     series: dict[str, list[tuple[float, float]]] = {}
     for step in steps:

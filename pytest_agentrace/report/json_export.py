@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..model import Outcome
+from pytest_agentrace.record.model import Outcome
 
 EXPORT_VERSION = 1
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "report.schema.json"
@@ -77,7 +77,7 @@ def system_info() -> dict[str, Any]:
 
 def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Task and trial entries of ``config``, read back from their files where they still load."""
-    from ..errors import SpecError
+    from pytest_agentrace.errors import SpecError
 
     tasks: dict[tuple[str, str], dict[str, Any]] = {}
     trials: dict[str, dict[str, Any]] = {}
@@ -85,7 +85,7 @@ def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[
         if o.kind == "task" and (o.case, o.source) not in tasks:
             entry: dict[str, Any] = {"name": o.case, "source": o.source, "timeout": None}
             try:
-                from ..spec.task import load_task
+                from pytest_agentrace.spec.task import load_task
 
                 entry["timeout"] = load_task(Path(o.source)).timeout
             except (SpecError, OSError, ValueError):
@@ -95,7 +95,7 @@ def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[
             entry = {"name": o.extra.get("trial") or Path(o.source).stem, "source": o.source, "timeout": None,
                      "arms": [], "baseline": None, "questions": []}
             try:
-                from ..spec.trial import load_trial
+                from pytest_agentrace.spec.trial import load_trial
 
                 trial = load_trial(Path(o.source))
                 entry.update(name=trial.name, timeout=trial.timeout, arms=[a.name for a in trial.arms],
@@ -118,7 +118,7 @@ def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[
 def elo_steps(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
     """Ratings after each race (``ratings.races`` in time order, races of two or more agents), for the Elo
     chart: ``[{race (1-based), session_id, case, started, ratings {agent: rating}}]`` (``ratings.apply_race``)."""
-    from ..ratings import apply_race, races
+    from pytest_agentrace.stats.ratings import apply_race, races
 
     ratings: dict[str, float] = {}
     steps = []
@@ -152,11 +152,11 @@ def build_export(
     ``stats_report`` (a ``stats_report.StatsReport`` over the same outcomes: the session passes the one its terminal
     report shows, stop-when-decided verdicts included), else from a ``build_report`` made here.
     """
-    from .. import __version__
-    from ..ratings import elo, elo_history
-    from ..stats import DEFAULT_RESAMPLES
-    from ..stats_report import build_report
-    from .leaderboard import leaderboard
+    from pytest_agentrace import __version__
+    from pytest_agentrace.report.leaderboard import leaderboard
+    from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES
+    from pytest_agentrace.stats.ratings import elo, elo_history
+    from pytest_agentrace.stats.report import build_report
 
     outcomes = list(outcomes)
     options = dict(options or {})

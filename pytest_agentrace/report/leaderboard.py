@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..model import Outcome
+from pytest_agentrace.record.model import Outcome
 
 SPARK = "▁▂▃▄▅▆▇█"
 RACE_NOTE = ("A race is one task in one session (each agent's mean score over its reps) with two or more agents; "
@@ -47,7 +47,7 @@ class Standing:
 
 def winner(scores: dict[str, float]) -> str | None:
     """The agent beating every other by more than the draw margin; None for a tie or a race of one."""
-    from ..ratings import DRAW_MARGIN
+    from pytest_agentrace.stats.ratings import DRAW_MARGIN
 
     if len(scores) < 2:
         return None
@@ -63,7 +63,7 @@ def rank(scores: dict[str, float], agent: str) -> int | None:
 
 
 def _task_runs(outcomes: Iterable[Outcome]) -> list[Outcome]:
-    from ..ratings import scored
+    from pytest_agentrace.stats.ratings import scored
 
     return [o for o in scored(outcomes) if o.kind == "task" and o.is_sample and o.score is not None]
 
@@ -77,7 +77,7 @@ def leaderboard(outcomes: Iterable[Outcome], min_runs: int = 0) -> list[Standing
 
     ``min_runs`` drops agents with fewer scored runs.
     """
-    from ..ratings import races
+    from pytest_agentrace.stats.ratings import races
 
     runs = _task_runs(outcomes)
     by_agent: dict[str, list[Outcome]] = defaultdict(list)
@@ -112,7 +112,7 @@ def history(outcomes: Iterable[Outcome], agent: str | None = None, limit: int | 
     ``scores`` ({agent: mean score}), ``winner`` (agent; ``"tie"`` when nobody beat every other agent by more than
     the draw margin; None for a single agent), ``top_score``; with ``agent``: only its races, plus its ``score``
     and ``rank`` (competition rank). ``limit`` None: all."""
-    from ..ratings import races
+    from pytest_agentrace.stats.ratings import races
 
     out = []
     for race in reversed(races(_task_runs(outcomes))):
@@ -132,7 +132,7 @@ def history(outcomes: Iterable[Outcome], agent: str | None = None, limit: int | 
 def trend(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
     """Per agent x task: its race score in each session (oldest first) as ``points`` ``[(started, score)]``, with
     ``first``, ``last`` and ``change`` (last - first, score points)."""
-    from ..ratings import races
+    from pytest_agentrace.stats.ratings import races
 
     series: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     for race in races(_task_runs(outcomes)):

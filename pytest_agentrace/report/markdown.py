@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .leaderboard import RACE_NOTE
+from pytest_agentrace.report.leaderboard import RACE_NOTE
 
 COMMENT_MARKER = "<!-- agentrace-report -->"
 MAX_NOT_PASSED = 20

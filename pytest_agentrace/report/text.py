@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from ..model import Outcome, Status
+from pytest_agentrace.record.model import Outcome, Status
 
 TASK_HEADERS = ["Rank", "Agent", "Score", "Status", "Tests", "Verify", "Exit", "Lint", "Time (s)", "Lines"]
 COST_HEADERS = ["Tokens", "Cost (USD)"]
@@ -47,7 +47,7 @@ def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str
     """
     from tabulate import tabulate
 
-    from ..score import rank
+    from pytest_agentrace.stats.score import rank
 
     by_case: dict[tuple[str, str], dict[int, list[Outcome]]] = defaultdict(lambda: defaultdict(list))
     for o in outcomes:

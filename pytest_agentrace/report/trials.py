@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from ..model import Outcome, Status
-from .text import COST_MARKS, _display_path, fmt_tokens
+from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.report.text import COST_MARKS, _display_path, fmt_tokens
 
 MAX_NOTES = 20
 TRIAL_HEADERS = ["Question", "Arm", "Agent", "Runs", "Passed", "Correct", "Recall", "Verify", "Used tool", "Claims ok", "Errors", "Time (s)"]

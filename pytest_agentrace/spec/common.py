@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..errors import SpecError, did_you_mean
+from pytest_agentrace.errors import SpecError, did_you_mean
 
 _TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", list: "a list", dict: "a mapping"}
 
@@ -174,7 +174,7 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
     kind = value.get("kind")
     if kind is not None:
         typed(path, f"{key}.kind", kind, str)
-        from ..agents import ADAPTERS
+        from pytest_agentrace.agents import ADAPTERS
 
         if kind not in ADAPTERS:
             raise SpecError(path, f"{key}.kind", f"unknown output kind {kind!r}{did_you_mean(kind, ADAPTERS)}; valid: {', '.join(sorted(ADAPTERS))}")
@@ -211,7 +211,7 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
 def known_agent(path: Path, key: str, name: str) -> None:
     """Raise ``SpecError`` unless ``name`` is a built-in agent (an adapter, ``noop`` or ``oracle``): an agent of
     one's own needs a ``command``. A misspelt name is an error, not a skip like a CLI that is not installed."""
-    from ..agents import ADAPTERS
+    from pytest_agentrace.agents import ADAPTERS
 
     names = sorted(set(ADAPTERS) - {"plain"})
     if name not in names:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
-from .common import (
+from pytest_agentrace.errors import SpecError
+from pytest_agentrace.spec.common import (
     AgentSpec,
     check_keys,
     parse_agent,

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError, did_you_mean
-from .common import (
+from pytest_agentrace.errors import SpecError, did_you_mean
+from pytest_agentrace.spec.common import (
     AgentSpec,
     check_keys,
     parse_agent,
@@ -199,7 +199,7 @@ def load_trial(path: Path, data: Any = None) -> Trial:
 
 def _content_hash(raw: bytes, arms: tuple[Arm, ...]) -> str:
     """sha256 over the trial file's bytes and, per arm with an overlay, its name and the overlay's folder hash."""
-    from ..workspace import folder_hash
+    from pytest_agentrace.run.workspace import folder_hash
 
     h = hashlib.sha256(raw)
     for arm in arms:

@@ -1,0 +1,256 @@
+"""``agentrace`` subcommands over the history store and results folders (issue 8).
+
+Store commands (read ``--db``, default ``$AGENTRACE_DB`` or ``./.agentrace/history.db``):
+``leaderboard [--task] [--since 7d|DATE] [--min-runs N]``, ``history [--task] [--agent] [--limit N]``,
+``trend [--agent] [--task] [--days 30]``; each takes ``--format terminal|markdown|json|html`` and ``-o FILE``.
+Results-folder commands (read ``OUT/runs/**/run.json``): ``html OUT -o report.html``, ``export OUT [-o FILE]``
+(the JSON export, ``schemas/report.schema.json``) and ``comment OUT`` (a PR-comment body with a hidden marker).
+Definitions of races, wins and trend points are in ``report.leaderboard``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from pytest_agentrace.argtypes import positive_float, positive_int
+
+
+def _days(value: str) -> float:
+    """argparse ``type`` for ``--days``: a number of days > 0 and at most 100 years."""
+    days = positive_float(value)
+    if days > 36500:
+        raise argparse.ArgumentTypeError(f"at most 36500 days, not {value}")
+    return days
+import sys
+from pathlib import Path
+from typing import Any
+
+FORMATS = ("terminal", "markdown", "json", "html")
+
+
+def _db_path(value: str | None) -> Path:
+    from pytest_agentrace.record.store import default_path
+
+    return Path(value).expanduser().resolve() if value else default_path()
+
+
+def _store_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=None, metavar="PATH", help="history file (default: $AGENTRACE_DB, else ./.agentrace/history.db)")
+    p.add_argument("--format", choices=FORMATS, default="terminal", help="output format (default: terminal)")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of standard output")
+
+
+def register(sub: Any) -> None:
+    """Add ``leaderboard``, ``history``, ``trend``, ``html``, ``export`` and ``comment`` to the ``agentrace`` parser."""
+    p = sub.add_parser("leaderboard", help="wins, races and mean score/cost/time per agent from the history store")
+    _store_args(p)
+    p.add_argument("--task", default=None, help="only this task")
+    p.add_argument("--since", default=None, metavar="7d|DATE", help="only sessions started since (7d, 12h, 2w or an ISO date)")
+    p.add_argument("--min-runs", type=int, default=1, metavar="N", help="hide agents with fewer scored runs (default 1)")
+    p.set_defaults(func=cmd_leaderboard)
+
+    p = sub.add_parser("history", help="past races (newest first) from the history store")
+    _store_args(p)
+    p.add_argument("--task", default=None, help="only this task")
+    p.add_argument("--agent", default=None, help="only races this agent ran in (adds its score and rank)")
+    p.add_argument("--since", default=None, metavar="7d|DATE", help="only sessions started since")
+    p.add_argument("--limit", type=int, default=20, metavar="N", help="at most N races (default 20; 0 = all)")
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("trend", help="per agent x task the mean score of each session over time, with a sparkline")
+    _store_args(p)
+    p.add_argument("--agent", default=None, help="only this agent")
+    p.add_argument("--task", default=None, help="only this task")
+    p.add_argument("--days", type=_days, default=30, metavar="N", help="sessions of the last N days (default 30)")
+    p.set_defaults(func=cmd_trend)
+
+    for name, helptext, func in (
+        ("html", "self-contained HTML report of a results folder", cmd_html),
+        ("export", "JSON export of a results folder (schemas/report.schema.json)", cmd_export),
+        ("comment", "Markdown PR-comment body (with a hidden marker line) for a results folder", cmd_comment),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out of the session)")
+        p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE" + (" (default: report.html)" if name == "html" else " instead of standard output"))
+        p.add_argument("--baseline", default=None, metavar="ARM", help="baseline arm of the arm comparisons (default: each trial's first arm)")
+        p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+        p.add_argument("--resamples", type=positive_int, default=10_000, help="bootstrap resamples (default 10,000)")
+        p.add_argument("--db", default=None, metavar="PATH", help="history file for the Elo-over-time chart (default: none)")
+        p.set_defaults(func=func)
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        Path(output).write_text(text, encoding="utf-8")
+        print(f"agentrace: wrote {output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _load(args: argparse.Namespace, **filters: Any) -> list | None:
+    """Task outcomes from the store (``filters`` as ``Store.runs``); None after printing why there are none."""
+    from pytest_agentrace.record.store import Store, StoreError
+    from pytest_agentrace.report.leaderboard import parse_since
+
+    path = _db_path(args.db)
+    if not path.exists():
+        print(f"agentrace: no history store at {path}; run `pytest --agentrace` first or pass --db PATH", file=sys.stderr)
+        return None
+    try:
+        since = parse_since(getattr(args, "since", None))
+    except ValueError as exc:
+        print(f"agentrace: {exc}", file=sys.stderr)
+        return None
+    if since and filters.get("since"):
+        since = max(since, filters["since"])
+    filters["since"] = since or filters.get("since")
+    try:
+        with Store(path) as store:
+            return store.outcomes(kind="task", **filters)
+    except StoreError as exc:
+        print(f"agentrace: {exc}", file=sys.stderr)
+        return None
+
+
+NO_RACES = ("(no task races recorded: leaderboard, history and trend rank agents on task files; "
+            "trial runs are compared by arm with `agentrace report OUT`)")
+
+
+def _render(title: str, headers: list[str], rows: list[list[Any]], data: Any, fmt: str, note: str = "") -> str:
+    if fmt == "json":
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    if fmt == "html":
+        from pytest_agentrace.report.html import table_page
+
+        return table_page(title, headers, rows, note)
+    if fmt == "markdown":
+        from pytest_agentrace.report.markdown import md_table
+
+        return f"### {title}\n\n" + md_table(headers, rows) + (f"\n\n{note}" if note else "") + "\n"
+    from tabulate import tabulate
+
+    body = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True) if rows else NO_RACES
+    return f"{title}\n{body}\n" + (f"{note}\n" if note else "")
+
+
+def _f(x: float | None, digits: int = 1, pct: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{100 * x:.{digits}f}%" if pct else f"{x:.{digits}f}"
+
+
+def _when(iso: str) -> str:
+    """``2026-02-10T09:00:00+00:00`` -> ``2026-02-10 09:00`` (UTC) for tables."""
+    return iso[:16].replace("T", " ") if iso else "-"
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from pytest_agentrace.report.leaderboard import RACE_NOTE, leaderboard
+
+    found = _load(args, case=args.task)
+    if found is None:
+        return 2
+    table = leaderboard(found, min_runs=args.min_runs)
+    headers = ["Rank", "Agent", "Wins", "Races", "Win %", "Mean score", "Passed", "Runs", "Mean cost (USD)", "Mean time (s)"]
+    body = [[i, s.agent, s.wins, s.races, _f(s.win_rate, pct=True), _f(s.mean_score), s.passed, s.runs,
+             _f(s.mean_cost, 4), _f(s.mean_seconds)] for i, s in enumerate(table, 1)]
+    title = "agentrace leaderboard" + (f" — task {args.task}" if args.task else "")
+    _emit(_render(title, headers, body, [s.to_dict() for s in table], args.format, RACE_NOTE), args.output)
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from pytest_agentrace.report.leaderboard import history
+
+    found = _load(args, case=args.task)
+    if found is None:
+        return 2
+    entries = history(found, agent=args.agent, limit=args.limit or None)
+    headers = ["Started", "Session", "Task", "Agents", "Winner", "Top score"] + (["Score", "Rank"] if args.agent else [])
+    body = []
+    for e in entries:
+        row = [_when(e["started"]), e["session_id"], e["task"], ", ".join(e["agents"]), e["winner"] or "-", _f(e["top_score"])]
+        if args.agent:
+            row += [_f(e["score"]), e["rank"]]
+        body.append(row)
+    title = "agentrace history" + (f" — agent {args.agent}" if args.agent else "") + (f" — task {args.task}" if args.task else "")
+    _emit(_render(title, headers, body, entries, args.format), args.output)
+    return 0
+
+
+def cmd_trend(args: argparse.Namespace) -> int:
+    import datetime as _dt
+
+    from pytest_agentrace.report.leaderboard import sparkline, trend
+
+    since = (_dt.datetime.now(_dt.UTC) - _dt.timedelta(days=args.days)).isoformat(timespec="seconds")
+    found = _load(args, case=args.task, agent=args.agent, since=since)
+    if found is None:
+        return 2
+    series = trend(found)
+    headers = ["Agent", "Task", "Sessions", "First", "Last", "Change", "Score over time (0..100)"]
+    body = [[s["agent"], s["task"], len(s["points"]), _f(s["first"]), _f(s["last"]), f"{s['change']:+.1f}",
+             sparkline([v for _, v in s["points"]])] for s in series]
+    _emit(_render(f"agentrace trend — last {args.days:g} days", headers, body, series, args.format), args.output)
+    return 0
+
+
+def load_results(out: Path) -> list:
+    """Every readable ``run.json`` under ``out`` with the composite score filled in (``session.Aggregator``)."""
+    from pytest_agentrace.plugin.controller import Aggregator
+    from pytest_agentrace.record.runfile import iter_runs
+
+    agg = Aggregator()
+    for _path, o in iter_runs(out):
+        agg.add(o)
+    return agg.scored()
+
+
+def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
+    from pytest_agentrace.report.json_export import build_export
+
+    out = Path(args.out).resolve()
+    outcomes = load_results(out)
+    if not outcomes:
+        print(f"agentrace: no run records under {out / 'runs'}", file=sys.stderr)
+        return None
+    history_rows = None
+    if args.db:
+        from pytest_agentrace.record.store import Store, StoreError
+
+        try:
+            with Store(_db_path(args.db)) as store:
+                history_rows = store.outcomes()
+        except StoreError as exc:
+            print(f"agentrace: {exc}", file=sys.stderr)
+            return None
+    return build_export(outcomes, out=out, baseline=args.baseline, seed=args.seed, history=history_rows, resamples=args.resamples)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    data = _export_for(args)
+    if data is None:
+        return 2
+    _emit(json.dumps(data, indent=2, sort_keys=True) + "\n", args.output)
+    return 0
+
+
+def cmd_html(args: argparse.Namespace) -> int:
+    from pytest_agentrace.report.html import render_report
+
+    data = _export_for(args)
+    if data is None:
+        return 2
+    _emit(render_report(data, Path(args.out).resolve()), args.output or "report.html")
+    return 0
+
+
+def cmd_comment(args: argparse.Namespace) -> int:
+    from pytest_agentrace.report.markdown import comment_body
+
+    data = _export_for(args)
+    if data is None:
+        return 2
+    _emit(comment_body(data), args.output)
+    return 0

@@ -1,0 +1,389 @@
+"""``agentrace`` subcommands of the statistics: plan, report, snapshot, compare, ratings, rescore, regress.
+
+They read ``run.json`` records from a results folder (``outcome.iter_runs``) and call the same pure modules as
+the session summary (``cells``, ``snapshot``, ``sequential``, ``ratings``). Exit status: 0 ok, 1 a ``--fail-on``
+verdict occurred (compare, regress), 2 bad input (one line on stderr naming the file or option and the fix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_agentrace.argtypes import non_negative_float, positive_int, probability
+from pytest_agentrace.stats.verdict import GATE_HELP as _GATE_HELP
+
+DEFAULT_OUT = ".agentrace"
+
+# pytest options of the statistics (appended to ``options.OPTIONS``; kept here, free of pytest imports)
+STATS_OPTIONS: list[tuple[str, dict[str, Any]]] = [
+    ("--agentrace-seed", {"type": int, "default": 0, "metavar": "N", "help": "seed of the bootstrap and permutation draws, so a report is reproducible (default 0)"}),
+    ("--agentrace-resamples", {"type": positive_int, "default": 10_000, "metavar": "N", "help": "bootstrap resamples per interval (default 10,000)"}),
+    ("--agentrace-baseline", {"default": None, "metavar": "ARM", "help": "arm the other arms are compared with (default: the trial's [defaults] baseline)"}),
+    ("--agentrace-snapshot", {"default": None, "metavar": "PATH", "help": "compare this session's cells with a snapshot file at session end"}),
+    ("--agentrace-snapshot-update", {"action": "store_true", "default": False, "help": "write the --agentrace-snapshot file from this session instead of comparing"}),
+    ("--agentrace-tolerance", {"type": non_negative_float, "default": 0.10, "metavar": "FRACTION", "help": "token ratio change within which a snapshot comparison calls nothing dearer/improved (default 0.10)"}),
+    ("--agentrace-regression-alpha", {"type": probability, "default": 0.05, "metavar": "P", "help": "one-sided level of the snapshot pass-rate test behind 'regressed' (default 0.05)"}),
+    ("--agentrace-fail-on", {"action": "append", "default": [], "metavar": "LIST", "help": "fail the session (exit 1) when one of these occurs: " + _GATE_HELP}),
+    ("--agentrace-stop-when-decided", {"action": "store_true", "default": False, "help": "run reps in order and skip a trial cell's remaining reps once its relative cost vs the baseline is clear or futile (group-sequential test; --agentrace-reps is the cap)"}),
+]
+
+
+class CliError(Exception):
+    """Bad input to a subcommand: printed as ``agentrace <cmd>: <message>`` with exit status 2."""
+
+
+def register(sub: Any) -> None:
+    """Add the statistics subcommands to the ``agentrace`` parser."""
+    p = sub.add_parser("plan", help="runs per arm needed to detect a difference (formula), or the state of a results folder")
+    p.add_argument("--cv", type=float, help="coefficient of variation of cost per run (e.g. 0.3)")
+    p.add_argument("--effect", type=float, default=0.2, help="relative cost change to detect (default 0.2 = 20%%)")
+    p.add_argument("--alpha", type=float, default=0.05, help="two-sided significance level (default 0.05)")
+    p.add_argument("--power", type=float, default=0.8, help="power (default 0.8)")
+    p.add_argument("--results", metavar="OUT", help="results folder: state per agent, case and arm")
+    p.add_argument("--min-runs", type=int, default=4, help="runs per arm before a comparison can be clear (default 4)")
+    p.add_argument("--max-reps", type=int, default=12, help="runs per arm you are willing to spend (default 12)")
+    p.add_argument("--price-per-mtok", type=float, help="USD per million tokens, to price the further spend")
+    _common(p, fmt=True)
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("report", help="the statistics report of a results folder")
+    p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out)")
+    p.add_argument("--case", action="append", default=[], metavar="ID", help="only these cases (task names / question ids); repeatable or comma-separated")
+    p.add_argument("--stop-when-decided", type=int, metavar="CAP", help="the session stopped reps early with this cap: use the sequential verdicts")
+    _common(p, fmt=True)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("snapshot", help="save per-cell pass counts and tokens of a results folder as a baseline snapshot")
+    p.add_argument("out", metavar="OUT", help="results folder")
+    p.add_argument("--to", required=True, metavar="FILE", help="snapshot file to write (JSON)")
+    p.add_argument("--name", help="a name stored in the snapshot")
+    p.add_argument("--last-session", action="store_true", help="only the runs of the last pytest session into this folder")
+    p.set_defaults(func=cmd_snapshot)
+
+    p = sub.add_parser("compare", help="compare a results folder with a snapshot (regressed / dearer / improved / same)")
+    p.add_argument("out", metavar="OUT", help="results folder")
+    _compare_options(p, _GATE_HELP)
+    _common(p, fmt=True)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("ratings", help="Elo ratings of the agents racing in a results store")
+    p.add_argument("--results", metavar="OUT", default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT})")
+    p.add_argument("--reset", action="store_true", help="forget the stored ratings (everyone back to 1500)")
+    p.add_argument("--json", action="store_true", help="print JSON (ratings and history)")
+    p.set_defaults(func=cmd_ratings)
+
+    p = sub.add_parser("rescore", help="re-score stored trial answers after the answer key was edited")
+    p.add_argument("trial", metavar="TRIAL", help="the trial file (TOML) with the edited answer key")
+    p.add_argument("out", metavar="OUT", help="results folder holding its runs")
+    p.set_defaults(func=cmd_rescore)
+
+    p = sub.add_parser("regress", help="run a trial (or task) with pytest, then compare it with a snapshot",
+                       usage="agentrace regress FILE --snapshot SNAPSHOT [options] [pytest args ...] [-- more pytest args]",
+                       description="Run FILE with pytest --agentrace into a results folder, then compare that session's cells with "
+                                   "the snapshot (exit 1 when a --fail-on verdict occurs). Arguments this command does not know are "
+                                   "passed to pytest, as is everything after --.")
+    _regress_options(p)
+    p.set_defaults(func=cmd_regress)
+
+
+def _common(p: argparse.ArgumentParser, fmt: bool = False, suppress: bool = False) -> None:
+    def default(value: Any) -> dict[str, Any]:
+        return {"default": argparse.SUPPRESS if suppress else value}
+
+    p.add_argument("--baseline", metavar="ARM", help="arm the others are compared with (default: the trial's baseline)", **default(None))
+    p.add_argument("--seed", type=int, help="seed of the bootstrap and permutation draws (default 0)", **default(0))
+    p.add_argument("--resamples", type=positive_int, help="bootstrap resamples (default 10,000)", **default(10_000))
+    p.add_argument("--last-session", action="store_true", help="only the runs of the last pytest session into this folder (a results "
+                   "folder keeps every run ever made there)", **default(False))
+    if fmt:
+        p.add_argument("--format", choices=("text", "markdown", "json"), **default("text"))
+
+
+def _regress_options(p: argparse.ArgumentParser, suppress: bool = False) -> None:
+    """The options of ``regress`` (also parsed from the arguments after FILE, where argparse leaves them)."""
+    if not suppress:
+        p.add_argument("spec", metavar="FILE", help="trial or task file")
+        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    kw = {"default": argparse.SUPPRESS} if suppress else {}
+    p.add_argument("--out", metavar="DIR", help="results folder for this run (default: a new temporary folder)", **kw)
+    _compare_options(p, _GATE_HELP, default_fail="regressed", required=False, suppress=suppress)
+    _common(p, fmt=True, suppress=suppress)
+
+
+def _compare_options(p: argparse.ArgumentParser, gate_help: str, default_fail: str | None = None, required: bool = True,
+                     suppress: bool = False) -> None:
+    kw: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
+    p.add_argument("--snapshot", required=required, metavar="FILE", help="snapshot file (agentrace snapshot / --agentrace-snapshot-update)", **kw)
+    p.add_argument("--old-arm", metavar="A", help="compare the snapshot's arm A ...", **kw)
+    p.add_argument("--new-arm", metavar="B", help="... with this run's arm B", **kw)
+    p.add_argument("--tolerance", type=non_negative_float, help="token ratio change within which dearer/improved are not called (default 0.10)",
+                   **(kw or {"default": 0.10}))
+    p.add_argument("--alpha", type=probability, help="one-sided level of the regressed/improved pass-rate test (default 0.05)", **(kw or {"default": 0.05}))
+    p.add_argument("--fail-on", metavar="LIST", help=f"exit 1 when one occurs: {gate_help}", **(kw or {"default": default_fail}))
+
+
+def run(func, args: argparse.Namespace) -> int:
+    try:
+        return func(args)
+    except CliError as exc:
+        print(f"agentrace {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def load_outcomes(out: str | Path, last_session: bool = False) -> list[Any]:
+    """Every readable run record under ``out/runs`` (``last_session``: only those of ``last-session.json``);
+    raises ``CliError`` when there is none."""
+    from pytest_agentrace.record.runfile import iter_runs, last_session_ids
+
+    path = Path(out)
+    if not path.is_dir():
+        raise CliError(f"{path}: no such results folder; run `pytest --agentrace --agentrace-out {path}` first")
+    outcomes = [o for _, o in iter_runs(path)]
+    if last_session:
+        try:
+            ids = last_session_ids(path)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        outcomes = [o for o in outcomes if o.run_id in ids]
+    if not outcomes:
+        raise CliError(f"{path}: no run.json records under {path / 'runs'}; run `pytest --agentrace --agentrace-out {path}` first")
+    return outcomes
+
+
+def _cases(values: list[str]) -> list[str] | None:
+    cases = [c.strip() for v in values for c in v.split(",") if c.strip()]
+    return cases or None
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    return run(_plan, args)
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from pytest_agentrace.stats import numerics as stats
+
+    if args.results is None and args.cv is None:
+        raise CliError("give --cv (with --effect) for the formula, or --results OUT for the state of a results folder")
+    if args.cv is not None:
+        if args.cv <= 0 or not 0 < args.effect < 1 or not 0 < args.alpha < 1 or not 0 < args.power < 1:
+            raise CliError("--cv must be > 0 and --effect, --alpha, --power between 0 and 1")
+        n = stats.runs_needed(args.cv, args.effect, args.alpha, args.power)
+        need = "more than 100,000" if n is None else str(n)
+        print(f"runs per arm to detect a {args.effect:.0%} cost difference with {args.power:.0%} power at alpha {args.alpha:g} (CV {args.cv:g}): {need}")
+        approx = 2 * (stats.z_value(1 - args.alpha) + stats.z_value(2 * args.power - 1)) ** 2 * stats.log_sd(args.cv) ** 2 / math.log(1 - args.effect) ** 2
+        print("formula: smallest n with P(|T| > t_{1-a/2, 2n-2}) >= power, T non-central t with lambda = |ln(1 - effect)| / "
+              "(sigma sqrt(2/n)), sigma^2 = ln(1 + CV^2) (two-sample t test on log cost; Julious 2004), a = the level the "
+              "exact permutation test can reach with n runs per arm (2 floor(alpha C(2n,n) / 2) / C(2n,n); alpha from 6 runs on); "
+              f"to first order 2 (z_(1-alpha/2) + z_power)^2 sigma^2 / ln(1 - effect)^2 = {approx:.1f}")
+    if args.results is not None:
+        from pytest_agentrace.report.stats_text import plan_lines
+        from pytest_agentrace.stats.sequential import plan_rows
+
+        rows = plan_rows(load_outcomes(args.results, args.last_session), args.min_runs, args.max_reps, args.price_per_mtok, args.baseline, args.seed, args.resamples, args.alpha)
+        if not rows:
+            raise CliError(f"{args.results}: no arm comparisons (a plan needs trials with at least two arms)")
+        print("\n".join(plan_lines(rows, args.format, args.price_per_mtok is not None)))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    return run(_report, args)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pytest_agentrace.report.stats_text import render
+    from pytest_agentrace.stats.report import build_report
+
+    outcomes = load_outcomes(args.out, args.last_session)
+    cases = _cases(args.case)
+    if cases and not any(o.case in cases for o in outcomes):
+        raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
+    seq = {"cap": args.stop_when_decided} if args.stop_when_decided else None
+    report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq)
+    sys.stdout.write(render(report, args.format))
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    return run(_snapshot, args)
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    from pytest_agentrace.stats.snapshot import make_snapshot, write_snapshot
+
+    snap = make_snapshot(load_outcomes(args.out, getattr(args, "last_session", False)), args.name)
+    path = write_snapshot(Path(args.to), snap)
+    print(f"wrote {path}: {len(snap['cells'])} cells")
+    return 0
+
+
+def _gates(text: str | None):
+    from pytest_agentrace.stats.verdict import parse_fail_on
+
+    try:
+        return parse_fail_on(text)
+    except ValueError as exc:
+        raise CliError(str(exc).replace("--agentrace-fail-on", "--fail-on")) from None
+
+
+def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
+    """Print the snapshot comparison; 1 when a ``--fail-on`` verdict occurs, else 0."""
+    from pytest_agentrace.report.stats_text import compare_lines
+    from pytest_agentrace.stats.snapshot import SnapshotError, compare, read_snapshot
+    from pytest_agentrace.stats.verdict import gate_failures
+
+    gates = _gates(args.fail_on)
+    if (args.old_arm is None) != (args.new_arm is None):
+        raise CliError("give both --old-arm and --new-arm, or neither")
+    try:
+        snap = read_snapshot(Path(args.snapshot))
+    except SnapshotError as exc:
+        raise CliError(str(exc)) from None
+    rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.alpha)
+    print("\n".join(compare_lines(rows, args.format)))
+    failures = gate_failures([g for g in gates if g.verdict], snapshot_rows=rows)
+    for line in failures:
+        print(f"FAIL {line}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    return run(lambda a: compare_and_gate(load_outcomes(a.out, getattr(a, "last_session", False)), a), args)
+
+
+def cmd_ratings(args: argparse.Namespace) -> int:
+    return run(_ratings, args)
+
+
+def _ratings(args: argparse.Namespace) -> int:
+    import json
+
+    from pytest_agentrace.record.runfile import iter_runs
+    from pytest_agentrace.stats.ratings import reset_store, update_store
+
+    out = Path(args.results)
+    if not out.is_dir():
+        raise CliError(f"{out}: no such results folder; run `pytest --agentrace --agentrace-out {out}` first")
+    if args.reset:
+        print(f"ratings reset ({out / 'ratings.json'} {'removed' if reset_store(out) else 'did not exist'})")
+        return 0
+    try:
+        state = update_store(out, [o for _, o in iter_runs(out)])
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        print(json.dumps({"ratings": state["ratings"], "history": state.get("history", [])}, indent=2, sort_keys=True))
+        return 0
+    if not state["ratings"]:
+        print(f"no ratings yet in {out} (they come from task files raced by at least two agents)")
+        return 0
+    from tabulate import tabulate
+
+    rows = [[i, a, f"{r:.0f}"] for i, (a, r) in enumerate(sorted(state["ratings"].items(), key=lambda kv: (-kv[1], kv[0])), 1)]
+    print(tabulate(rows, headers=["Rank", "Agent", "Elo"], tablefmt="github", disable_numparse=True))
+    print(f"{len(state['races'])} race{'' if len(state['races']) == 1 else 's'}; Elo 1500 start, K 32, draw within 1 point, one simultaneous update per race.")
+    return 0
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    return run(_rescore, args)
+
+
+def rescore_outcome(o: Any, question: Any) -> Any:
+    """``o`` re-scored against ``question``'s answer key. Status changes only for runs that reached answer
+    scoring (passed/failed, not timed out, agent exit 0): passed when correct and the verify check passed."""
+    from pytest_agentrace.record.model import Status
+    from pytest_agentrace.stats.answers import score_answer
+
+    score = score_answer(o.usage.answer, question.expect, question.forbid, question.min_recall)
+    changes: dict[str, Any] = {"answer_score": score}
+    scorable = o.status in (Status.PASSED, Status.FAILED) and not o.timed_out and o.exit_code in (0, None)
+    if scorable:
+        verify = o.checks.get("verify")
+        if not score["correct"]:
+            reasons = []
+            if score["missing"]:
+                reasons.append(f"recall {score['recall']:.2f} < min_recall {question.min_recall:.2f}")
+            if score["forbidden"]:
+                reasons.append("forbidden pattern matched: " + ", ".join(score["forbidden"]))
+            changes.update(status=str(Status.FAILED), reason="answer incorrect: " + "; ".join(reasons))
+        elif verify is not None and not verify.passed:
+            changes.update(status=str(Status.FAILED), reason=o.reason if o.status == Status.FAILED else "verify failed")
+        else:
+            changes.update(status=str(Status.PASSED), reason=None)
+    return o.replace(**changes)
+
+
+def _rescore(args: argparse.Namespace) -> int:
+    import datetime as _dt
+
+    from pytest_agentrace.errors import SpecError
+    from pytest_agentrace.record.runfile import iter_runs, write_run
+    from pytest_agentrace.spec.trial import load_trial
+
+    try:
+        trial = load_trial(Path(args.trial))
+    except (SpecError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    questions = {q.id: q for q in trial.questions}
+    out = Path(args.out)
+    load_outcomes(out)
+    seen = changed = 0
+    unknown: set[str] = set()
+    for path, o in iter_runs(out):
+        if o.kind != "trial" or (o.extra.get("trial") != trial.name and Path(o.source).resolve() != trial.path.resolve()):
+            continue
+        q = questions.get(o.case)
+        if q is None:
+            unknown.add(o.case)
+            continue
+        new = rescore_outcome(o, q)
+        seen += 1
+        if new.answer_score != o.answer_score or new.status != o.status:
+            extra = {**new.extra, "rescored": {"at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "content_hash": trial.content_hash}}
+            if new.status != o.status:
+                print(f"{o.run_id}: {o.status} -> {new.status}")
+                changed += 1
+            write_run(path.parent, new.replace(extra=extra))
+    if not seen:
+        raise CliError(f"{out}: no runs of trial {trial.name!r} ({args.trial})")
+    print(f"rescored {seen} runs of trial {trial.name!r}: {changed} changed status" + (f"; questions no longer in the file: {', '.join(sorted(unknown))}" if unknown else ""))
+    return 0
+
+
+def cmd_regress(args: argparse.Namespace) -> int:
+    return run(_regress, args)
+
+
+def _regress(args: argparse.Namespace) -> int:
+    import datetime as _dt
+    import subprocess
+    import tempfile
+
+    rest = list(args.rest)
+    cut = rest.index("--") if "--" in rest else len(rest)
+    later = argparse.ArgumentParser(prog="agentrace regress", add_help=False, allow_abbrev=False)
+    _regress_options(later, suppress=True)
+    known, unknown = later.parse_known_args(rest[:cut])
+    vars(args).update(vars(known))
+    pytest_args = unknown + rest[cut + 1:]
+    if not args.snapshot:
+        raise CliError("--snapshot FILE is required (the snapshot to compare with)")
+    _gates(args.fail_on)
+    if not Path(args.snapshot).is_file():
+        raise CliError(f"{args.snapshot}: snapshot file not found; write one with `agentrace snapshot OUT --to {args.snapshot}`")
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="agentrace-regress-"))
+    extra = pytest_args
+    started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    cmd = [sys.executable, "-m", "pytest", args.spec, "--agentrace", "--agentrace-out", str(out), *extra]
+    print("running: " + " ".join(cmd), flush=True)
+    code = subprocess.call(cmd)
+    if code not in (0, 1):  # interrupted, internal error, usage error, no tests
+        print(f"agentrace regress: pytest exited with status {code}; no comparison made", file=sys.stderr)
+        return code if code else 2
+    outcomes = [o for o in load_outcomes(out) if (o.started or "") >= started or o.reused]
+    return compare_and_gate(outcomes, args)

@@ -1,0 +1,376 @@
+"""pytest nodes: task files and the run item. Only wiring; the work is in ``runner``.
+
+A run item is a ``pytest.Function`` (so fixtures, markers and ``-k`` work as usual) whose whole run
+happens in ``setup``: an infrastructure fault there reports as a pytest *error*, an agent's failure as a
+*failure* of the call phase, and ``noop`` (or any agent with ``expect: fail``) is an expected failure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agentrace.errors import SpecError
+from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.spec.matrix import RunSpec, task_runs
+
+RUNSPEC_KEY = pytest.StashKey[RunSpec]()
+OUTCOME_KEY = pytest.StashKey[Outcome]()
+SNIFF_KEY = pytest.StashKey[dict]()
+
+
+# errors a task/trial file's content can raise beyond SpecError (reported as one line, never a crash)
+LOAD_ERRORS = (OSError, ValueError, UnicodeError, RecursionError, RuntimeError, OverflowError, TypeError, LookupError)
+
+
+class RunFailed(AssertionError):
+    """The agent's run did not pass (a sample, not our fault). ``str()`` is the short report."""
+
+
+NAMED_KEY = pytest.StashKey[frozenset]()
+
+
+def named_on_command_line(path: Path, config: pytest.Config) -> bool:
+    """True when ``path`` itself was given on the command line (``pytest --agentrace my-task.yaml``): such a file
+    is loaded as a task (YAML) or trial (TOML) even when it does not look like one, so its mistakes (a misspelt
+    ``descripton``, an empty file) are reported instead of "not found"."""
+    named = config.stash.get(NAMED_KEY, None)
+    if named is None:
+        base = config.invocation_params.dir
+        named = frozenset((base / arg.split("::")[0]).resolve() for arg in config.args if not arg.startswith("-"))
+        config.stash[NAMED_KEY] = named
+    return path.resolve() in named
+
+
+def sniff_task(path: Path, config: pytest.Config) -> bool:
+    """True when ``path`` is a task file: YAML whose top level maps ``description`` and ``test_command``.
+
+    A file that does not parse but has both keys at the start of a line is claimed too, so its syntax
+    error is reported instead of the file being skipped silently. Results are cached per session.
+    """
+    cache = config.stash.setdefault(SNIFF_KEY, {})
+    if path in cache:
+        return cache[path]
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        cache[path] = False
+        return False
+    from pytest_agentrace.spec.task import _TASK_ONLY_KEYS
+
+    if not any(key in text for key in _TASK_ONLY_KEYS):  # cheap pre-filter before parsing YAML
+        cache[path] = False
+        return False
+    try:
+        from pytest_agentrace.spec.task import is_task_data
+
+        result = is_task_data(yaml.safe_load(text))
+    except (yaml.YAMLError, RecursionError, ValueError):
+        lines = text.splitlines()
+        result = any(x.startswith("description:") for x in lines) and any(x.startswith("test_command:") for x in lines)
+    cache[path] = result
+    return result
+
+
+def task_repo_dirs(directory: Path, config: pytest.Config) -> set[Path]:
+    """Resolved ``repo`` folders of the task files directly in ``directory`` (not collected as tests)."""
+    from pytest_agentrace.spec.task import load_task
+
+    dirs = set()
+    for path in sorted(directory.glob("*.y*ml")):
+        if path.suffix in (".yaml", ".yml") and sniff_task(path, config):
+            try:
+                repo = load_task(path).repo
+            except (SpecError, *LOAD_ERRORS):  # reported when the file itself is collected
+                continue
+            if repo and not repo.startswith(("http", "git@", "ssh:")):
+                dirs.add(Path(repo))
+    return dirs
+
+
+def sniff_trial(path: Path, config: pytest.Config) -> bool:
+    """True when ``path`` is a trial file: a ``*.toml`` (not ``pyproject.toml``) with a top-level
+    ``[[questions]]`` array. A file that does not parse but has a ``[[questions]]`` line is claimed too, so its
+    syntax error is reported. Results are cached per session."""
+    cache = config.stash.setdefault(SNIFF_KEY, {})
+    if path in cache:
+        return cache[path]
+    result = False
+    if path.suffix == ".toml" and path.name != "pyproject.toml":
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        if "questions" in text:
+            import tomllib
+
+            from pytest_agentrace.spec.trial import is_trial_data
+
+            try:
+                result = is_trial_data(tomllib.loads(text))
+            except tomllib.TOMLDecodeError:
+                result = any(x.strip().replace(" ", "") == "[[questions]]" for x in text.splitlines())
+    cache[path] = result
+    return result
+
+
+TRIAL_DIRS_KEY = pytest.StashKey[dict]()
+
+
+def trial_input_dirs(directory: Path, config: pytest.Config) -> set[Path]:
+    """Resolved local ``[[repos]]`` sources and arm overlays of the trial files in ``directory`` and its parents up
+    to the rootdir (inputs, not tests: never collected; nested ones such as ``overlays/docs`` included).
+    Cached per folder for the session."""
+    from pytest_agentrace.spec.trial import load_trial
+
+    cache = config.stash.setdefault(TRIAL_DIRS_KEY, {})
+    directory = directory.resolve()
+    if directory in cache:
+        return cache[directory]
+    dirs: set[Path] = set()
+    for path in sorted(directory.glob("*.toml")):
+        if sniff_trial(path, config):
+            try:
+                trial = load_trial(path)
+            except (SpecError, *LOAD_ERRORS):  # reported when the file itself is collected
+                continue
+            dirs.update(Path(r.source) for r in trial.repos if Path(r.source).is_absolute())
+            dirs.update(Path(a.overlay) for a in trial.arms if a.overlay)
+    root = Path(config.rootpath).resolve()
+    if directory != root and root in directory.parents:
+        dirs |= trial_input_dirs(directory.parent, config)
+    cache[directory] = dirs
+    return dirs
+
+
+def cli_agents(config: pytest.Config):
+    """Agents from ``--agentrace-agent`` (None when not given; names and ids are settled by ``task_agents``)."""
+    from pytest_agentrace.spec.common import parse_agent
+
+    specs = config.getoption("agentrace_agent")
+    if not specs:
+        return None
+    return tuple(parse_agent(Path("--agentrace-agent"), f"--agentrace-agent {s}", s, check_known=False) for s in specs)
+
+
+COLLISION_KEY = pytest.StashKey[str]()
+
+
+def mark_collisions(items: list[pytest.Item]) -> None:
+    """Runs of different files with the same results folder (``runs/<case>/<arm>/<agent>/<rep>``: two task files
+    with one ``name``, two trials sharing a question id) would overwrite each other's records: each such item
+    gets an error message (its setup fails with it) instead of running. Same on every xdist worker."""
+    by_dir: dict[tuple, list[pytest.Item]] = {}
+    for item in items:
+        spec = item.stash.get(RUNSPEC_KEY, None)
+        if spec is not None:
+            by_dir.setdefault((spec.case, spec.arm, spec.agent.id, spec.rep), []).append(item)
+    for (case, *_rest), group in by_dir.items():
+        sources = sorted({str(i.stash[RUNSPEC_KEY].source) for i in group})
+        if len(sources) > 1:
+            for item in group:
+                item.stash[COLLISION_KEY] = (
+                    f"{' and '.join(sources)} both have a task/question named {case!r}: their runs would share one results "
+                    f"folder (runs/{case}/...) and overwrite each other; rename one (task 'name' / question 'id')")
+
+
+def task_agents(listed, wanted):
+    """The agents of a task file's runs: ``listed`` (the file's), or for each ``--agentrace-agent`` spec the file's
+    entries it names (by id, name or ``name:model``, so their ``model_double``, ``env`` and ``args`` are kept),
+    else the spec itself (a task can run any agent)."""
+    if not wanted:
+        return listed
+    from pytest_agentrace.spec.common import known_agent, unique_agent_ids
+
+    chosen: list = []
+    for w in wanted:
+        named = [a for a in listed if w.id in (a.id, a.name, a.label)]
+        if not named:
+            known_agent(Path("--agentrace-agent"), f"--agentrace-agent {w.id}", w.name)
+        chosen += [a for a in named or [w] if a not in chosen]
+    given = iter(unique_agent_ids(a for a in chosen if a not in listed))  # the file's entries keep their ids
+    return tuple(a if a in listed else next(given) for a in chosen)
+
+
+class SpecFile(pytest.File):
+    """Base of task/trial files: a ``SpecError`` is shown as its one-line message."""
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
+        if isinstance(excinfo.value, SpecError):
+            return f"agentrace: {excinfo.value}"
+        if isinstance(excinfo.value, LOAD_ERRORS):
+            # a value the loader did not foresee (e.g. a regex too large, an unknown ~user): still one line
+            return f"agentrace: {self.path}: cannot load this file: {type(excinfo.value).__name__}: {excinfo.value}"
+        return super().repr_failure(excinfo)
+
+    def make_items(self, runs: list[RunSpec]):
+        for spec in runs:
+            item = RunItem.from_parent(self, name=spec.item_name, callobj=check_outcome)
+            item.stash[RUNSPEC_KEY] = spec
+            if spec.agent.expect == "fail" or (spec.agent.expect is None and spec.agent.name == "noop"):
+                item.add_marker(pytest.mark.xfail(reason=f"{spec.agent.label} is a baseline expected to fail", raises=RunFailed, strict=True))
+            yield item
+
+
+class TaskFile(SpecFile):
+    """A coderace-style task file: one item per agent x rep."""
+
+    def load(self):
+        """The task file loaded (``SpecError`` when invalid), with ``--agentrace-timeout`` applied."""
+        from pytest_agentrace.spec.task import load_task
+
+        task = load_task(self.path)
+        override = self.config.getoption("agentrace_timeout")
+        if override:
+            import dataclasses
+
+            task = dataclasses.replace(task, timeout=float(override))
+        return task
+
+    def collect(self):
+        task = self.load()
+        agents = task_agents(task.agents, cli_agents(self.config))
+        if not agents:
+            raise SpecError(self.path, "agents", "no agents to run; add e.g. agents: [claude, noop] or pass --agentrace-agent")
+        reps = self.config.getoption("agentrace_reps") or 1
+        yield from self.make_items(task_runs(task, agents, reps))
+
+
+class TrialFile(SpecFile):
+    """A trial file (TOML): one item per question x arm x agent x rep, named ``question[arm-agent-rN]``.
+
+    ``--agentrace-reps`` overrides ``[defaults].reps``; ``--agentrace-arm`` / ``--agentrace-agent`` keep only
+    the arms / agents named (an agent matches by id, name or ``name:model``); a filter that leaves nothing in
+    this file is a collection error listing what the file has, and so is an ``--agentrace-baseline`` that is not
+    one of its arms.
+    """
+
+    def collect(self):
+        import dataclasses
+
+        from pytest_agentrace.spec.matrix import trial_runs
+        from pytest_agentrace.spec.trial import load_trial
+
+        trial = load_trial(self.path)
+        override = self.config.getoption("agentrace_timeout")
+        if override:
+            trial = dataclasses.replace(trial, timeout=float(override))
+        agents = list(trial.agents)
+        wanted = self.config.getoption("agentrace_agent")
+        if wanted:
+            agents = [a for a in agents if {a.id, a.name, a.label} & set(wanted)]
+            if not agents:
+                raise SpecError(self.path, "--agentrace-agent", f"{', '.join(wanted)} matches none of this trial's agents: {', '.join(a.id for a in trial.agents)}")
+        arms = [a.name for a in trial.arms]
+        wanted_arms = self.config.getoption("agentrace_arm")
+        if wanted_arms:
+            arms = [a for a in arms if a in wanted_arms]
+            if not arms:
+                raise SpecError(self.path, "--agentrace-arm", f"{', '.join(wanted_arms)} matches none of this trial's arms: {', '.join(a.name for a in trial.arms)}")
+        base = self.config.getoption("agentrace_baseline", default=None)
+        if base and base not in [a.name for a in trial.arms]:
+            from pytest_agentrace.errors import did_you_mean
+
+            names = [a.name for a in trial.arms]
+            raise SpecError(self.path, "--agentrace-baseline", f"{base} is not an arm of this trial{did_you_mean(base, names)}; arms: {', '.join(names)}")
+        keyless = [q.id for q in trial.questions if not q.has_answer_key]
+        if keyless:
+            self.warn(pytest.PytestWarning(
+                f"agentrace: {self.path}: question(s) {', '.join(keyless)} have no answer key (expect, forbid or verify), so every "
+                "answer passes: their pass rate measures nothing (tokens and cost still compare)"))
+        reps = self.config.getoption("agentrace_reps") or trial.reps
+        yield from self.make_items(trial_runs(trial, agents, arms, reps))
+
+
+def check_outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The call phase of a run item: fail with the short report unless the run passed."""
+    outcome = request.node.stash.get(OUTCOME_KEY, None)
+    if outcome is not None and outcome.status != Status.PASSED:
+        raise RunFailed(request.node.failure_text(outcome))
+
+
+class RunItem(pytest.Function):
+    """One run (RunSpec). The run happens in ``setup``; ``check_outcome`` judges it."""
+
+    def setup(self) -> None:
+        super().setup()
+        from pytest_agentrace import plugin
+        from pytest_agentrace.run.pipeline import agent_path_error, missing_executable
+
+        spec = self.stash[RUNSPEC_KEY]
+        if error := self.stash.get(COLLISION_KEY, None) or agent_path_error(spec):
+            pytest.fail(error, pytrace=False)
+        reason = missing_executable(spec)
+        if reason:
+            pytest.skip(reason)
+        from pytest_agentrace.plugin.stats import (
+            should_skip,  # issue 5: --agentrace-stop-when-decided
+        )
+
+        if reason := should_skip(self.config, spec):
+            pytest.skip(reason)
+        # tmp_path_factory, not tmp_path: tmp_path's teardown raises KeyError after a Ctrl-C during setup
+        # (its result key is only set by makereport), which turned a clean interrupt into a crash (exit 1)
+        tmp = self.funcargs["tmp_path_factory"].mktemp(re.sub(r"\W", "_", self.name)[:30], numbered=True)
+        outcome = plugin.execute(self.config, spec, tmp)
+        self.stash[OUTCOME_KEY] = outcome
+        self.user_properties.extend(outcome_properties(outcome))
+        if outcome.status == Status.ERROR:
+            # pytest.fail in setup: reported as an *error* with this one line (no traceback of our own code)
+            pytest.fail(f"{spec.id}: infrastructure error: {outcome.reason}", pytrace=False)
+
+    def failure_text(self, outcome: Outcome) -> str:
+        """Short failure report: status, reason, the failing check's exit code and its last 20 log lines."""
+        from pytest_agentrace.options import out_dir
+        from pytest_agentrace.run.checks import log_tail
+
+        spec = self.stash[RUNSPEC_KEY]
+        lines = [f"{spec.id}: {outcome.status}: {outcome.reason or ''}".rstrip(": ")]
+        run_dir = spec.run_dir(out_dir(self.config))
+        for name in ("tests", "verify"):
+            check = outcome.checks.get(name)
+            if check is not None and not check.passed:
+                lines.append(f"--- {name}: `{check.command}` exit {check.exit_code}; last lines of {run_dir / (check.log or '')}:")
+                lines.append(log_tail(run_dir, check))
+                break
+        if outcome.answer_score and outcome.answer_score.get("missing"):
+            lines.append("missing from the answer: " + ", ".join(outcome.answer_score["missing"]))
+        return "\n".join(lines)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
+        if isinstance(excinfo.value, RunFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.name}"
+
+
+def outcome_properties(outcome: Outcome) -> list[tuple[str, Any]]:
+    """``item.user_properties`` for a run: one JSON payload plus scalars for JUnit XML."""
+    from pytest_agentrace.stats.score import solo_score
+
+    extra = outcome.extra
+    score = outcome.score
+    if score is None and outcome.kind == "task":
+        score = solo_score(outcome, extra.get("has_verify", False), extra.get("has_lint", False), extra.get("scoring"))
+    props = [
+        ("agentrace.outcome", json.dumps(outcome.to_dict(), sort_keys=True)),
+        ("agentrace.run_id", outcome.run_id),
+        ("agentrace.status", outcome.status),
+        ("agentrace.score", score if score is not None else ""),
+        ("agentrace.seconds", outcome.seconds),
+        ("agentrace.lines", outcome.lines_changed),
+    ]
+    u = outcome.usage
+    if u.total_tokens is not None:
+        props.append(("agentrace.tokens", u.total_tokens))
+    if u.cost_usd is not None:
+        props.append(("agentrace.cost_usd", u.cost_usd))
+    return props

@@ -1,0 +1,192 @@
+"""``--agentrace-validate``: prove each task solvable and its checks able to tell solved from unsolved.
+
+Like SWE-bench's harness, which runs every instance with its reference ("gold") patch and with the empty
+patch, validation runs every collected task with two agents only, ``oracle`` (applies the task's
+``solution_files`` / ``solution_patch``) and ``noop`` (changes nothing), once each. A task is *invalid*
+when:
+
+* the oracle run does not pass every check: tests, verify and lint (when the task has them), or the
+  reference solution cannot be applied, or it changes protected files; or
+* the noop run passes the hidden checks: ``verify`` when the task has a verify command, else ``tests``.
+  (Visible tests passing on the starting code is fine: a refactoring task's behaviour tests must.)
+
+Each run is one item (``task[oracle-r1]``, ``task[noop-r1]``) that passes when its half of the rule holds
+and fails with the reason otherwise; ``noop`` is *not* an expected failure here. Trial runs are deselected.
+After the runs, the controller prints one table: task, oracle, noop, verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_agentrace.plugin.collect import (
+    OUTCOME_KEY,
+    RUNSPEC_KEY,
+    RunFailed,
+    RunItem,
+    TaskFile,
+)
+from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.spec.matrix import task_runs
+
+VALIDATION_AGENTS = ("oracle", "noop")
+ORACLE_CHECKS = ("tests", "verify", "lint")
+
+
+def validating(config: pytest.Config) -> bool:
+    """True under ``--agentrace --agentrace-validate``."""
+    return bool(config.getoption("agentrace", default=False) and config.getoption("agentrace_validate", default=False))
+
+
+def validation_agents():
+    """The two validation agents as ``AgentSpec``s (``oracle``, ``noop``)."""
+    from pytest_agentrace.spec.common import parse_agent, unique_agent_ids
+
+    return unique_agent_ids(parse_agent(Path("--agentrace-validate"), "agents", a) for a in VALIDATION_AGENTS)
+
+
+
+def invalid_reason(outcome: Outcome) -> str | None:
+    """Why ``outcome`` (an oracle or noop run of a task) makes its task invalid; ``None`` when it does not.
+
+    Oracle: every check present (tests, verify, lint) must pass, nothing protected may change, and the
+    solution must apply. Noop: the verify check (tests when the task has no verify) must fail.
+    """
+    if outcome.status == Status.ERROR:
+        return f"the {outcome.agent} run could not be made ({outcome.reason})"
+    checks = outcome.checks
+    if outcome.agent == "oracle":
+        if outcome.usage.error:
+            return f"the reference solution cannot be applied: {outcome.usage.error}"
+        if outcome.tampered:
+            return f"the reference solution changes protected files: {', '.join(outcome.tampered)}"
+        failing = [f"{name} ({checks[name].why})" for name in ORACLE_CHECKS if name in checks and not checks[name].passed]
+        if failing:
+            return "the reference solution (oracle) fails " + ", ".join(failing)
+        if outcome.status != Status.PASSED:
+            return f"the reference solution (oracle) does not pass: {outcome.reason}"
+        return None
+    if outcome.agent == "noop":
+        hidden = "verify" if outcome.extra.get("has_verify") or "verify" in checks else "tests"
+        check = checks.get(hidden)
+        if check is not None and check.passed:
+            what = "the hidden verify suite passes" if hidden == "verify" else "the tests pass (and the task has no verify suite)"
+            return f"{what} on the starting code: noop made no change and `{check.command}` exited 0"
+        return None
+    return f"agent {outcome.agent!r} is not a validation agent (oracle, noop)"
+
+
+def check_validity(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The call phase of a validation item: fail with the reason (and the failing check's log tail) when the
+    run makes its task invalid."""
+    item = request.node
+    outcome = item.stash.get(OUTCOME_KEY, None)
+    if outcome is None:
+        return
+    reason = invalid_reason(outcome)
+    if reason:
+        spec = item.stash[RUNSPEC_KEY]
+        details = _failing_check_tail(item, outcome) if outcome.agent == "oracle" else ""
+        raise RunFailed(f"invalid task {spec.case}: {reason}" + (f"\n{details}" if details else ""))
+
+
+def _failing_check_tail(item: pytest.Item, outcome: Outcome) -> str:
+    """The first failing oracle check (tests, verify, lint) with the last lines of its log."""
+    from pytest_agentrace.options import out_dir
+    from pytest_agentrace.run.checks import log_tail
+
+    run_dir = item.stash[RUNSPEC_KEY].run_dir(out_dir(item.config))
+    for name in ORACLE_CHECKS:
+        check = outcome.checks.get(name)
+        if check is not None and not check.passed:
+            return f"--- {name}: `{check.command}` {check.why}; last lines of {run_dir / (check.log or '')}:\n{log_tail(run_dir, check)}"
+    return ""
+
+
+class ValidationTaskFile(TaskFile):
+    """A task file under ``--agentrace-validate``: one oracle and one noop item, judged by ``check_validity``
+    (the file's agents, ``--agentrace-agent`` and ``--agentrace-reps`` do not apply)."""
+
+    def collect(self):
+        task = self.load()
+        for spec in task_runs(task, validation_agents(), 1):
+            item = RunItem.from_parent(self, name=spec.item_name, callobj=check_validity)
+            item.stash[RUNSPEC_KEY] = spec
+            yield item
+
+
+class ValidationPlugin:
+    """Hooks of the validation mode (registered by ``configure``): drop trial runs, gather the task runs'
+    outcomes on the controller, print the verdict table."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.outcomes: dict[str, Outcome] = {}
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        keep, drop = [], []
+        for item in items:
+            spec = item.stash.get(RUNSPEC_KEY, None) if isinstance(item, RunItem) else None
+            (drop if spec is not None and spec.kind != "task" else keep).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in getattr(report, "user_properties", ()):
+            if name == "agentrace.outcome":
+                try:
+                    outcome = Outcome.from_dict(json.loads(value))
+                except (ValueError, TypeError, KeyError):
+                    return
+                self.outcomes[outcome.run_id] = outcome
+                return
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if hasattr(config, "workerinput") or not self.outcomes:
+            return
+        rows, invalid = verdict_rows(self.outcomes.values())
+        from tabulate import tabulate
+
+        terminalreporter.section("agentrace validate")
+        terminalreporter.write_line(tabulate(rows, headers=["Task", "Oracle", "Noop", "Verdict"], tablefmt="github"))
+        total = len(rows)
+        terminalreporter.write_line(f"{total - invalid} of {total} task(s) valid, {invalid} invalid")
+
+
+def _run_cell(o: Outcome | None) -> str:
+    if o is None:
+        return "not run"
+    marks = ", ".join(f"{n} {'pass' if o.checks[n].passed else 'fail'}" for n in ORACLE_CHECKS if n in o.checks)
+    return f"{o.status}" + (f" ({marks})" if marks else "")
+
+
+def verdict_rows(outcomes) -> tuple[list[list[str]], int]:
+    """Table rows ``[task, oracle, noop, verdict]`` (sorted by task file and name) and the number of
+    invalid tasks. A task missing one of its two runs is ``incomplete`` (not counted as invalid)."""
+    by_task: dict[tuple[str, str], dict[str, Outcome]] = {}
+    for o in outcomes:
+        if o.kind == "task":
+            by_task.setdefault((o.source, o.case), {})[o.agent] = o
+    rows, invalid = [], 0
+    for (_, case), runs in sorted(by_task.items()):
+        reasons = [r for r in (invalid_reason(runs[a]) for a in VALIDATION_AGENTS if a in runs) if r]
+        if reasons:
+            verdict, invalid = "invalid: " + "; ".join(reasons), invalid + 1
+        elif all(a in runs for a in VALIDATION_AGENTS):
+            verdict = "valid"
+        else:
+            verdict = "incomplete"
+        rows.append([case, _run_cell(runs.get("oracle")), _run_cell(runs.get("noop")), verdict])
+    return rows, invalid
+
+
+def configure(config: pytest.Config) -> None:
+    """Register ``ValidationPlugin`` when validating (called from ``plugin.pytest_configure``)."""
+    if validating(config):
+        config.pluginmanager.register(ValidationPlugin(config), "agentrace-validate")

@@ -1,0 +1,101 @@
+"""run.json: write atomically, read back, walk a results folder.
+
+A results folder (``--agentrace-out``, default ``.agentrace``) holds
+``runs/<case>/<arm>/<agent>/<rep>/run.json`` beside ``raw.out``, ``raw.err``, ``prompt.txt``,
+``diff.patch`` and the check logs. See ``model`` for the record's fields.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pytest_agentrace.record.model import Outcome
+
+RUN_FILE = "run.json"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file and ``os.replace``: readers see old or new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_run(run_dir: Path, outcome: Outcome) -> Path:
+    """Write ``run_dir/run.json`` atomically and return its path."""
+    path = run_dir / RUN_FILE
+    write_atomic(path, json.dumps(outcome.to_dict(), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def read_run(path: Path) -> Outcome:
+    """Read one ``run.json``; raises ``ValueError`` (with the path) when it is not a valid record."""
+    try:
+        return Outcome.from_dict(json.loads(path.read_text(encoding="utf-8")), validate=True)
+    except (OSError, json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError) as exc:  # AttributeError: not an object
+        raise ValueError(f"{path}: not a valid run record: {exc}") from None
+
+
+def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
+    """Yield ``(path, outcome)`` for every readable ``run.json`` under ``out/runs`` in sorted path order.
+
+    Unreadable records (truncated, wrong types, newer schema) are skipped with one line on stderr saying why.
+    """
+    import sys
+
+    for path in sorted((Path(out) / "runs").glob(f"**/{RUN_FILE}")):
+        try:
+            yield path, read_run(path)
+        except ValueError as exc:
+            print(f"agentrace: skipped {exc}", file=sys.stderr)
+
+
+LAST_SESSION_FILE = "last-session.json"
+
+
+def write_last_session(out: Path, session_id: str, run_ids: list[str]) -> Path:
+    """Record which runs the session that just ended produced or reused: ``<out>/last-session.json``,
+    ``{"session_id": str, "run_ids": [str, ...]}`` (sorted), written atomically by the controller. A results folder
+    keeps every run ever made; ``--last-session`` in the ``agentrace`` commands reads only these."""
+    path = Path(out) / LAST_SESSION_FILE
+    write_atomic(path, json.dumps({"session_id": session_id, "run_ids": sorted(set(run_ids))}, indent=1) + "\n")
+    return path
+
+
+def read_json(path: Path) -> Any:
+    """The parsed JSON of ``path``. Raises ``FileNotFoundError`` when it is missing and ``ValueError``
+    (``"<path>: not readable as JSON (<why>)"``) when it cannot be read or parsed."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not readable as JSON ({exc})") from None
+
+
+def last_session_ids(out: Path) -> set[str]:
+    """The run ids of ``<out>/last-session.json``. Raises ``ValueError`` naming the file when it is missing or
+    not such a record."""
+    path = Path(out) / LAST_SESSION_FILE
+    try:
+        data = read_json(path)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no record of the last session (written at the end of each pytest --agentrace session)") from None
+    ids = data.get("run_ids") if isinstance(data, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise ValueError(f"{path}: key 'run_ids' must be a list of run ids")
+    return set(ids)

@@ -1,0 +1,237 @@
+"""Run one command with a timeout in its own process group, with bounded output capture.
+
+On timeout (or interrupt) the whole group gets SIGTERM, then SIGKILL after ``grace`` seconds; after a
+normal exit any process left in the group (a background grandchild) is killed too, and so is, on Linux, any
+descendant that left the group with ``setsid`` (``reaper``), so no descendant outlives its run. Output is read
+by threads while the command runs; each stream keeps its first ``head`` and last ``tail`` bytes and counts the
+total, and is decoded as UTF-8 with replacement.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_agentrace.run import reaper
+
+DEFAULT_HEAD = 8 * 1024 * 1024  # bytes kept from the start of a stream
+DEFAULT_TAIL = 2 * 1024 * 1024  # bytes kept from the end of a stream
+GRACE_SECONDS = 3.0
+_SECRET_RE = re.compile(r"(?i)\b([A-Z0-9_]*(?:API_KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*)=(\S+)")
+_BEARER_RE = re.compile(r"(?i)(bearer\s+|sk-[a-z0-9-]{0,8})[A-Za-z0-9._\-]{12,}")
+
+
+class _Capture:
+    """Head/tail-bounded reader of one pipe (runs in a thread)."""
+
+    def __init__(self, stream, head: int, tail: int, on_chunk=None):
+        self.stream, self.head_limit, self.tail_limit = stream, head, tail
+        self.on_chunk = on_chunk  # called with every chunk read (a live progress display); None: nothing
+        self.head = bytearray()
+        self.tail: collections.deque[bytes] = collections.deque()
+        self.tail_size = 0
+        self.total = 0
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            while chunk := self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536):
+                self.total += len(chunk)
+                if self.on_chunk is not None:
+                    try:
+                        self.on_chunk(chunk)
+                    except Exception:  # noqa: BLE001 - a display must never cost output
+                        self.on_chunk = None
+                room = self.head_limit - len(self.head)
+                if room > 0:
+                    self.head += chunk[:room]
+                    chunk = chunk[room:]
+                if chunk:
+                    self.tail.append(chunk)
+                    self.tail_size += len(chunk)
+                    while self.tail and self.tail_size - len(self.tail[0]) >= self.tail_limit:
+                        self.tail_size -= len(self.tail.popleft())
+        except (OSError, ValueError):
+            pass
+
+    def bytes(self) -> bytes:
+        tail = b"".join(self.tail)
+        if len(self.head) + len(tail) >= self.total:
+            return bytes(self.head) + tail
+        tail = tail[-self.tail_limit:]
+        dropped = self.total - len(self.head) - len(tail)
+        return bytes(self.head) + f"\n[... {dropped} bytes dropped by agentrace ...]\n".encode() + tail
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """A finished command: ``exit_code`` (None when killed by us), wall ``seconds``, decoded output.
+
+    ``stdout_bytes``/``stderr_bytes`` count everything the command printed, also what was dropped.
+    ``error`` is set when the command could not be started (e.g. ``FileNotFoundError``).
+    """
+
+    argv: tuple[str, ...] | str
+    exit_code: int | None
+    seconds: float
+    stdout: str
+    stderr: str
+    stdout_bytes: int
+    stderr_bytes: int
+    timed_out: bool = False
+    interrupted: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and self.error is None
+
+    def tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines of stdout + stderr."""
+        text = (self.stdout + ("\n" + self.stderr if self.stderr.strip() else "")).rstrip("\n")
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class _DeferredSignals:
+    """Hold SIGINT and SIGTERM while a child is being spawned, then deliver them through the previous handlers.
+
+    Without this, ``KeyboardInterrupt`` raised inside ``subprocess.Popen`` (after the fork, before it returns) loses
+    the child's pid: the child runs in its own session, so nothing would ever kill it. Signal handlers can only be
+    changed in the main thread; elsewhere this does nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.pending: list[int] = []
+        self.previous: dict[int, object] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self.previous[sig] = signal.signal(sig, lambda signum, _frame: self.pending.append(signum))
+
+    def release(self) -> None:
+        """Restore the previous handlers and re-raise every signal that arrived meanwhile (once each)."""
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self.previous = {}
+        for sig in dict.fromkeys(self.pending):
+            signal.raise_signal(sig)
+        self.pending = []
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run(
+    argv: Sequence[str] | str,
+    *,
+    cwd: Path | str,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    stdin: str | None = None,
+    head: int = DEFAULT_HEAD,
+    tail: int = DEFAULT_TAIL,
+    grace: float = GRACE_SECONDS,
+    on_stdout=None,
+) -> ProcessResult:
+    """Run ``argv`` (a list; a string runs through ``/bin/sh -c``) and wait at most ``timeout`` seconds.
+
+    ``stdin`` is written to the process and closed; ``None`` gives it ``/dev/null``. Never raises for the
+    command's own failure: a command that cannot start returns ``exit_code=None`` with ``error`` set.
+    ``KeyboardInterrupt`` during the wait terminates the group, then re-raises. ``on_stdout(chunk: bytes)``, when
+    given, sees stdout as it arrives (from the reader thread; an exception in it only stops the calls).
+    """
+    shell = isinstance(argv, str)
+    start = time.monotonic()
+    sweep = reaper.Sweep()  # descendants that leave the group (setsid) are killed too
+    deferred = _DeferredSignals()  # a Ctrl-C while spawning must not lose the child's pid (it would outlive the run)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            shell=shell,
+            cwd=str(cwd),
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # own session and process group
+        )
+        out, err = _Capture(proc.stdout, head, tail, on_stdout), _Capture(proc.stderr, head, tail)
+        if stdin is not None:
+            threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
+    except OSError as exc:
+        deferred.release()
+        return ProcessResult(tuple(argv) if not shell else argv, None, 0.0, "", "", 0, 0, error=f"{type(exc).__name__}: {exc}")
+    except BaseException:
+        deferred.release()
+        raise
+    timed_out = interrupted = False
+    try:
+        deferred.release()  # a signal that came while spawning is delivered here, where the group gets cleaned up
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    except KeyboardInterrupt:
+        interrupted = True
+    seconds = time.monotonic() - start
+    if timed_out or interrupted:
+        _kill_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    # whatever is left in the group (also after a normal exit: background grandchildren) is killed
+    _kill_group(proc.pid, signal.SIGKILL)
+    proc.wait()
+    sweep.kill_new()
+    for cap in (out, err):
+        cap.thread.join(timeout=5)
+    if interrupted:
+        raise KeyboardInterrupt
+    code = None if timed_out else proc.returncode
+    return ProcessResult(
+        argv=argv if shell else tuple(argv),
+        exit_code=code,
+        seconds=seconds,
+        stdout=out.bytes().decode("utf-8", errors="replace"),
+        stderr=err.bytes().decode("utf-8", errors="replace"),
+        stdout_bytes=out.total,
+        stderr_bytes=err.total,
+        timed_out=timed_out,
+    )
+
+
+def _feed(proc: subprocess.Popen, data: str) -> None:
+    try:
+        proc.stdin.write(data.encode("utf-8"))
+        proc.stdin.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+
+
+def redact(text: str, secrets: Sequence[str] = ()) -> str:
+    """Replace API keys and tokens in ``text``: ``NAME=value`` for secret-looking names, bearer/sk- tokens,
+    and every literal in ``secrets`` (values of secret environment variables)."""
+    for s in secrets:
+        if s and len(s) >= 8:
+            text = text.replace(s, "<redacted>")
+    text = _SECRET_RE.sub(lambda m: f"{m.group(1)}=<redacted>", text)
+    return _BEARER_RE.sub(lambda m: f"{m.group(1)}<redacted>", text)
+
+
+def secret_values(env: Mapping[str, str]) -> list[str]:
+    """Values of environment variables whose names look secret (``*_API_KEY``, ``*TOKEN*``, ...)."""
+    return [v for k, v in env.items() if re.search(r"(?i)(API_KEY|TOKEN|SECRET|PASSWORD)", k) and v]

@@ -1,0 +1,233 @@
+"""Fresh workspaces: one git clone per run, overlays, setup commands, change accounting.
+
+A ``repo`` that is a git repository root is cloned with ``git clone --shared`` (the source is never
+written to). A plain folder is copied once per session into a cached template repository (one commit
+with a fixed author, so no git config is needed) and cloned from there. A URL is cloned as is.
+The state after setup is kept as a git tree object (through a temporary index, so HEAD, branches and
+the workspace's own index are not touched) and the agent's change is measured against it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_agentrace.errors import WorkspaceError
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "agentrace",
+    "GIT_AUTHOR_EMAIL": "agentrace@localhost",
+    "GIT_COMMITTER_NAME": "agentrace",
+    "GIT_COMMITTER_EMAIL": "agentrace@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+}
+
+
+def git(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, check: bool = True) -> str:
+    """Run ``git args`` in ``cwd`` and return stdout; raises ``WorkspaceError`` with stderr on failure."""
+    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **GIT_IDENTITY, **(env or {})}
+    proc = subprocess.run(
+        ["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", *args],
+        cwd=str(cwd), env=full_env, capture_output=True, text=True, errors="replace",
+    )
+    if check and proc.returncode != 0:
+        raise WorkspaceError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    return proc.stdout
+
+
+def is_git_root(path: Path) -> bool:
+    """True when ``path`` is the top of a git work tree or a bare repository."""
+    return (path / ".git").exists() or ((path / "HEAD").is_file() and (path / "objects").is_dir())
+
+
+def folder_hash(root: Path) -> str:
+    """sha256 over relative paths, modes and contents of every file under ``root`` (``.git`` skipped)."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        for name in sorted(filenames):
+            p = Path(dirpath, name)
+            rel = p.relative_to(root).as_posix()
+            h.update(rel.encode() + b"\0")
+            if p.is_symlink():
+                h.update(b"L" + os.readlink(p).encode())
+            else:
+                h.update(b"X" if os.access(p, os.X_OK) else b"F")
+                h.update(p.read_bytes())
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def template_repo(source: Path, cache_dir: Path) -> Path:
+    """Return a git repository holding ``source`` (a plain folder) committed once; cached by content.
+
+    Safe across processes (pytest-xdist workers): built in a temp dir under a file lock, then renamed.
+    """
+    from filelock import FileLock
+
+    digest = folder_hash(source)[:20]
+    target = cache_dir / digest
+    if (target / ".git").is_dir():
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cache_dir / f"{digest}.lock")):
+        if (target / ".git").is_dir():
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=f"{digest}.", dir=cache_dir))
+        shutil.copytree(source, tmp, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
+        git(["init", "-q", "-b", "main"], tmp)
+        git(["add", "-A", "--force"], tmp)
+        git(["commit", "-q", "--allow-empty", "-m", f"agentrace: {source.name}"], tmp)
+        os.replace(tmp, target)
+    return target
+
+
+def create(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None) -> str:
+    """Make ``dest`` a fresh clone of ``repo`` (path, URL or None for an empty repository).
+
+    Returns the commit sha checked out. Raises ``WorkspaceError`` when the source is missing or git fails.
+    """
+    if repo is None:
+        dest.mkdir(parents=True, exist_ok=True)
+        git(["init", "-q", "-b", "main"], dest)
+        git(["commit", "-q", "--allow-empty", "-m", "agentrace: empty start"], dest)
+        return git(["rev-parse", "HEAD"], dest).strip()
+    is_url = "://" in repo or ("@" in repo and ":" in repo and not Path(repo).exists())
+    src: str = repo
+    if not is_url:
+        path = Path(repo)
+        if not path.is_dir():
+            raise WorkspaceError(f"repo {repo} does not exist or is not a directory")
+        src = str(path if is_git_root(path) else template_repo(path, cache_dir))
+    args = ["clone", "-q"] + (["--shared"] if not is_url else []) + [src, str(dest)]
+    git(args, dest.parent if dest.parent.exists() else Path.cwd())
+    if ref:
+        git(["checkout", "-q", "--detach", ref], dest)
+    return git(["rev-parse", "HEAD"], dest).strip()
+
+
+def overlay(src: Path, dest: Path) -> None:
+    """Copy the folder ``src`` over the workspace ``dest`` (files replaced, others kept)."""
+    if not src.is_dir():
+        raise WorkspaceError(f"overlay {src} is not a directory")
+    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
+
+
+def write_files(dest: Path, files: Mapping[str, str]) -> None:
+    """Write ``{relative path: content}`` into ``dest`` (parents created, existing files overwritten)."""
+    for rel, content in files.items():
+        p = dest / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if p.is_symlink() or (p.exists() and not p.is_file()):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+        p.write_text(content, encoding="utf-8")
+
+
+def exclude(ws: Path, patterns: Iterable[str]) -> None:
+    """Add gitignore ``patterns`` to the workspace's ``.git/info/exclude`` (local to the clone, invisible in its
+    tree), so tool caches a CLI writes into the workspace are not counted as changes."""
+    patterns = [p for p in patterns if p]
+    if not patterns:
+        return
+    info = Path(git(["rev-parse", "--absolute-git-dir"], ws).strip()) / "info"
+    info.mkdir(exist_ok=True)
+    with open(info / "exclude", "a", encoding="utf-8") as fh:
+        fh.write("".join(f"{p}\n" for p in patterns))
+
+
+def snapshot_tree(ws: Path) -> str:
+    """Record the workspace's files (tracked and untracked, ignored ones excluded) as a git tree; return its sha.
+
+    Uses a temporary index file, so HEAD, branches and ``.git/index`` stay as the agent left them.
+    """
+    git_dir = Path(git(["rev-parse", "--absolute-git-dir"], ws).strip())
+    fd, tmp_index = tempfile.mkstemp(prefix="agentrace-index.", dir=git_dir)
+    os.close(fd)
+    try:
+        real = git_dir / "index"
+        if real.exists():
+            # copy2 keeps the index file's mtime: git's racy-clean check (an entry as new as the index is
+            # re-hashed) only works against the real index time; a fresh mtime hid same-size edits made in
+            # the same second as the checkout (e.g. "a - b" -> "a + b" by a fast agent)
+            shutil.copy2(real, tmp_index)
+        else:
+            os.unlink(tmp_index)
+        env = {"GIT_INDEX_FILE": tmp_index}
+        git(["add", "-A"], ws, env)
+        return git(["write-tree"], ws, env).strip()
+    finally:
+        if os.path.exists(tmp_index):
+            os.unlink(tmp_index)
+
+
+@dataclass(frozen=True)
+class Change:
+    """Lines added/removed (text files) and files changed (text and binary) between two trees."""
+
+    lines_added: int
+    lines_removed: int
+    files_changed: int
+    binary_files: int
+    patch: str
+
+    @property
+    def lines_changed(self) -> int:
+        return self.lines_added + self.lines_removed
+
+
+def change(ws: Path, before: str, after: str) -> Change:
+    """Compare two trees from ``snapshot_tree``; binary files count as changed files with 0 lines."""
+    added = removed = files = binary = 0
+    for line in git(["diff", "--numstat", "--no-renames", before, after], ws).splitlines():
+        a, r, _ = line.split("\t", 2)
+        files += 1
+        if a == "-":
+            binary += 1
+        else:
+            added, removed = added + int(a), removed + int(r)
+    patch = git(["diff", "--binary", "--no-renames", before, after], ws)
+    return Change(added, removed, files, binary, patch)
+
+
+def _matches(rel: str, pattern: str) -> bool:
+    """gitignore-like: a pattern without '/' matches the file name at any depth; ``**/`` may match nothing."""
+    if "/" not in pattern:
+        return fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern)
+    if fnmatch.fnmatchcase(rel, pattern):
+        return True
+    return pattern.startswith("**/") and _matches(rel, pattern[3:])
+
+
+def protected_state(ws: Path, patterns: Iterable[str]) -> dict[str, str]:
+    """``{relative path: sha256}`` of every file under ``ws`` matching a protected glob (``.git`` skipped)."""
+    patterns = tuple(patterns)
+    state: dict[str, str] = {}
+    if not patterns:
+        return state
+    for dirpath, dirnames, filenames in os.walk(ws):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            p = Path(dirpath, name)
+            rel = p.relative_to(ws).as_posix()
+            if any(_matches(rel, pat) for pat in patterns):
+                try:
+                    state[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+                except OSError:
+                    state[rel] = "unreadable"
+    return state
+
+
+def tampered(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """Paths created, changed or deleted between two ``protected_state`` results, sorted."""
+    return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))

@@ -1,0 +1,249 @@
+"""Races between agents on task files: coderace's statistics done right, and Elo ratings. No pytest import.
+
+A *race* is one task file's task in one session: every agent's mean composite score over its valid reps.
+
+Elo (as coderace: initial 1500, K 32, a draw when two scores are within 1 point; expected score
+``1 / (1 + 10^((Rb - Ra) / 400))``), with one change: coderace updates pair by pair, so its result depends on
+the order of the pairs. Here every pair of a race is scored against the ratings from *before* the race and the
+changes are added at once, ``R_i += K * sum_j (S_ij - E_ij)`` - one simultaneous update per race, independent of
+pair order, and zero-sum. Races are applied in time order (earliest ``started`` of their runs, then session id,
+source and case).
+
+Storage (one results store = one ``--agentrace-out`` folder): ``<out>/ratings.json`` behind ``load_ratings`` /
+``save_ratings`` so another store (SQLite history) can replace it. Shape::
+
+    {"schema_version": 1, "ratings": {agent: float}, "races": [race id, ...],
+     "history": [{"session_id", "started", "races", "ratings": {agent: float}}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_agentrace.record.model import Outcome, Status
+
+INITIAL = 1500.0
+K_FACTOR = 32.0
+DRAW_MARGIN = 1.0
+RATINGS_FILE = "ratings.json"
+
+
+def scored(outcomes: Iterable[Outcome]) -> list[Outcome]:
+    """Task outcomes with their composite score filled in per session (``session.Aggregator.scored``); others as given."""
+    from pytest_agentrace.plugin.controller import Aggregator
+
+    by_session: dict[str, Aggregator] = defaultdict(Aggregator)
+    out: list[Outcome] = []
+    for o in outcomes:
+        if o.kind == "task" and o.score is None and o.is_sample:
+            by_session[o.session_id].add(o)
+        else:
+            out.append(o)
+    for agg in by_session.values():
+        out.extend(agg.scored())
+    return out
+
+
+@dataclass(frozen=True)
+class Race:
+    """One race: ``scores`` maps agent -> mean score (0..100) over its valid reps."""
+
+    race_id: str
+    session_id: str
+    started: str
+    source: str
+    case: str
+    scores: dict[str, float]
+
+
+def races(outcomes: Iterable[Outcome]) -> list[Race]:
+    """Races (task outcomes with a score, grouped by session, source and case) in time order; single-agent groups
+    are included (they change no rating)."""
+    groups: dict[tuple[str, str, str], list[Outcome]] = defaultdict(list)
+    for o in scored(outcomes):
+        if o.kind == "task" and o.is_sample and o.score is not None:
+            groups[(o.session_id, o.source, o.case)].append(o)
+    out = []
+    for (sid, source, case), runs in groups.items():
+        by_agent: dict[str, list[float]] = defaultdict(list)
+        for o in runs:
+            by_agent[o.agent].append(float(o.score))  # type: ignore[arg-type]
+        started = min((o.started for o in runs if o.started), default="")
+        out.append(Race(f"{sid}:{source}:{case}", sid, started, source, case, {a: sum(v) / len(v) for a, v in sorted(by_agent.items())}))
+    return sorted(out, key=lambda r: (r.started, r.session_id, r.source, r.case))
+
+
+def expected(ra: float, rb: float) -> float:
+    """Expected score of a player rated ``ra`` against one rated ``rb``."""
+    return 1.0 / (1.0 + 10.0 ** ((rb - ra) / 400.0))
+
+
+def result(sa: float, sb: float, draw: float = DRAW_MARGIN) -> float:
+    """1 (a wins), 0.5 (draw: scores within ``draw`` points) or 0."""
+    return 0.5 if abs(sa - sb) <= draw else (1.0 if sa > sb else 0.0)
+
+
+def apply_race(ratings: dict[str, float], scores: dict[str, float], k: float = K_FACTOR, draw: float = DRAW_MARGIN) -> dict[str, float]:
+    """New ratings after one race (simultaneous update; see module docstring). Unrated agents start at 1500."""
+    before = {a: ratings.get(a, INITIAL) for a in scores}
+    new = dict(ratings)
+    for a, sa in scores.items():
+        delta = sum(result(sa, scores[b], draw) - expected(before[a], before[b]) for b in scores if b != a)
+        new[a] = before[a] + k * delta
+    return new
+
+
+def elo(outcomes: Iterable[Outcome]) -> dict[str, float]:
+    """Elo ratings of every agent that raced in ``outcomes``, computed from scratch (1500 each)."""
+    ratings: dict[str, float] = {}
+    for race in races(outcomes):
+        ratings = apply_race(ratings, race.scores)
+    return dict(sorted(ratings.items()))
+
+
+def elo_history(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
+    """Ratings after each session, for charts over time: ``[{"session_id", "started", "races", "ratings"}]`` in
+    time order (``started``: the earliest run of the session, ISO-8601)."""
+    ratings: dict[str, float] = {}
+    history: list[dict[str, Any]] = []
+    for race in races(outcomes):
+        ratings = apply_race(ratings, race.scores)
+        if history and history[-1]["session_id"] == race.session_id:
+            history[-1]["races"] += 1
+            history[-1]["ratings"] = dict(sorted(ratings.items()))
+        else:
+            history.append({"session_id": race.session_id, "started": race.started, "races": 1, "ratings": dict(sorted(ratings.items()))})
+    return history
+
+
+# ---------------------------------------------------------------------------------------------- storage
+
+
+def load_ratings(out: Path) -> dict[str, Any]:
+    """The stored ratings state of a results store (an empty state when there is none). A corrupt file raises
+    ``ValueError`` naming it and the fix (``agentrace ratings --reset``)."""
+    path = Path(out) / RATINGS_FILE
+    if not path.exists():
+        return {"schema_version": 1, "ratings": {}, "races": [], "history": []}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(state.get("ratings"), dict) or not isinstance(state.get("races"), list):
+            raise TypeError("missing 'ratings' or 'races'")
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: not a ratings file ({exc}); remove it with `agentrace ratings --reset`") from None
+    state.setdefault("history", [])
+    return state
+
+
+def save_ratings(out: Path, state: dict[str, Any]) -> Path:
+    """Write the ratings state atomically to ``<out>/ratings.json``."""
+    from pytest_agentrace.record.runfile import write_atomic
+
+    path = Path(out) / RATINGS_FILE
+    write_atomic(path, json.dumps(state, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def update_store(out: Path, outcomes: Iterable[Outcome]) -> dict[str, Any]:
+    """Apply the races in ``outcomes`` that the store has not seen (by race id) and save. Returns the state.
+    Safe against concurrent sessions (a file lock around read-modify-write)."""
+    from filelock import FileLock
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with FileLock(str(Path(out) / (RATINGS_FILE + ".lock")), timeout=60):
+        state = load_ratings(out)
+        seen = set(state["races"])
+        new = [r for r in races(outcomes) if r.race_id not in seen]
+        if not new:
+            return state
+        ratings = dict(state["ratings"])
+        for race in new:
+            ratings = apply_race(ratings, race.scores)
+            state["races"].append(race.race_id)
+            hist = state["history"]
+            if hist and hist[-1]["session_id"] == race.session_id:
+                hist[-1]["races"] += 1
+                hist[-1]["ratings"] = dict(sorted(ratings.items()))
+            else:
+                hist.append({"session_id": race.session_id, "started": race.started, "races": 1, "ratings": dict(sorted(ratings.items()))})
+        state["ratings"] = dict(sorted(ratings.items()))
+        save_ratings(out, state)
+        return state
+
+
+def reset_store(out: Path) -> bool:
+    """Delete the stored ratings; True when there was a file."""
+    path = Path(out) / RATINGS_FILE
+    existed = path.exists()
+    path.unlink(missing_ok=True)
+    return existed
+
+
+# ---------------------------------------------------------------------------------------------- race statistics
+
+
+@dataclass(frozen=True)
+class RaceStats:
+    """coderace's per-agent statistics over task runs, done right.
+
+    ``runs``: valid runs (errors excluded); ``score_mean`` / ``score_sd`` over them; ``score_ci``: Student t 95%
+    interval (exact t quantiles at every n; the runs are those of these tasks, so it says how sure the mean is for
+    these tasks, not for tasks in general); ``consistency = max(0, 1 - CV of score)`` (coderace's definition);
+    ``reliability``: share of valid runs that neither timed out nor had a non-zero agent exit code; ``races``:
+    tasks where at least one other agent raced; ``wins``: races where the agent's mean score beat every other
+    agent's by more than the draw margin (1 point) - ties are not wins; ``win_rate = wins / races``.
+    """
+
+    agent: str
+    tasks: int
+    runs: int
+    score_mean: float | None
+    score_sd: float | None
+    score_ci: tuple[float, float] | None
+    consistency: float | None
+    reliability: float | None
+    races: int
+    wins: int
+    win_rate: float | None
+    elo: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["score_ci"] = list(self.score_ci) if self.score_ci else None
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+def race_stats(outcomes: Sequence[Outcome]) -> list[RaceStats]:
+    """``RaceStats`` per agent over the task outcomes (sorted by mean score, best first)."""
+    from pytest_agentrace.stats.numerics import _var, t_interval
+
+    outcomes = scored(outcomes)
+    ratings = elo(outcomes)
+    all_races = races(outcomes)
+    by_agent: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.kind == "task":
+            by_agent[o.agent].append(o)
+    out = []
+    for agent, runs in by_agent.items():
+        valid = [o for o in runs if o.is_sample]
+        scores = [float(o.score) for o in valid if o.score is not None]
+        mean = sum(scores) / len(scores) if scores else None
+        sd = math.sqrt(_var(scores)) if len(scores) >= 2 else None
+        consistency = None
+        if mean is not None and sd is not None:
+            consistency = (1.0 if sd == 0 else 0.0) if mean == 0 else max(0.0, 1.0 - sd / abs(mean))
+        ok = [o for o in valid if o.status != Status.TIMEOUT and o.exit_code == 0]
+        mine = [r for r in all_races if agent in r.scores and len(r.scores) > 1]
+        wins = sum(all(r.scores[agent] - s > DRAW_MARGIN for b, s in r.scores.items() if b != agent) for r in mine)
+        out.append(RaceStats(
+            agent, len({(o.source, o.case) for o in runs}), len(valid), mean, sd, t_interval(scores), consistency,
+            len(ok) / len(valid) if valid else None, len(mine), wins, wins / len(mine) if mine else None, ratings.get(agent),
+        ))
+    return sorted(out, key=lambda s: (-(s.score_mean if s.score_mean is not None else -1), s.agent))

@@ -1,0 +1,112 @@
+"""coderace's composite score, with its edge cases defined. Pure functions, no pytest import.
+
+Weights (points of 100), from coderace's scorer: without a verify command ``tests 40, exit 20, lint 15,
+time 15, lines 10``; with one ``tests 25, verify 30, exit 20, lint 15, time 5, lines 5``. A task's
+``scoring:`` mapping replaces them; weights are normalised to sum 1 and the score is ``100 * sum(w_i * c_i)``.
+
+Components (each 0..1) of one run:
+- ``tests`` / ``verify``: 1 when the command exited 0 (verify counts only when the task has one);
+- ``exit``: 1 when the agent exited 0 and its own output did not report a failure (claude ``is_error``); ``lint``: 1 when lint exited 0, or when the task has no lint command;
+- ``time`` / ``lines``: min-max normalised (lower is better) over the *passing* runs (status ``passed``) of the
+  same task and rep. Edge cases, chosen so that a do-nothing agent can never outrank one that passed:
+  * a run that did not pass gets 0 for time and lines (so noop's speed and empty diff earn nothing);
+  * a single passing run, or passing runs whose values are all within the tie band, get 1;
+  * tie band: values are grouped ascending, a value joining the current group when it is within 5% of itself
+    above the previous value (single linkage, so the grouping is transitive); each value counts as its group's
+    smallest, so two values less than 5% of the larger apart are always in one group and never change ranks
+    (a chain of small steps can tie values further apart: 100, 104, 108 are one group);
+  * zero lines everywhere -> 1 for all passing runs;
+  * ``error`` runs (infrastructure) are not scored (score None) and not ranked.
+A passing run scores at least ``tests`` (+ ``verify``) weight (40 / 55 by default) while a failing one
+scores at most ``exit + lint`` (35): passing always ranks above failing under the default weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from pytest_agentrace.record.model import AgentStatus, Outcome, Status
+
+DEFAULT_WEIGHTS = {"tests": 40.0, "exit": 20.0, "lint": 15.0, "time": 15.0, "lines": 10.0}
+VERIFY_WEIGHTS = {"tests": 25.0, "verify": 30.0, "exit": 20.0, "lint": 15.0, "time": 5.0, "lines": 5.0}
+TIE_BAND = 0.05
+
+
+def weights(has_verify: bool, scoring: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Normalised weights (sum 1). ``scoring`` (a task's raw weights) replaces the defaults when given."""
+    raw = dict(scoring) if scoring else dict(VERIFY_WEIGHTS if has_verify else DEFAULT_WEIGHTS)
+    if not has_verify:
+        raw.pop("verify", None)
+    total = sum(raw.values())
+    return {k: v / total for k, v in raw.items()} if total > 0 else {}
+
+
+def _tie_floor(values: Sequence[float]) -> dict[float, float]:
+    """Map each value to the smallest value of its tie group (see module docstring)."""
+    floor: dict[float, float] = {}
+    group_min = previous = None
+    for v in sorted(set(values)):
+        if previous is None or (v - previous) > TIE_BAND * v:
+            group_min = v
+        floor[v] = group_min
+        previous = v
+    return floor
+
+
+def normalised(values: Mapping[str, float]) -> dict[str, float]:
+    """Min-max normalise ``{run_id: value}`` to 1 (best, lowest) .. 0 (worst), with the tie band applied."""
+    if not values:
+        return {}
+    floor = _tie_floor(list(values.values()))
+    snapped = {k: floor[v] for k, v in values.items()}
+    lo, hi = min(snapped.values()), max(snapped.values())
+    if hi == lo:
+        return {k: 1.0 for k in snapped}
+    return {k: (hi - v) / (hi - lo) for k, v in snapped.items()}
+
+
+def components(o: Outcome, has_verify: bool, has_lint: bool) -> dict[str, float]:
+    """The run's own components (tests, verify, exit, lint); time and lines are filled by ``score_group``."""
+    def ok(name: str) -> float:
+        c = o.checks.get(name)
+        return 1.0 if c is not None and c.passed else 0.0
+
+    clean_exit = o.exit_code == 0 and not o.timed_out and o.usage.status != AgentStatus.FAILED
+    comp = {"tests": ok("tests"), "exit": 1.0 if clean_exit else 0.0}
+    comp["lint"] = ok("lint") if has_lint else 1.0
+    if has_verify:
+        comp["verify"] = ok("verify")
+    return comp
+
+
+def score_group(outcomes: Iterable[Outcome], has_verify: bool, has_lint: bool, scoring: Mapping[str, float] | None = None) -> dict[str, float | None]:
+    """Composite scores (0..100, 2 decimals) for the runs of one task and rep, keyed by run id.
+
+    ``error`` runs map to None.
+    """
+    runs = list(outcomes)
+    w = weights(has_verify, scoring)
+    passing = [o for o in runs if o.status == Status.PASSED]
+    time_n = normalised({o.run_id: o.seconds for o in passing})
+    lines_n = normalised({o.run_id: float(o.lines_changed) for o in passing})
+    out: dict[str, float | None] = {}
+    for o in runs:
+        if o.status == Status.ERROR:
+            out[o.run_id] = None
+            continue
+        comp = components(o, has_verify, has_lint)
+        comp["time"] = time_n.get(o.run_id, 0.0)
+        comp["lines"] = lines_n.get(o.run_id, 0.0)
+        out[o.run_id] = round(100.0 * sum(w.get(k, 0.0) * comp.get(k, 0.0) for k in w), 2)
+    return out
+
+
+def solo_score(o: Outcome, has_verify: bool, has_lint: bool, scoring: Mapping[str, float] | None = None) -> float | None:
+    """The run's score as if it were the only agent (time and lines full credit when it passed)."""
+    return score_group([o], has_verify, has_lint, scoring)[o.run_id]
+
+
+def rank(scores: Mapping[str, float | None]) -> dict[str, int | None]:
+    """Competition ranks ("1224") by score, highest first; None scores get no rank."""
+    ordered = sorted((s for s in scores.values() if s is not None), reverse=True)
+    return {k: (ordered.index(s) + 1 if s is not None else None) for k, s in scores.items()}

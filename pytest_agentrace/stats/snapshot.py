@@ -1,0 +1,217 @@
+"""Snapshots: a saved per-cell baseline that later sessions are compared with. No pytest import.
+
+Snapshot file (JSON, ``schema`` ``agentrace-snapshot``, ``version`` 1)::
+
+    {"schema": "agentrace-snapshot", "version": 1, "name": str, "created": ISO-8601 UTC,
+     "cells": {"<kind>:<case>/<arm>/<agent>": {"kind", "case", "arm", "agent", "passed": int, "total": int,
+               "errors": int, "tokens": [int, ...], "cli_versions": [str], "models": [str]}}}
+
+``total`` counts valid runs (infrastructure errors excluded, counted in ``errors``); ``tokens`` lists every
+valid run's ``total_tokens`` in rep order (unknown ones left out). Keys are built from the RunSpec id without
+the rep, never from pytest node ids.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.stats.verdict import (
+    REGRESSION_ALPHA,
+    SAME_NOTE,
+    Verdict,
+    snapshot_verdicts,
+)
+
+SCHEMA = "agentrace-snapshot"
+VERSION = 1
+
+
+class SnapshotError(ValueError):
+    """A snapshot file that cannot be used; the message names the file and the fix."""
+
+
+def cell_key(kind: str, case: str, arm: str, agent: str) -> str:
+    """``<kind>:<case>/<arm>/<agent>``: the RunSpec id without its rep."""
+    return f"{kind}:{case}/{arm}/{agent}"
+
+
+def _cells(outcomes: Iterable[Outcome]) -> dict[str, list[Outcome]]:
+    groups: dict[str, list[Outcome]] = defaultdict(list)
+    for o in sorted(outcomes, key=lambda o: o.rep):
+        groups[cell_key(o.kind, o.case, o.arm, o.agent)].append(o)
+    return groups
+
+
+def cell_record(runs: Sequence[Outcome]) -> dict[str, Any]:
+    """The snapshot entry of one cell's runs."""
+    first = runs[0]
+    valid = [o for o in runs if o.is_sample]
+    return {
+        "kind": first.kind, "case": first.case, "arm": first.arm, "agent": first.agent,
+        "passed": sum(o.status == Status.PASSED for o in valid), "total": len(valid), "errors": len(runs) - len(valid),
+        "tokens": [o.usage.total_tokens for o in valid if o.usage.total_tokens is not None],
+        "cli_versions": sorted({o.usage.cli_version for o in runs if o.usage.cli_version}),
+        "models": sorted({m for o in runs for m in (o.usage.model or o.model,) if m}),
+    }
+
+
+def make_snapshot(outcomes: Iterable[Outcome], name: str | None = None) -> dict[str, Any]:
+    """A snapshot (see module docstring) of every cell in ``outcomes``."""
+    return {
+        "schema": SCHEMA, "version": VERSION, "name": name or "",
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "cells": {k: cell_record(runs) for k, runs in sorted(_cells(outcomes).items())},
+    }
+
+
+def write_snapshot(path: Path, snapshot: dict[str, Any]) -> Path:
+    """Write ``snapshot`` to ``path`` atomically (readers never see half a file)."""
+    from pytest_agentrace.record.runfile import write_atomic
+
+    path = Path(path)
+    write_atomic(path, json.dumps(snapshot, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def read_snapshot(path: Path) -> dict[str, Any]:
+    """Read and check a snapshot file. Raises ``SnapshotError`` naming the file, what is wrong and the fix."""
+    path = Path(path)
+    fix = "write one with `agentrace snapshot OUT --to FILE` or `pytest --agentrace --agentrace-snapshot FILE --agentrace-snapshot-update`"
+    from pytest_agentrace.record.runfile import read_json
+
+    try:
+        data = read_json(path)
+    except FileNotFoundError:
+        raise SnapshotError(f"{path}: snapshot file not found; {fix}") from None
+    except ValueError as exc:
+        raise SnapshotError(f"{exc}; {fix}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("cells"), dict):
+        raise SnapshotError(f"{path}: not an agentrace snapshot (key 'schema' must be {SCHEMA!r} with a 'cells' mapping); {fix}")
+    if int(data.get("version", 0)) > VERSION:
+        raise SnapshotError(f"{path}: snapshot version {data.get('version')} is newer than this pytest-agentrace supports ({VERSION}); upgrade")
+    for key, cell in data["cells"].items():
+        missing = [k for k in ("kind", "case", "arm", "agent", "passed", "total", "tokens") if k not in cell]
+        if missing:
+            raise SnapshotError(f"{path}: cell {key!r} lacks key {missing[0]!r}; {fix}")
+        _check_cell(path, key, cell, fix)
+    return data
+
+
+def _check_cell(path: Path, key: str, cell: dict[str, Any], fix: str) -> None:
+    """Types and ranges of one snapshot cell: counts are integers with 0 <= passed <= total, tokens a list of
+    non-negative numbers. Raises ``SnapshotError`` naming the cell and key."""
+    def bad(k: str, why: str) -> SnapshotError:
+        return SnapshotError(f"{path}: cell {key!r} key {k!r}: {why}; {fix}")
+
+    for k in ("passed", "total"):
+        if not isinstance(cell[k], int) or isinstance(cell[k], bool) or cell[k] < 0:
+            raise bad(k, f"must be a whole number >= 0, not {cell[k]!r}")
+    if cell["passed"] > cell["total"]:
+        raise bad("passed", f"{cell['passed']} is more than total {cell['total']}")
+    tokens = cell["tokens"]
+    if not isinstance(tokens, list) or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in tokens):
+        raise bad("tokens", "must be a list of token counts >= 0")
+
+
+@dataclass(frozen=True)
+class SnapshotRow:
+    """One cell compared with the snapshot: ``old_*`` from the snapshot, ``new_*`` from this session's runs.
+
+    ``arm`` reads ``A -> B`` when arms were mapped (``--old-arm A --new-arm B``). ``ratio`` is the token ratio
+    (new / old) contrast (``stats.Contrast.to_dict``) or None; ``verdict`` see ``verdict.snapshot_verdict``.
+    """
+
+    kind: str
+    case: str
+    arm: str
+    agent: str
+    old_passed: int | None
+    old_total: int | None
+    new_passed: int | None
+    new_total: int | None
+    verdict: str
+    detail: str
+    ratio: dict[str, Any] | None = None
+    ratio_p: float | None = None
+    also: tuple[str, ...] = ()  # further verdicts that hold (``dearer`` of a ``regressed`` cell); gates see them too
+
+    def passed_text(self) -> str:
+        old = "-" if self.old_total is None else f"{self.old_passed}/{self.old_total}"
+        new = "-" if self.new_total is None else f"{self.new_passed}/{self.new_total}"
+        return f"{old} -> {new}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _version_notes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    notes = []
+    for key, label in (("cli_versions", "agent CLI version"), ("models", "model")):
+        a, b = old.get(key) or [], new.get(key) or []
+        if a and b and a != b:
+            notes.append(f"different {label}: {', '.join(a)} -> {', '.join(b)}")
+    return notes
+
+
+def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str | None = None, new_arm: str | None = None,
+            tolerance: float = 0.10, seed: int = 0, resamples: int = 10_000, alpha: float = REGRESSION_ALPHA) -> list[SnapshotRow]:
+    """Compare this session's cells with ``snapshot`` (as read by ``read_snapshot``).
+
+    With ``old_arm``/``new_arm`` the snapshot's ``old_arm`` cells are compared with the session's ``new_arm``
+    cells of the same kind, case and agent. Cells of the snapshot that did not run read ``not run``; cells not in
+    the snapshot read ``new``; neither is a regression. ``alpha``: one-sided level of the pass-rate tests
+    (``verdict.snapshot_verdict``). Rows sorted by (agent, case, arm).
+    """
+    from pytest_agentrace.stats import numerics as stats
+
+    if (old_arm is None) != (new_arm is None):
+        raise ValueError("compare: give both old_arm and new_arm, or neither")
+    old_cells = {k: c for k, c in snapshot["cells"].items() if old_arm is None or c["arm"] == old_arm}
+    new_groups = {k: rs for k, rs in _cells(outcomes).items() if new_arm is None or rs[0].arm == new_arm}
+
+    def match(c: dict[str, Any]) -> str:
+        return cell_key(c["kind"], c["case"], new_arm if new_arm is not None else c["arm"], c["agent"])
+
+    arm_label = (lambda a: f"{old_arm} -> {new_arm}") if old_arm is not None else (lambda a: a)
+    rows: list[SnapshotRow] = []
+    seen: set[str] = set()
+    for old in old_cells.values():
+        key = match(old)
+        runs = new_groups.get(key)
+        if not runs:
+            rows.append(SnapshotRow(old["kind"], old["case"], arm_label(old["arm"]), old["agent"], old["passed"], old["total"], None, None,
+                                    Verdict.NOT_RUN.value, "in the snapshot, not run in this session"))
+            continue
+        seen.add(key)
+        new = cell_record(runs)
+        ratio = ratio_p = None
+        if old["tokens"] and new["tokens"]:
+            rng = stats.rng_for(seed, "snapshot", key)
+            ratio = stats.cluster_contrast([(new["tokens"], old["tokens"])], "ratio", 0.95, resamples, rng)
+            ratio_p = stats.permutation_p(new["tokens"], old["tokens"], resamples, rng)
+        (verdict, *also), detail = snapshot_verdicts(old["passed"], old["total"], new["passed"], new["total"], ratio, ratio_p, tolerance, alpha)
+        detail = detail + _version_notes(old, new)
+        rows.append(SnapshotRow(old["kind"], old["case"], arm_label(old["arm"]), old["agent"], old["passed"], old["total"],
+                                new["passed"], new["total"], verdict, "; ".join(detail),
+                                ratio.to_dict() if ratio is not None else None, ratio_p, tuple(also)))
+    for key, runs in new_groups.items():
+        if key not in seen:
+            new = cell_record(runs)
+            rows.append(SnapshotRow(new["kind"], new["case"], new["arm"], new["agent"], None, None, new["passed"], new["total"],
+                                    Verdict.NEW.value, "not in the snapshot"))
+    return sorted(rows, key=lambda r: (r.agent, r.case, r.arm))
+
+
+def closing_line(rows: Sequence[SnapshotRow]) -> str:
+    """``N cells: a regressed, b dearer, ... .`` plus the reminder of what ``same`` means."""
+    counts = Counter(v for r in rows for v in (r.verdict, *r.also))  # a regressed and dearer cell counts in both
+    order = [v.value for v in (Verdict.REGRESSED, Verdict.DEARER, Verdict.IMPROVED, Verdict.SAME, Verdict.NOT_RUN, Verdict.NEW)]
+    parts = ", ".join(f"{counts.get(v, 0)} {v}" for v in order)
+    return f"{len(rows)} cells: {parts}. {SAME_NOTE}."
