@@ -1,75 +1,257 @@
-"""Options shared by the pytest plugin (``--agentrace-*``) and the ``agentrace`` CLI.
+"""Every setting, declared once: the pytest options (``--agentrace-*``), their ini keys (``agentrace_*``) and the
+``agentrace`` CLI flags that mean the same thing are all made from ``OPTIONS``.
 
-``OPTIONS`` lists ``(flag, argparse kwargs)``; ``add_pytest_options`` registers them in an
-``agentrace`` group, and the CLI reuses the same definitions where a subcommand needs them.
+Precedence (pytest side, ``resolve``): the command line, then the ini file (``[tool.pytest.ini_options]``,
+``pytest.ini``, ``tox.ini``, ``setup.cfg``), then the option's default. A repeatable option's ini value is a
+list of lines. The master switch ``--agentrace`` has no ini key on purpose: the plugin does nothing unless it is
+on the command line (put it in ``addopts`` to make it the default).
+
+This module imports no pytest and nothing heavy: ``pytest --help`` and the CLI both read it.
 """
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_agentrace.argtypes import positive_float, positive_int
+from pytest_agentrace.argtypes import (
+    non_negative_float,
+    positive_float,
+    positive_int,
+    probability,
+)
+from pytest_agentrace.record.store import DEFAULT_NAME as DB_NAME
+from pytest_agentrace.record.store import ENV_VAR as DB_ENV
+from pytest_agentrace.spec.builtin import difficulty_list, name_list
+from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES as RESAMPLES
+from pytest_agentrace.stats.verdict import GATE_HELP
 
-OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    ("--agentrace", {"action": "store_true", "default": False, "help": "collect task (YAML) and trial (TOML) files and run the agents they name"}),
-    ("--agentrace-agent", {"action": "append", "default": [], "metavar": "SPEC", "help": "agent to run (name, name:model); repeatable; overrides the files' agent lists"}),
-    ("--agentrace-reps", {"type": positive_int, "default": None, "metavar": "N", "help": "repetitions of each cell (default: the file's reps, else 1)"}),
-    ("--agentrace-out", {"default": None, "metavar": "DIR", "help": "results folder (default: .agentrace under the rootdir)"}),
-    ("--agentrace-timeout", {"type": positive_float, "default": None, "metavar": "SECONDS", "help": "override every task's/trial's timeout (seconds per command)"}),
-    ("--agentrace-no-cost", {"action": "store_true", "default": False, "help": "hide token and cost columns in the summary"}),
-]
+DEFAULT_OUT = ".agentrace"  # the results folder, relative to the rootdir (pytest) or the working folder (CLI)
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # GitHub Actions' job summary file: the Markdown summary is appended
+AGENT_HOME_RUN, AGENT_HOME_USER = "run", "user"
 
 
-def add_pytest_options(parser: Any, extra: list[tuple[str, dict[str, Any]]] | None = None) -> None:
-    """Register ``OPTIONS`` (plus ``extra``) with pytest's ``parser`` in the ``agentrace`` group."""
+@dataclass(frozen=True)
+class Option:
+    """One setting. ``name`` ``"reps"`` is ``--agentrace-reps`` and ini ``agentrace_reps`` in pytest, and
+    ``settings.reps``; ``cli`` is the ``agentrace`` subcommands' flag for it (``"--seed"``), or None.
+
+    ``type`` converts a command-line or ini string (raises ``argparse.ArgumentTypeError``); ``flag`` is an on/off
+    switch; ``many`` a repeatable option (a list). ``pytest=False`` marks a CLI-only setting.
+    """
+
+    name: str
+    help: str
+    default: Any = None
+    type: Callable[[str], Any] | None = None
+    flag: bool = False
+    many: bool = False
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    cli: str | None = None
+    pytest: bool = True
+
+    @property
+    def flag_name(self) -> str:
+        return "--agentrace" if self.name == "agentrace" else "--agentrace-" + self.name.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return "agentrace" if self.name == "agentrace" else "agentrace_" + self.name
+
+    @property
+    def has_ini(self) -> bool:
+        return self.pytest and self.name != "agentrace"
+
+    def argparse_kwargs(self, default: Any) -> dict[str, Any]:
+        """``add_argument`` keyword arguments with ``default``."""
+        kw: dict[str, Any] = {"help": self.help, "default": default}
+        if self.flag:
+            kw["action"] = "store_true"
+            return kw
+        if self.many:
+            kw["action"] = "append"
+        for key in ("type", "metavar", "choices"):
+            if getattr(self, key) is not None:
+                kw[key] = getattr(self, key)
+        return kw
+
+    def from_ini(self, raw: Any) -> Any:
+        """The value of an ini entry (a string, or a list of lines for ``many``); raises ``ValueError`` naming the
+        ini key when it does not convert."""
+        try:
+            if self.flag:
+                return _ini_bool(raw)
+            if self.many:
+                lines = raw if isinstance(raw, list) else str(raw).splitlines()
+                return [self._convert(line.strip()) for line in lines if line.strip()]
+            return self._convert(str(raw).strip())
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            raise ValueError(f"ini key {self.dest} = {raw!r}: {exc}") from None
+
+    def _convert(self, text: str) -> Any:
+        if self.choices is not None and text not in self.choices:
+            raise ValueError(f"use one of {', '.join(self.choices)}")
+        return self.type(text) if self.type is not None else text
+
+
+def _ini_bool(raw: Any) -> bool:
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("use true or false")
+
+
+OPTIONS: tuple[Option, ...] = (
+    # what runs
+    Option("agentrace", "collect task (YAML) and trial (TOML) files and run the agents they name", False, flag=True),
+    Option("agent", "agent to run (name, name:model, or a YAML flow mapping such as '{name: x, command: ...}'); repeatable; "
+           "overrides the files' agent lists", [], many=True, metavar="SPEC"),
+    Option("arm", "run only this arm of each trial file; repeatable", [], many=True, metavar="ARM"),
+    Option("reps", "repetitions of each cell (default: the file's reps, else 1)", None, type=positive_int, metavar="N"),
+    Option("timeout", "override every task's/trial's timeout (seconds per command)", None, type=positive_float, metavar="SECONDS"),
+    Option("builtin", "run built-in tasks by name without a path (comma-separated, repeatable; 'all' for every one; "
+           "see `agentrace tasks list`)", [], type=name_list, many=True, metavar="NAME[,NAME]"),
+    Option("difficulty", "keep only tasks of these difficulties (easy, medium, hard); others are deselected", None,
+           type=difficulty_list, metavar="LEVEL[,LEVEL]"),
+    Option("validate", "validate task files instead of racing: run only the oracle (reference solution) and noop agents "
+           "and fail a task whose oracle does not pass every check or whose hidden checks pass without a change", False, flag=True),
+    Option("resume", "reuse complete run.json records of unchanged task/trial files in the results folder instead of "
+           "running them again", False, flag=True),
+    Option("retry_failed", "like --agentrace-resume, but run again what did not finish cleanly (error, timeout, crashed "
+           "agent)", False, flag=True),
+    # where agents run
+    Option("agent_home", "HOME of the agent CLIs: 'run' (default) gives each run a fresh HOME (and CODEX_HOME, XDG_*) so runs "
+           "cannot see each other's sessions or caches; 'user' keeps your HOME (needed for real logins)", AGENT_HOME_RUN,
+           choices=(AGENT_HOME_RUN, AGENT_HOME_USER)),
+    Option("offline", "run each agent in a network namespace with only loopback (Linux, unshare -n); the model double "
+           "runs inside it", False, flag=True),
+    Option("model_double", "run every CLI agent against the scripted local model SCRIPT (YAML) unless its entry names a "
+           "model_double of its own", None, metavar="SCRIPT"),
+    # where results go
+    Option("out", "results folder (default: .agentrace under the rootdir)", None, metavar="DIR"),
+    Option("db", f"SQLite history file (default: ${DB_ENV}, else {DEFAULT_OUT}/{DB_NAME} under the rootdir)", None,
+           metavar="PATH", cli="--db"),
+    Option("no_save", "write nothing to the history store (no sessions, runs or ratings)", False, flag=True),
+    Option("html", "write a self-contained HTML report (charts, sortable tables, run details)", None, metavar="PATH"),
+    Option("md", f"write the summary as GitHub-flavoured Markdown (also appended to ${STEP_SUMMARY_ENV} when set)", None,
+           metavar="PATH"),
+    Option("json", "write the JSON export (schemas/report.schema.json)", None, metavar="PATH"),
+    Option("no_cost", "hide token and cost columns in the summary", False, flag=True),
+    # statistics, snapshots, gates
+    Option("seed", "seed of the bootstrap and permutation draws, so a report is reproducible (default 0)", 0, type=int,
+           metavar="N", cli="--seed"),
+    Option("resamples", f"bootstrap resamples per interval (default {RESAMPLES:,}; at least 100)", RESAMPLES,
+           type=positive_int, metavar="N", cli="--resamples"),
+    Option("baseline", "arm the other arms are compared with (default: the trial's [defaults] baseline, else its first arm)",
+           None, metavar="ARM", cli="--baseline"),
+    Option("snapshot", "compare this session's cells with a snapshot file at session end", None, metavar="PATH"),
+    Option("snapshot_update", "write the --agentrace-snapshot file from this session instead of comparing", False, flag=True),
+    Option("tolerance", "token ratio change within which a snapshot comparison calls nothing dearer/improved (default 0.10)",
+           0.10, type=non_negative_float, metavar="FRACTION", cli="--tolerance"),
+    Option("regression_alpha", "one-sided level of the snapshot pass-rate test behind 'regressed' (default 0.05)", 0.05,
+           type=probability, metavar="P", cli="--alpha"),
+    Option("fail_on", "fail (exit 1) when one of these occurs: " + GATE_HELP, [], many=True, metavar="LIST", cli="--fail-on"),
+    Option("stop_when_decided", "run reps in order and skip a trial cell's remaining reps once its relative cost vs the "
+           "baseline is clear or futile (group-sequential test; --agentrace-reps is the cap)", False, flag=True),
+    # CLI only
+    Option("last_session", "only the runs of the last pytest session into this folder (a results folder keeps every run "
+           "ever made there)", False, flag=True, cli="--last-session", pytest=False),
+)
+BY_NAME: Mapping[str, Option] = {o.name: o for o in OPTIONS}
+
+
+class Settings:
+    """The resolved value of every pytest-side option, read-only: ``settings.reps``, ``settings.fail_on``.
+
+    An unknown name raises ``AttributeError``; ``given(name)`` tells whether the value came from the command line
+    or the ini file rather than the default.
+    """
+
+    __slots__ = ("_values", "_given")
+
+    def __init__(self, values: Mapping[str, Any], given: Iterable[str] = ()):
+        object.__setattr__(self, "_values", dict(values))
+        object.__setattr__(self, "_given", frozenset(given))
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(f"no setting {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("settings are read-only")
+
+    def given(self, name: str) -> bool:
+        return name in self._given
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
+def add_pytest_options(parser: Any) -> None:
+    """Register every pytest-side option with pytest's ``parser``: the ``--agentrace-*`` flag (default None, so that
+    ``resolve`` can tell a given value from an absent one) and its ini key."""
     group = parser.getgroup("agentrace", "coding-agent races and trials (pytest-agentrace)")
-    for flag, kwargs in [*OPTIONS, *(extra or [])]:
-        group.addoption(flag, dest=flag.lstrip("-").replace("-", "_"), **kwargs)
+    for opt in OPTIONS:
+        if not opt.pytest:
+            continue
+        group.addoption(opt.flag_name, dest=opt.dest, **opt.argparse_kwargs(None))
+        if opt.has_ini:
+            parser.addini(opt.dest, f"{opt.help} (ini form of {opt.flag_name})", type="linelist" if opt.many else "string",
+                          default=None)
 
 
-def out_dir(config: Any) -> Path:
-    """The results folder: ``--agentrace-out`` or ``<rootdir>/.agentrace``.
+def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
+    """The pytest-side settings from ``config.getoption`` and ``config.getini``: command line, then ini, then the
+    default. Raises ``ValueError`` naming the ini key when an ini value does not convert."""
+    values, given = {}, []
+    for opt in OPTIONS:
+        if not opt.pytest:
+            continue
+        value = getoption(opt.dest)
+        if value is None and opt.has_ini:
+            raw = getini(opt.dest)
+            if raw not in (None, "", []):
+                value = opt.from_ini(raw)
+        if value is None:
+            value = list(opt.default) if isinstance(opt.default, list) else opt.default
+        else:
+            given.append(opt.name)
+        values[opt.name] = value
+    return Settings(values, given)
+
+
+def add_cli_options(parser: argparse.ArgumentParser, *names: str, suppress: bool = False) -> None:
+    """Add the CLI flags of the settings ``names`` (each must have ``cli``) with their defaults (``suppress``:
+    ``argparse.SUPPRESS``, for a second parser that reads the same flags from leftover arguments)."""
+    for name in names:
+        opt = BY_NAME[name]
+        assert opt.cli, f"option {name} has no CLI flag"
+        default = argparse.SUPPRESS if suppress else (list(opt.default) if isinstance(opt.default, list) else opt.default)
+        parser.add_argument(opt.cli, dest=name, **opt.argparse_kwargs(default))
+
+
+def out_dir(config: Any, value: str | None = None) -> Path:
+    """The results folder: ``value`` (``--agentrace-out``) or ``<rootdir>/.agentrace``.
 
     Nothing is written inside the installed package by default: when the rootdir lies in it (pytest run from
     inside ``builtin_tasks/``, or an ini file there), the default is ``<invocation dir>/.agentrace``, and when
     that is inside it too the plugin stops with a usage error (``in_package``).
     """
-    value = config.getoption("agentrace_out")
     if value:
-        return Path(value).resolve()
+        return (Path(config.invocation_params.dir) / Path(value).expanduser()).resolve()
     if in_package(Path(config.rootpath)):
-        return Path(config.invocation_params.dir).resolve() / ".agentrace"
-    return Path(config.rootpath) / ".agentrace"
+        return Path(config.invocation_params.dir).resolve() / DEFAULT_OUT
+    return Path(config.rootpath) / DEFAULT_OUT
 
 
 def in_package(path: Path) -> bool:
     """Whether ``path`` lies inside this installed package's folder (``pytest_agentrace/``)."""
     return path.resolve().is_relative_to(Path(__file__).resolve().parent)
-
-
-from pytest_agentrace.run.resume import RESUME_OPTIONS  # noqa: E402  (trial/resume options, issue 4)
-from pytest_agentrace.spec.trial import TRIAL_OPTIONS  # noqa: E402
-
-OPTIONS += TRIAL_OPTIONS + RESUME_OPTIONS
-
-from pytest_agentrace.spec.builtin import SUITE_OPTIONS  # noqa: E402  (built-in suite, difficulty filter, validation; issue 6)
-
-OPTIONS += SUITE_OPTIONS
-
-from pytest_agentrace.agents.cliadapter import AGENT_OPTIONS  # noqa: E402  (per-run agent HOME; issue 3)
-
-OPTIONS += AGENT_OPTIONS
-
-from pytest_agentrace.record.store import STORE_OPTIONS  # noqa: E402
-from pytest_agentrace.report.options import REPORT_OPTIONS  # noqa: E402  (reports and history store; issue 8)
-
-OPTIONS += REPORT_OPTIONS + STORE_OPTIONS
-
-from pytest_agentrace.model_double.opts import OPTIONS as MODEL_DOUBLE_OPTIONS  # noqa: E402  (--agentrace-offline, --agentrace-model-double; issue 7)
-
-OPTIONS += MODEL_DOUBLE_OPTIONS
-
-from pytest_agentrace.cli.stats import STATS_OPTIONS  # noqa: E402  (statistics, snapshots, gates, stop-when-decided; issue 5)
-
-OPTIONS += STATS_OPTIONS

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_agentrace.agents.base import RunContext
+from pytest_agentrace.agents.base import RunContext, RunOptions
 from pytest_agentrace.spec.common import AgentSpec
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -24,7 +24,7 @@ def jsonl(*events: dict[str, Any]) -> str:
 
 def make_ctx(
     tmp_path: Path, *, name: str = "claude", prompt: str = "fix the bug", model: str | None = None, edits: bool = True,
-    env: dict[str, str] | None = None, options: dict[str, Any] | None = None, sandbox: str | None = None,
+    env: dict[str, str] | None = None, options: RunOptions | None = None, sandbox: str | None = None,
 ) -> RunContext:
     """A RunContext with real folders under ``tmp_path`` (workspace, run dir, per-run home)."""
     for d in ("ws", "run", "home"):
@@ -34,5 +34,5 @@ def make_ctx(
         workspace=tmp_path / "ws", run_dir=tmp_path / "run", home=tmp_path / "home", prompt=prompt,
         prompt_file=tmp_path / "run" / "prompt.txt", model=model, edits=edits,
         env=env if env is not None else {"PATH": "/usr/bin:/bin", "HOME": "/home/someone"}, timeout=60.0,
-        agent=agent, options=options or {},
+        agent=agent, options=options or RunOptions(),
     )

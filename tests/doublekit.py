@@ -8,7 +8,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from pytest_agentrace.model_double import parse_script
+from pytest_agentrace.model_double.script import parse_script
 
 REQUESTS = Path(__file__).parent / "samples" / "model-double-requests"
 HELLO = {

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agentrace.model_double import TurnUsage, load_script
+from pytest_agentrace.model_double.script import TurnUsage, load_script
 
 ROOT = Path(__file__).parents[1]
 TOOLS_BIN = ROOT / ".tools" / "bin"

@@ -6,6 +6,7 @@ import json
 
 from adapterkit import jsonl, make_ctx, sample
 
+from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.agents.claude import Claude, parse_claude
 from pytest_agentrace.record.model import AgentStatus, CostSource
 
@@ -47,7 +48,7 @@ def test_env_has_a_per_run_home_and_drops_the_users_config_dir(tmp_path):
 
 
 def test_env_keeps_the_users_home_with_agent_home_user(tmp_path):
-    ctx = make_ctx(tmp_path, env={"PATH": "/bin", "HOME": "/root", "CLAUDE_CONFIG_DIR": "/root/.claude"}, options={"agent_home": "user"})
+    ctx = make_ctx(tmp_path, env={"PATH": "/bin", "HOME": "/root", "CLAUDE_CONFIG_DIR": "/root/.claude"}, options=RunOptions(isolated_home=False))
     env = Claude().invocation(ctx).env
     assert env["HOME"] == "/root" and env["CLAUDE_CONFIG_DIR"] == "/root/.claude" and "XDG_CONFIG_HOME" not in env
 

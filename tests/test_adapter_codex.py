@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from adapterkit import jsonl, make_ctx, sample
 
+from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.agents.codex import Codex, parse_codex
 from pytest_agentrace.errors import AgentError
 from pytest_agentrace.record.model import AgentStatus
@@ -63,7 +64,7 @@ def test_stdin_is_closed_and_codex_home_is_per_run(tmp_path):
     inv = Codex().invocation(ctx)
     assert inv.stdin is None
     assert inv.env["CODEX_HOME"] == str(ctx.home / ".codex") and (ctx.home / ".codex").is_dir()
-    user = Codex().invocation(make_ctx(tmp_path, name="codex", env={"PATH": "/bin", "HOME": "/root", "CODEX_HOME": "/root/.codex"}, options={"agent_home": "user"}))
+    user = Codex().invocation(make_ctx(tmp_path, name="codex", env={"PATH": "/bin", "HOME": "/root", "CODEX_HOME": "/root/.codex"}, options=RunOptions(isolated_home=False)))
     assert user.env["CODEX_HOME"] == "/root/.codex" and user.env["HOME"] == "/root"
 
 

@@ -9,6 +9,7 @@ from adapterkit import make_ctx, sample
 
 from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.agents.auth import detect
+from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.cli.parse import CLI_AGENTS, usage_json
 from pytest_agentrace.record.model import AgentStatus
 
@@ -50,7 +51,7 @@ def test_every_cli_adapter_isolates_home_unless_asked(agent, tmp_path):
     iso = adapter.invocation(ctx).env
     assert iso["HOME"] == str(ctx.home) and iso["XDG_CONFIG_HOME"].startswith(str(ctx.home))
     assert iso["OPENAI_API_KEY"] == "sk-x" and iso["PATH"] == "/bin"
-    shared = adapter.invocation(make_ctx(tmp_path, name=agent, env=env, options={"agent_home": "user"})).env
+    shared = adapter.invocation(make_ctx(tmp_path, name=agent, env=env, options=RunOptions(isolated_home=False))).env
     assert shared["HOME"] == "/home/me" and shared["XDG_CONFIG_HOME"] == "/home/me/.config"
 
 

@@ -21,7 +21,7 @@ from pytest_agentrace.spec.builtin import (
     find_builtin,
     select_builtin,
 )
-from pytest_agentrace.spec.task import load_task, solution_patch_text
+from pytest_agentrace.spec.task import load_task
 
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 EXPECTED = {
@@ -57,7 +57,7 @@ def test_builtin_task_shape(name: str) -> None:
     assert "-p no:cacheprovider" in (repo / "pytest.ini").read_text()
     assert task.verify_command and task.lint_command and "ruff check" in task.lint_command
     assert count_tests(task.verify_files) >= 8, "a hidden suite needs at least 8 tests"
-    assert task.solution_files or solution_patch_text(task)
+    assert task.solution_files or task.solution_patch_text()
     assert {a.id for a in task.agents} == {"oracle", "noop"}
     # conftest.py at any depth, the hidden files and the visible tests are protected
     for path in ("conftest.py", "pkg/sub/conftest.py", "pytest.ini", *task.verify_files):
@@ -73,7 +73,7 @@ def test_bug_hunt_and_refactor_start_from_planted_code() -> None:
     for name in ("bug-hunt", "refactor"):
         task = load_task(find_builtin(name).path)
         assert task.solution_patch and task.solution_patch.endswith(".patch")
-        patched = re.findall(r"^\+\+\+ b/(.+)$", solution_patch_text(task), re.MULTILINE)
+        patched = re.findall(r"^\+\+\+ b/(.+)$", task.solution_patch_text(), re.MULTILINE)
         assert patched and all((Path(task.repo) / p).is_file() for p in patched)
 
 

@@ -105,7 +105,7 @@ def test_run_results_on_disk(fixer_project: pytest.Pytester) -> None:
     names = {p.name for p in run_dir.iterdir()}
     assert {"run.json", "raw.out", "raw.err", "prompt.txt", "diff.patch", "tests.log"} <= names
     record = json.loads((run_dir / "run.json").read_text())
-    assert record["schema_version"] == 1 and record["status"] == "passed"
+    assert record["schema_version"] == 2 and record["status"] == "passed"
     assert record["lines_added"] == 1 and record["lines_removed"] == 1
     assert "a + b" in (run_dir / "diff.patch").read_text()
     assert (run_dir / "prompt.txt").read_text() == "Fix add() in calc.py so that it adds."

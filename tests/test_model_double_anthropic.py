@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from doublekit import call, recorded, script, url_and_path
 
-from pytest_agentrace.model_double import ModelDouble
+from pytest_agentrace.model_double.server import ModelDouble
 
 CLAUDE = recorded("claude-code-2.1.197")
 EVENTS = ["message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"]

@@ -7,7 +7,7 @@ import json
 import pytest
 from doublekit import call, recorded, script
 
-from pytest_agentrace.model_double import ModelDouble
+from pytest_agentrace.model_double.server import ModelDouble
 
 OPENCODE = recorded("opencode-1.18.33")
 COPILOT = recorded("copilot-1.0.102")

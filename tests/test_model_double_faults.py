@@ -9,7 +9,7 @@ import threading
 import pytest
 from doublekit import call, recorded, script
 
-from pytest_agentrace.model_double import ModelDouble
+from pytest_agentrace.model_double.server import ModelDouble
 
 CLAUDE = recorded("claude-code-2.1.197")
 CODEX = recorded("codex-0.171.0")

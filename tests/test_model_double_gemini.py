@@ -7,8 +7,7 @@ import json
 import pytest
 from doublekit import call, recorded, script, url_and_path
 
-from pytest_agentrace.model_double import ModelDouble
-from pytest_agentrace.model_double.server import fill_schema
+from pytest_agentrace.model_double.server import ModelDouble, fill_schema
 
 GEMINI = recorded("gemini-cli-0.61.0")
 

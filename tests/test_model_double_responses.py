@@ -7,7 +7,7 @@ import json
 import pytest
 from doublekit import call, recorded, script
 
-from pytest_agentrace.model_double import ModelDouble
+from pytest_agentrace.model_double.server import ModelDouble
 
 CODEX = recorded("codex-0.171.0")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.model_double import TurnUsage, load_script
+from pytest_agentrace.model_double.script import TurnUsage, load_script
 
 EXAMPLES = Path(__file__).parents[1] / "example_suites" / "offline" / "scripts"
 

@@ -25,8 +25,8 @@ from realclikit import (
     session_args,
 )
 
-from pytest_agentrace.model_double import load_script
 from pytest_agentrace.model_double.netns import probe
+from pytest_agentrace.model_double.script import load_script
 
 # Where network namespaces are permitted, the solving runs use --agentrace-offline: the CLI and the double share a
 # namespace with loopback only, so no request can have left 127.0.0.1 (not just: none that reached the double did).

@@ -13,6 +13,7 @@ import pytest
 from pytest_agentrace import cli
 from pytest_agentrace.record.model import Outcome, Usage
 from pytest_agentrace.record.runfile import write_run
+from pytest_agentrace.record.store import SessionInfo, Store
 
 NOISE = [1.0, 1.04, 0.96, 1.02, 0.98, 1.01, 0.99, 1.03]
 
@@ -123,23 +124,26 @@ def task_run(case: str, agent: str, score: float, session: str, started: str) ->
                    status="passed", score=score, session_id=session, started=started, exit_code=0)
 
 
-def test_ratings_store_update_json_and_reset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "out"
-    write(out, task_run("t1", "x", 90, "s1", "2026-01-01T00:00:00+00:00"))
-    write(out, task_run("t1", "y", 40, "s1", "2026-01-01T00:00:00+00:00"))
-    code, text, _ = main(capsys, "ratings", "--results", str(out))
+def test_ratings_from_the_history_store_json_and_reset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "history.db"
+    with Store(db) as store:
+        store.save_session(SessionInfo("s1", started="2026-01-01T00:00:00+00:00"), [
+            task_run("t1", "x", 90, "s1", "2026-01-01T00:00:00+00:00"), task_run("t1", "y", 40, "s1", "2026-01-01T00:00:00+00:00")])
+    code, text, _ = main(capsys, "ratings", "--db", str(db))
     assert code == 0 and text.splitlines()[2:4] == ["| 1      | x       | 1516  |", "| 2      | y       | 1484  |"]
     assert "1 race; Elo 1500 start, K 32" in text
-    code, text, _ = main(capsys, "ratings", "--results", str(out), "--json")  # idempotent: the race is not applied twice
+    code, text, _ = main(capsys, "ratings", "--db", str(db), "--json")  # derived, so asking again changes nothing
     doc = json.loads(text)
     assert doc["ratings"] == {"x": 1516.0, "y": 1484.0} and len(doc["history"]) == 1
-    code, text, _ = main(capsys, "ratings", "--results", str(out), "--reset")
-    assert code == 0 and "ratings reset" in text and not (out / "ratings.json").exists()
-    (out / "ratings.json").write_text("[]")
-    code, _, err = main(capsys, "ratings", "--results", str(out))
-    assert code == 2 and "not a ratings file" in err and "agentrace ratings --reset" in err
-    code, _, err = main(capsys, "ratings", "--results", str(tmp_path / "nonexistent"))
-    assert code == 2 and "nonexistent: no such results folder" in err
+    code, text, _ = main(capsys, "ratings", "--db", str(db), "--reset")
+    assert code == 0 and "ratings reset" in text
+    code, text, _ = main(capsys, "ratings", "--db", str(db))
+    assert code == 0 and "no ratings yet" in text  # the earlier session no longer counts
+    (tmp_path / "bad.db").write_text("not a database")
+    code, _, err = main(capsys, "ratings", "--db", str(tmp_path / "bad.db"))
+    assert code == 2 and "not a usable history store" in err
+    code, _, err = main(capsys, "ratings", "--db", str(tmp_path / "nonexistent.db"))
+    assert code == 2 and "nonexistent.db: no history store" in err
 
 
 TRIAL = """\

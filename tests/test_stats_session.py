@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import BUGGY_REPO, FIXER, make_repo, write_script
+from pytest_agentrace.record.store import Store
+from pytest_agentrace.stats.ratings import elo, elo_history, races
 
 XDIST = [[], ["-p", "xdist", "-n", "2"]]
 XDIST_IDS = ["serial", "xdist"]
@@ -215,7 +217,7 @@ def test_stop_when_decided_stops_a_futile_cell_and_exports_its_verdict(project: 
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
-def test_task_races_save_elo_ratings_per_results_store(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_task_races_save_elo_ratings_in_the_history_store(pytester: pytest.Pytester, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(pytester.path / "fixer.py", FIXER)
     import sys
@@ -229,12 +231,14 @@ def test_task_races_save_elo_ratings_per_results_store(pytester: pytest.Pytester
     text = res.stdout.str()
     fixer = stats_rows(text, "fixer")
     assert fixer[-1][8:11] == ["1/1", "100%", "1516"]  # races table: wins/races, win rate, Elo
-    state = json.loads((pytester.path / "out" / "ratings.json").read_text())
-    assert state["ratings"] == {"fixer": 1516.0, "noop": 1484.0} and len(state["races"]) == 1
+    with Store(pytester.path / ".agentrace" / "history.db") as store:
+        outcomes = store.rating_outcomes()
+    assert elo(outcomes) == {"fixer": 1516.0, "noop": 1484.0} and len(races(outcomes)) == 1
     # a second session adds one more race to the same store
     pytester.runpytest("--agentrace", "--agentrace-out", "out", *xdist)
-    state = json.loads((pytester.path / "out" / "ratings.json").read_text())
-    assert len(state["races"]) == 2 and state["ratings"]["fixer"] > 1516.0 and len(state["history"]) == 2
+    with Store(pytester.path / ".agentrace" / "history.db") as store:
+        outcomes = store.rating_outcomes()
+    assert len(races(outcomes)) == 2 and elo(outcomes)["fixer"] > 1516.0 and len(elo_history(outcomes)) == 2
 
 
 def test_bad_statistics_options_are_usage_errors(project: pytest.Pytester) -> None:

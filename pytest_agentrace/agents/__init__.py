@@ -1,35 +1,28 @@
 """Agent adapters: one module per CLI behind the ``Adapter`` interface in ``base``.
 
-``ADAPTERS`` maps an adapter name to ``"module:Class"``; modules are imported only when used.
+``ADAPTERS`` maps an adapter name to its class.
 """
 
 from __future__ import annotations
 
-import importlib
-
+from pytest_agentrace.agents.aider import Aider
 from pytest_agentrace.agents.base import Adapter
+from pytest_agentrace.agents.builtin import Noop, Oracle
+from pytest_agentrace.agents.claude import Claude
+from pytest_agentrace.agents.cliadapter import CliAdapter
+from pytest_agentrace.agents.codex import Codex
+from pytest_agentrace.agents.command import Plain
+from pytest_agentrace.agents.copilot import Copilot
+from pytest_agentrace.agents.cursor import Cursor
+from pytest_agentrace.agents.gemini import Gemini
+from pytest_agentrace.agents.opencode import OpenCode
 
-ADAPTERS: dict[str, str] = {
-    "noop": "pytest_agentrace.agents.builtin:Noop",
-    "oracle": "pytest_agentrace.agents.builtin:Oracle",
-    "plain": "pytest_agentrace.agents.command:Plain",
-    "claude": "pytest_agentrace.agents.claude:Claude",
-    "codex": "pytest_agentrace.agents.codex:Codex",
-    "aider": "pytest_agentrace.agents.aider:Aider",
-    "gemini": "pytest_agentrace.agents.gemini:Gemini",
-    "opencode": "pytest_agentrace.agents.opencode:OpenCode",
-    "cursor": "pytest_agentrace.agents.cursor:Cursor",
-    "copilot": "pytest_agentrace.agents.copilot:Copilot",
-}
+# the one list of agents: each adapter class declares its name, executable, argv/read-only flags, parser and
+# model double settings; the CLI agents are the ones started as a subprocess
+ADAPTERS: dict[str, type[Adapter]] = {cls.name: cls for cls in (Noop, Oracle, Plain, Claude, Codex, Aider, Gemini, OpenCode, Cursor, Copilot)}
+CLI_AGENTS: tuple[str, ...] = tuple(sorted(n for n, cls in ADAPTERS.items() if issubclass(cls, CliAdapter)))
 
 
 def get_adapter(name: str) -> Adapter:
     """Return a new adapter instance for ``name``; raises ``KeyError`` for an unknown name."""
-    target = ADAPTERS[name]
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)()
-
-
-def is_builtin(name: str) -> bool:
-    """True for names that have an adapter (``noop``, ``oracle``, ``plain`` and the CLI adapters)."""
-    return name in ADAPTERS
+    return ADAPTERS[name]()

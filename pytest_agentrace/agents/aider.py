@@ -40,6 +40,7 @@ from pytest_agentrace.agents.parsing import (
     mapping,
     one_line,
 )
+from pytest_agentrace.model_double.environment import aider_env
 from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 
 ANALYTICS_FILE = "aider-events.jsonl"
@@ -58,6 +59,7 @@ class Aider(CliAdapter):
 
     name: ClassVar[str] = "aider"
     executable: ClassVar[str] = "aider"
+    offline = staticmethod(aider_env)  # how the model double drives it
     side_files: ClassVar[dict[str, str]] = {"analytics": ANALYTICS_FILE}
     workspace_excludes: ClassVar[tuple[str, ...]] = (".aider*",)  # its repo-map tags cache stays in the repo
 

@@ -8,12 +8,30 @@ In-process agents (``noop``, ``oracle``) set ``executable = None`` and implement
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_agentrace.record.model import Usage
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Session-wide settings every run of a session shares (made once by the pytest layer from its settings).
+
+    ``cache_dir``: where template repositories of plain folders are kept (None: ``<out>/.cache/repos``);
+    ``isolated_home``: each CLI gets a fresh HOME (False: the user's own, ``--agentrace-agent-home user``);
+    ``offline``: the agent runs in a loopback-only network namespace; ``model_double``: a model script (absolute
+    path) every CLI agent runs against unless its own entry names one; ``on_stdout``: called with each chunk of
+    the agent's stdout as it arrives (a live display), or None.
+    """
+
+    cache_dir: Path | None = None
+    isolated_home: bool = True
+    offline: bool = False
+    model_double: str | None = None
+    on_stdout: Callable[[bytes], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -37,7 +55,7 @@ class RunContext:
     timeout: float
     agent: Any = None  # spec.common.AgentSpec
     case: Any = None  # spec.task.Task or a trial question
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
 
 
 @dataclass(frozen=True)
@@ -63,7 +81,6 @@ class Adapter:
 
     name: ClassVar[str] = ""
     executable: ClassVar[str | None] = None
-    default_edits: ClassVar[bool] = True
     # gitignore patterns for the CLI's own cache files in the workspace: not counted as the agent's change
     workspace_excludes: ClassVar[tuple[str, ...]] = ()
 

@@ -34,11 +34,9 @@ class Oracle(Adapter):
     name: ClassVar[str] = "oracle"
 
     def run_inprocess(self, ctx: RunContext) -> InProcessResult:
-        from pytest_agentrace.spec.task import solution_patch_text
-
         task = ctx.case
         files = getattr(task, "solution_files", None) or {}
-        patch = solution_patch_text(task) if getattr(task, "solution_patch", None) else None
+        patch = task.solution_patch_text() if getattr(task, "solution_patch", None) else None
         if not files and patch is None:
             return InProcessResult(1, stderr="oracle: the task has no solution_files or solution_patch\n")
         if files:

@@ -35,6 +35,7 @@ from pytest_agentrace.agents.parsing import (
     mapping,
     summarize,
 )
+from pytest_agentrace.model_double.environment import claude_env
 from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 
 KNOWN_EVENTS = {"system", "assistant", "user", "result", "control_request", "control_response", "stream_event"}
@@ -45,6 +46,7 @@ class Claude(CliAdapter):
 
     name: ClassVar[str] = "claude"
     executable: ClassVar[str] = "claude"
+    offline = staticmethod(claude_env)  # how the model double drives it
     user_config_vars: ClassVar[tuple[str, ...]] = ("CLAUDE_CONFIG_DIR",)
 
     def argv(self, ctx: RunContext) -> list[str]:

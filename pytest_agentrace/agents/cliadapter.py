@@ -12,28 +12,13 @@ its settings in the same spots:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar
 
 from pytest_agentrace.agents.base import Adapter, Invocation, RunContext
 from pytest_agentrace.errors import AgentError
 from pytest_agentrace.record.model import Usage
-
-AGENT_HOME_RUN = "run"
-AGENT_HOME_USER = "user"
-AGENT_OPTIONS: list[tuple[str, dict]] = [
-    ("--agentrace-agent-home", {
-        "choices": [AGENT_HOME_RUN, AGENT_HOME_USER], "default": AGENT_HOME_RUN,
-        "help": "HOME of the agent CLIs: 'run' (default) gives each run a fresh HOME (and CODEX_HOME, XDG_*) so runs "
-                "cannot see each other's sessions or caches; 'user' keeps your HOME (needed for real logins)",
-    }),
-]
-
-
-def isolated_home(ctx: RunContext) -> bool:
-    """True unless the session runs agents with the user's own HOME (``--agentrace-agent-home=user``)."""
-    return (ctx.options or {}).get("agent_home") != AGENT_HOME_USER
 
 
 def prompt_positional(prompt: str) -> list[str]:
@@ -55,6 +40,8 @@ class CliAdapter(Adapter):
     user_config_vars: ClassVar[tuple[str, ...]] = ()
     side_files: ClassVar[dict[str, str]] = {}
     sandbox_flag: ClassVar[str | None] = None
+    # how the model double drives it: a settings function (model_double.environment), or why it cannot (a string)
+    offline: ClassVar[Callable[..., dict[str, str | None]] | str | None] = None
 
     def invocation(self, ctx: RunContext) -> Invocation:
         """argv + environment for one run, stdin closed. Raises ``AgentError`` for a ``sandbox:`` value the CLI
@@ -79,7 +66,7 @@ class CliAdapter(Adapter):
     def environment(self, ctx: RunContext) -> dict[str, str]:
         """``ctx.env`` + per-run HOME variables (unless the user's HOME is shared) + ``cli_env``."""
         env = dict(ctx.env)
-        if isolated_home(ctx):
+        if ctx.options.isolated_home:
             for var in self.user_config_vars:
                 env.pop(var, None)
             env.update(self.home_env(Path(ctx.home)))

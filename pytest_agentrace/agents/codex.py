@@ -45,7 +45,9 @@ from pytest_agentrace.agents.parsing import (
     sub,
     summarize,
 )
+from pytest_agentrace.model_double.environment import codex_env
 from pytest_agentrace.record.model import AgentStatus, Usage
+from pytest_agentrace.run import process
 
 DISABLED_FEATURES = ("plugins", "remote_plugin", "apps")
 FEATURE_LINE = re.compile(r"^([a-z][a-z0-9_]*)\s{2,}(stable|beta|experimental|under development|deprecated|removed)\s+(true|false)\s*$")
@@ -67,6 +69,7 @@ class Codex(CliAdapter):
 
     name: ClassVar[str] = "codex"
     executable: ClassVar[str] = "codex"
+    offline = staticmethod(codex_env)  # how the model double drives it
     home_dirs: ClassVar[dict[str, str]] = {"CODEX_HOME": ".codex"}
     sandbox_flag: ClassVar[str] = "-s"
 
@@ -90,8 +93,6 @@ def known_features(executable: str, env: Mapping[str, str]) -> frozenset[str]:
     import os
     import shutil
     import tempfile
-
-    from pytest_agentrace.run import process
 
     found = shutil.which(executable, path=env.get("PATH"))
     if found is None:

@@ -39,6 +39,7 @@ from pytest_agentrace.agents.parsing import (
     one_line,
     sub,
 )
+from pytest_agentrace.model_double.environment import copilot_env
 from pytest_agentrace.record.model import AgentStatus, Usage
 
 OTEL_FILE = "copilot-otel.jsonl"
@@ -52,6 +53,7 @@ class Copilot(CliAdapter):
 
     name: ClassVar[str] = "copilot"
     executable: ClassVar[str] = "copilot"
+    offline = staticmethod(copilot_env)  # how the model double drives it
     user_config_vars: ClassVar[tuple[str, ...]] = ("COPILOT_HOME",)
     side_files: ClassVar[dict[str, str]] = {"otel": OTEL_FILE}
 

@@ -44,6 +44,7 @@ class Cursor(CliAdapter):
 
     name: ClassVar[str] = "cursor"
     executable: ClassVar[str] = "cursor-agent"
+    offline: ClassVar[str] = "cursor-agent has no setting for a custom model endpoint, so the model double cannot drive it"
     sandbox_flag: ClassVar[str] = "--sandbox"
 
     def argv(self, ctx: RunContext) -> list[str]:

@@ -38,6 +38,7 @@ from pytest_agentrace.agents.parsing import (
     one_line,
     sub,
 )
+from pytest_agentrace.model_double.environment import gemini_env
 from pytest_agentrace.record.model import AgentStatus, Usage
 
 KNOWN_EVENTS = {"init", "message", "tool_use", "tool_result", "error", "result"}
@@ -48,6 +49,7 @@ class Gemini(CliAdapter):
 
     name: ClassVar[str] = "gemini"
     executable: ClassVar[str] = "gemini"
+    offline = staticmethod(gemini_env)  # how the model double drives it
 
     def argv(self, ctx: RunContext) -> list[str]:
         prompt = [f"--prompt={ctx.prompt}"] if ctx.prompt.startswith("-") else ["-p", ctx.prompt]

@@ -45,6 +45,7 @@ from pytest_agentrace.agents.parsing import (
     mapping,
     one_line,
 )
+from pytest_agentrace.model_double.environment import opencode_env
 from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 
 # OpenCode permission rules for a read-only run (``OPENCODE_PERMISSION``; docs "Permissions")
@@ -57,6 +58,7 @@ class OpenCode(CliAdapter):
 
     name: ClassVar[str] = "opencode"
     executable: ClassVar[str] = "opencode"
+    offline = staticmethod(opencode_env)  # how the model double drives it
     user_config_vars: ClassVar[tuple[str, ...]] = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR")
 
     def argv(self, ctx: RunContext) -> list[str]:

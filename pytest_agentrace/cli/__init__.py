@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from pytest_agentrace import __version__
+
 COMMANDS: dict[str, str] = {
     "plan": "pytest_agentrace.cli.stats:register",
     "report": "pytest_agentrace.cli.stats:register",
@@ -34,8 +36,6 @@ COMMANDS: dict[str, str] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pytest_agentrace import __version__
-
     parser = argparse.ArgumentParser(prog="agentrace", description="Race coding agents on tasks and trials (pytest-agentrace).")
     parser.add_argument("--version", action="version", version=f"agentrace {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

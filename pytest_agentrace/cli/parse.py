@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.agents import CLI_AGENTS, get_adapter
+from pytest_agentrace.agents.pricing import apply_pricing
 from pytest_agentrace.errors import did_you_mean
 from pytest_agentrace.record.model import Usage
 
-CLI_AGENTS = ("aider", "claude", "codex", "copilot", "cursor", "gemini", "opencode")
 SIDE_OPTIONS = {"otel": "copilot", "analytics": "aider"}  # option -> the agent it belongs to
 JSON_KEYS = (
     "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens", "cost_usd",
@@ -67,9 +68,6 @@ def parse_file(agent: str, path: str, otel: str | None = None, analytics: str | 
                 raise ParseInputError(f"--{key} is only for {SIDE_OPTIONS[key]}, not {agent}")
             side[key] = _read(value)
     text = _read(path)
-    from pytest_agentrace.agents import get_adapter
-    from pytest_agentrace.agents.pricing import apply_pricing
-
     return apply_pricing(get_adapter(agent).parse_output(text, "", side))
 
 

@@ -12,8 +12,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
+from typing import Any
 
-from pytest_agentrace.argtypes import positive_float, positive_int
+from pytest_agentrace.argtypes import positive_float
+from pytest_agentrace.options import add_cli_options
+from pytest_agentrace.record.runfile import iter_runs
+from pytest_agentrace.record.store import Store, StoreError, default_path
+from pytest_agentrace.report.html import render_report, table_page
+from pytest_agentrace.report.json_export import build_export
+from pytest_agentrace.report.leaderboard import (
+    RACE_NOTE,
+    history,
+    leaderboard,
+    parse_since,
+    sparkline,
+    trend,
+)
+from pytest_agentrace.report.markdown import comment_body, md_table
+from pytest_agentrace.stats.score import score_outcomes
 
 
 def _days(value: str) -> float:
@@ -22,21 +40,16 @@ def _days(value: str) -> float:
     if days > 36500:
         raise argparse.ArgumentTypeError(f"at most 36500 days, not {value}")
     return days
-import sys
-from pathlib import Path
-from typing import Any
 
 FORMATS = ("terminal", "markdown", "json", "html")
 
 
 def _db_path(value: str | None) -> Path:
-    from pytest_agentrace.record.store import default_path
-
     return Path(value).expanduser().resolve() if value else default_path()
 
 
 def _store_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", default=None, metavar="PATH", help="history file (default: $AGENTRACE_DB, else ./.agentrace/history.db)")
+    add_cli_options(p, "db")
     p.add_argument("--format", choices=FORMATS, default="terminal", help="output format (default: terminal)")
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of standard output")
 
@@ -73,10 +86,7 @@ def register(sub: Any) -> None:
         p = sub.add_parser(name, help=helptext)
         p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out of the session)")
         p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE" + (" (default: report.html)" if name == "html" else " instead of standard output"))
-        p.add_argument("--baseline", default=None, metavar="ARM", help="baseline arm of the arm comparisons (default: each trial's first arm)")
-        p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
-        p.add_argument("--resamples", type=positive_int, default=10_000, help="bootstrap resamples (default 10,000)")
-        p.add_argument("--db", default=None, metavar="PATH", help="history file for the Elo-over-time chart (default: none)")
+        add_cli_options(p, "baseline", "seed", "resamples", "db")
         p.set_defaults(func=func)
 
 
@@ -90,9 +100,6 @@ def _emit(text: str, output: str | None) -> None:
 
 def _load(args: argparse.Namespace, **filters: Any) -> list | None:
     """Task outcomes from the store (``filters`` as ``Store.runs``); None after printing why there are none."""
-    from pytest_agentrace.record.store import Store, StoreError
-    from pytest_agentrace.report.leaderboard import parse_since
-
     path = _db_path(args.db)
     if not path.exists():
         print(f"agentrace: no history store at {path}; run `pytest --agentrace` first or pass --db PATH", file=sys.stderr)
@@ -121,12 +128,8 @@ def _render(title: str, headers: list[str], rows: list[list[Any]], data: Any, fm
     if fmt == "json":
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
     if fmt == "html":
-        from pytest_agentrace.report.html import table_page
-
         return table_page(title, headers, rows, note)
     if fmt == "markdown":
-        from pytest_agentrace.report.markdown import md_table
-
         return f"### {title}\n\n" + md_table(headers, rows) + (f"\n\n{note}" if note else "") + "\n"
     from tabulate import tabulate
 
@@ -146,8 +149,6 @@ def _when(iso: str) -> str:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from pytest_agentrace.report.leaderboard import RACE_NOTE, leaderboard
-
     found = _load(args, case=args.task)
     if found is None:
         return 2
@@ -161,8 +162,6 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from pytest_agentrace.report.leaderboard import history
-
     found = _load(args, case=args.task)
     if found is None:
         return 2
@@ -182,8 +181,6 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_trend(args: argparse.Namespace) -> int:
     import datetime as _dt
 
-    from pytest_agentrace.report.leaderboard import sparkline, trend
-
     since = (_dt.datetime.now(_dt.UTC) - _dt.timedelta(days=args.days)).isoformat(timespec="seconds")
     found = _load(args, case=args.task, agent=args.agent, since=since)
     if found is None:
@@ -197,31 +194,22 @@ def cmd_trend(args: argparse.Namespace) -> int:
 
 
 def load_results(out: Path) -> list:
-    """Every readable ``run.json`` under ``out`` with the composite score filled in (``session.Aggregator``)."""
-    from pytest_agentrace.plugin.controller import Aggregator
-    from pytest_agentrace.record.runfile import iter_runs
-
-    agg = Aggregator()
-    for _path, o in iter_runs(out):
-        agg.add(o)
-    return agg.scored()
+    """Every readable ``run.json`` under ``out`` with the composite score filled in (the runs of one task and rep
+    race each other, whichever session made them; ``score.score_outcomes``)."""
+    return score_outcomes((o for _path, o in iter_runs(out)), per_session=False)
 
 
 def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
-    from pytest_agentrace.report.json_export import build_export
-
     out = Path(args.out).resolve()
     outcomes = load_results(out)
     if not outcomes:
         print(f"agentrace: no run records under {out / 'runs'}", file=sys.stderr)
         return None
-    history_rows = None
-    if args.db:
-        from pytest_agentrace.record.store import Store, StoreError
-
+    history_rows, db = None, _db_path(args.db)
+    if args.db or db.is_file():  # the history, for the Elo-over-time chart
         try:
-            with Store(_db_path(args.db)) as store:
-                history_rows = store.outcomes()
+            with Store(db) as store:
+                history_rows = store.rating_outcomes()
         except StoreError as exc:
             print(f"agentrace: {exc}", file=sys.stderr)
             return None
@@ -237,8 +225,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_html(args: argparse.Namespace) -> int:
-    from pytest_agentrace.report.html import render_report
-
     data = _export_for(args)
     if data is None:
         return 2
@@ -247,8 +233,6 @@ def cmd_html(args: argparse.Namespace) -> int:
 
 
 def cmd_comment(args: argparse.Namespace) -> int:
-    from pytest_agentrace.report.markdown import comment_body
-
     data = _export_for(args)
     if data is None:
         return 2

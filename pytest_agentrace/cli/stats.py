@@ -8,28 +8,36 @@ verdict occurred (compare, regress), 2 bad input (one line on stderr naming the 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_agentrace.argtypes import non_negative_float, positive_int, probability
-from pytest_agentrace.stats.verdict import GATE_HELP as _GATE_HELP
+from tabulate import tabulate
 
-DEFAULT_OUT = ".agentrace"
+from pytest_agentrace.errors import SpecError
+from pytest_agentrace.options import add_cli_options
+from pytest_agentrace.record.model import Status
+from pytest_agentrace.record.runfile import iter_runs, last_session_ids, write_run
+from pytest_agentrace.record.store import Store, StoreError, default_path
+from pytest_agentrace.report.stats_text import compare_lines, plan_lines, render
+from pytest_agentrace.spec.trial import load_trial
+from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats.answers import score_answer
+from pytest_agentrace.stats.ratings import elo, elo_history, races
+from pytest_agentrace.stats.report import build_report
+from pytest_agentrace.stats.sequential import plan_rows
+from pytest_agentrace.stats.snapshot import (
+    SnapshotError,
+    compare,
+    make_snapshot,
+    read_snapshot,
+    write_snapshot,
+)
+from pytest_agentrace.stats.verdict import gate_failures, parse_fail_on
 
-# pytest options of the statistics (appended to ``options.OPTIONS``; kept here, free of pytest imports)
-STATS_OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    ("--agentrace-seed", {"type": int, "default": 0, "metavar": "N", "help": "seed of the bootstrap and permutation draws, so a report is reproducible (default 0)"}),
-    ("--agentrace-resamples", {"type": positive_int, "default": 10_000, "metavar": "N", "help": "bootstrap resamples per interval (default 10,000)"}),
-    ("--agentrace-baseline", {"default": None, "metavar": "ARM", "help": "arm the other arms are compared with (default: the trial's [defaults] baseline)"}),
-    ("--agentrace-snapshot", {"default": None, "metavar": "PATH", "help": "compare this session's cells with a snapshot file at session end"}),
-    ("--agentrace-snapshot-update", {"action": "store_true", "default": False, "help": "write the --agentrace-snapshot file from this session instead of comparing"}),
-    ("--agentrace-tolerance", {"type": non_negative_float, "default": 0.10, "metavar": "FRACTION", "help": "token ratio change within which a snapshot comparison calls nothing dearer/improved (default 0.10)"}),
-    ("--agentrace-regression-alpha", {"type": probability, "default": 0.05, "metavar": "P", "help": "one-sided level of the snapshot pass-rate test behind 'regressed' (default 0.05)"}),
-    ("--agentrace-fail-on", {"action": "append", "default": [], "metavar": "LIST", "help": "fail the session (exit 1) when one of these occurs: " + _GATE_HELP}),
-    ("--agentrace-stop-when-decided", {"action": "store_true", "default": False, "help": "run reps in order and skip a trial cell's remaining reps once its relative cost vs the baseline is clear or futile (group-sequential test; --agentrace-reps is the cap)"}),
-]
+REGRESS_FAIL_ON = "regressed"  # what `agentrace regress` fails on when --fail-on is not given
 
 
 class CliError(Exception):
@@ -61,18 +69,18 @@ def register(sub: Any) -> None:
     p.add_argument("out", metavar="OUT", help="results folder")
     p.add_argument("--to", required=True, metavar="FILE", help="snapshot file to write (JSON)")
     p.add_argument("--name", help="a name stored in the snapshot")
-    p.add_argument("--last-session", action="store_true", help="only the runs of the last pytest session into this folder")
+    add_cli_options(p, "last_session")
     p.set_defaults(func=cmd_snapshot)
 
     p = sub.add_parser("compare", help="compare a results folder with a snapshot (regressed / dearer / improved / same)")
     p.add_argument("out", metavar="OUT", help="results folder")
-    _compare_options(p, _GATE_HELP)
+    _compare_options(p)
     _common(p, fmt=True)
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("ratings", help="Elo ratings of the agents racing in a results store")
-    p.add_argument("--results", metavar="OUT", default=DEFAULT_OUT, help=f"results folder (default {DEFAULT_OUT})")
-    p.add_argument("--reset", action="store_true", help="forget the stored ratings (everyone back to 1500)")
+    p = sub.add_parser("ratings", help="Elo ratings of the agents racing in the history store")
+    add_cli_options(p, "db")
+    p.add_argument("--reset", action="store_true", help="forget the ratings (everyone back to 1500; later sessions count)")
     p.add_argument("--json", action="store_true", help="print JSON (ratings and history)")
     p.set_defaults(func=cmd_ratings)
 
@@ -91,16 +99,9 @@ def register(sub: Any) -> None:
 
 
 def _common(p: argparse.ArgumentParser, fmt: bool = False, suppress: bool = False) -> None:
-    def default(value: Any) -> dict[str, Any]:
-        return {"default": argparse.SUPPRESS if suppress else value}
-
-    p.add_argument("--baseline", metavar="ARM", help="arm the others are compared with (default: the trial's baseline)", **default(None))
-    p.add_argument("--seed", type=int, help="seed of the bootstrap and permutation draws (default 0)", **default(0))
-    p.add_argument("--resamples", type=positive_int, help="bootstrap resamples (default 10,000)", **default(10_000))
-    p.add_argument("--last-session", action="store_true", help="only the runs of the last pytest session into this folder (a results "
-                   "folder keeps every run ever made there)", **default(False))
+    add_cli_options(p, "baseline", "seed", "resamples", "last_session", suppress=suppress)
     if fmt:
-        p.add_argument("--format", choices=("text", "markdown", "json"), **default("text"))
+        p.add_argument("--format", choices=("text", "markdown", "json"), default=argparse.SUPPRESS if suppress else "text")
 
 
 def _regress_options(p: argparse.ArgumentParser, suppress: bool = False) -> None:
@@ -110,20 +111,16 @@ def _regress_options(p: argparse.ArgumentParser, suppress: bool = False) -> None
         p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     kw = {"default": argparse.SUPPRESS} if suppress else {}
     p.add_argument("--out", metavar="DIR", help="results folder for this run (default: a new temporary folder)", **kw)
-    _compare_options(p, _GATE_HELP, default_fail="regressed", required=False, suppress=suppress)
+    _compare_options(p, required=False, suppress=suppress)
     _common(p, fmt=True, suppress=suppress)
 
 
-def _compare_options(p: argparse.ArgumentParser, gate_help: str, default_fail: str | None = None, required: bool = True,
-                     suppress: bool = False) -> None:
+def _compare_options(p: argparse.ArgumentParser, required: bool = True, suppress: bool = False) -> None:
     kw: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
     p.add_argument("--snapshot", required=required, metavar="FILE", help="snapshot file (agentrace snapshot / --agentrace-snapshot-update)", **kw)
     p.add_argument("--old-arm", metavar="A", help="compare the snapshot's arm A ...", **kw)
     p.add_argument("--new-arm", metavar="B", help="... with this run's arm B", **kw)
-    p.add_argument("--tolerance", type=non_negative_float, help="token ratio change within which dearer/improved are not called (default 0.10)",
-                   **(kw or {"default": 0.10}))
-    p.add_argument("--alpha", type=probability, help="one-sided level of the regressed/improved pass-rate test (default 0.05)", **(kw or {"default": 0.05}))
-    p.add_argument("--fail-on", metavar="LIST", help=f"exit 1 when one occurs: {gate_help}", **(kw or {"default": default_fail}))
+    add_cli_options(p, "tolerance", "regression_alpha", "fail_on", suppress=suppress)
 
 
 def run(func, args: argparse.Namespace) -> int:
@@ -137,8 +134,6 @@ def run(func, args: argparse.Namespace) -> int:
 def load_outcomes(out: str | Path, last_session: bool = False) -> list[Any]:
     """Every readable run record under ``out/runs`` (``last_session``: only those of ``last-session.json``);
     raises ``CliError`` when there is none."""
-    from pytest_agentrace.record.runfile import iter_runs, last_session_ids
-
     path = Path(out)
     if not path.is_dir():
         raise CliError(f"{path}: no such results folder; run `pytest --agentrace --agentrace-out {path}` first")
@@ -164,8 +159,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from pytest_agentrace.stats import numerics as stats
-
     if args.results is None and args.cv is None:
         raise CliError("give --cv (with --effect) for the formula, or --results OUT for the state of a results folder")
     if args.cv is not None:
@@ -180,9 +173,6 @@ def _plan(args: argparse.Namespace) -> int:
               "exact permutation test can reach with n runs per arm (2 floor(alpha C(2n,n) / 2) / C(2n,n); alpha from 6 runs on); "
               f"to first order 2 (z_(1-alpha/2) + z_power)^2 sigma^2 / ln(1 - effect)^2 = {approx:.1f}")
     if args.results is not None:
-        from pytest_agentrace.report.stats_text import plan_lines
-        from pytest_agentrace.stats.sequential import plan_rows
-
         rows = plan_rows(load_outcomes(args.results, args.last_session), args.min_runs, args.max_reps, args.price_per_mtok, args.baseline, args.seed, args.resamples, args.alpha)
         if not rows:
             raise CliError(f"{args.results}: no arm comparisons (a plan needs trials with at least two arms)")
@@ -195,9 +185,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pytest_agentrace.report.stats_text import render
-    from pytest_agentrace.stats.report import build_report
-
     outcomes = load_outcomes(args.out, args.last_session)
     cases = _cases(args.case)
     if cases and not any(o.case in cases for o in outcomes):
@@ -213,29 +200,21 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    from pytest_agentrace.stats.snapshot import make_snapshot, write_snapshot
-
     snap = make_snapshot(load_outcomes(args.out, getattr(args, "last_session", False)), args.name)
     path = write_snapshot(Path(args.to), snap)
     print(f"wrote {path}: {len(snap['cells'])} cells")
     return 0
 
 
-def _gates(text: str | None):
-    from pytest_agentrace.stats.verdict import parse_fail_on
-
+def _gates(values: list[str] | None):
     try:
-        return parse_fail_on(text)
+        return parse_fail_on(values)
     except ValueError as exc:
         raise CliError(str(exc).replace("--agentrace-fail-on", "--fail-on")) from None
 
 
 def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
     """Print the snapshot comparison; 1 when a ``--fail-on`` verdict occurs, else 0."""
-    from pytest_agentrace.report.stats_text import compare_lines
-    from pytest_agentrace.stats.snapshot import SnapshotError, compare, read_snapshot
-    from pytest_agentrace.stats.verdict import gate_failures
-
     gates = _gates(args.fail_on)
     if (args.old_arm is None) != (args.new_arm is None):
         raise CliError("give both --old-arm and --new-arm, or neither")
@@ -243,7 +222,7 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
         snap = read_snapshot(Path(args.snapshot))
     except SnapshotError as exc:
         raise CliError(str(exc)) from None
-    rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.alpha)
+    rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.regression_alpha)
     print("\n".join(compare_lines(rows, args.format)))
     failures = gate_failures([g for g in gates if g.verdict], snapshot_rows=rows)
     for line in failures:
@@ -260,32 +239,27 @@ def cmd_ratings(args: argparse.Namespace) -> int:
 
 
 def _ratings(args: argparse.Namespace) -> int:
-    import json
-
-    from pytest_agentrace.record.runfile import iter_runs
-    from pytest_agentrace.stats.ratings import reset_store, update_store
-
-    out = Path(args.results)
-    if not out.is_dir():
-        raise CliError(f"{out}: no such results folder; run `pytest --agentrace --agentrace-out {out}` first")
-    if args.reset:
-        print(f"ratings reset ({out / 'ratings.json'} {'removed' if reset_store(out) else 'did not exist'})")
-        return 0
+    path = Path(args.db).expanduser().resolve() if args.db else default_path()
+    if not path.is_file():
+        raise CliError(f"{path}: no history store; run `pytest --agentrace` first or pass --db PATH")
     try:
-        state = update_store(out, [o for _, o in iter_runs(out)])
-    except ValueError as exc:
+        with Store(path) as store:
+            if args.reset:
+                print(f"ratings reset in {path}: sessions started from {store.reset_ratings()} on count")
+                return 0
+            outcomes = store.rating_outcomes()
+    except StoreError as exc:
         raise CliError(str(exc)) from None
+    ratings, history, n = elo(outcomes), elo_history(outcomes), len(races(outcomes))
     if args.json:
-        print(json.dumps({"ratings": state["ratings"], "history": state.get("history", [])}, indent=2, sort_keys=True))
+        print(json.dumps({"ratings": ratings, "history": history}, indent=2, sort_keys=True))
         return 0
-    if not state["ratings"]:
-        print(f"no ratings yet in {out} (they come from task files raced by at least two agents)")
+    if not ratings:
+        print(f"no ratings yet in {path} (they come from task files raced by at least two agents)")
         return 0
-    from tabulate import tabulate
-
-    rows = [[i, a, f"{r:.0f}"] for i, (a, r) in enumerate(sorted(state["ratings"].items(), key=lambda kv: (-kv[1], kv[0])), 1)]
+    rows = [[i, a, f"{r:.0f}"] for i, (a, r) in enumerate(sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0])), 1)]
     print(tabulate(rows, headers=["Rank", "Agent", "Elo"], tablefmt="github", disable_numparse=True))
-    print(f"{len(state['races'])} race{'' if len(state['races']) == 1 else 's'}; Elo 1500 start, K 32, draw within 1 point, one simultaneous update per race.")
+    print(f"{n} race{'' if n == 1 else 's'}; Elo 1500 start, K 32, draw within 1 point, one simultaneous update per race.")
     return 0
 
 
@@ -296,9 +270,6 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 def rescore_outcome(o: Any, question: Any) -> Any:
     """``o`` re-scored against ``question``'s answer key. Status changes only for runs that reached answer
     scoring (passed/failed, not timed out, agent exit 0): passed when correct and the verify check passed."""
-    from pytest_agentrace.record.model import Status
-    from pytest_agentrace.stats.answers import score_answer
-
     score = score_answer(o.usage.answer, question.expect, question.forbid, question.min_recall)
     changes: dict[str, Any] = {"answer_score": score}
     scorable = o.status in (Status.PASSED, Status.FAILED) and not o.timed_out and o.exit_code in (0, None)
@@ -320,10 +291,6 @@ def rescore_outcome(o: Any, question: Any) -> Any:
 
 def _rescore(args: argparse.Namespace) -> int:
     import datetime as _dt
-
-    from pytest_agentrace.errors import SpecError
-    from pytest_agentrace.record.runfile import iter_runs, write_run
-    from pytest_agentrace.spec.trial import load_trial
 
     try:
         trial = load_trial(Path(args.trial))
@@ -373,6 +340,7 @@ def _regress(args: argparse.Namespace) -> int:
     pytest_args = unknown + rest[cut + 1:]
     if not args.snapshot:
         raise CliError("--snapshot FILE is required (the snapshot to compare with)")
+    args.fail_on = args.fail_on or [REGRESS_FAIL_ON]
     _gates(args.fail_on)
     if not Path(args.snapshot).is_file():
         raise CliError(f"{args.snapshot}: snapshot file not found; write one with `agentrace snapshot OUT --to {args.snapshot}`")

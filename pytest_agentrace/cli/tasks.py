@@ -11,6 +11,23 @@ import os
 import sys
 from pathlib import Path
 
+from pytest_agentrace.cli.difftask import (
+    DEFAULT_AGENTS,
+    DEFAULT_TEST_COMMAND,
+    MODES,
+    DiffError,
+    build_task,
+    dump_yaml,
+)
+from pytest_agentrace.errors import SpecError
+from pytest_agentrace.spec.builtin import (
+    DIFFICULTIES,
+    builtin_tasks,
+    difficulty_list,
+    find_builtin,
+)
+from pytest_agentrace.spec.task import load_task
+
 INIT_TEMPLATE = '''\
 # Task file for pytest-agentrace (coderace-compatible), made by `agentrace init {name}`.
 #   race agents:       pytest --agentrace {file} --agentrace-agent claude --agentrace-agent codex
@@ -102,8 +119,6 @@ def _error(command: str, message: str, status: int = 2) -> int:
 
 def register_tasks(subparsers: argparse._SubParsersAction) -> None:
     """``agentrace tasks list [--difficulty L]`` and ``agentrace tasks show NAME``."""
-    from pytest_agentrace.spec.builtin import difficulty_list
-
     parser = subparsers.add_parser("tasks", help="list the built-in tasks or show one", description="The built-in task suite.")
     actions = parser.add_subparsers(dest="tasks_action", metavar="ACTION")
     listing = actions.add_parser("list", help="a table of the built-in tasks: name, difficulty, verify, timeout")
@@ -118,10 +133,6 @@ def register_tasks(subparsers: argparse._SubParsersAction) -> None:
 def cmd_tasks_list(args: argparse.Namespace) -> int:
     """Print the table of built-in tasks, easiest first, then by name."""
     from tabulate import tabulate
-
-    from pytest_agentrace.errors import SpecError
-    from pytest_agentrace.spec.builtin import DIFFICULTIES, builtin_tasks
-    from pytest_agentrace.spec.task import load_task
 
     rows = []
     for entry in builtin_tasks():
@@ -159,8 +170,6 @@ def count_tests(files: dict[str, str]) -> int:
 
 def cmd_tasks_show(args: argparse.Namespace) -> int:
     """Print the built-in task file as it is (comments included)."""
-    from pytest_agentrace.spec.builtin import find_builtin
-
     try:
         entry = find_builtin(args.name)
     except KeyError as exc:
@@ -186,9 +195,6 @@ def register_init(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     """Write the template, then load it with the strict loader (a template that does not load is a bug)."""
-    from pytest_agentrace.errors import SpecError
-    from pytest_agentrace.spec.task import load_task
-
     name = args.name.removesuffix(".yaml")
     if not name.strip() or any(c in name for c in "/\\[]") or name in (".", ".."):
         return _error("init", f"{args.name!r} cannot be a task name; use letters, digits, '-', '_' or '.'")
@@ -218,12 +224,6 @@ def _agent_list(value: str) -> list[str]:
 def register_diff(subparsers: argparse._SubParsersAction) -> None:
     """``agentrace diff [--file PATCH] [--mode M] [--agents A,B] [--name N] [--test-command C]
     [--lint-command C] [--repo DIR] [--apply] [--output FILE]``."""
-    from pytest_agentrace.cli.difftask import (
-        DEFAULT_AGENTS,
-        DEFAULT_TEST_COMMAND,
-        MODES,
-    )
-
     parser = subparsers.add_parser(
         "diff", help="turn a unified diff into a task file (review, fix or improve it)",
         description="Read a unified diff (stdin, or --file) and write a task file whose prompt carries the diff and the "
@@ -252,15 +252,6 @@ def _read_diff(file: str | None) -> str:
 def cmd_diff(args: argparse.Namespace) -> int:
     """Build the task, write it, and load it back with the strict loader before reporting success."""
     import tempfile
-
-    from pytest_agentrace.cli.difftask import (
-        DEFAULT_AGENTS,
-        DiffError,
-        build_task,
-        dump_yaml,
-    )
-    from pytest_agentrace.errors import SpecError
-    from pytest_agentrace.spec.task import load_task
 
     try:
         text = _read_diff(args.file)

@@ -25,6 +25,9 @@ import sys
 from pathlib import Path
 
 from pytest_agentrace.errors import AgentraceError
+from pytest_agentrace.spec.common import parse_agent, unique_agent_ids
+from pytest_agentrace.spec.task import load_task
+from pytest_agentrace.spec.trial import load_trial
 
 EXAMPLE = Path(__file__).parent / "example_trial"  # a link to example_suites/trials, shipped as package data
 EXAMPLE_PARTS = ("example-repo", "example-docs", "example-agents")
@@ -92,9 +95,6 @@ def context_eval(context_file: Path, task_file: Path, agents: list[str], trials:
     runs). Agents get ``edits = true`` and the task's ``env``. Raises ``SpecError`` for a bad task file or agent,
     ``AgentraceError`` when an output exists (unless ``force``).
     """
-    from pytest_agentrace.spec.common import parse_agent, unique_agent_ids
-    from pytest_agentrace.spec.task import load_task
-
     context_file, out = Path(context_file), Path(out)
     if not context_file.is_file():
         raise AgentraceError(f"--context-file {context_file}: no such file")
@@ -181,8 +181,6 @@ def context_eval(context_file: Path, task_file: Path, agents: list[str], trials:
 
 def _check(path: Path) -> None:
     """Load what was written with the strict loader (a bug here must not hand the user a broken file)."""
-    from pytest_agentrace.spec.trial import load_trial
-
     load_trial(path)
 
 

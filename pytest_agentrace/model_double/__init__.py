@@ -8,24 +8,6 @@
 - ``runs``: what the runner calls for an agent with ``model_double:``; ``fixtures``: the ``model_double``
   pytest fixture.
 
-See ``../shared/design/model-double.md`` for what each CLI version needs.
+See ``../shared/design/model-double.md`` for what each CLI version needs. Import from the submodules
+(``from pytest_agentrace.model_double.server import ModelDouble``); this package imports nothing.
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-__all__ = ["ModelDouble", "Script", "Step", "TurnUsage", "load_script", "parse_script"]
-
-
-def __getattr__(name: str) -> Any:
-    """Import lazily: ``options`` imports ``netns`` from this package, and ``pytest --help`` stays fast."""
-    if name == "ModelDouble":
-        from pytest_agentrace.model_double.server import ModelDouble
-
-        return ModelDouble
-    if name in ("Script", "Step", "TurnUsage", "load_script", "parse_script"):
-        from pytest_agentrace.model_double import script
-
-        return getattr(script, name)
-    raise AttributeError(name)

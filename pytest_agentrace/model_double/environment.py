@@ -1,6 +1,6 @@
 """Per-CLI offline settings: point a real agent CLI at the model double and keep it off the network.
 
-``offline_env(adapter_name, ctx, base_url)`` returns ``(extra_argv, env_updates, files_written)`` for one run:
+``offline_env(settings, ctx, base_url)`` (``settings``: the adapter's ``offline``) returns ``(extra_argv, env_updates, files_written)`` for one run:
 
 - ``extra_argv``: options to add before the prompt (empty for every CLI so far: all of it goes through
   environment variables and config files, so the adapters' argv stays as it is);
@@ -66,7 +66,7 @@ def common_env(home: Path, base_url: str, workspace: Path | None = None) -> dict
     return env
 
 
-def _claude(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
+def claude_env(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
     """Claude Code 2.1.197 (model-double.md section 1): ANTHROPIC_BASE_URL/API_KEY, non-essential traffic,
     telemetry, error reporting and the auto-updater off; onboarding marked done in ``~/.claude.json``."""
     _write(home / ".claude.json", json.dumps({"hasCompletedOnboarding": True, "bypassPermissionsModeAccepted": False}), written)
@@ -83,7 +83,7 @@ def _toml(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def _codex(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
+def codex_env(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
     """Codex 0.171.0 (section 2): a ``scripted`` provider with ``wire_api = "responses"`` in
     ``$CODEX_HOME/config.toml`` (``"chat"`` is rejected), approval ``never``, analytics off, the workspace
     trusted. The adapter adds ``--disable plugins/remote_plugin/apps`` (those the build knows) and ``-c analytics.enabled=false``."""
@@ -113,7 +113,7 @@ def _codex(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, st
     return {"CODEX_HOME": str(codex_home), "AGENTRACE_DOUBLE_API_KEY": DUMMY_KEY, "OPENAI_API_KEY": None}
 
 
-def _gemini(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
+def gemini_env(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
     """Gemini CLI 0.61.0 (section 4): GEMINI_API_KEY + GOOGLE_GEMINI_BASE_URL (plain http is allowed for
     127.0.0.1), workspace trusted, ``~/.gemini/settings.json`` with API-key auth, usage statistics,
     telemetry and update checks off, at most 3 attempts per model request."""
@@ -131,7 +131,7 @@ def _gemini(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, s
     }
 
 
-def _opencode(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
+def opencode_env(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
     """OpenCode 1.18.33 (section 5): a ``scripted`` provider through the bundled ``@ai-sdk/openai-compatible``,
     edits and bash allowed, autoupdate and sharing off, no models.dev fetch, no LSP downloads."""
     model = ctx.model or DOUBLE_MODEL
@@ -156,7 +156,7 @@ def _opencode(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str,
     }
 
 
-def _copilot(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
+def copilot_env(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
     """Copilot CLI 1.0.102 (section 6): its documented offline/BYOK mode (``COPILOT_OFFLINE`` skips GitHub
     auth, telemetry, web tools, the GitHub MCP server and auto-update) with an OpenAI-compatible provider."""
     return {
@@ -165,7 +165,7 @@ def _copilot(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, 
     }
 
 
-def _aider(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
+def aider_env(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
     """Aider 0.86.2 (section 3), all through its ``AIDER_*`` variables: an ``openai/test`` model on the
     double with a model-metadata file (stops the price-list fetch and gives a cost), litellm's local cost map,
     no update check, analytics off (``--analytics-log`` still writes locally), no ``.gitignore`` edit, and
@@ -191,7 +191,7 @@ def _aider(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, st
     }
 
 
-def _generic(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
+def generic_env(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
     """Any other agent (custom commands): the usual provider variables all pointing at the double."""
     return {
         "ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": DUMMY_KEY, "OPENAI_BASE_URL": base + "/v1",
@@ -200,24 +200,20 @@ def _generic(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, 
     }
 
 
-OFFLINE: dict[str, Callable[[Any, str, Path, list[Path]], dict[str, str | None]]] = {
-    "claude": _claude, "codex": _codex, "gemini": _gemini, "opencode": _opencode, "copilot": _copilot, "aider": _aider,
-}
-UNSUPPORTED = {
-    "cursor": "cursor-agent has no setting for a custom model endpoint, so the model double cannot drive it",
-}
+OfflineSettings = Callable[[Any, str, Path, list[Path]], dict[str, str | None]]
 
 
-def offline_env(adapter_name: str, ctx: Any, base_url: str) -> tuple[list[str], dict[str, str | None], list[Path]]:
-    """``(extra_argv, env_updates, files_written)`` that point ``adapter_name``'s CLI at the double at
-    ``base_url`` for the run described by ``ctx`` (an ``agents.base.RunContext``; uses ``home``,
-    ``workspace``, ``model``). Writes config files under ``ctx.home``.
+def offline_env(settings: OfflineSettings | str | None, ctx: Any, base_url: str) -> tuple[list[str], dict[str, str | None], list[Path]]:
+    """``(extra_argv, env_updates, files_written)`` that point a CLI at the double at ``base_url`` for the run
+    described by ``ctx`` (an ``agents.base.RunContext``; uses ``home``, ``workspace``, ``model``). Writes config
+    files under ``ctx.home``.
 
-    Raises ``AgentError`` for a CLI that cannot be pointed at a custom endpoint (``UNSUPPORTED``).
-    Unknown adapter names (custom commands) get ``_generic``'s provider variables.
+    ``settings`` is the CLI's own settings function (its adapter's ``offline``: ``claude_env``, ...), None for a
+    custom command (``generic_env``'s provider variables), or a string: why this CLI cannot be pointed at a custom
+    endpoint, raised as ``AgentError``.
     """
-    if adapter_name in UNSUPPORTED:
-        raise AgentError(f"model_double: {UNSUPPORTED[adapter_name]}")
+    if isinstance(settings, str):
+        raise AgentError(f"model_double: {settings}")
     home = Path(ctx.home)
     home.mkdir(parents=True, exist_ok=True)
     base = base_url.rstrip("/")
@@ -225,7 +221,7 @@ def offline_env(adapter_name: str, ctx: Any, base_url: str) -> tuple[list[str], 
     env = common_env(home, base, Path(ctx.workspace))
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
         Path(env[var] or home).mkdir(parents=True, exist_ok=True)
-    env.update(OFFLINE.get(adapter_name, _generic)(ctx, base, home, written))
+    env.update((settings or generic_env)(ctx, base, home, written))
     return [], env, written
 
 

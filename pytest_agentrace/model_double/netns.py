@@ -25,6 +25,9 @@ import signal
 import subprocess
 import sys
 
+from pytest_agentrace.model_double.script import load_script
+from pytest_agentrace.model_double.server import ModelDouble
+
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
@@ -91,9 +94,6 @@ def main(args: list[str] | None = None) -> int:
     loopback_up()
     double = None
     if ns.script:
-        from pytest_agentrace.model_double.script import load_script
-        from pytest_agentrace.model_double.server import ModelDouble
-
         double = ModelDouble(load_script(ns.script), None if ns.log == os.devnull else ns.log, port=ns.port).start()
     try:
         child = subprocess.Popen(argv)

@@ -20,6 +20,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.errors import AgentError, SpecError
 from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.environment import (
@@ -46,8 +47,8 @@ class AgentSession:
     def __init__(self, spec: Any, ctx: Any):
         self.spec, self.ctx = spec, ctx
         self.run_dir = Path(ctx.run_dir)
-        self.script_path: str | None = spec.agent.model_double or (ctx.options or {}).get("model_double")
-        self.offline = bool((ctx.options or {}).get("offline"))
+        self.script_path: str | None = spec.agent.model_double or ctx.options.model_double
+        self.offline = ctx.options.offline
         self.netns_reason = ""
         if self.offline:
             prefix, self.netns_reason = netns.probe()
@@ -75,7 +76,8 @@ class AgentSession:
         Raises ``AgentError`` for a CLI the double cannot drive."""
         files: list[Path] = []
         if self.base_url is not None:
-            extra, updates, files = offline_env(self.spec.agent.adapter, self.ctx, self.base_url)
+            settings = getattr(get_adapter(self.spec.agent.adapter), "offline", None)
+            extra, updates, files = offline_env(settings, self.ctx, self.base_url)
             env = apply_env(env, updates)
             argv = insert_argv(argv, extra, self.ctx.prompt)
         if self.offline:
@@ -108,6 +110,6 @@ class AgentSession:
 
 
 def start_session(spec: Any, ctx: Any) -> AgentSession:
-    """Start what ``spec.agent.model_double`` and ``ctx.options["offline"]`` ask for. Raises ``AgentError``
+    """Start what ``spec.agent.model_double`` and ``ctx.options.offline`` ask for. Raises ``AgentError``
     for a missing or invalid model script (the run then ends ``error`` with that reason)."""
     return AgentSession(spec, ctx)

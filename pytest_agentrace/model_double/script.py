@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.spec.common import check_keys, relative_file, typed
+from pytest_agentrace.strict import check_keys, relative_file, typed
 
 SCRIPT_KEYS = ("name", "usage", "side", "loop", "steps", "turns")
 STEP_KINDS = ("shell", "write", "text")

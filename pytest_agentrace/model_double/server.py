@@ -41,7 +41,7 @@ from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 from pytest_agentrace.model_double import tools, wire
-from pytest_agentrace.model_double.script import Script, Step, TurnUsage
+from pytest_agentrace.model_double.script import Script, Step, TurnUsage, parse_script
 from pytest_agentrace.model_double.tools import ANTHROPIC, CHAT, GEMINI, RESPONSES
 from pytest_agentrace.model_double.wire import Answer
 
@@ -321,7 +321,6 @@ class ModelDouble:
     def __init__(self, script: Script | None = None, log: Path | str | None = None, host: str = "127.0.0.1", port: int = 0):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the model double binds to loopback only, not {host!r}")
-        from pytest_agentrace.model_double.script import parse_script
 
         default = script or parse_script({"steps": [{"text": "DONE"}]}, "<default>")
         self.default = Route("default", default, Path(log) if log else None)
@@ -377,11 +376,6 @@ class ModelDouble:
     def use(self, script: Script) -> None:
         """Serve ``script`` on paths without a run token from now on."""
         self.default.script = script
-
-    def unregister(self, base_url: str) -> list[dict[str, Any]]:
-        """Forget a run (by the URL ``register`` returned); returns its request records."""
-        route = self._routes.pop(base_url.rstrip("/").rsplit("/", 1)[-1], None)
-        return list(route.records) if route else []
 
     def route(self, token: str) -> Route | None:
         return self._routes.get(token)

@@ -1,90 +1,140 @@
 """pytest hooks and wiring only. Nothing happens without ``--agentrace``.
 
-Data flow: ``pytest_collect_file`` claims task/trial files -> run items execute in ``setup`` ->
-their outcome travels in ``report.user_properties`` (one JSON string; the same with pytest-xdist) ->
-the controller's ``session.Aggregator`` gathers them in ``pytest_runtest_logreport`` -> the summary is
-printed in ``pytest_terminal_summary``.
+Data flow: ``pytest_collect_file`` claims task/trial files (``plugin.collect``) -> each run item executes its
+RunSpec through ``run.pipeline`` -> its outcome travels in ``report.user_properties`` (one JSON string; the same
+with pytest-xdist) -> the one ``Controller`` (``plugin.controller``, registered on the controller process only;
+an xdist worker registers nothing) takes each payload once, builds the session result once after the test loop,
+sets the exit status, writes every output and prints the ``agentrace`` section.
+
+Settings are resolved once per process (``settings``: command line, then ini, then default; ``options``).
 """
 
 from __future__ import annotations
 
-import sys
+import os
+import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
 
-from pytest_agentrace.options import add_pytest_options, in_package, out_dir
+from pytest_agentrace import options as _options
+from pytest_agentrace.agents.base import RunOptions
+from pytest_agentrace.errors import SpecError
+from pytest_agentrace.model_double import netns
+from pytest_agentrace.model_double.script import load_script
+from pytest_agentrace.plugin import collect, validate
+from pytest_agentrace.plugin.controller import Controller
+from pytest_agentrace.plugin.session import (
+    RUN_OPTIONS_KEY,
+    SESSION_ID_KEY,
+    enabled,
+    is_worker,
+    out_dir,
+    report_path,
+    settings,
+)
+from pytest_agentrace.run.resume import install_sigterm
+from pytest_agentrace.spec.builtin import keep_difficulty, select_builtin
+from pytest_agentrace.stats.snapshot import SnapshotError, read_snapshot
+from pytest_agentrace.stats.verdict import parse_fail_on
 
-AGGREGATOR_KEY = pytest.StashKey["object"]()
-SESSION_ID_KEY = pytest.StashKey[str]()
+MIN_RESAMPLES = 100
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    add_pytest_options(parser)
+    _options.add_pytest_options(parser)
 
 
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """``--agentrace-builtin NAME``: add the built-in tasks' paths to the command line (``builtin.extend_args``)."""
-    from pytest_agentrace.spec.builtin import extend_args
+    """``--agentrace-builtin NAME``: append the built-in tasks' ``task.yaml`` paths to the command line.
 
-    extend_args(early_config.known_args_namespace, args)
-
-
-def _enabled(config: pytest.Config) -> bool:
-    return bool(config.getoption("agentrace", default=False))
-
-
-def is_worker(config: pytest.Config) -> bool:
-    """True inside a pytest-xdist worker (which must never aggregate or set the exit status)."""
-    return hasattr(config, "workerinput")
+    This is the hook pytest documents for changing the command line before it is parsed, so pytest, pytest-xdist
+    workers (which re-parse the same command line) and ``--collect-only`` all see the tasks as if their paths had
+    been typed. Raises ``pytest.UsageError`` for an unknown name, or when the option is used without ``--agentrace``.
+    """
+    namespace = early_config.known_args_namespace
+    groups = getattr(namespace, "agentrace_builtin", None) or _options.BY_NAME["builtin"].from_ini(
+        early_config.getini("agentrace_builtin") or [])
+    if not groups:
+        return
+    if not getattr(namespace, "agentrace", False):
+        raise pytest.UsageError("--agentrace-builtin needs --agentrace (e.g. pytest --agentrace --agentrace-builtin fibonacci)")
+    names = [n for group in groups for n in group]
+    difficulty = getattr(namespace, "agentrace_difficulty", None)
+    try:
+        tasks = select_builtin(names, difficulty)
+    except (KeyError, FileNotFoundError) as exc:
+        raise pytest.UsageError(f"--agentrace-builtin: {exc.args[0]}") from None
+    if not tasks:
+        raise pytest.UsageError(f"--agentrace-builtin: no task among {', '.join(names)} has difficulty "
+                                f"{','.join(difficulty or ())}; see `agentrace tasks list`")
+    args.extend(str(t.path) for t in tasks)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not _enabled(config):
+    """Resolve and check the settings, give the session its id and its runs their options, and register the
+    controller (on the controller process only)."""
+    if not enabled(config):
         return
-    from pytest_agentrace.plugin.controller import Aggregator
-
+    found = settings(config)
+    _check_settings(found)
     sid = config.workerinput.get("agentrace_session") if is_worker(config) else None
     config.stash[SESSION_ID_KEY] = sid or uuid.uuid4().hex[:12]
-    if not is_worker(config):
-        out = out_dir(config)
-        if in_package(out):
-            raise pytest.UsageError(f"the results folder would be {out}, inside the installed pytest-agentrace package; "
-                                    "run pytest from another folder or pass --agentrace-out DIR")
-        _check_out_dir(out)
-        _check_report_paths(config)
-    config.stash[AGGREGATOR_KEY] = Aggregator()
-    config.pluginmanager.register(SessionPlugin(config), "agentrace-session")
-    from pytest_agentrace.plugin.stats import (
-        StatsPlugin,  # issue 5: statistics, snapshots, gates
-    )
-    from pytest_agentrace.plugin.stats import validate as validate_stats
+    model_double = found.model_double
+    config.stash[RUN_OPTIONS_KEY] = RunOptions(
+        cache_dir=out_dir(config) / ".cache" / "repos", isolated_home=found.agent_home != _options.AGENT_HOME_USER,
+        offline=found.offline,
+        model_double=str((Path(config.invocation_params.dir) / model_double).resolve()) if model_double else None)
+    _check_model_double(config)
+    if is_worker(config):
+        return
+    out = out_dir(config)
+    if _options.in_package(out):
+        raise pytest.UsageError(f"the results folder would be {out}, inside the installed pytest-agentrace package; "
+                                "run pytest from another folder or pass --agentrace-out DIR")
+    _check_out_dir(out)
+    _check_report_paths(config, found)
+    if found.snapshot and not found.snapshot_update:
+        try:
+            read_snapshot(Path(found.snapshot))
+        except SnapshotError as exc:
+            raise pytest.UsageError(f"--agentrace-snapshot: {exc}") from None
+    install_sigterm(config)
+    config.pluginmanager.register(Controller(config, found, config.stash[SESSION_ID_KEY], out), Controller.NAME)
 
-    validate_stats(config)
-    config.pluginmanager.register(StatsPlugin(config, AGGREGATOR_KEY), "agentrace-stats")
-    from pytest_agentrace.plugin.validate import configure as configure_validation
 
-    configure_validation(config)
-    if not is_worker(config):
-        from pytest_agentrace.run.resume import install_sigterm
+def _check_settings(found: _options.Settings) -> None:
+    """Usage errors for settings that cannot work together (before any run and its cost)."""
+    try:
+        parse_fail_on(found.fail_on)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if found.snapshot_update and not found.snapshot:
+        raise pytest.UsageError("--agentrace-snapshot-update needs --agentrace-snapshot PATH (the file to write)")
+    if found.resamples < MIN_RESAMPLES:
+        raise pytest.UsageError(f"--agentrace-resamples must be at least {MIN_RESAMPLES}")
 
-        install_sigterm(config)
-        from pytest_agentrace.plugin.outputs import (
-            ReportPlugin,  # issue 8: store, HTML/Markdown/JSON at session end
-        )
 
-        config.pluginmanager.register(ReportPlugin(config, AGGREGATOR_KEY, SESSION_ID_KEY), "agentrace-report")
-        from pytest_agentrace.plugin.progress import register as register_progress
-
-        register_progress(config)  # issue 8: live status / plain lines under -v
+def _check_model_double(config: pytest.Config) -> None:
+    """A bad ``--agentrace-model-double`` script stops the session at once, naming file and key; with
+    ``--agentrace-offline`` where network namespaces are not permitted the controller warns once and the runs go on
+    without one."""
+    script = config.stash[RUN_OPTIONS_KEY].model_double
+    if script:
+        try:
+            load_script(script)
+        except SpecError as exc:
+            raise pytest.UsageError(f"--agentrace-model-double: {exc}") from None
+    if config.stash[RUN_OPTIONS_KEY].offline and not is_worker(config):
+        prefix, why = netns.probe()
+        if prefix is None:
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(f"--agentrace-offline: {why}; agents run without a network namespace"), stacklevel=2)
 
 
 def _check_out_dir(out: Path) -> None:
     """Fail early (one usage error, not one traceback per run) when the results folder cannot be written."""
-    import os
-    import tempfile
-
     try:
         out.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-test.", dir=out)
@@ -94,16 +144,14 @@ def _check_out_dir(out: Path) -> None:
         raise pytest.UsageError(f"--agentrace-out {out}: cannot write the results folder there ({exc.strerror or exc})") from None
 
 
-def _check_report_paths(config: pytest.Config) -> None:
+def _check_report_paths(config: pytest.Config, found: _options.Settings) -> None:
     """Usage error before any run (and its cost) when a ``--agentrace-html/md/json`` file could not be written at
     the end: its folder cannot be made or written, or the path is a folder or a read-only file."""
-    import os
-
     for option in ("html", "md", "json"):
-        value = config.getoption(f"agentrace_{option}", default=None)
+        value = getattr(found, option)
         if not value:
             continue
-        path = Path(value)
+        path = report_path(config, value)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -117,124 +165,55 @@ def _check_report_paths(config: pytest.Config) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
     """pytest-xdist: give workers the controller's session id."""
-    if _enabled(node.config):
+    if enabled(node.config):
         node.workerinput["agentrace_session"] = node.config.stash[SESSION_ID_KEY]
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Under --agentrace, a task's starter ``repo`` folder is input, not tests: do not collect it."""
-    if not _enabled(config) or not collection_path.is_dir():
+    """Under --agentrace, a task's starter ``repo`` folder and a trial's repos and overlays are input, not tests."""
+    if not enabled(config) or not collection_path.is_dir():
         return None
-    from pytest_agentrace.plugin.collect import task_repo_dirs, trial_input_dirs
-
-    if collection_path.resolve() in task_repo_dirs(collection_path.parent, config) | trial_input_dirs(collection_path.parent, config):
+    parent = collection_path.parent
+    if collection_path.resolve() in collect.task_repo_dirs(parent, config) | collect.trial_input_dirs(parent, config):
         return True
     return None
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
-    if not _enabled(parent.config):
+    if not enabled(parent.config):
         return None
-    from pytest_agentrace.plugin.collect import (
-        TaskFile,
-        TrialFile,
-        named_on_command_line,
-        sniff_task,
-        sniff_trial,
-    )
-
-    named = named_on_command_line(file_path, parent.config)  # claimed even when it does not look like one
-    if file_path.suffix in (".yaml", ".yml") and (named or sniff_task(file_path, parent.config)):
-        if parent.config.getoption("agentrace_validate"):
-            from pytest_agentrace.plugin.validate import ValidationTaskFile
-
-            return ValidationTaskFile.from_parent(parent, path=file_path)
-        return TaskFile.from_parent(parent, path=file_path)
-    if file_path.suffix == ".toml" and ((named and file_path.name != "pyproject.toml") or sniff_trial(file_path, parent.config)):
-        return TrialFile.from_parent(parent, path=file_path)
+    config = parent.config
+    named = collect.named_on_command_line(file_path, config)  # claimed even when it does not look like one
+    if file_path.suffix in (".yaml", ".yml") and (named or collect.sniff_task(file_path, config)):
+        node = validate.ValidationTaskFile if settings(config).validate else collect.TaskFile
+        return node.from_parent(parent, path=file_path)
+    if file_path.suffix == ".toml" and ((named and file_path.name != "pyproject.toml") or collect.sniff_trial(file_path, config)):
+        return collect.TrialFile.from_parent(parent, path=file_path)
     return None
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``--agentrace-difficulty``: deselect task runs of other difficulties (``builtin.deselect_by_difficulty``);
-    runs of different files that would share a results folder become errors (``collect.mark_collisions``)."""
-    if _enabled(config):
-        from pytest_agentrace.plugin.collect import mark_collisions
-        from pytest_agentrace.spec.builtin import deselect_by_difficulty
+    """The one pass over the collected run items (the same on the controller and on every xdist worker):
 
-        deselect_by_difficulty(config, items)
-        mark_collisions(items)
-
-
-def execute(config: pytest.Config, spec, tmp_path: Path):
-    """Run one RunSpec in ``tmp_path`` and return its Outcome (called from the item's setup)."""
-    from pytest_agentrace.run.pipeline import run_task
-    from pytest_agentrace.run.resume import reused_outcome
-
-    out = out_dir(config)
-    reused = reused_outcome(config, spec, out)
-    if reused is not None:
-        return reused
-    options = {"cache_dir": out / ".cache" / "repos", "agent_home": config.getoption("agentrace_agent_home")}
-    from pytest_agentrace.plugin.progress import stdout_feed
-
-    options["on_stdout"] = stdout_feed(config, spec)  # issue 8: the live progress display reads the agent's output
-    from pytest_agentrace.model_double.opts import run_options
-
-    options.update(run_options(config))  # issue 7: --agentrace-offline, --agentrace-model-double
-    try:
-        if spec.kind == "trial":
-            from pytest_agentrace.run.trial import run_trial
-
-            return run_trial(spec, tmp_path, out, options, config.stash[SESSION_ID_KEY])
-        return run_task(spec, tmp_path, out, options, config.stash[SESSION_ID_KEY])
-    except Exception as exc:  # a fault of ours must not lose the run: record it as an infrastructure error
-        from pytest_agentrace.run.pipeline import error_outcome
-
-        return error_outcome(spec, out, config.stash[SESSION_ID_KEY], f"harness fault: {type(exc).__name__}: {exc}")
-
-
-class SessionPlugin:
-    """Per-session hooks registered by ``pytest_configure`` (holds the config, like pytest-cov's plugin)."""
-
-    def __init__(self, config: pytest.Config):
-        self.config = config
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Gather outcomes from reports (on the controller these include every xdist worker's)."""
-        for name, value in getattr(report, "user_properties", ()):
-            if name == "agentrace.outcome":
-                self.config.stash[AGGREGATOR_KEY].add_json(value)
-                return
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """After junitxml wrote its file (trylast), put the final composite scores into it; record the session's
-        run ids in ``<out>/last-session.json`` (``outcome.write_last_session``)."""
-        if is_worker(self.config):
-            return
-        outcomes = self.config.stash[AGGREGATOR_KEY].outcomes
-        if outcomes:
-            from pytest_agentrace.record.runfile import write_last_session
-
-            try:
-                write_last_session(out_dir(self.config), self.config.stash[SESSION_ID_KEY], list(outcomes))
-            except OSError as exc:
-                print(f"agentrace: last-session record not written: {exc}", file=sys.stderr)
-        xml = self.config.getoption("xmlpath", default=None)
-        if not xml:
-            return
-        from pytest_agentrace.report.junit import patch_scores
-
-        scored = self.config.stash[AGGREGATOR_KEY].scored()
-        patch_scores(Path(xml), {o.run_id: o.score for o in scored if o.kind == "task"})
-
-    def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-        if is_worker(config):
-            return
-        agg = config.stash[AGGREGATOR_KEY]
-        if not agg.outcomes:
-            return
-        terminalreporter.section("agentrace")
-        for line in agg.summary_lines(show_cost=not config.getoption("agentrace_no_cost")):
-            terminalreporter.write_line(line)
+    - deselect, through ``pytest_deselected``, task runs of other difficulties (``--agentrace-difficulty``) and,
+      under ``--agentrace-validate``, trial runs;
+    - mark runs of different files that would share a results folder (``collect.mark_collisions``);
+    - under ``--agentrace-stop-when-decided``, order runs rep-major (stable), so every arm's early reps come first
+      and later reps can be skipped once decided.
+    """
+    if not enabled(config):
+        return
+    found = settings(config)
+    keep, drop = [], []
+    for item in items:
+        spec = item.stash.get(collect.RUNSPEC_KEY, None)
+        dropped = spec is not None and (
+            (found.validate and spec.kind != "task")
+            or (spec.kind == "task" and not keep_difficulty(spec.spec.difficulty, found.difficulty)))
+        (drop if dropped else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    collect.mark_collisions(items)
+    if found.stop_when_decided:
+        items.sort(key=lambda it: spec.rep if (spec := it.stash.get(collect.RUNSPEC_KEY, None)) is not None else 0)

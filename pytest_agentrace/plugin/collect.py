@@ -7,19 +7,38 @@ happens in ``setup``: an infrastructure fault there reports as a pytest *error*,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from pytest_agentrace.errors import SpecError
+from pytest_agentrace.errors import SpecError, did_you_mean
+from pytest_agentrace.plugin.session import (
+    RUN_OPTIONS_KEY,
+    SESSION_ID_KEY,
+    out_dir,
+    settings,
+)
 from pytest_agentrace.record.model import Outcome, Status
-from pytest_agentrace.spec.matrix import RunSpec, task_runs
+from pytest_agentrace.run.agent import agent_path_error, missing_executable
+from pytest_agentrace.run.checks import log_tail
+from pytest_agentrace.run.pipeline import execute
+from pytest_agentrace.run.resume import stored_outcome
+from pytest_agentrace.spec.common import known_agent, parse_agent, unique_agent_ids
+from pytest_agentrace.spec.matrix import RunSpec, task_runs, trial_runs
+from pytest_agentrace.spec.task import _TASK_ONLY_KEYS, is_task_data, load_task
+from pytest_agentrace.spec.trial import is_trial_data, load_trial
+from pytest_agentrace.stats.score import solo_score
+from pytest_agentrace.stats.sequential import skip_reason
 
 RUNSPEC_KEY = pytest.StashKey[RunSpec]()
 OUTCOME_KEY = pytest.StashKey[Outcome]()
+FEED_KEY = pytest.StashKey[Any]()  # the live progress display's feed factory: spec -> on_stdout callable or None
 SNIFF_KEY = pytest.StashKey[dict]()
 
 
@@ -55,21 +74,15 @@ def sniff_task(path: Path, config: pytest.Config) -> bool:
     cache = config.stash.setdefault(SNIFF_KEY, {})
     if path in cache:
         return cache[path]
-    import yaml
-
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         cache[path] = False
         return False
-    from pytest_agentrace.spec.task import _TASK_ONLY_KEYS
-
     if not any(key in text for key in _TASK_ONLY_KEYS):  # cheap pre-filter before parsing YAML
         cache[path] = False
         return False
     try:
-        from pytest_agentrace.spec.task import is_task_data
-
         result = is_task_data(yaml.safe_load(text))
     except (yaml.YAMLError, RecursionError, ValueError):
         lines = text.splitlines()
@@ -80,8 +93,6 @@ def sniff_task(path: Path, config: pytest.Config) -> bool:
 
 def task_repo_dirs(directory: Path, config: pytest.Config) -> set[Path]:
     """Resolved ``repo`` folders of the task files directly in ``directory`` (not collected as tests)."""
-    from pytest_agentrace.spec.task import load_task
-
     dirs = set()
     for path in sorted(directory.glob("*.y*ml")):
         if path.suffix in (".yaml", ".yml") and sniff_task(path, config):
@@ -108,10 +119,6 @@ def sniff_trial(path: Path, config: pytest.Config) -> bool:
         except (OSError, UnicodeDecodeError):
             text = ""
         if "questions" in text:
-            import tomllib
-
-            from pytest_agentrace.spec.trial import is_trial_data
-
             try:
                 result = is_trial_data(tomllib.loads(text))
             except tomllib.TOMLDecodeError:
@@ -127,8 +134,6 @@ def trial_input_dirs(directory: Path, config: pytest.Config) -> set[Path]:
     """Resolved local ``[[repos]]`` sources and arm overlays of the trial files in ``directory`` and its parents up
     to the rootdir (inputs, not tests: never collected; nested ones such as ``overlays/docs`` included).
     Cached per folder for the session."""
-    from pytest_agentrace.spec.trial import load_trial
-
     cache = config.stash.setdefault(TRIAL_DIRS_KEY, {})
     directory = directory.resolve()
     if directory in cache:
@@ -151,9 +156,7 @@ def trial_input_dirs(directory: Path, config: pytest.Config) -> set[Path]:
 
 def cli_agents(config: pytest.Config):
     """Agents from ``--agentrace-agent`` (None when not given; names and ids are settled by ``task_agents``)."""
-    from pytest_agentrace.spec.common import parse_agent
-
-    specs = config.getoption("agentrace_agent")
+    specs = settings(config).agent
     if not specs:
         return None
     return tuple(parse_agent(Path("--agentrace-agent"), f"--agentrace-agent {s}", s, check_known=False) for s in specs)
@@ -186,8 +189,6 @@ def task_agents(listed, wanted):
     else the spec itself (a task can run any agent)."""
     if not wanted:
         return listed
-    from pytest_agentrace.spec.common import known_agent, unique_agent_ids
-
     chosen: list = []
     for w in wanted:
         named = [a for a in listed if w.id in (a.id, a.name, a.label)]
@@ -223,13 +224,9 @@ class TaskFile(SpecFile):
 
     def load(self):
         """The task file loaded (``SpecError`` when invalid), with ``--agentrace-timeout`` applied."""
-        from pytest_agentrace.spec.task import load_task
-
         task = load_task(self.path)
-        override = self.config.getoption("agentrace_timeout")
+        override = settings(self.config).timeout
         if override:
-            import dataclasses
-
             task = dataclasses.replace(task, timeout=float(override))
         return task
 
@@ -238,7 +235,7 @@ class TaskFile(SpecFile):
         agents = task_agents(task.agents, cli_agents(self.config))
         if not agents:
             raise SpecError(self.path, "agents", "no agents to run; add e.g. agents: [claude, noop] or pass --agentrace-agent")
-        reps = self.config.getoption("agentrace_reps") or 1
+        reps = settings(self.config).reps or 1
         yield from self.make_items(task_runs(task, agents, reps))
 
 
@@ -252,31 +249,24 @@ class TrialFile(SpecFile):
     """
 
     def collect(self):
-        import dataclasses
-
-        from pytest_agentrace.spec.matrix import trial_runs
-        from pytest_agentrace.spec.trial import load_trial
-
         trial = load_trial(self.path)
-        override = self.config.getoption("agentrace_timeout")
+        override = settings(self.config).timeout
         if override:
             trial = dataclasses.replace(trial, timeout=float(override))
         agents = list(trial.agents)
-        wanted = self.config.getoption("agentrace_agent")
+        wanted = settings(self.config).agent
         if wanted:
             agents = [a for a in agents if {a.id, a.name, a.label} & set(wanted)]
             if not agents:
                 raise SpecError(self.path, "--agentrace-agent", f"{', '.join(wanted)} matches none of this trial's agents: {', '.join(a.id for a in trial.agents)}")
         arms = [a.name for a in trial.arms]
-        wanted_arms = self.config.getoption("agentrace_arm")
+        wanted_arms = settings(self.config).arm
         if wanted_arms:
             arms = [a for a in arms if a in wanted_arms]
             if not arms:
                 raise SpecError(self.path, "--agentrace-arm", f"{', '.join(wanted_arms)} matches none of this trial's arms: {', '.join(a.name for a in trial.arms)}")
-        base = self.config.getoption("agentrace_baseline", default=None)
+        base = settings(self.config).baseline
         if base and base not in [a.name for a in trial.arms]:
-            from pytest_agentrace.errors import did_you_mean
-
             names = [a.name for a in trial.arms]
             raise SpecError(self.path, "--agentrace-baseline", f"{base} is not an arm of this trial{did_you_mean(base, names)}; arms: {', '.join(names)}")
         keyless = [q.id for q in trial.questions if not q.has_answer_key]
@@ -284,8 +274,40 @@ class TrialFile(SpecFile):
             self.warn(pytest.PytestWarning(
                 f"agentrace: {self.path}: question(s) {', '.join(keyless)} have no answer key (expect, forbid or verify), so every "
                 "answer passes: their pass rate measures nothing (tokens and cost still compare)"))
-        reps = self.config.getoption("agentrace_reps") or trial.reps
+        reps = settings(self.config).reps or trial.reps
         yield from self.make_items(trial_runs(trial, agents, arms, reps))
+
+
+def run(config: pytest.Config, spec: RunSpec, tmp: Path) -> Outcome:
+    """Run ``spec`` in the scratch folder ``tmp`` (``run.pipeline.execute``), or reuse its stored outcome under
+    ``--agentrace-resume`` / ``--agentrace-retry-failed`` (``run.resume.stored_outcome``)."""
+    found, out = settings(config), out_dir(config)
+    if found.resume or found.retry_failed:
+        reused = stored_outcome(spec, out, retry_failed=found.retry_failed)
+        if reused is not None:
+            return reused
+    options = config.stash[RUN_OPTIONS_KEY]
+    feed = config.stash.get(FEED_KEY, None)
+    if feed is not None:
+        options = dataclasses.replace(options, on_stdout=feed(spec))
+    return execute(spec, tmp, out, options, config.stash[SESSION_ID_KEY])
+
+
+def planned_reps(config: pytest.Config, spec: Any) -> int:
+    """The cap of a cell's reps: ``--agentrace-reps`` or the file's ``reps`` (1 when it has none)."""
+    return int(settings(config).reps or getattr(spec, "reps", None) or 1)
+
+
+def should_skip(config: pytest.Config, spec: RunSpec) -> str | None:
+    """Skip reason for a run under ``--agentrace-stop-when-decided`` (None: run it). Trials only: a task file
+    has a single arm, so nothing is compared and every rep runs."""
+    found = settings(config)
+    if not found.stop_when_decided or spec.kind != "trial":
+        return None
+    trial = spec.spec
+    arms = [a.name for a in trial.arms if not found.arm or a.name in found.arm]
+    base = found.baseline if found.baseline in arms else trial.baseline
+    return skip_reason(spec, out_dir(config), config.stash[SESSION_ID_KEY], planned_reps(config, trial), arms, base)
 
 
 def check_outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -300,25 +322,15 @@ class RunItem(pytest.Function):
 
     def setup(self) -> None:
         super().setup()
-        from pytest_agentrace import plugin
-        from pytest_agentrace.run.pipeline import agent_path_error, missing_executable
-
         spec = self.stash[RUNSPEC_KEY]
         if error := self.stash.get(COLLISION_KEY, None) or agent_path_error(spec):
             pytest.fail(error, pytrace=False)
-        reason = missing_executable(spec)
-        if reason:
-            pytest.skip(reason)
-        from pytest_agentrace.plugin.stats import (
-            should_skip,  # issue 5: --agentrace-stop-when-decided
-        )
-
-        if reason := should_skip(self.config, spec):
+        if reason := missing_executable(spec) or should_skip(self.config, spec):
             pytest.skip(reason)
         # tmp_path_factory, not tmp_path: tmp_path's teardown raises KeyError after a Ctrl-C during setup
         # (its result key is only set by makereport), which turned a clean interrupt into a crash (exit 1)
         tmp = self.funcargs["tmp_path_factory"].mktemp(re.sub(r"\W", "_", self.name)[:30], numbered=True)
-        outcome = plugin.execute(self.config, spec, tmp)
+        outcome = run(self.config, spec, tmp)
         self.stash[OUTCOME_KEY] = outcome
         self.user_properties.extend(outcome_properties(outcome))
         if outcome.status == Status.ERROR:
@@ -327,9 +339,6 @@ class RunItem(pytest.Function):
 
     def failure_text(self, outcome: Outcome) -> str:
         """Short failure report: status, reason, the failing check's exit code and its last 20 log lines."""
-        from pytest_agentrace.options import out_dir
-        from pytest_agentrace.run.checks import log_tail
-
         spec = self.stash[RUNSPEC_KEY]
         lines = [f"{spec.id}: {outcome.status}: {outcome.reason or ''}".rstrip(": ")]
         run_dir = spec.run_dir(out_dir(self.config))
@@ -354,20 +363,18 @@ class RunItem(pytest.Function):
 
 def outcome_properties(outcome: Outcome) -> list[tuple[str, Any]]:
     """``item.user_properties`` for a run: one JSON payload plus scalars for JUnit XML."""
-    from pytest_agentrace.stats.score import solo_score
-
-    extra = outcome.extra
     score = outcome.score
     if score is None and outcome.kind == "task":
-        score = solo_score(outcome, extra.get("has_verify", False), extra.get("has_lint", False), extra.get("scoring"))
+        score = solo_score(outcome)
     props = [
         ("agentrace.outcome", json.dumps(outcome.to_dict(), sort_keys=True)),
         ("agentrace.run_id", outcome.run_id),
         ("agentrace.status", outcome.status),
-        ("agentrace.score", score if score is not None else ""),
         ("agentrace.seconds", outcome.seconds),
         ("agentrace.lines", outcome.lines_changed),
     ]
+    if score is not None:  # a trial run has no composite score; JUnit carries no empty numeric property
+        props.insert(3, ("agentrace.score", score))
     u = outcome.usage
     if u.total_tokens is not None:
         props.append(("agentrace.tokens", u.total_tokens))

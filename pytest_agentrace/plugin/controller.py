@@ -1,58 +1,314 @@
-"""Controller-side aggregation: every run's Outcome, keyed by RunSpec id, and the session summary.
+"""The session's one controller: it takes every run's payload, builds the session result once, sets the exit
+status, writes every output and prints the ``agentrace`` section.
 
-Outcomes arrive as JSON strings (``report.user_properties``), so a serial run and a pytest-xdist run feed
-the same data; everything derived (scores, ranks, tables) is computed from the sorted set of outcomes,
-never from arrival order.
+It is registered by ``plugin.pytest_configure`` on the controller process only (on a pytest-xdist worker nothing
+is registered; the worker's items still send their payloads in ``report.user_properties``, which xdist relays),
+the way pytest-cov picks ``Central`` or ``DistWorker`` once per process.
+
+Order of work:
+
+- ``pytest_runtest_logreport``: each run's payload (``agentrace.outcome``) once, the same with or without xdist;
+  a malformed payload is an error line in the summary, never silence;
+- after the test loop (``pytest_runtestloop`` wrapper): ``finish`` builds the frozen ``SessionResult`` (scored
+  outcomes, statistics report, snapshot rows, gate decisions, validation verdicts), records the session
+  (``last-session.json``, the snapshot under ``--agentrace-snapshot-update``, the SQLite history) and builds the
+  export document when an output needs it; a failing gate adds to ``session.testsfailed`` (exit status 1, as
+  pytest-cov's ``--cov-fail-under``). An interrupted loop gets the same, without gates, in ``pytest_sessionfinish``;
+- ``pytest_sessionfinish`` (trylast, after junitxml wrote its file): the final scores into the JUnit XML, the
+  HTML / Markdown / JSON reports and ``$GITHUB_STEP_SUMMARY``;
+- ``pytest_terminal_summary``: one ``agentrace`` section (tables, statistics, validation, what was written,
+  warnings, gate failures).
+
+A failure to write one output is a warning line and never loses the others or changes the exit status.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
-from collections import defaultdict
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
+import pytest
+
+from pytest_agentrace.errors import SpecError
+from pytest_agentrace.options import STEP_SUMMARY_ENV, Settings
+from pytest_agentrace.plugin import validate
+from pytest_agentrace.plugin.collect import planned_reps
+from pytest_agentrace.plugin.progress import Progress
+from pytest_agentrace.plugin.session import report_path
 from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.record.runfile import write_last_session
+from pytest_agentrace.record.store import SessionInfo, Store, StoreError, default_path
+from pytest_agentrace.report import html, markdown
+from pytest_agentrace.report.json_export import build_export
+from pytest_agentrace.report.junit import patch_scores
+from pytest_agentrace.report.stats_text import compare_lines, report_lines
+from pytest_agentrace.report.text import task_tables
+from pytest_agentrace.report.trials import trial_tables
+from pytest_agentrace.spec.trial import load_trial
+from pytest_agentrace.stats.report import StatsReport, build_report
+from pytest_agentrace.stats.score import score_outcomes
+from pytest_agentrace.stats.snapshot import (
+    SnapshotRow,
+    compare,
+    make_snapshot,
+    read_snapshot,
+    write_snapshot,
+)
+from pytest_agentrace.stats.verdict import gate_failures, parse_fail_on
+
+OUTCOME_PROPERTY = "agentrace.outcome"
 
 
-class Aggregator:
-    """Collects outcomes (last one per run id wins) and derives scores and tables from them."""
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
-    def __init__(self) -> None:
-        self.outcomes: dict[str, Outcome] = {}
 
-    def add_json(self, payload: str) -> None:
-        """Add one ``Outcome.to_dict`` JSON payload; a malformed payload is ignored (it cannot be ranked)."""
+@dataclass(frozen=True)
+class SessionResult:
+    """Everything the session's outputs are made from, built once by ``Controller.finish``.
+
+    ``outcomes``: every run, task runs with their composite score, sorted; ``report``: the statistics report (None
+    when it could not be computed; the reason is in ``failures``); ``snapshot_rows``: the comparison with
+    ``--agentrace-snapshot`` (None when none was compared); ``failures``: gate failures, one line each (the session
+    fails when there is one); ``notes``: what was recorded, and warnings; ``validation``: the rows and invalid count of
+    ``--agentrace-validate``; ``document``: the export document (None when no output needs it).
+    """
+
+    outcomes: tuple[Outcome, ...]
+    report: StatsReport | None
+    snapshot_rows: tuple[SnapshotRow, ...] | None
+    failures: tuple[str, ...]
+    notes: tuple[tuple[str, bool], ...]  # (line, is_warning)
+    validation: tuple[tuple[tuple[str, ...], ...], int] | None
+    document: dict[str, Any] | None
+
+
+class Controller:
+    """The pytest plugin object of the session's end (see the module docstring)."""
+
+    NAME = "agentrace-controller"
+
+    def __init__(self, config: pytest.Config, settings: Settings, session_id: str, out: Path):
+        self.config, self.settings, self.session_id, self.out = config, settings, session_id, out
+        self.started = _now()
+        self.outcomes: dict[str, Outcome] = {}  # by run id
+        self.by_node: dict[str, Outcome] = {}  # by pytest node id, for the progress lines
+        self.bad_payloads: list[str] = []
+        self.result: SessionResult | None = None
+        self.written: list[tuple[str, bool]] = []
+        self.progress = Progress(config)
+
+    # -- gathering ---------------------------------------------------------------------------------------------
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.progress.start()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item):
+        with self.progress.running(item):
+            return (yield)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple) -> None:
+        self.progress.started(nodeid)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Take a run's payload (on the controller these include every xdist worker's); the last one per run id
+        wins. A payload that does not parse is kept as an error line for the summary."""
+        if report.when == "setup":  # the item's run happens in its setup; later reports repeat the same payload
+            for name, value in getattr(report, "user_properties", ()):
+                if name != OUTCOME_PROPERTY:
+                    continue
+                try:
+                    outcome = Outcome.from_dict(json.loads(value))
+                except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                    self.bad_payloads.append(f"{report.nodeid}: {type(exc).__name__}: {exc}")
+                    break
+                self.outcomes[outcome.run_id] = outcome
+                self.by_node[report.nodeid] = outcome
+                break
+        self.progress.reported(report, self.by_node.get(report.nodeid))
+
+    # -- the session's end -------------------------------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session):
+        result = yield
+        if self.finish(gates=True).failures:
+            session.testsfailed += 1
+        return result
+
+    def finish(self, gates: bool = False) -> SessionResult:
+        """Build the session result (once) and record the session; see the module docstring."""
+        if self.result is not None:
+            return self.result
+        outcomes = tuple(score_outcomes(self.outcomes.values(), per_session=False))
+        notes: list[tuple[str, bool]] = [(f"agentrace: malformed run payload ignored: {p}", True) for p in self.bad_payloads]
+        failures: list[str] = []
+        report = rows = None
+        validation = validate.verdict_rows(outcomes) if self.settings.validate and outcomes else None
+        if outcomes:
+            try:
+                report, rows, snap_notes = self._statistics(list(outcomes))
+                notes += [(n, False) for n in snap_notes]
+                if gates:
+                    failures += gate_failures(parse_fail_on(self.settings.fail_on), report.cells, report.comparisons,
+                                              rows, report.reliability)
+            except Exception as exc:  # noqa: BLE001 - a bug in the statistics must not lose the session's results; it fails the session visibly
+                failures.append(f"the statistics could not be computed: {type(exc).__name__}: {exc}")
+            notes += self._record(outcomes)
+        document = None
+        if outcomes and self._report_targets():
+            try:
+                document = self._document(outcomes, report)
+            except Exception as exc:  # noqa: BLE001 - a report bug must not break the session
+                notes.append((f"agentrace: could not build the report: {type(exc).__name__}: {exc}", True))
+        self.result = SessionResult(outcomes, report, tuple(rows) if rows is not None else None, tuple(failures),
+                                    tuple(notes), validation, document)
+        return self.result
+
+    def _statistics(self, outcomes: list[Outcome]) -> tuple[StatsReport, list[SnapshotRow] | None, list[str]]:
+        """The statistics report, the snapshot comparison (or the snapshot written), and notes."""
+        s = self.settings
+        seq = {"caps": self._caps(outcomes)} if s.stop_when_decided else None
+        report = build_report(outcomes, s.baseline, s.seed, s.resamples, sequential=seq)
+        rows, notes = None, []
+        if s.snapshot and s.snapshot_update:
+            path = write_snapshot(Path(s.snapshot), make_snapshot(outcomes))
+            notes.append(f"snapshot written: {path} ({len({(o.kind, o.case, o.arm, o.agent) for o in outcomes})} cells)")
+        elif s.snapshot:
+            rows = compare(read_snapshot(Path(s.snapshot)), outcomes, tolerance=s.tolerance, seed=s.seed,
+                           resamples=s.resamples, alpha=s.regression_alpha)
+        return report, rows, notes
+
+    def _caps(self, outcomes: list[Outcome]) -> dict[str, int]:
+        """Planned reps per trial source (loads each trial file; falls back to the highest rep seen)."""
+        caps = {}
+        for source in sorted({o.source for o in outcomes if o.kind == "trial"}):
+            try:
+                caps[source] = planned_reps(self.config, load_trial(Path(source)))
+            except (SpecError, OSError):
+                caps[source] = max(o.rep for o in outcomes if o.source == source)
+        return caps
+
+    def store_path(self) -> Path | None:
+        """The history file (None under ``--agentrace-no-save``, and under ``--agentrace-validate``: oracle and noop
+        runs check tasks, they are no race between agents)."""
+        if self.settings.no_save or self.settings.validate:
+            return None
+        return Path(self.settings.db).expanduser().resolve() if self.settings.db else default_path(self.config.rootpath)
+
+    def session_info(self) -> SessionInfo:
+        info = SessionInfo.collect(self.session_id, self.config.rootpath, out=self.out, started=self.started,
+                                   args=[str(a) for a in self.config.invocation_params.args])
+        info.finished = _now()
+        return info
+
+    def _record(self, outcomes: tuple[Outcome, ...]) -> list[tuple[str, bool]]:
+        """``last-session.json`` and the history store; returns note lines."""
+        notes: list[tuple[str, bool]] = []
         try:
-            outcome = Outcome.from_dict(json.loads(payload))
-        except (ValueError, TypeError, KeyError):
+            write_last_session(self.out, self.session_id, [o.run_id for o in outcomes])
+        except OSError as exc:
+            notes.append((f"agentrace: last-session record not written: {exc}", True))
+        path = self.store_path()
+        fresh = [o for o in outcomes if not o.reused]  # a resumed run is in the history of the session that ran it
+        if path is None or not fresh:
+            return notes
+        try:
+            with Store(path) as store:
+                n = store.save_session(self.session_info(), fresh)
+        except (StoreError, OSError) as exc:
+            return [*notes, (f"agentrace: history not saved: {exc}", True)]
+        reused = len(outcomes) - len(fresh)
+        note = f" ({reused} reused runs are saved with the session that ran them)" if reused else ""
+        return [*notes, (f"agentrace: saved {n} runs of session {self.session_id} to {path}{note}", False)]
+
+    def _report_targets(self) -> dict[str, Path]:
+        targets = {kind: report_path(self.config, value) for kind in ("html", "md", "json")
+                   if (value := getattr(self.settings, kind))}
+        if os.environ.get(STEP_SUMMARY_ENV):
+            targets["step_summary"] = Path(os.environ[STEP_SUMMARY_ENV])
+        return targets
+
+    def _document(self, outcomes: tuple[Outcome, ...], report: StatsReport | None) -> dict[str, Any]:
+        s = self.settings
+        return build_export(list(outcomes), out=self.out, session=asdict(self.session_info()),
+                            options={"reps": s.reps, "timeout": s.timeout}, baseline=s.baseline, seed=s.seed,
+                            history=self._history(), resamples=s.resamples, stats_report=report)
+
+    def _history(self) -> list[Outcome] | None:
+        """The store's task outcomes (this session's included) for the Elo-over-time chart."""
+        path = self.store_path()
+        if path is None or not path.exists():
+            return None
+        try:
+            with Store(path) as store:
+                rows = store.rating_outcomes()
+        except StoreError:
+            return None
+        return rows or None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        result = self.finish()
+        xml = self.config.getoption("xmlpath", default=None)
+        if xml and result.outcomes:
+            patch_scores(Path(xml), {o.run_id: o.score for o in result.outcomes if o.kind == "task"})
+        if result.document is not None:
+            self.written = self._write(result.document)
+
+    def _write(self, doc: dict[str, Any]) -> list[tuple[str, bool]]:
+        """Render the export document to each requested output; returns note lines."""
+        renders = {"html": lambda: html.render_report(doc), "md": lambda: markdown.render(doc),
+                   "json": lambda: json.dumps(doc, indent=2, sort_keys=True) + "\n"}
+        lines: list[tuple[str, bool]] = []
+        for kind, path in self._report_targets().items():
+            try:
+                if kind == "step_summary":
+                    with open(path, "a", encoding="utf-8") as fh:
+                        fh.write(markdown.render(doc) + "\n")
+                    lines.append((f"agentrace: appended the Markdown summary to ${STEP_SUMMARY_ENV}", False))
+                    continue
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(renders[kind](), encoding="utf-8")
+                lines.append((f"agentrace: wrote {kind} report {path}", False))
+            except Exception as exc:  # noqa: BLE001 - one broken output must not stop the others
+                where = f"${STEP_SUMMARY_ENV} ({path})" if kind == "step_summary" else str(path)
+                lines.append((f"agentrace: could not write {where}: {type(exc).__name__}: {exc}", True))
+        return lines
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        """The one ``agentrace`` section."""
+        result = self.finish()
+        if not result.outcomes and not result.notes:
             return
-        self.add(outcome)
+        write = terminalreporter.write_line
+        terminalreporter.section("agentrace")
+        show_cost = not self.settings.no_cost
+        for line in task_tables(result.outcomes, show_cost=show_cost) + trial_tables(result.outcomes, show_cost=show_cost):
+            write(line)
+        stats = report_lines(result.report) if result.report is not None else []
+        if stats:
+            write("--- agentrace statistics ---")
+            for line in stats:
+                write(line)
+        if result.snapshot_rows is not None:
+            for line in ["", f"compared with snapshot {self.settings.snapshot}:", *compare_lines(list(result.snapshot_rows))]:
+                write(line)
+        if result.validation is not None:
+            rows, invalid = result.validation
+            write("--- agentrace validate ---")
+            for line in validate.table_lines(rows, invalid):
+                write(line)
+        for line, warning in [*result.notes, *self.written]:
+            write(line, yellow=warning)
+        for line in result.failures:
+            write(f"agentrace: FAILED {line}", red=True, bold=True)
 
-    def add(self, outcome: Outcome) -> None:
-        self.outcomes[outcome.run_id] = outcome
-
-    def scored(self) -> list[Outcome]:
-        """Task outcomes with their composite ``score`` filled in (per task and rep); other kinds as they are.
-
-        Sorted by (kind, source, case, arm, rep, agent).
-        """
-        from pytest_agentrace.stats.score import score_group
-
-        groups: dict[tuple, list[Outcome]] = defaultdict(list)
-        rest = []
-        for o in self.outcomes.values():
-            (groups[(o.source, o.case, o.rep)] if o.kind == "task" else rest).append(o)
-        result = []
-        for runs in groups.values():
-            extra = runs[0].extra
-            scores = score_group(runs, extra.get("has_verify", False), extra.get("has_lint", False), extra.get("scoring"))
-            result.extend(o.replace(score=scores[o.run_id]) for o in runs)
-        result.extend(rest)
-        return sorted(result, key=lambda o: (o.kind, o.source, o.case, o.arm, o.rep, o.agent))
-
-    def summary_lines(self, show_cost: bool = True) -> list[str]:
-        """The terminal summary: one ranked table per task (see ``report.text``)."""
-        from pytest_agentrace.report.text import task_tables
-        from pytest_agentrace.report.trials import trial_tables
-
-        scored = self.scored()
-        return task_tables(scored, show_cost=show_cost) + trial_tables(scored, show_cost=show_cost)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.progress.close()

@@ -1,6 +1,6 @@
 """Progress of long runs under ``-v``: a live status after each running agent item, or plain lines.
 
-Two modes, chosen once per session on the controller (``ProgressPlugin.mode``):
+Two modes, chosen once per session on the controller (``Progress.mode``):
 
 - ``live`` (a terminal, no pytest-xdist): while an item's agent runs, a status is drawn after pytest's own
   ``path::item`` prefix - agent, elapsed seconds, and the tool calls and tokens seen so far when the agent's
@@ -17,17 +17,20 @@ changes an outcome.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-LIVE_KEY = pytest.StashKey["LiveRun"]()
+from pytest_agentrace.agents import get_adapter
+from pytest_agentrace.plugin.collect import FEED_KEY, RUNSPEC_KEY
+from pytest_agentrace.record.model import Outcome
+
 TICK_SECONDS = 0.5
 PARSE_EVERY = 1.0  # seconds between parses of the partial output
 MAX_BUFFER = 4 * 1024 * 1024  # bytes of streamed output kept for the live parse
@@ -71,8 +74,6 @@ class LiveRun:
         if text is not None:
             self.parsed_at, self.parsed_size = now, size
             try:
-                from pytest_agentrace.agents import get_adapter
-
                 usage = get_adapter(self.adapter).parse(text.decode("utf-8", errors="replace"), "", None)
                 self.tool_calls, self.tokens = len(usage.tool_calls), usage.total_tokens
             except Exception:  # noqa: BLE001, S110 - partial output may not parse; progress is best effort
@@ -84,14 +85,9 @@ class LiveRun:
         return fmt_status(self.agent, time.monotonic() - self.start, calls, tokens)
 
 
-def stdout_feed(config: pytest.Config, spec: Any) -> Callable[[bytes], None] | None:
-    """The live display's feed for ``spec``'s agent output in this process (None when nothing is shown)."""
-    live = config.stash.get(LIVE_KEY, None)
-    return live.feed if live is not None and live.run_id == spec.id else None
-
-
-class ProgressPlugin:
-    """Registered on the controller under ``-v``; see the module docstring for the two modes."""
+class Progress:
+    """The progress display of a session, owned by the controller (which forwards the hook calls); see the module
+    docstring for the two modes. Without ``-v`` it is off."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
@@ -99,8 +95,12 @@ class ProgressPlugin:
         self.out = None
         self.mode = "off"  # until the session starts and the terminal reporter is known
         self.printed: set[str] = set()
+        self.live: LiveRun | None = None
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    def start(self) -> None:
+        """Choose the mode (at session start, when the terminal reporter exists)."""
+        if self.config.get_verbosity() < 1:
+            return
         self.tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if self.tr is None:
             return
@@ -111,27 +111,33 @@ class ProgressPlugin:
             except (OSError, ValueError, AttributeError):
                 self.out = None
         self.mode = "live" if self.out is not None else "plain"
+        if self.mode == "live":
+            self.config.stash[FEED_KEY] = self.feed
+
+    def feed(self, spec: Any) -> Callable[[bytes], None] | None:
+        """The live display's feed for ``spec``'s agent output (None when nothing is shown)."""
+        live = self.live
+        return live.feed if live is not None and live.run_id == spec.id else None
 
     # -- live ------------------------------------------------------------------------------------------------
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_setup(self, item: pytest.Item):
-        from pytest_agentrace.plugin.collect import RUNSPEC_KEY
-
+    @contextlib.contextmanager
+    def running(self, item: pytest.Item) -> Iterator[None]:
+        """Around an item's setup (where its agent runs): tick the live status while it runs."""
         spec = item.stash.get(RUNSPEC_KEY, None)
         if self.mode != "live" or spec is None:
-            return (yield)
-        live = LiveRun(spec.id, spec.agent.id, spec.agent.adapter)
-        self.config.stash[LIVE_KEY] = live
+            yield
+            return
+        self.live = live = LiveRun(spec.id, spec.agent.id, spec.agent.adapter)
         stop = threading.Event()
         ticker = threading.Thread(target=self._tick, args=(live, stop), daemon=True)
         ticker.start()
         try:
-            return (yield)
+            yield
         finally:
             stop.set()
             ticker.join(timeout=2)
-            del self.config.stash[LIVE_KEY]
+            self.live = None
             self._draw("")
 
     def _tick(self, live: LiveRun, stop: threading.Event) -> None:
@@ -158,30 +164,23 @@ class ProgressPlugin:
         self.tr.write(text)
         self.tr.currentfspath = -2
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logstart(self, nodeid: str, location: tuple) -> None:
-        if self.mode == "plain" and _is_run_item(self.config, nodeid):
+    def started(self, nodeid: str) -> None:
+        if self.mode == "plain" and _is_run_item(nodeid):
             self._line(f"agentrace: started {nodeid.rsplit('::', 1)[-1]}")
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.mode != "plain" or report.nodeid in self.printed:
+    def reported(self, report: pytest.TestReport, outcome: Outcome | None) -> None:
+        """A test report; ``outcome`` is its run's, when known. One line beside the report pytest shows the result
+        for (the call phase, or a failed setup)."""
+        if self.mode != "plain" or outcome is None or report.nodeid in self.printed:
             return
         if report.when != "call" and not (report.when == "setup" and not report.passed):
-            return  # print beside the report pytest shows the result for
-        for name, value in getattr(report, "user_properties", ()):
-            if name == "agentrace.outcome":
-                try:
-                    o = json.loads(value)
-                except ValueError:
-                    return
-                self.printed.add(report.nodeid)
-                usage = o.get("usage") or {}
-                status = fmt_status(o["agent"], float(o.get("seconds") or 0), len(usage.get("tool_calls") or []), usage.get("total_tokens"))
-                self._line(f"agentrace: {o['run_id']}: {o['status']} ({status})")
-                return
+            return
+        self.printed.add(report.nodeid)
+        u = outcome.usage
+        status = fmt_status(outcome.agent, outcome.seconds, len(u.tool_calls), u.total_tokens)
+        self._line(f"agentrace: {outcome.run_id}: {outcome.status} ({status})")
 
-    def pytest_unconfigure(self, config: pytest.Config) -> None:
+    def close(self) -> None:
         if self.out is not None:
             try:
                 self.out.close()
@@ -189,13 +188,7 @@ class ProgressPlugin:
                 pass
 
 
-def _is_run_item(config: pytest.Config, nodeid: str) -> bool:
+def _is_run_item(nodeid: str) -> bool:
     """Run items are named ``case[...-rN]`` inside a task/trial file (xdist gives the controller only node ids)."""
     head, _, name = nodeid.rpartition("::")
     return head.endswith((".yaml", ".yml", ".toml")) and name.endswith("]") and "-r" in name
-
-
-def register(config: pytest.Config) -> None:
-    """Register the progress plugin on the controller when ``-v`` is given (call from ``pytest_configure``)."""
-    if config.get_verbosity() >= 1:
-        config.pluginmanager.register(ProgressPlugin(config), "agentrace-progress")

@@ -17,11 +17,10 @@ After the runs, the controller prints one table: task, oracle, noop, verdict.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
+from tabulate import tabulate
 
 from pytest_agentrace.plugin.collect import (
     OUTCOME_KEY,
@@ -30,22 +29,18 @@ from pytest_agentrace.plugin.collect import (
     RunItem,
     TaskFile,
 )
+from pytest_agentrace.plugin.session import out_dir
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.run.checks import log_tail
+from pytest_agentrace.spec.common import parse_agent, unique_agent_ids
 from pytest_agentrace.spec.matrix import task_runs
 
 VALIDATION_AGENTS = ("oracle", "noop")
 ORACLE_CHECKS = ("tests", "verify", "lint")
 
 
-def validating(config: pytest.Config) -> bool:
-    """True under ``--agentrace --agentrace-validate``."""
-    return bool(config.getoption("agentrace", default=False) and config.getoption("agentrace_validate", default=False))
-
-
 def validation_agents():
     """The two validation agents as ``AgentSpec``s (``oracle``, ``noop``)."""
-    from pytest_agentrace.spec.common import parse_agent, unique_agent_ids
-
     return unique_agent_ids(parse_agent(Path("--agentrace-validate"), "agents", a) for a in VALIDATION_AGENTS)
 
 
@@ -96,9 +91,6 @@ def check_validity(request: pytest.FixtureRequest, tmp_path: Path) -> None:
 
 def _failing_check_tail(item: pytest.Item, outcome: Outcome) -> str:
     """The first failing oracle check (tests, verify, lint) with the last lines of its log."""
-    from pytest_agentrace.options import out_dir
-    from pytest_agentrace.run.checks import log_tail
-
     run_dir = item.stash[RUNSPEC_KEY].run_dir(out_dir(item.config))
     for name in ORACLE_CHECKS:
         check = outcome.checks.get(name)
@@ -119,46 +111,6 @@ class ValidationTaskFile(TaskFile):
             yield item
 
 
-class ValidationPlugin:
-    """Hooks of the validation mode (registered by ``configure``): drop trial runs, gather the task runs'
-    outcomes on the controller, print the verdict table."""
-
-    def __init__(self, config: pytest.Config):
-        self.config = config
-        self.outcomes: dict[str, Outcome] = {}
-
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        keep, drop = [], []
-        for item in items:
-            spec = item.stash.get(RUNSPEC_KEY, None) if isinstance(item, RunItem) else None
-            (drop if spec is not None and spec.kind != "task" else keep).append(item)
-        if drop:
-            config.hook.pytest_deselected(items=drop)
-            items[:] = keep
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, value in getattr(report, "user_properties", ()):
-            if name == "agentrace.outcome":
-                try:
-                    outcome = Outcome.from_dict(json.loads(value))
-                except (ValueError, TypeError, KeyError):
-                    return
-                self.outcomes[outcome.run_id] = outcome
-                return
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if hasattr(config, "workerinput") or not self.outcomes:
-            return
-        rows, invalid = verdict_rows(self.outcomes.values())
-        from tabulate import tabulate
-
-        terminalreporter.section("agentrace validate")
-        terminalreporter.write_line(tabulate(rows, headers=["Task", "Oracle", "Noop", "Verdict"], tablefmt="github"))
-        total = len(rows)
-        terminalreporter.write_line(f"{total - invalid} of {total} task(s) valid, {invalid} invalid")
-
-
 def _run_cell(o: Outcome | None) -> str:
     if o is None:
         return "not run"
@@ -166,7 +118,7 @@ def _run_cell(o: Outcome | None) -> str:
     return f"{o.status}" + (f" ({marks})" if marks else "")
 
 
-def verdict_rows(outcomes) -> tuple[list[list[str]], int]:
+def verdict_rows(outcomes) -> tuple[tuple[tuple[str, ...], ...], int]:
     """Table rows ``[task, oracle, noop, verdict]`` (sorted by task file and name) and the number of
     invalid tasks. A task missing one of its two runs is ``incomplete`` (not counted as invalid)."""
     by_task: dict[tuple[str, str], dict[str, Outcome]] = {}
@@ -182,11 +134,11 @@ def verdict_rows(outcomes) -> tuple[list[list[str]], int]:
             verdict = "valid"
         else:
             verdict = "incomplete"
-        rows.append([case, _run_cell(runs.get("oracle")), _run_cell(runs.get("noop")), verdict])
-    return rows, invalid
+        rows.append((case, _run_cell(runs.get("oracle")), _run_cell(runs.get("noop")), verdict))
+    return tuple(rows), invalid
 
 
-def configure(config: pytest.Config) -> None:
-    """Register ``ValidationPlugin`` when validating (called from ``plugin.pytest_configure``)."""
-    if validating(config):
-        config.pluginmanager.register(ValidationPlugin(config), "agentrace-validate")
+def table_lines(rows: list[list[str]] | tuple, invalid: int) -> list[str]:
+    """The validation table (task, oracle, noop, verdict) and its closing count line."""
+    table = tabulate([list(r) for r in rows], headers=["Task", "Oracle", "Noop", "Verdict"], tablefmt="github")
+    return [*table.splitlines(), f"{len(rows) - invalid} of {len(rows)} task(s) valid, {invalid} invalid"]

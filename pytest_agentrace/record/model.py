@@ -4,9 +4,10 @@ Everything that crosses a process boundary (pytest-xdist workers -> controller, 
 JUnit properties) is a plain JSON dict made by ``to_dict`` and read back by ``from_dict``; enums are
 ``StrEnum`` so their values are ordinary strings.
 
-``run.json`` schema (``SCHEMA_VERSION`` 1), one object per run::
+``run.json`` schema (``SCHEMA_VERSION`` 2), one object per run::
 
-    schema_version  int        1
+    schema_version  int        2 (version 1 kept the five score/statistics inputs below in ``extra``; they are
+                               read from there)
     run_id          str        RunSpec id: "<kind>:<case>/<arm>/<agent>/r<rep>"
     kind            str        "task" | "trial"
     source          str        path of the task/trial file (as given to pytest)
@@ -22,6 +23,11 @@ JUnit properties) is a plain JSON dict made by ``to_dict`` and read back by ``fr
     checks          {name: CheckResult dict}   name in tests | verify | lint | setup
     lines_added, lines_removed, lines_changed, files_changed   int
     tampered        [str]      protected paths the agent created/changed/deleted
+    has_verify      bool       the case has a hidden verify check (score weights; validation's noop rule)
+    has_lint        bool       the task has a lint command (score: lint counts only then)
+    scoring         dict|None  the task's own score weights {component: points}
+    difficulty      str|None   the task's difficulty
+    baseline_arm    str|None   the trial's [defaults] baseline arm (relative cost is against it)
     usage           Usage dict (tokens, cost, tool calls, answer)
     answer_score    dict|None  trial answer key result {correct, recall, missing, forbidden}
     used_tool       bool|None  trial arm ``uses`` regex matched a tool call
@@ -31,7 +37,8 @@ JUnit properties) is a plain JSON dict made by ``to_dict`` and read back by ``fr
                                exports, `agentrace report`); run.json and agentrace.outcome keep null
     reused          bool       outcome read back from disk by --agentrace-resume
     session_id      str
-    extra           dict       adapter/feature specific fields (JSON primitives only)
+    extra           dict       informational fields (JSON primitives only): trial, repo, commit, edits, uses,
+                               claim_requested, output_bytes {stdout, stderr}, change_error, rescored
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+TYPED_FROM_EXTRA = ("has_verify", "has_lint", "scoring", "difficulty", "baseline_arm")  # version 1 kept these in extra
 
 
 class Status(enum.StrEnum):
@@ -129,7 +137,8 @@ class Usage:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One check command (tests / verify / lint / setup): exit code, wall ``seconds``, log path."""
+    """One check command (tests / verify / lint / setup / prepare): exit code, wall ``seconds``, log path, and
+    ``missing``: the tool the command could not run (``checks.missing_tool``; the run is then an ``error``)."""
 
     name: str
     command: str
@@ -137,6 +146,7 @@ class CheckResult:
     seconds: float
     log: str | None = None
     timed_out: bool = False
+    missing: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -161,6 +171,7 @@ class CheckResult:
             seconds=float(d.get("seconds") or 0.0),
             log=d.get("log"),
             timed_out=bool(d.get("timed_out", False)),
+            missing=d.get("missing"),
         )
 
 
@@ -190,6 +201,11 @@ class Outcome:
     lines_changed: int = 0
     files_changed: int = 0
     tampered: tuple[str, ...] = ()
+    has_verify: bool = False
+    has_lint: bool = False
+    scoring: dict[str, float] | None = None
+    difficulty: str | None = None
+    baseline_arm: str | None = None
     usage: Usage = field(default_factory=Usage)
     answer_score: dict[str, Any] | None = None
     used_tool: bool | None = None
@@ -230,6 +246,11 @@ class Outcome:
             raise ValueError(f"run record schema_version {version} is newer than supported {SCHEMA_VERSION}")
         known = {f.name for f in dataclasses.fields(cls)}
         kw = {k: v for k, v in d.items() if k in known}
+        if version < 2 and isinstance(d.get("extra"), dict):
+            extra = dict(d["extra"])
+            kw.update({k: extra.pop(k) for k in TYPED_FROM_EXTRA if k in extra})
+            kw["extra"] = extra
+        kw["schema_version"] = SCHEMA_VERSION
         kw["checks"] = {k: CheckResult.from_dict(v) for k, v in (d.get("checks") or {}).items()}
         kw["usage"] = Usage.from_dict(d.get("usage"))
         kw["tampered"] = tuple(d.get("tampered") or ())

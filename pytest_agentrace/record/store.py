@@ -15,6 +15,12 @@ Schema (``PRAGMA user_version`` holds its version; ``MIGRATIONS[i]`` takes a dat
               turns, tool_calls (count), cli_version, agent_status, answer_correct, answer_recall, used_tool,
               claim_status, score, reused, outcome (the whole ``Outcome.to_dict`` as JSON: nothing is lost)
               UNIQUE (session_id, run_id): saving the same session twice replaces its runs.
+    meta      key TEXT PK, value: the store's own settings; ``ratings_since`` (ISO-8601 UTC) is when the Elo
+              ratings were last reset (``agentrace ratings --reset``)
+
+Elo ratings are not a table of their own: they are derived from the task runs of the sessions started since
+``ratings_since`` (``Store.rating_outcomes``, then ``stats.ratings.elo``), so they can never disagree with the
+history they come from.
 
 Concurrency: the file runs in WAL mode (readers never block the writer); every write is one
 ``BEGIN IMMEDIATE`` transaction with a busy timeout, retried with jittered exponential backoff when SQLite
@@ -35,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pytest_agentrace import __version__
 from pytest_agentrace.record.model import Outcome
 
 ENV_VAR = "AGENTRACE_DB"
@@ -42,11 +49,6 @@ DEFAULT_NAME = "history.db"
 BUSY_TIMEOUT = 10.0  # seconds SQLite waits on a lock before it says "database is locked"
 RETRIES = 12  # attempts of one write transaction (with backoff) after that
 T = TypeVar("T")
-
-STORE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    ("--agentrace-db", {"default": None, "metavar": "PATH", "help": f"SQLite history file (default: ${ENV_VAR}, else .agentrace/{DEFAULT_NAME} under the rootdir)"}),
-    ("--agentrace-no-save", {"action": "store_true", "default": False, "help": "write nothing to the history store (no sessions, runs or ratings)"}),
-]
 
 RUN_COLUMNS = (
     "session_id", "run_id", "kind", "source", "case_name", "arm", "agent", "model", "rep", "status", "reason",
@@ -79,6 +81,9 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX runs_started ON runs (started)",
         "CREATE INDEX sessions_started ON sessions (started)",
     ],
+    [  # 1 -> 2: settings of the store itself (e.g. ratings_since, when the Elo ratings were last reset)
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -97,15 +102,6 @@ def default_path(rootdir: Path | str | None = None) -> Path:
     if env:
         return Path(env).expanduser().resolve()
     return Path(rootdir or Path.cwd()) / ".agentrace" / DEFAULT_NAME
-
-
-def config_path(config: Any) -> Path | None:
-    """The store file for a pytest ``config`` (``None`` under ``--agentrace-no-save``, and under
-    ``--agentrace-validate``: oracle/noop runs check tasks, they are no race between agents)."""
-    if config.getoption("agentrace_no_save", default=False) or config.getoption("agentrace_validate", default=False):
-        return None
-    value = config.getoption("agentrace_db", default=None)
-    return Path(value).expanduser().resolve() if value else default_path(config.rootpath)
 
 
 def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
@@ -135,8 +131,6 @@ class SessionInfo:
         """Fill host, product and Python versions and the rootdir's git HEAD (None outside a git work tree)."""
         import platform
         import socket
-
-        from pytest_agentrace import __version__
 
         return cls(
             id=session_id, started=started or _now(), git_sha=git_sha(Path(rootdir)), args=list(args),
@@ -352,6 +346,24 @@ class Store:
             except (ValueError, TypeError, KeyError):
                 continue
         return result
+
+    def rating_outcomes(self) -> list[Outcome]:
+        """The task outcomes the Elo ratings are computed from: those of the sessions started since the last
+        ``reset_ratings`` (all of them when the ratings were never reset)."""
+        return self.outcomes(kind="task", since=self.meta("ratings_since"))
+
+    def reset_ratings(self) -> str:
+        """Forget the Elo ratings: later ratings count only sessions started from now on. Returns the time (ISO)."""
+        now = _now()
+        self._transaction(lambda conn: conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('ratings_since', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (now,)))
+        return now
+
+    def meta(self, key: str) -> str | None:
+        """A value of the ``meta`` table, or None."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
 
     def count_runs(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]

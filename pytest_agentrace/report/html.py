@@ -35,6 +35,7 @@ from pytest_agentrace.report.markdown import (
     used_tool,
     with_ci,
 )
+from pytest_agentrace.stats.ratings import INITIAL
 
 MAX_FILE_CHARS = 20_000
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -154,8 +155,6 @@ def _charts(doc: Mapping[str, Any]) -> str:
 def elo_series(steps: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
     """``{agent: [(race, rating)]}`` from the export's ``elo.steps``; each agent starts at 1500 just before its
     first race, so a line shows every change."""
-    from pytest_agentrace.stats.ratings import INITIAL
-
     series: dict[str, list[tuple[float, float]]] = {}
     for step in steps:
         for agent, rating in (step.get("ratings") or {}).items():

@@ -33,7 +33,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace import __version__
+from pytest_agentrace.errors import SpecError
 from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.report.leaderboard import leaderboard
+from pytest_agentrace.spec.task import load_task
+from pytest_agentrace.spec.trial import load_trial
+from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES
+from pytest_agentrace.stats.ratings import apply_race, elo, elo_history, races
+from pytest_agentrace.stats.report import build_report
 
 EXPORT_VERSION = 1
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schemas" / "report.schema.json"
@@ -77,16 +85,12 @@ def system_info() -> dict[str, Any]:
 
 def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Task and trial entries of ``config``, read back from their files where they still load."""
-    from pytest_agentrace.errors import SpecError
-
     tasks: dict[tuple[str, str], dict[str, Any]] = {}
     trials: dict[str, dict[str, Any]] = {}
     for o in outcomes:
         if o.kind == "task" and (o.case, o.source) not in tasks:
             entry: dict[str, Any] = {"name": o.case, "source": o.source, "timeout": None}
             try:
-                from pytest_agentrace.spec.task import load_task
-
                 entry["timeout"] = load_task(Path(o.source)).timeout
             except (SpecError, OSError, ValueError):
                 pass
@@ -95,8 +99,6 @@ def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[
             entry = {"name": o.extra.get("trial") or Path(o.source).stem, "source": o.source, "timeout": None,
                      "arms": [], "baseline": None, "questions": []}
             try:
-                from pytest_agentrace.spec.trial import load_trial
-
                 trial = load_trial(Path(o.source))
                 entry.update(name=trial.name, timeout=trial.timeout, arms=[a.name for a in trial.arms],
                              baseline=getattr(trial, "baseline", None) or (trial.arms[0].name if trial.arms else None),
@@ -118,8 +120,6 @@ def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[
 def elo_steps(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
     """Ratings after each race (``ratings.races`` in time order, races of two or more agents), for the Elo
     chart: ``[{race (1-based), session_id, case, started, ratings {agent: rating}}]`` (``ratings.apply_race``)."""
-    from pytest_agentrace.stats.ratings import apply_race, races
-
     ratings: dict[str, float] = {}
     steps = []
     for race in races(outcomes):
@@ -143,7 +143,7 @@ def build_export(
     resamples: int | None = None,
     stats_report: Any = None,
 ) -> dict[str, Any]:
-    """The export document (see the module docstring) for ``outcomes`` (scored: ``Aggregator.scored()``).
+    """The export document (see the module docstring) for ``outcomes`` (task runs scored: ``score.score_outcomes``).
 
     ``session``: the session row (``store.SessionInfo`` fields) or None; ``options``: ``{reps, timeout}`` the
     session overrode; ``baseline``: passed to ``cells.compare_arms``; ``seed``/``resamples`` (default 10,000)
@@ -152,12 +152,6 @@ def build_export(
     ``stats_report`` (a ``stats_report.StatsReport`` over the same outcomes: the session passes the one its terminal
     report shows, stop-when-decided verdicts included), else from a ``build_report`` made here.
     """
-    from pytest_agentrace import __version__
-    from pytest_agentrace.report.leaderboard import leaderboard
-    from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES
-    from pytest_agentrace.stats.ratings import elo, elo_history
-    from pytest_agentrace.stats.report import build_report
-
     outcomes = list(outcomes)
     options = dict(options or {})
     resamples = int(resamples or DEFAULT_RESAMPLES)

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.stats.ratings import DRAW_MARGIN, races
+from pytest_agentrace.stats.score import score_outcomes
 
 SPARK = "▁▂▃▄▅▆▇█"
 RACE_NOTE = ("A race is one task in one session (each agent's mean score over its reps) with two or more agents; "
@@ -47,8 +49,6 @@ class Standing:
 
 def winner(scores: dict[str, float]) -> str | None:
     """The agent beating every other by more than the draw margin; None for a tie or a race of one."""
-    from pytest_agentrace.stats.ratings import DRAW_MARGIN
-
     if len(scores) < 2:
         return None
     best = max(scores, key=lambda a: scores[a])
@@ -63,9 +63,7 @@ def rank(scores: dict[str, float], agent: str) -> int | None:
 
 
 def _task_runs(outcomes: Iterable[Outcome]) -> list[Outcome]:
-    from pytest_agentrace.stats.ratings import scored
-
-    return [o for o in scored(outcomes) if o.kind == "task" and o.is_sample and o.score is not None]
+    return [o for o in score_outcomes(outcomes) if o.kind == "task" and o.is_sample and o.score is not None]
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -77,8 +75,6 @@ def leaderboard(outcomes: Iterable[Outcome], min_runs: int = 0) -> list[Standing
 
     ``min_runs`` drops agents with fewer scored runs.
     """
-    from pytest_agentrace.stats.ratings import races
-
     runs = _task_runs(outcomes)
     by_agent: dict[str, list[Outcome]] = defaultdict(list)
     for o in runs:
@@ -112,8 +108,6 @@ def history(outcomes: Iterable[Outcome], agent: str | None = None, limit: int | 
     ``scores`` ({agent: mean score}), ``winner`` (agent; ``"tie"`` when nobody beat every other agent by more than
     the draw margin; None for a single agent), ``top_score``; with ``agent``: only its races, plus its ``score``
     and ``rank`` (competition rank). ``limit`` None: all."""
-    from pytest_agentrace.stats.ratings import races
-
     out = []
     for race in reversed(races(_task_runs(outcomes))):
         if agent is not None and agent not in race.scores:
@@ -132,8 +126,6 @@ def history(outcomes: Iterable[Outcome], agent: str | None = None, limit: int | 
 def trend(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
     """Per agent x task: its race score in each session (oldest first) as ``points`` ``[(started, score)]``, with
     ``first``, ``last`` and ``change`` (last - first, score points)."""
-    from pytest_agentrace.stats.ratings import races
-
     series: dict[tuple[str, str], list[tuple[str, float]]] = defaultdict(list)
     for race in races(_task_runs(outcomes)):
         for agent, score in race.scores.items():

@@ -8,6 +8,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_agentrace.report.text import _display_path
+from pytest_agentrace.stats.numerics import wilson_interval
+from pytest_agentrace.stats.snapshot import closing_line
+
 FORMATS = ("text", "markdown", "json")
 
 
@@ -147,8 +151,6 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
 
 
 def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_toks) -> list[str]:
-    from pytest_agentrace.report.text import _display_path
-
     lines = _heading(f"{kind} {_display_path(source)} - agent {agent}" + (f" (baseline arm: {base})" if base else ""), fmt)
     rows = []
     by_arm: dict[str, list[Any]] = defaultdict(list)
@@ -159,7 +161,6 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_
         group = by_arm[arm]
         valid, passed = sum(c.valid for c in group), sum(c.passed for c in group)
         runs = sum(c.runs for c in group)
-        from pytest_agentrace.stats.numerics import wilson_interval
 
         toks = [c for c in group if c.tokens_mean is not None]
         tok_text = "-"
@@ -260,8 +261,6 @@ def render(report: Any, fmt: str = "text") -> str:
 
 def compare_lines(rows: Sequence[Any], fmt: str = "text") -> list[str]:
     """The snapshot comparison table (agent, case, arm, passed old -> new, verdict, detail) and its closing line."""
-    from pytest_agentrace.stats.snapshot import closing_line
-
     if fmt == "json":
         return [json.dumps({"rows": [r.to_dict() for r in rows], "summary": closing_line(rows)}, indent=2)]
     table = [[r.agent, r.case, r.arm, r.passed_text(), str(r.verdict), r.detail] for r in rows]

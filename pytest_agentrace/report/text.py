@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.stats.score import rank
 
 TASK_HEADERS = ["Rank", "Agent", "Score", "Status", "Tests", "Verify", "Exit", "Lint", "Time (s)", "Lines"]
 COST_HEADERS = ["Tokens", "Cost (USD)"]
@@ -46,8 +47,6 @@ def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str
     Rows are ranked by score (competition ranking, ties share a rank); ``error`` runs come last with rank ``-``.
     """
     from tabulate import tabulate
-
-    from pytest_agentrace.stats.score import rank
 
     by_case: dict[tuple[str, str], dict[int, list[Outcome]]] = defaultdict(lambda: defaultdict(list))
     for o in outcomes:

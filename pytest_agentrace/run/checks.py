@@ -1,8 +1,25 @@
-"""Check commands (test / verify / lint / setup): run a shell string in the workspace, keep a log."""
+"""Check commands (test / verify / lint / setup / prepare): run a shell string in the workspace, keep a log, and
+tell a check that ran and found problems from one whose tool is missing.
+
+Environment (``clean_env``): the session's environment without pytest's own variables, with the folder of the
+session's interpreter (``sys.executable``) first on ``PATH``, as tox and nox do for their sessions: a check's
+``python`` (and ``pytest``, ``ruff``, ... installed beside it) is the one pytest runs on, also when its virtual
+environment is not activated (``.venv/bin/python -m pytest --agentrace``). A command naming an absolute
+interpreter keeps it.
+
+A missing tool (``missing_tool``) is the harness's or the host's fault, never the agent's: the run is an
+``error`` that names the command and the tool. The signs: exit 127 (command not found) or 126 (found but not
+executable) from the shell, a ``command not found`` / ``not found`` line from it, and Python's
+``No module named X`` for a ``python -m X`` command when X is the tool the command names.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
+import shlex
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -10,13 +27,23 @@ from pytest_agentrace.record.model import CheckResult
 from pytest_agentrace.run import process
 
 NOT_FOUND_EXIT = 127  # POSIX shells: command not found
+NOT_EXECUTABLE_EXIT = 126  # POSIX shells: found but cannot be executed
 _SCRUB_PREFIXES = ("PYTEST_", "COV_CORE_")
+LOG_HEAD = LOG_TAIL = 256 * 1024  # bytes of a check's output kept in its log
+
+
+def session_bin() -> str:
+    """The folder of the session's interpreter (``sys.executable``), put first on every check's ``PATH``."""
+    return os.path.dirname(os.path.abspath(sys.executable))
 
 
 def clean_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for agents and checks: ``base`` (default ``os.environ``) without pytest's own
-    variables (``PYTEST_CURRENT_TEST``, ``PYTEST_XDIST_WORKER``, ``PYTEST_ADDOPTS``, ...), plus ``extra``."""
+    variables (``PYTEST_CURRENT_TEST``, ``PYTEST_XDIST_WORKER``, ``PYTEST_ADDOPTS``, ...), with ``session_bin()``
+    first on ``PATH``, plus ``extra`` (a ``PATH`` in ``extra`` wins as given)."""
     env = {k: v for k, v in (base if base is not None else os.environ).items() if not k.startswith(_SCRUB_PREFIXES)}
+    parts = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p]
+    env["PATH"] = os.pathsep.join([session_bin(), *(p for p in parts if p != session_bin())])
     env.update(extra or {})
     return env
 
@@ -24,17 +51,84 @@ def clean_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str] | 
 def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout: float, log: Path, secrets=()) -> CheckResult:
     """Run ``command`` through ``/bin/sh -c`` in ``ws`` with ``timeout`` seconds; write its output to ``log``.
 
-    Returns a ``CheckResult``; exit code 127 means the command was not found (an infrastructure error for
-    the caller to report). The log starts with the command line and ends with the exit status.
+    Returns a ``CheckResult`` whose ``missing`` names the tool when the command could not run it
+    (``missing_tool``). The log starts with the command line and ends with the exit status.
     """
-    res = process.run(command, cwd=ws, env=env, timeout=timeout, head=256 * 1024, tail=256 * 1024)
+    res = process.run(command, cwd=ws, env=env, timeout=timeout, head=LOG_HEAD, tail=LOG_TAIL)
     status = "timed out" if res.timed_out else (res.error or f"exit {res.exit_code}")
     body = f"$ {command}\n{res.stdout}"
     if res.stderr:
         body += f"\n--- stderr ---\n{res.stderr}"
     body += f"\n--- {status} after {res.seconds:.2f}s ---\n"
     log.write_text(process.redact(body, secrets), encoding="utf-8")
-    return CheckResult(name, command, res.exit_code, round(res.seconds, 3), log.name, res.timed_out)
+    missing = None if res.timed_out else missing_tool(command, res.exit_code, res.stdout + "\n" + res.stderr)
+    return CheckResult(name, command, res.exit_code, round(res.seconds, 3), log.name, res.timed_out, missing)
+
+
+def run_commands(name: str, commands: tuple[str, ...], cwd: Path, env: Mapping[str, str], timeout: float, log: Path,
+                 secrets=()) -> CheckResult:
+    """Run ``commands`` in order, stopping at the first that fails; one log holds every command's output.
+
+    Returns one ``CheckResult`` named ``name`` whose ``command``, exit code and ``missing`` are the failing (or
+    last) command's and whose ``seconds`` is the total. ``commands`` must not be empty.
+    """
+    texts, total, res = [], 0.0, None
+    for command in commands:
+        res = run_check(name, command, cwd, env, timeout, log, secrets)
+        texts.append(log.read_text(encoding="utf-8"))
+        total += res.seconds
+        if not res.passed:
+            break
+    if res is None:
+        raise ValueError(f"no {name} commands to run")
+    log.write_text("".join(texts), encoding="utf-8")
+    return dataclasses.replace(res, seconds=round(total, 3))
+
+
+_NOT_FOUND_RE = re.compile(r"(?m)^(?:\S*sh: (?:line \d+: |\d+: )?)?([^\s:]+): (?:command )?not found\s*$")
+_NO_MODULE_RE = re.compile(r"No module named '?([\w.]+)'?")
+
+
+def missing_tool(command: str, exit_code: int | None, output: str) -> str | None:
+    """The tool ``command`` could not run, or None when it ran (whatever it found). See the module docstring.
+
+    >>> missing_tool("python -m ruff check .", 1, "/usr/bin/python: No module named ruff")
+    'ruff'
+    """
+    if exit_code in (NOT_FOUND_EXIT, NOT_EXECUTABLE_EXIT):
+        m = _NOT_FOUND_RE.search(output)
+        return m.group(1) if m else _first_word(command)
+    if exit_code in (None, 0):
+        return None
+    m = _NOT_FOUND_RE.search(output)
+    if m and m.group(1) in _words(command):
+        return m.group(1)
+    for module in _python_m_modules(command):
+        found = _NO_MODULE_RE.search(output)
+        if found and found.group(1).split(".")[0] == module.split(".")[0]:
+            return module
+    return None
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def _first_word(command: str) -> str:
+    words = _words(command)
+    return words[0] if words else command
+
+
+def _python_m_modules(command: str) -> list[str]:
+    """The X of every ``python[3[.N]] -m X`` in ``command`` (also after ``&&``, ``;`` or an absolute path)."""
+    words, found = _words(command), []
+    for i, word in enumerate(words[:-2]):
+        if re.fullmatch(r"(?:.*/)?python(?:\d+(?:\.\d+)?)?", word) and words[i + 1] == "-m":
+            found.append(words[i + 2])
+    return found
 
 
 def log_tail(run_dir: Path, check: CheckResult | None, lines: int = 20) -> str:

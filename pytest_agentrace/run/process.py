@@ -91,15 +91,6 @@ class ProcessResult:
     interrupted: bool = False
     error: str | None = None
 
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and self.error is None
-
-    def tail(self, lines: int = 20) -> str:
-        """The last ``lines`` lines of stdout + stderr."""
-        text = (self.stdout + ("\n" + self.stderr if self.stderr.strip() else "")).rstrip("\n")
-        return "\n".join(text.splitlines()[-lines:])
-
 
 class _DeferredSignals:
     """Hold SIGINT and SIGTERM while a child is being spawned, then deliver them through the previous handlers.

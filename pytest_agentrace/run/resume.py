@@ -22,11 +22,6 @@ from typing import Any
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.record.runfile import RUN_FILE, read_run
 
-RESUME_OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    ("--agentrace-resume", {"action": "store_true", "default": False, "help": "reuse complete run.json records of unchanged task/trial files in the results folder instead of running them again"}),
-    ("--agentrace-retry-failed", {"action": "store_true", "default": False, "help": "like --agentrace-resume, but run again what did not finish cleanly (error, timeout, crashed agent)"}),
-]
-
 
 def needs_retry(outcome: Outcome) -> bool:
     """True for a run that did not finish cleanly: ``error``, ``timeout`` or a non-zero agent exit code."""
@@ -64,14 +59,6 @@ def graded_hash(outcome: Outcome) -> str:
     if isinstance(rescored, dict) and isinstance(rescored.get("content_hash"), str):
         return rescored["content_hash"]
     return outcome.content_hash
-
-
-def reused_outcome(config: Any, spec: Any, out: Path) -> Outcome | None:
-    """``stored_outcome`` when ``--agentrace-resume`` or ``--agentrace-retry-failed`` is given, else ``None``."""
-    retry = bool(config.getoption("agentrace_retry_failed", default=False))
-    if not (retry or config.getoption("agentrace_resume", default=False)):
-        return None
-    return stored_outcome(spec, out, retry_failed=retry)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

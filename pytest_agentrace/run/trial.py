@@ -1,4 +1,4 @@
-"""Execute one trial RunSpec: clone -> overlay -> prepare (once) -> setup -> agent -> answer key -> verify -> claim.
+"""The trial judge: a trial question's workspace, arm setup and answer key (see ``run.pipeline`` for the run).
 
 Each run gets a fresh clone of its question's repo (or the repo the arm maps it to), the arm's overlay copied
 over it, then:
@@ -8,46 +8,36 @@ over it, then:
   folder; a failed prepare is remembered and every run of that arm reports it without re-running it;
 - ``setup`` runs in the clone, one run at a time across the whole session (a ``FileLock`` under
   ``<out>/.locks``) unless the arm says ``parallel_setup = true``;
-- the agent runs through ``runner.run_agent`` with ``edits`` from the agent entry (default ``False``);
+- the agent runs with ``edits`` from the agent entry (default ``False``);
 - the answer is scored (``answers.score_answer``), ``uses`` is matched over the tool calls, ``verify`` runs
-  in the clone, and a verification claim is judged against it.
+  in the clone, and a verification claim is judged against it. A wrong answer or a failed verify fails the run.
 
 Environment of prepare, setup, verify (and the agent): ``TRIAL_OUT`` (the results folder, ``--agentrace-out``),
 ``TRIAL_DIR`` (the clone), ``TRIAL_ID`` (unique per run and session; ``[a-z0-9_]``, starts with a letter,
 at most 51 characters: safe as a database name), ``TRIAL_QUESTION``, ``TRIAL_ARM``, ``TRIAL_AGENT``,
 ``TRIAL_REP``.
-
-Statuses (ARCHITECTURE.md: ``error`` = our side): clone/overlay/prepare/setup failures and a missing verify
-command are ``error`` (recorded in ``run.json``, never a sample, re-run by ``--agentrace-retry-failed``); a
-timed-out agent is ``timeout``; a crashed agent (non-zero exit), a wrong answer or a failed verify is
-``failed``; otherwise ``passed``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
 import shutil
 import time
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from pytest_agentrace.errors import WorkspaceError
-from pytest_agentrace.record.model import AgentStatus, CheckResult, Outcome, Status
-from pytest_agentrace.record.runfile import write_atomic, write_run
-from pytest_agentrace.run import process, workspace
-from pytest_agentrace.run.checks import NOT_FOUND_EXIT, clean_env, run_check
-from pytest_agentrace.run.pipeline import (
-    agent_failure,
-    base_outcome,
-    fresh_run_dir,
-    make_context,
-    run_agent,
-    with_denials,
-)
+from pytest_agentrace.record.model import CheckResult, Usage
+from pytest_agentrace.record.runfile import write_atomic
+from pytest_agentrace.run import workspace
+from pytest_agentrace.run.checks import clean_env, run_check, run_commands
+from pytest_agentrace.run.judge import Judge, Judgement
 from pytest_agentrace.spec.matrix import RunSpec
 from pytest_agentrace.stats.answers import (
     CLAIM_REQUEST,
@@ -88,24 +78,6 @@ def compose_prompt(trial: Any, arm: Any, question: Any) -> str:
     return "\n\n".join(p.strip() for p in parts if p and p.strip())
 
 
-def _run_commands(name: str, commands: tuple[str, ...], cwd: Path, env: Mapping[str, str], timeout: float, log: Path, secrets) -> CheckResult:
-    """Run ``commands`` in order (stop at the first failure); one log with every command's output.
-
-    Returns one ``CheckResult`` named ``name`` whose ``command`` is the failing (or last) command and whose
-    ``seconds`` is the total.
-    """
-    texts, total, res = [], 0.0, None
-    for command in commands:
-        res = run_check(name, command, cwd, env, timeout, log, secrets)
-        texts.append(log.read_text(encoding="utf-8"))
-        total += res.seconds
-        if not res.passed:
-            break
-    log.write_text("".join(texts), encoding="utf-8")
-    assert res is not None
-    return CheckResult(name, res.command, res.exit_code, round(total, 3), log.name, res.timed_out)
-
-
 def prune_sessions(root: Path, keep: str, max_age: float = SESSION_MARKER_MAX_AGE) -> None:
     """Remove other sessions' marker folders under ``root`` untouched for more than ``max_age`` seconds."""
     cutoff = time.time() - max_age
@@ -124,8 +96,6 @@ def prepare_once(spec: RunSpec, out: Path, env: Mapping[str, str], session_id: s
     writes a marker ``<out>/.sessions/<session id>/prepare/<key>.json``; later runs read the marker. The log is
     copied into ``run_dir/prepare.log``. A ``KeyboardInterrupt`` leaves no marker (the next session prepares).
     """
-    from filelock import FileLock
-
     trial, arm = spec.spec, spec.spec.arm(spec.arm)
     key = hashlib.sha256(f"{Path(trial.path).resolve()}\0{arm.name}".encode()).hexdigest()[:16]
     folder = out / ".sessions" / session_id / "prepare"
@@ -137,122 +107,85 @@ def prepare_once(spec: RunSpec, out: Path, env: Mapping[str, str], session_id: s
         if marker.exists():
             result = CheckResult.from_dict(json.loads(marker.read_text(encoding="utf-8")))
         else:
-            result = _run_commands("prepare", arm.prepare, Path(trial.path).parent, env, trial.timeout, log, secrets)
+            result = run_commands("prepare", arm.prepare, Path(trial.path).parent, env, trial.timeout, log, secrets)
             write_atomic(marker, json.dumps({**result.to_dict(), "run_id": spec.id, "arm": arm.name}))
     if log.exists():
         shutil.copyfile(log, run_dir / "prepare.log")
-    return CheckResult(result.name, result.command, result.exit_code, result.seconds, "prepare.log", result.timed_out)
+    return dataclasses.replace(result, log="prepare.log")
 
 
 def run_setup(spec: RunSpec, ws: Path, out: Path, env: Mapping[str, str], run_dir: Path, secrets=()) -> CheckResult:
     """Run the arm's ``setup`` commands in the clone; one run at a time per results folder unless ``parallel_setup``."""
-    from filelock import FileLock
-
     trial, arm = spec.spec, spec.spec.arm(spec.arm)
     log = run_dir / "setup.log"
     if arm.parallel_setup:
-        return _run_commands("setup", arm.setup, ws, env, trial.timeout, log, secrets)
+        return run_commands("setup", arm.setup, ws, env, trial.timeout, log, secrets)
     lock = out / SETUP_LOCK
     lock.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(lock)):
-        return _run_commands("setup", arm.setup, ws, env, trial.timeout, log, secrets)
+        return run_commands("setup", arm.setup, ws, env, trial.timeout, log, secrets)
 
 
+class TrialJudge(Judge):
+    """The ``Judge`` of a trial run (``spec.spec`` is the ``Trial``, ``spec.case_obj`` the question)."""
 
-def run_trial(spec: RunSpec, tmp: Path, out: Path, options: Mapping[str, Any] | None = None, session_id: str = "") -> Outcome:
-    """Run one trial RunSpec end to end in ``tmp``; write ``run.json`` (and ``prompt.txt``, ``raw.out``,
-    ``raw.err``, ``verify.log``, ``setup.log``, ``prepare.log``, ``diff.patch``) under ``spec.run_dir(out)``.
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        trial, question = self.trial, self.question = self.spec.spec, self.spec.case_obj
+        arm = self.arm = trial.arm(self.spec.arm)
+        self.repo_name = arm.repos.get(question.repo, question.repo)
+        self.prompt = compose_prompt(trial, arm, question)
+        self.edits = bool(self.spec.agent.edits)
+        self.fields = {"has_verify": question.verify is not None, "baseline_arm": trial.baseline, "extra": {
+            "trial": trial.name, "repo": self.repo_name, "edits": self.edits, "claim_requested": trial.claim,
+            "uses": arm.uses}}
 
-    ``options``: ``cache_dir`` (template repos for plain folders). Returns the Outcome; never raises for the
-    agent's behaviour. ``KeyboardInterrupt`` propagates (the agent's process group is terminated by
-    ``process.run``) and leaves no ``run.json`` for this run.
-    """
-    options = dict(options or {})
-    trial, question = spec.spec, spec.case_obj
-    arm = trial.arm(spec.arm)
-    session_id = session_id or uuid.uuid4().hex[:12]
-    run_dir = spec.run_dir(out)
-    fresh_run_dir(run_dir)
-    start = time.monotonic()
-    repo_name = arm.repos.get(question.repo, question.repo)
-    repo = trial.repo(repo_name)
-    edits = bool(spec.agent.edits)
-    fields = base_outcome(spec, session_id)
-    fields["extra"] = {
-        "trial": trial.name, "baseline_arm": trial.baseline, "repo": repo_name, "edits": edits,
-        "has_verify": question.verify is not None, "claim_requested": trial.claim, "uses": arm.uses,
-    }
-    ws = tmp / "ws"
-    env = trial_env(spec, out, ws, session_id)
-    secrets = process.secret_values(env)
-    checks: dict[str, CheckResult] = {}
+    def env(self, ws: Path) -> dict[str, str]:
+        return trial_env(self.spec, self.out, ws, self.session_id)
 
-    def finish(status: Status, reason: str | None = None, **more: Any) -> Outcome:
-        reason = with_denials(status, reason, more.get("usage", fields.get("usage")))
-        outcome = Outcome(**fields, status=str(status), reason=reason, checks=checks, total_seconds=round(time.monotonic() - start, 3), **more)
-        write_run(run_dir, outcome)
-        return outcome
+    def make_workspace(self, ws: Path) -> None:
+        """A clone of the question's repo (or the one the arm maps it to) at its ``ref``, the arm's overlay over it."""
+        repo = self.trial.repo(self.repo_name)
+        try:
+            self.fields["extra"]["commit"] = workspace.create(repo.source, ws, self.cache_dir, repo.ref)
+            if self.arm.overlay:
+                workspace.overlay(Path(self.arm.overlay), ws)
+        except WorkspaceError as exc:
+            raise WorkspaceError(f"({self.repo_name}) {exc}") from None
 
-    try:
-        fields["extra"]["commit"] = workspace.create(repo.source, ws, Path(options.get("cache_dir") or out / ".cache" / "repos"), repo.ref)
-        if arm.overlay:
-            workspace.overlay(Path(arm.overlay), ws)
-    except WorkspaceError as exc:
-        return finish(Status.ERROR, f"workspace ({repo_name}): {exc}")
-    if arm.prepare:
-        checks["prepare"] = prepare_once(spec, out, env, session_id, run_dir, secrets)
-        if not checks["prepare"].passed:
-            return finish(Status.ERROR, f"prepare of arm {arm.name!r} failed ({checks['prepare'].why}): {checks['prepare'].command}")
-    if arm.setup:
-        checks["setup"] = run_setup(spec, ws, out, env, run_dir, secrets)
-        if not checks["setup"].passed:
-            return finish(Status.ERROR, f"setup of arm {arm.name!r} failed ({checks['setup'].why}): {checks['setup'].command}")
-    try:
-        before = workspace.snapshot_tree(ws)
-    except WorkspaceError as exc:
-        return finish(Status.ERROR, f"workspace: {exc}")
+    def setup(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str]) -> tuple[dict[str, CheckResult], str | None]:
+        """The arm's ``prepare`` (once per session) and ``setup`` commands; the first that fails is the error."""
+        checks: dict[str, CheckResult] = {}
+        if self.arm.prepare:
+            checks["prepare"] = prepare_once(self.spec, self.out, env, self.session_id, run_dir, secrets)
+        if self.arm.setup and all(c.passed for c in checks.values()):
+            checks["setup"] = run_setup(self.spec, ws, self.out, env, run_dir, secrets)
+        for name, res in checks.items():
+            if res.missing:
+                return checks, f"{name} of arm {self.arm.name!r} cannot run here: {res.missing} is missing (`{res.command}`)"
+            if not res.passed:
+                return checks, f"{name} of arm {self.arm.name!r} failed ({res.why}): {res.command}"
+        return checks, None
 
-    prompt = compose_prompt(trial, arm, question)
-    ctx = make_context(spec, tmp, run_dir, ws, prompt, env, edits, options)
-    agent = run_agent(spec, ctx)
-    if agent.error:
-        return finish(Status.ERROR, agent.error, usage=agent.usage)
-    usage = agent.usage
-    fields.update(seconds=round(agent.seconds, 3), exit_code=agent.exit_code, timed_out=agent.timed_out, usage=usage)
-    fields["extra"]["output_bytes"] = agent.output_bytes
-    try:
-        change = workspace.change(ws, before, workspace.snapshot_tree(ws))
-        (run_dir / "diff.patch").write_text(process.redact(change.patch, secrets), encoding="utf-8")
-        fields.update(lines_added=change.lines_added, lines_removed=change.lines_removed, lines_changed=change.lines_changed, files_changed=change.files_changed)
-    except WorkspaceError as exc:
-        fields["extra"]["change_error"] = str(exc)
-    if usage.status == AgentStatus.ERROR:
-        return finish(Status.ERROR, f"agent environment: {usage.error or 'the CLI reported an error on our side'}")
-    if usage.status == AgentStatus.INCOMPLETE and not agent.timed_out and agent.exit_code == 0:
-        return finish(Status.ERROR, f"incomplete agent run: {usage.error or 'no terminal event in its output'}")
-
-    score = score_answer(usage.answer, question.expect, question.forbid, question.min_recall)
-    fields["answer_score"] = score
-    fields["used_tool"] = tool_used(arm.uses, usage.tool_calls)
-    verify = None
-    if question.verify is not None:
-        verify = checks["verify"] = run_check("verify", question.verify, ws, env, trial.timeout, run_dir / "verify.log", secrets)
-        if verify.exit_code == NOT_FOUND_EXIT:
-            return finish(Status.ERROR, f"verify command not found: {question.verify}")
-    if trial.claim:
-        fields["claim"] = judge_claim(parse_claim(usage.answer), None if verify is None else verify.passed)
-
-    if agent.timed_out:
-        return finish(Status.TIMEOUT, f"agent timed out after {spec.timeout:g}s")
-    if agent.exit_code not in (0, None):
-        return finish(Status.FAILED, f"agent crashed (exit {agent.exit_code})")
-    if usage.status == AgentStatus.FAILED:
-        return finish(Status.FAILED, agent_failure(usage))
-    if not score["correct"]:
-        why = [f"recall {score['recall']:.2f} < min_recall {question.min_recall:.2f}"] if score["missing"] and score["recall"] + 1e-9 < question.min_recall else []
-        if score["forbidden"]:
-            why.append("forbidden pattern matched: " + ", ".join(score["forbidden"]))
-        return finish(Status.FAILED, "answer incorrect: " + "; ".join(why))
-    if verify is not None and not verify.passed:
-        return finish(Status.FAILED, f"verify failed ({verify.why})")
-    return finish(Status.PASSED)
+    def judge(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str], usage: Usage) -> Judgement:
+        """The answer key (``expect`` / ``forbid`` / ``min_recall``), ``uses`` over the tool calls, ``verify`` in the
+        clone and the verification claim against it."""
+        question, trial = self.question, self.trial
+        score = score_answer(usage.answer, question.expect, question.forbid, question.min_recall)
+        fields: dict[str, Any] = {"answer_score": score, "used_tool": tool_used(self.arm.uses, usage.tool_calls)}
+        checks, verify = {}, None
+        if question.verify is not None:
+            verify = checks["verify"] = run_check("verify", question.verify, ws, env, trial.timeout, run_dir / "verify.log", secrets)
+        if trial.claim:
+            fields["claim"] = judge_claim(parse_claim(usage.answer), None if verify is None else verify.passed)
+        failure = None
+        if not score["correct"]:
+            why = []
+            if score["missing"] and score["recall"] + 1e-9 < question.min_recall:
+                why.append(f"recall {score['recall']:.2f} < min_recall {question.min_recall:.2f}")
+            if score["forbidden"]:
+                why.append("forbidden pattern matched: " + ", ".join(score["forbidden"]))
+            failure = "answer incorrect: " + "; ".join(why)
+        elif verify is not None and not verify.passed:
+            failure = f"verify failed ({verify.why})"
+        return Judgement(checks, failure, fields)

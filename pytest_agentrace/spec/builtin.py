@@ -20,9 +20,9 @@ import argparse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_agentrace.errors import did_you_mean
+from pytest_agentrace.spec.task import read_yaml
 
 DIFFICULTIES = ("easy", "medium", "hard")  # the same as spec.task.DIFFICULTIES (kept import-light here)
 TASK_FILE = "task.yaml"
@@ -50,24 +50,6 @@ def name_list(value: str) -> tuple[str, ...]:
     return names
 
 
-# pytest options of the task suite (appended to ``options.OPTIONS``). ``--agentrace-validate`` is defined
-# here too so that ``options`` never has to import the pytest-side ``validate`` module.
-SUITE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    ("--agentrace-builtin", {
-        "action": "append", "default": [], "type": name_list, "metavar": "NAME[,NAME]",
-        "help": "run built-in tasks by name without a path (comma-separated, repeatable; 'all' for every one; "
-                "see `agentrace tasks list`)",
-    }),
-    ("--agentrace-difficulty", {
-        "default": None, "type": difficulty_list, "metavar": "LEVEL[,LEVEL]",
-        "help": "keep only tasks of these difficulties (easy, medium, hard); others are deselected",
-    }),
-    ("--agentrace-validate", {
-        "action": "store_true", "default": False,
-        "help": "validate task files instead of racing: run only the oracle (reference solution) and noop agents and "
-                "fail a task whose oracle does not pass every check or whose hidden checks pass without a change",
-    }),
-]
 
 
 @dataclass(frozen=True)
@@ -105,8 +87,6 @@ def find_builtin(name: str, root: Path | None = None) -> BuiltinTask:
 def select_builtin(names: Iterable[str], difficulties: Sequence[str] | None = None, root: Path | None = None) -> list[BuiltinTask]:
     """Built-in tasks by name (``all`` = every one), in the order asked, without duplicates, keeping only
     ``difficulties`` when given. Raises ``KeyError`` for an unknown name."""
-    from pytest_agentrace.spec.task import read_yaml
-
     chosen: dict[str, BuiltinTask] = {}
     for name in names:
         for task in builtin_tasks(root) if name == "all" else [find_builtin(name, root)]:
@@ -116,54 +96,7 @@ def select_builtin(names: Iterable[str], difficulties: Sequence[str] | None = No
     return list(chosen.values())
 
 
-def extend_args(namespace: Any, args: list[str]) -> None:
-    """Append the ``task.yaml`` paths of the tasks ``--agentrace-builtin`` names to pytest's ``args`` (in place).
-
-    Called from ``pytest_load_initial_conftests``, the hook pytest documents for changing the command line
-    before it is parsed, so pytest, pytest-xdist workers (which re-parse the same command line) and
-    ``--collect-only`` all see the tasks as if their paths had been typed. Raises ``pytest.UsageError`` for an
-    unknown name, or when the option is used without ``--agentrace``.
-    """
-    groups = getattr(namespace, "agentrace_builtin", None) or []
-    if not groups:
-        return
-    import pytest
-
-    if not getattr(namespace, "agentrace", False):
-        raise pytest.UsageError("--agentrace-builtin needs --agentrace (e.g. pytest --agentrace --agentrace-builtin fibonacci)")
-    names = [n for group in groups for n in group]
-    try:
-        tasks = select_builtin(names, getattr(namespace, "agentrace_difficulty", None))
-    except (KeyError, FileNotFoundError) as exc:
-        raise pytest.UsageError(f"--agentrace-builtin: {exc.args[0]}") from None
-    if not tasks:
-        wanted = ",".join(namespace.agentrace_difficulty)
-        raise pytest.UsageError(f"--agentrace-builtin: no task among {', '.join(names)} has difficulty {wanted}; see `agentrace tasks list`")
-    args.extend(str(t.path) for t in tasks)
-
-
 def keep_difficulty(difficulty: str | None, wanted: Sequence[str] | None) -> bool:
     """True when a task of ``difficulty`` passes the ``--agentrace-difficulty`` filter ``wanted``
     (no filter keeps everything; a task without a difficulty is dropped by any filter)."""
     return not wanted or difficulty in wanted
-
-
-def deselect_by_difficulty(config: Any, items: list[Any]) -> None:
-    """``pytest_collection_modifyitems`` part of ``--agentrace-difficulty``: deselect the task runs whose
-    task has another (or no) difficulty, through ``pytest_deselected`` so pytest reports them. Trial runs
-    and ordinary tests are kept."""
-    wanted = config.getoption("agentrace_difficulty", default=None)
-    if not wanted:
-        return
-    from pytest_agentrace.plugin.collect import RUNSPEC_KEY
-
-    keep, drop = [], []
-    for item in items:
-        spec = item.stash.get(RUNSPEC_KEY, None)
-        if spec is not None and spec.kind == "task" and not keep_difficulty(spec.spec.difficulty, wanted):
-            drop.append(item)
-        else:
-            keep.append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep

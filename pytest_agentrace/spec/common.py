@@ -1,95 +1,17 @@
-"""Shared checks for the strict task and trial loaders (keys, types, paths, agent specs)."""
+"""Agent entries of task and trial files: ``AgentSpec`` and its strict loader, checked against the agent registry
+(``agents.ADAPTERS``)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.agents import ADAPTERS
 from pytest_agentrace.errors import SpecError, did_you_mean
-
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", list: "a list", dict: "a mapping"}
-
-
-def check_keys(path: Path, where: str, data: Mapping[str, Any], allowed: Iterable[str], required: Iterable[str] = ()) -> None:
-    """Raise ``SpecError`` for an unknown key (with the nearest valid one) or a missing required key.
-
-    ``where`` names the table (``""`` for the top level, ``"agents[2]"``, ``"[[arms]] 'docs'"``).
-    """
-    allowed = list(allowed)
-    prefix = f"{where}." if where else ""
-    for key in data:
-        if key not in allowed:
-            raise SpecError(path, f"{prefix}{key}", f"unknown key{did_you_mean(str(key), allowed)}; valid keys: {', '.join(allowed)}")
-    for key in required:
-        if key not in data or data[key] is None:
-            raise SpecError(path, f"{prefix}{key}", "required key is missing; add it")
-
-
-def typed(path: Path, key: str, value: Any, *types: type, fix: str = "") -> Any:
-    """Return ``value`` when it is one of ``types`` (bool is never an int/float), else raise ``SpecError``."""
-    ok = any(isinstance(value, t) for t in types)
-    if isinstance(value, bool) and bool not in types:
-        ok = False
-    if not ok:
-        want = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
-        got = type(value).__name__
-        hint = f"; {fix}" if fix else ""
-        raise SpecError(path, key, f"must be {want}, not {got} {value!r}{hint}")
-    return value
-
-
-def str_list(path: Path, key: str, value: Any, allow_str: bool = True) -> tuple[str, ...]:
-    """A list of strings; a single string becomes a one-item list when ``allow_str``."""
-    if isinstance(value, str) and allow_str:
-        return (value,)
-    typed(path, key, value, list, fix="write a YAML/TOML list")
-    for i, item in enumerate(value):
-        typed(path, f"{key}[{i}]", item, str)
-    return tuple(value)
-
-
-def positive_number(path: Path, key: str, value: Any) -> float:
-    typed(path, key, value, int, float, fix=f"write a number without quotes, e.g. {key}: 300")
-    import math
-
-    if not math.isfinite(value) or value <= 0:
-        raise SpecError(path, key, f"must be greater than 0, not {value}")
-    return float(value)
-
-
-def str_mapping(path: Path, key: str, value: Any) -> dict[str, str]:
-    """A mapping of string keys to string values (environment, files)."""
-    typed(path, key, value, dict)
-    out = {}
-    for k, v in value.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and key.endswith("env"):
-            v = str(v)
-        typed(path, f"{key}.{k}", v, str)
-        out[str(k)] = v
-    return out
-
-
-def relative_file(path: Path, key: str, rel: str) -> str:
-    """A workspace-relative POSIX path that stays inside the workspace; raises ``SpecError`` otherwise."""
-    p = PurePosixPath(rel)
-    if not rel or p.is_absolute() or rel.startswith("~") or re.match(r"^[A-Za-z]:", rel):
-        raise SpecError(path, key, f"path {rel!r} must be relative to the workspace (e.g. tests/test_hidden.py)")
-    if ".." in p.parts:
-        raise SpecError(path, key, f"path {rel!r} escapes the workspace; remove '..'")
-    return str(p)
-
-
-def resolve_source(path: Path, value: str) -> str:
-    """Resolve a local path relative to the spec file; URLs (``scheme://``, ``user@host:``) are kept."""
-    if re.match(r"^[a-z][a-z0-9+.-]*://", value) or re.match(r"^[\w.-]+@[\w.-]+:", value):
-        if value.startswith("file://"):
-            return str((path.parent / value[len("file://"):]).resolve())
-        return value
-    return str((path.parent / Path(value).expanduser()).resolve())
-
+from pytest_agentrace.strict import check_keys, str_list, str_mapping, typed
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.:+-]+")
 PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workspace}", "{run_dir}")
@@ -174,7 +96,6 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
     kind = value.get("kind")
     if kind is not None:
         typed(path, f"{key}.kind", kind, str)
-        from pytest_agentrace.agents import ADAPTERS
 
         if kind not in ADAPTERS:
             raise SpecError(path, f"{key}.kind", f"unknown output kind {kind!r}{did_you_mean(kind, ADAPTERS)}; valid: {', '.join(sorted(ADAPTERS))}")
@@ -211,8 +132,6 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
 def known_agent(path: Path, key: str, name: str) -> None:
     """Raise ``SpecError`` unless ``name`` is a built-in agent (an adapter, ``noop`` or ``oracle``): an agent of
     one's own needs a ``command``. A misspelt name is an error, not a skip like a CLI that is not installed."""
-    from pytest_agentrace.agents import ADAPTERS
-
     names = sorted(set(ADAPTERS) - {"plain"})
     if name not in names:
         raise SpecError(path, key, f"unknown agent {name!r}{did_you_mean(name, names)}; built-in agents: {', '.join(names)}; "

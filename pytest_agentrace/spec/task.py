@@ -14,17 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.spec.common import (
-    AgentSpec,
+from pytest_agentrace.spec.common import AgentSpec, parse_agent, unique_agent_ids
+from pytest_agentrace.strict import (
     check_keys,
-    parse_agent,
     positive_number,
     relative_file,
     resolve_source,
     str_list,
     str_mapping,
     typed,
-    unique_agent_ids,
 )
 
 TASK_KEYS = (
@@ -67,6 +65,19 @@ class Task:
     protected: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     content_hash: str = ""
+
+    def solution_patch_text(self) -> str | None:
+        """The reference patch text: inline, or read from a ``.patch``/``.diff`` path next to the task file
+        (``SpecError`` when that file is missing)."""
+        patch = self.solution_patch
+        if patch is None:
+            return None
+        if "\n" not in patch.strip() and patch.strip().endswith((".patch", ".diff")):
+            p = self.path.parent / patch.strip()
+            if not p.is_file():
+                raise SpecError(self.path, "solution_patch", f"patch file {p} not found")
+            return p.read_text(encoding="utf-8")
+        return patch
 
     @property
     def protected_globs(self) -> tuple[str, ...]:
@@ -217,16 +228,3 @@ def _pricing(path: Path, value: Any) -> dict[str, dict[str, float]]:
         check_keys(path, key, prices, PRICE_KEYS)
         out[str(name)] = {k: float(typed(path, f"{key}.{k}", v, int, float)) for k, v in prices.items()}
     return out
-
-
-def solution_patch_text(task: Task) -> str | None:
-    """The reference patch text: inline, or read from a ``.patch``/``.diff`` path next to the task file."""
-    patch = task.solution_patch
-    if patch is None:
-        return None
-    if "\n" not in patch.strip() and patch.strip().endswith((".patch", ".diff")):
-        p = task.path.parent / patch.strip()
-        if not p.is_file():
-            raise SpecError(task.path, "solution_patch", f"patch file {p} not found")
-        return p.read_text(encoding="utf-8")
-    return patch

@@ -31,16 +31,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.errors import SpecError, did_you_mean
-from pytest_agentrace.spec.common import (
-    AgentSpec,
+from pytest_agentrace.run.workspace import folder_hash
+from pytest_agentrace.spec.common import AgentSpec, parse_agent, unique_agent_ids
+from pytest_agentrace.strict import (
     check_keys,
-    parse_agent,
     positive_number,
     resolve_source,
     str_list,
     str_mapping,
     typed,
-    unique_agent_ids,
 )
 
 TOP_KEYS = ("name", "defaults", "repos", "arms", "agents", "questions")
@@ -53,10 +52,6 @@ DEFAULT_TIMEOUT = 300.0
 SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")  # codex exec --sandbox
 _NAME_BAD = re.compile(r"[/\\\[\]\s]")
 
-# pytest options of trials (appended to ``options.OPTIONS``)
-TRIAL_OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    ("--agentrace-arm", {"action": "append", "default": [], "metavar": "ARM", "help": "run only this arm of each trial file; repeatable"}),
-]
 
 
 @dataclass(frozen=True)
@@ -199,8 +194,6 @@ def load_trial(path: Path, data: Any = None) -> Trial:
 
 def _content_hash(raw: bytes, arms: tuple[Arm, ...]) -> str:
     """sha256 over the trial file's bytes and, per arm with an overlay, its name and the overlay's folder hash."""
-    from pytest_agentrace.run.workspace import folder_hash
-
     h = hashlib.sha256(raw)
     for arm in arms:
         if arm.overlay:

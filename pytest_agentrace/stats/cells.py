@@ -23,6 +23,7 @@ from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats import resample
 from pytest_agentrace.stats.verdict import (
     Verdict,
     cost_signs,
@@ -428,8 +429,6 @@ def cost_batch(cases: Sequence[tuple[Any, Any]], confidence: float = 0.95, resam
     ``log_method`` (paired case-level bootstrap of the log ratios; several cases), ``sign`` (-1 cheaper, +1 dearer,
     0 no clear difference: the interval excludes 1.00 and p < ``alpha``), and ``test``."""
     import numpy as np
-
-    from pytest_agentrace.stats import resample
 
     data = [(np.atleast_2d(np.asarray(a, dtype=float)), np.atleast_2d(np.asarray(b, dtype=float))) for a, b in cases]
     est, lo, hi, method, _ = resample.cluster_contrast(data, "ratio", confidence, resamples, rng_ci)

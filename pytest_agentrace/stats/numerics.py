@@ -31,6 +31,9 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
+from pytest_agentrace.stats import resample
+from pytest_agentrace.stats.resample import METHODS, NONE, critical, interval
+
 _N = NormalDist()
 DEFAULT_RESAMPLES = 10_000
 
@@ -56,10 +59,6 @@ class Interval:
     @property
     def defined(self) -> bool:
         return self.lo is not None and self.hi is not None
-
-    def excludes(self, value: float) -> bool:
-        """True when the whole interval lies strictly above or below ``value``."""
-        return self.defined and (self.lo > value or self.hi < value)  # type: ignore[operator]
 
     def to_dict(self) -> dict[str, Any]:
         return {"lo": _num(self.lo), "hi": _num(self.hi), "method": self.method, "confidence": self.confidence}
@@ -157,16 +156,12 @@ def small_sample_critical(parts: Sequence[tuple[float, int]], confidence: float 
     (``w_k^2 s_k^2 / n_k``) and ``n_k`` its size. Groups with ``n_k < 2`` or ``u_k = 0`` are ignored. Returns
     the normal ``z`` when nothing is left.
     """
-    from pytest_agentrace.stats.resample import critical
-
     if not parts:
         return z_value(confidence)
     return float(critical([[u for u, _ in parts]], [n for _, n in parts], confidence)[0])
 
 
 def _interval(lo, hi, method, confidence: float, i: int = 0) -> Interval:
-    from pytest_agentrace.stats.resample import METHODS, NONE
-
     if int(method[i]) == NONE:
         return Interval.none(confidence)
     return Interval(float(lo[i]), float(hi[i]), METHODS[int(method[i])], confidence)
@@ -182,8 +177,6 @@ def bootstrap_interval(estimate: float, replicates, confidence: float = 0.95, ja
     replicates are dropped. All replicates equal -> method ``point``. (``resample.interval`` with one data set.)
     """
     import numpy as np
-
-    from pytest_agentrace.stats.resample import interval
 
     jack = None if jackknife is None else np.asarray(jackknife, dtype=float)[None, :]
     crit = None if critical is None else np.array([critical])
@@ -204,11 +197,9 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95, resamples: 
     cannot reach beyond the sample's range, so with 4 values it covers a mean less often than 95% (measured 86%
     for log-normal costs with CV 0.3; 94% at 8 and 12 values: ``tests/test_sim_coverage.py``).
     """
-    from pytest_agentrace.stats.resample import mean_interval as batch
-
     if len(values) < 2:
         return Interval.none(confidence)
-    lo, hi, method = batch([list(values)], confidence, resamples, rng if rng is not None else rng_for(0, "mean_interval"))
+    lo, hi, method = resample.mean_interval([list(values)], confidence, resamples, rng if rng is not None else rng_for(0, "mean_interval"))
     return _interval(lo, hi, method, confidence)
 
 
@@ -252,14 +243,12 @@ def cluster_contrast(cases: Sequence[tuple[Sequence[float], Sequence[float]]], k
     per-case, per-side groups, or over the per-case contrasts (``C - 1`` degrees of freedom) when that is wider.
     ``resamples`` bootstrap draws (default 10,000). (``resample.cluster_contrast`` with one data set.)
     """
-    from pytest_agentrace.stats.resample import cluster_contrast as batch
-
     if kind not in ("ratio", "difference"):
         raise ValueError(f"cluster_contrast: kind must be ratio or difference, not {kind!r}")
     data = usable_cases(cases, kind)
     if not data:
         return Contrast(kind, None, Interval.none(confidence), 0, 0, 0, False)
-    est, lo, hi, method, spread = batch([([a], [b]) for a, b in data], kind, confidence, resamples,
+    est, lo, hi, method, spread = resample.cluster_contrast([([a], [b]) for a, b in data], kind, confidence, resamples,
                                         rng if rng is not None else rng_for(0, "cluster_contrast"))
     return Contrast(kind, float(est[0]), _interval(lo, hi, method, confidence), len(data), sum(len(a) for a, _ in data),
                     sum(len(b) for _, b in data), bool(spread[0]))
@@ -272,11 +261,9 @@ def permutation_p(a: Sequence[float], b: Sequence[float], resamples: int = DEFAU
     ``|mean(a) - mean(b)|``. Exact (every relabelling) up to 5,000 relabellings (7 runs a side), else ``resamples`` random ones
     with ``(1 + hits) / (1 + resamples)`` (Phipson & Smyth, SAGMB 9, 2010). None when a side is empty.
     """
-    from pytest_agentrace.stats.resample import permutation_p as batch
-
     if not len(a) or not len(b):
         return None
-    return float(batch([list(a)], [list(b)], resamples, rng if rng is not None else rng_for(0, "permutation_p"), log_ratio)[0])
+    return float(resample.permutation_p([list(a)], [list(b)], resamples, rng if rng is not None else rng_for(0, "permutation_p"), log_ratio)[0])
 
 
 def sign_flip_p(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES, rng=None) -> float | None:
@@ -286,11 +273,9 @@ def sign_flip_p(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES, rng=
     ``(1 + hits) / (1 + resamples)``. Statistic ``|mean|``. The smallest possible exact p is ``2 / 2^n``: with 5 or
     fewer cases it cannot fall below 0.05. None for no cases.
     """
-    from pytest_agentrace.stats.resample import sign_flip_p as batch
-
     if not len(diffs):
         return None
-    return float(batch([list(diffs)], resamples, rng if rng is not None else rng_for(0, "sign_flip_p"))[0])
+    return float(resample.sign_flip_p([list(diffs)], resamples, rng if rng is not None else rng_for(0, "sign_flip_p"))[0])
 
 
 def bh_adjust(pvalues: Sequence[float | None]) -> list[float | None]:

@@ -9,45 +9,26 @@ changes are added at once, ``R_i += K * sum_j (S_ij - E_ij)`` - one simultaneous
 pair order, and zero-sum. Races are applied in time order (earliest ``started`` of their runs, then session id,
 source and case).
 
-Storage (one results store = one ``--agentrace-out`` folder): ``<out>/ratings.json`` behind ``load_ratings`` /
-``save_ratings`` so another store (SQLite history) can replace it. Shape::
-
-    {"schema_version": 1, "ratings": {agent: float}, "races": [race id, ...],
-     "history": [{"session_id", "started", "races", "ratings": {agent: float}}, ...]}
+The ratings are not stored: they are computed from the history store's task runs (``record.store``,
+``Store.rating_outcomes``: the sessions since the last ``agentrace ratings --reset``), so they always agree with
+the history they come from.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.stats.numerics import _var, t_interval
+from pytest_agentrace.stats.score import score_outcomes
 
 INITIAL = 1500.0
 K_FACTOR = 32.0
 DRAW_MARGIN = 1.0
-RATINGS_FILE = "ratings.json"
-
-
-def scored(outcomes: Iterable[Outcome]) -> list[Outcome]:
-    """Task outcomes with their composite score filled in per session (``session.Aggregator.scored``); others as given."""
-    from pytest_agentrace.plugin.controller import Aggregator
-
-    by_session: dict[str, Aggregator] = defaultdict(Aggregator)
-    out: list[Outcome] = []
-    for o in outcomes:
-        if o.kind == "task" and o.score is None and o.is_sample:
-            by_session[o.session_id].add(o)
-        else:
-            out.append(o)
-    for agg in by_session.values():
-        out.extend(agg.scored())
-    return out
 
 
 @dataclass(frozen=True)
@@ -66,7 +47,7 @@ def races(outcomes: Iterable[Outcome]) -> list[Race]:
     """Races (task outcomes with a score, grouped by session, source and case) in time order; single-agent groups
     are included (they change no rating)."""
     groups: dict[tuple[str, str, str], list[Outcome]] = defaultdict(list)
-    for o in scored(outcomes):
+    for o in score_outcomes(outcomes):
         if o.kind == "task" and o.is_sample and o.score is not None:
             groups[(o.session_id, o.source, o.case)].append(o)
     out = []
@@ -122,69 +103,6 @@ def elo_history(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
     return history
 
 
-# ---------------------------------------------------------------------------------------------- storage
-
-
-def load_ratings(out: Path) -> dict[str, Any]:
-    """The stored ratings state of a results store (an empty state when there is none). A corrupt file raises
-    ``ValueError`` naming it and the fix (``agentrace ratings --reset``)."""
-    path = Path(out) / RATINGS_FILE
-    if not path.exists():
-        return {"schema_version": 1, "ratings": {}, "races": [], "history": []}
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(state.get("ratings"), dict) or not isinstance(state.get("races"), list):
-            raise TypeError("missing 'ratings' or 'races'")
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{path}: not a ratings file ({exc}); remove it with `agentrace ratings --reset`") from None
-    state.setdefault("history", [])
-    return state
-
-
-def save_ratings(out: Path, state: dict[str, Any]) -> Path:
-    """Write the ratings state atomically to ``<out>/ratings.json``."""
-    from pytest_agentrace.record.runfile import write_atomic
-
-    path = Path(out) / RATINGS_FILE
-    write_atomic(path, json.dumps(state, indent=2, sort_keys=True) + "\n")
-    return path
-
-
-def update_store(out: Path, outcomes: Iterable[Outcome]) -> dict[str, Any]:
-    """Apply the races in ``outcomes`` that the store has not seen (by race id) and save. Returns the state.
-    Safe against concurrent sessions (a file lock around read-modify-write)."""
-    from filelock import FileLock
-
-    Path(out).mkdir(parents=True, exist_ok=True)
-    with FileLock(str(Path(out) / (RATINGS_FILE + ".lock")), timeout=60):
-        state = load_ratings(out)
-        seen = set(state["races"])
-        new = [r for r in races(outcomes) if r.race_id not in seen]
-        if not new:
-            return state
-        ratings = dict(state["ratings"])
-        for race in new:
-            ratings = apply_race(ratings, race.scores)
-            state["races"].append(race.race_id)
-            hist = state["history"]
-            if hist and hist[-1]["session_id"] == race.session_id:
-                hist[-1]["races"] += 1
-                hist[-1]["ratings"] = dict(sorted(ratings.items()))
-            else:
-                hist.append({"session_id": race.session_id, "started": race.started, "races": 1, "ratings": dict(sorted(ratings.items()))})
-        state["ratings"] = dict(sorted(ratings.items()))
-        save_ratings(out, state)
-        return state
-
-
-def reset_store(out: Path) -> bool:
-    """Delete the stored ratings; True when there was a file."""
-    path = Path(out) / RATINGS_FILE
-    existed = path.exists()
-    path.unlink(missing_ok=True)
-    return existed
-
-
 # ---------------------------------------------------------------------------------------------- race statistics
 
 
@@ -221,9 +139,7 @@ class RaceStats:
 
 def race_stats(outcomes: Sequence[Outcome]) -> list[RaceStats]:
     """``RaceStats`` per agent over the task outcomes (sorted by mean score, best first)."""
-    from pytest_agentrace.stats.numerics import _var, t_interval
-
-    outcomes = scored(outcomes)
+    outcomes = score_outcomes(outcomes)
     ratings = elo(outcomes)
     all_races = races(outcomes)
     by_agent: dict[str, list[Outcome]] = defaultdict(list)

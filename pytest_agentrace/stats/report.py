@@ -9,6 +9,8 @@ from typing import Any
 
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats import ratings
+from pytest_agentrace.stats import sequential as seq
 from pytest_agentrace.stats.cells import (
     ArmComparison,
     ArmTokens,
@@ -22,6 +24,7 @@ from pytest_agentrace.stats.cells import (
     summarize,
     with_sequential,
 )
+from pytest_agentrace.stats.score import score_outcomes
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,9 @@ def build_report(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
     stopped reps early (``--agentrace-stop-when-decided``): single-case cost verdicts then come from
     ``sequential.decide`` with that cap (the planned reps per arm).
     """
-    from pytest_agentrace.stats import ratings
-    from pytest_agentrace.stats import sequential as seq
-
     outcomes = [o for o in outcomes if not cases or o.case in set(cases)]
     if any(o.kind == "task" and o.score is None and o.is_sample for o in outcomes):
-        outcomes = ratings.scored(outcomes)
+        outcomes = score_outcomes(outcomes)
     cells = summarize(outcomes, seed, resamples, confidence)
     comps = compare_arms(outcomes, baseline, seed, resamples, confidence, alpha)
     by_case = compare_arms(outcomes, baseline, seed, resamples, confidence, alpha, by_case=True)

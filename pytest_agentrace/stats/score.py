@@ -23,6 +23,7 @@ scores at most ``exit + lint`` (35): passing always ranks above failing under th
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from pytest_agentrace.record.model import AgentStatus, Outcome, Status
@@ -101,9 +102,30 @@ def score_group(outcomes: Iterable[Outcome], has_verify: bool, has_lint: bool, s
     return out
 
 
-def solo_score(o: Outcome, has_verify: bool, has_lint: bool, scoring: Mapping[str, float] | None = None) -> float | None:
+def solo_score(o: Outcome) -> float | None:
     """The run's score as if it were the only agent (time and lines full credit when it passed)."""
-    return score_group([o], has_verify, has_lint, scoring)[o.run_id]
+    return score_group([o], o.has_verify, o.has_lint, o.scoring)[o.run_id]
+
+
+def score_outcomes(outcomes: Iterable[Outcome], per_session: bool = True) -> list[Outcome]:
+    """``outcomes`` with every task run's composite ``score`` set, computed per task file, task and rep
+    (``score_group``), and per session unless ``per_session`` is False (one session's runs, resumed ones
+    included, race each other); trial runs and ``error`` runs unchanged.
+
+    Returns a new list sorted by (kind, source, case, arm, rep, agent). A run whose score is already set keeps it.
+    """
+    groups: dict[tuple, list[Outcome]] = defaultdict(list)
+    result: list[Outcome] = []
+    for o in outcomes:
+        if o.kind == "task" and o.score is None and o.is_sample:
+            groups[(o.session_id if per_session else "", o.source, o.case, o.rep)].append(o)
+        else:
+            result.append(o)
+    for runs in groups.values():
+        first = runs[0]
+        scores = score_group(runs, first.has_verify, first.has_lint, first.scoring)
+        result.extend(o.replace(score=scores[o.run_id]) for o in runs)
+    return sorted(result, key=lambda o: (o.kind, o.source, o.case, o.arm, o.rep, o.agent))
 
 
 def rank(scores: Mapping[str, float | None]) -> dict[str, int | None]:

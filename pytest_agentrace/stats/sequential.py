@@ -31,6 +31,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.record.runfile import RUN_FILE, read_run
+from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats.cells import (
+    compare_arms,
+    pooled_cv,
+    resolve_baseline,
+    summarize,
+)
 from pytest_agentrace.stats.verdict import Verdict
 
 METHOD = "group-sequential Welch t on log tokens, Lan-DeMets O'Brien-Fleming-type alpha spending"
@@ -192,10 +200,6 @@ class Decision:
     cap: int
     method: str = METHOD
 
-    @property
-    def decided(self) -> bool:
-        return self.state in (CLEAR, FUTILE, CAPPED)
-
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for k in ("z", "boundary"):
@@ -243,8 +247,6 @@ def decisions(outcomes, cap: int, baseline: str | None = None, min_runs: int = M
     """Decisions for every (kind, source, case, agent, arm) that has a baseline to compare with."""
     from collections import defaultdict
 
-    from pytest_agentrace.stats.cells import resolve_baseline
-
     groups: dict[tuple[str, str, str, str], dict[str, dict[int, Any]]] = defaultdict(lambda: defaultdict(dict))
     by_group: dict[tuple[str, str, str], list] = defaultdict(list)
     for o in outcomes:
@@ -268,8 +270,6 @@ def skip_reason(spec: Any, out: Path, session_id: str, cap: int, arms: Sequence[
     workers see consistent data. The baseline's reps are skipped only once every other arm is decided. Records of
     other sessions (also those reused by ``--agentrace-resume``) end the prefix: nothing is skipped on their strength."""
     from filelock import FileLock
-
-    from pytest_agentrace.record.runfile import RUN_FILE, read_run
 
     if spec.rep <= min_runs or baseline not in arms or len(arms) < 2:
         return None
@@ -348,9 +348,6 @@ class PlanRow:
 def plan_rows(outcomes, min_runs: int = MIN_RUNS, max_reps: int = 12, price_per_mtok: float | None = None, baseline: str | None = None,
               seed: int = 0, resamples: int = 10_000, alpha: float = 0.05) -> list[PlanRow]:
     """Plan rows for every (agent, case, arm != baseline) in ``outcomes`` (see ``PlanRow``)."""
-    from pytest_agentrace.stats import numerics as stats
-    from pytest_agentrace.stats.cells import compare_arms, pooled_cv, summarize
-
     outcomes = list(outcomes)
     cells = {(c.kind, c.source, c.case, c.arm, c.agent): c for c in summarize(outcomes, seed, 200)}
     rows = []

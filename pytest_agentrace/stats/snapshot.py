@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.record.runfile import read_json, write_atomic
+from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats.verdict import (
     REGRESSION_ALPHA,
     SAME_NOTE,
@@ -73,8 +75,6 @@ def make_snapshot(outcomes: Iterable[Outcome], name: str | None = None) -> dict[
 
 def write_snapshot(path: Path, snapshot: dict[str, Any]) -> Path:
     """Write ``snapshot`` to ``path`` atomically (readers never see half a file)."""
-    from pytest_agentrace.record.runfile import write_atomic
-
     path = Path(path)
     write_atomic(path, json.dumps(snapshot, indent=2, sort_keys=True) + "\n")
     return path
@@ -84,7 +84,6 @@ def read_snapshot(path: Path) -> dict[str, Any]:
     """Read and check a snapshot file. Raises ``SnapshotError`` naming the file, what is wrong and the fix."""
     path = Path(path)
     fix = "write one with `agentrace snapshot OUT --to FILE` or `pytest --agentrace --agentrace-snapshot FILE --agentrace-snapshot-update`"
-    from pytest_agentrace.record.runfile import read_json
 
     try:
         data = read_json(path)
@@ -169,8 +168,6 @@ def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str 
     the snapshot read ``new``; neither is a regression. ``alpha``: one-sided level of the pass-rate tests
     (``verdict.snapshot_verdict``). Rows sorted by (agent, case, arm).
     """
-    from pytest_agentrace.stats import numerics as stats
-
     if (old_arm is None) != (new_arm is None):
         raise ValueError("compare: give both old_arm and new_arm, or neither")
     old_cells = {k: c for k, c in snapshot["cells"].items() if old_arm is None or c["arm"] == old_arm}

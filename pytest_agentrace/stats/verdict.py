@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_agentrace.stats.numerics import boschloo_p
+
 PROVISIONAL_RUNS = 8  # a cost verdict with fewer runs per arm than this is marked provisional
 SNAPSHOT_MIN_RUNS = 4  # a snapshot token verdict needs at least this many runs a side
 REGRESSION_ALPHA = 0.05  # one-sided level of the snapshot pass-rate tests (see snapshot_verdict for why not 0.1)
@@ -106,8 +108,6 @@ def snapshot_verdicts(old_passed: int, old_total: int, new_passed: int, new_tota
     ``improved`` only when neither of the first two holds; ``same`` when nothing does. ``ratio``: a
     ``stats.Contrast`` of kind ratio (or None).
     """
-    from pytest_agentrace.stats.numerics import boschloo_p
-
     detail: list[str] = []
     old_rate = old_passed / old_total if old_total else None
     new_rate = new_passed / new_total if new_total else None

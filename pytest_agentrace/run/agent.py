@@ -1,0 +1,184 @@
+"""Start one run's agent and read what it did: the adapter's argv and environment, the model double and the
+offline namespace when asked for, a process group with a timeout (``process.run``), then the adapter's parser.
+
+Also the checks made before a run: whether the agent's executable exists (``missing_executable``: a skip) and
+whether a custom command names a path that does not (``agent_path_error``: a configuration error).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_agentrace.agents import get_adapter
+from pytest_agentrace.agents.base import RunContext, RunOptions, version_from
+from pytest_agentrace.agents.command import expand_template
+from pytest_agentrace.agents.pricing import apply_pricing
+from pytest_agentrace.errors import AgentError, WorkspaceError
+from pytest_agentrace.model_double.runs import start_session
+from pytest_agentrace.record.model import Usage
+from pytest_agentrace.run import process, workspace
+from pytest_agentrace.spec.matrix import RunSpec
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """What running the agent gave: exit code (None: killed or not started), seconds, parsed usage."""
+
+    exit_code: int | None
+    seconds: float
+    timed_out: bool
+    usage: Usage
+    error: str | None = None  # our side could not start it
+    output_bytes: dict[str, int] | None = None  # {"stdout": n, "stderr": n}: all it printed, also what was dropped
+
+
+def resolve_executable(spec: RunSpec) -> str | None:
+    """The executable an agent needs (``None`` for in-process agents). Relative paths with ``/`` in a custom
+    command resolve against the task/trial file's folder."""
+    agent = spec.agent
+    if agent.command:
+        exe = agent.command[0]
+        if "/" in exe and not os.path.isabs(exe):
+            cand = (spec.source.parent / exe).resolve()
+            if cand.exists():
+                return str(cand)
+        return exe
+    try:
+        return get_adapter(agent.adapter).executable
+    except KeyError:
+        return agent.name
+
+
+def agent_path_error(spec: RunSpec) -> str | None:
+    """Configuration error when a custom agent command names a path (with ``/``) that does not exist or is not
+    executable: a typo in the task/trial file, reported as an error of the item (not a skip, not a run)."""
+    command = spec.agent.command
+    if not command or "/" not in command[0]:
+        return None
+    exe = resolve_executable(spec)
+    if os.path.isfile(exe) and os.access(exe, os.X_OK):
+        return None
+    where = os.path.abspath(exe) if os.path.isabs(exe) else str((spec.source.parent / command[0]).resolve())
+    what = "is not executable (chmod +x it)" if os.path.exists(where) else "does not exist"
+    return (f"{spec.source}: key 'agents' (agent '{spec.agent.label}'): command {command[0]!r} {what}: {where} "
+            "(a relative path resolves against the file's folder)")
+
+
+def missing_executable(spec: RunSpec) -> str | None:
+    """Skip reason when the agent's executable is not on PATH (``None`` when it is, or not needed). Check
+    ``agent_path_error`` first: a custom path that is missing is an error, not a skip."""
+    exe = resolve_executable(spec)
+    if exe is None:
+        return None
+    if os.path.isabs(exe):
+        return None if os.access(exe, os.X_OK) else f"agent '{spec.agent.label}' executable {exe} not found or not executable"
+    if shutil.which(exe):
+        return None
+    return f"agent '{spec.agent.label}' not found on PATH" + ("" if exe == spec.agent.name else f" (looked for {exe})")
+
+
+def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
+    """Start the agent (in-process for noop/oracle, else its CLI in a process group) and parse its output.
+
+    Writes ``raw.out`` / ``raw.err`` (secrets redacted; capture bounded to a head and a tail) to ``ctx.run_dir``;
+    ``output_bytes`` counts everything the agent printed (``run.json`` ``extra.output_bytes``). A parser exception
+    is recorded as a parse warning, never raised.
+    """
+    adapter = get_adapter(spec.agent.adapter)
+    secrets = process.secret_values(ctx.env)
+    if adapter.workspace_excludes:
+        try:
+            workspace.exclude(ctx.workspace, adapter.workspace_excludes)
+        except WorkspaceError:
+            pass  # not a git workspace: nothing to exclude from
+    start = time.monotonic()
+    if spec.agent.command is None and adapter.executable is None:
+        res = adapter.run_inprocess(ctx)
+        stdout, stderr, code, timed_out, err = res.stdout, res.stderr, res.exit_code, False, None
+        seconds = time.monotonic() - start
+        output_bytes = {"stdout": len(stdout.encode()), "stderr": len(stderr.encode())}
+    else:
+        session = None  # the model double and/or --agentrace-offline namespace of this run (issue 7)
+        try:
+            if spec.agent.command is not None:
+                exe = resolve_executable(spec)
+                argv = [exe, *expand_template(spec.agent.command[1:], ctx), *spec.agent.args]
+                inv_env, stdin = dict(ctx.env), None
+            else:
+                inv = adapter.invocation(ctx)
+                argv, inv_env, stdin = [*inv.argv, *spec.agent.args], inv.env, inv.stdin
+            run_argv = argv
+            if spec.agent.model_double or ctx.options.model_double or ctx.options.offline:
+                session = start_session(spec, ctx)
+                run_argv, inv_env = session.apply(argv, inv_env)
+        except AgentError as exc:
+            if session is not None:
+                session.close()
+            return AgentRun(None, 0.0, False, Usage(), error=str(exc))
+        (ctx.run_dir / "argv.json").write_text(process.redact(_json(run_argv), secrets), encoding="utf-8")
+        try:
+            pres = process.run(run_argv, cwd=ctx.workspace, env=inv_env, timeout=ctx.timeout, stdin=stdin,
+                               on_stdout=ctx.options.on_stdout)
+        finally:
+            if session is not None:
+                session.close()
+        stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
+        output_bytes = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}
+    (ctx.run_dir / "raw.out").write_text(process.redact(stdout, secrets), encoding="utf-8")
+    (ctx.run_dir / "raw.err").write_text(process.redact(stderr, secrets), encoding="utf-8")
+    if err:
+        if err.startswith("FileNotFoundError") and shutil.which(run_argv[0]):
+            err += " (the program exists: its #! interpreter line names a program that is missing)"
+        return AgentRun(None, seconds, False, Usage(), error=f"could not start agent: {err}")
+    try:
+        usage = adapter.parse(stdout, stderr, ctx)
+    except Exception as exc:  # a parser bug must not lose the run
+        usage = Usage(parse_warnings=(f"parser failed: {type(exc).__name__}: {exc}",))
+    if spec.agent.command is None and adapter.executable is not None and usage.cli_version is None:
+        usage = dataclasses.replace(usage, cli_version=cli_version(adapter, argv[0], inv_env, ctx.workspace))
+    usage = apply_pricing(usage, spec.agent, getattr(spec.spec, "pricing", None), ctx.prompt)
+    return AgentRun(code, seconds, timed_out, usage, output_bytes=output_bytes)
+
+
+_CLI_VERSIONS: dict[str, str | None] = {}  # resolved executable path -> version, probed once per process
+VERSION_TIMEOUT = 30.0  # seconds (gemini needs about 6 s to start)
+
+
+def cli_version(adapter: Any, exe: str, env: Mapping[str, str], cwd: Path) -> str | None:
+    """The CLI's version from ``adapter.version_argv(exe)`` (e.g. ``codex --version``), probed once per
+    executable and process; ``None`` when it cannot be run or prints no version."""
+    key = os.path.realpath(shutil.which(exe, path=env.get("PATH")) or exe)
+    if key not in _CLI_VERSIONS:
+        argv, version = adapter.version_argv(exe), None
+        if argv:
+            res = process.run(argv, cwd=cwd, env=env, timeout=VERSION_TIMEOUT)
+            if res.exit_code == 0:
+                version = version_from(res.stdout) or version_from(res.stderr)
+        _CLI_VERSIONS[key] = version
+    return _CLI_VERSIONS[key]
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, indent=1)
+
+
+def make_context(spec: RunSpec, tmp: Path, run_dir: Path, ws: Path, prompt: str, env: Mapping[str, str], edits: bool,
+                 options: RunOptions) -> RunContext:
+    """Build the adapter's ``RunContext`` and write ``prompt.txt`` (the exact text sent)."""
+    home = tmp / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    prompt_file = run_dir / "prompt.txt"
+    prompt_file.write_text(prompt, encoding="utf-8")
+    return RunContext(
+        workspace=ws, run_dir=run_dir, home=home, prompt=prompt, prompt_file=prompt_file,
+        model=spec.agent.model, edits=edits, env=env, timeout=spec.timeout, agent=spec.agent,
+        case=spec.case_obj, options=options,
+    )

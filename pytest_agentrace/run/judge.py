@@ -1,0 +1,61 @@
+"""The part of a run that differs by kind of case: the ``Judge`` interface (``run.task``, ``run.trial``) and the
+``Judgement`` it returns to the pipeline (``run.pipeline``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_agentrace.agents.base import RunOptions
+from pytest_agentrace.record.model import CheckResult, Usage
+from pytest_agentrace.spec.matrix import RunSpec
+
+
+@dataclass
+class Judgement:
+    """What a judge found in a finished run: its ``checks``, ``failure`` (why the case's checks say the run failed;
+    None when they pass) and outcome ``fields`` it sets (``answer_score``, ``used_tool``, ``claim``)."""
+
+    checks: dict[str, CheckResult] = field(default_factory=dict)
+    failure: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+class Judge:
+    """What a kind of case supplies to the pipeline (see the module docstring). One instance per run.
+
+    Attributes set by subclasses: ``prompt`` (the exact text sent), ``edits`` (file changes allowed),
+    ``protected_globs`` (paths the agent must not change), ``fields`` (typed outcome fields known before the run:
+    ``has_verify``, ``has_lint``, ``scoring``, ``difficulty``, ``baseline_arm``, and ``extra``).
+    """
+
+    prompt: str = ""
+    edits: bool = True
+    protected_globs: tuple[str, ...] = ()
+
+    def __init__(self, spec: RunSpec, out: Path, session_id: str, options: RunOptions):
+        self.spec, self.out, self.session_id, self.options = spec, out, session_id, options
+        self.fields: dict[str, Any] = {"extra": {}}
+
+    @property
+    def cache_dir(self) -> Path:
+        """Template repositories of plain folders (``RunOptions.cache_dir``, else ``<out>/.cache/repos``)."""
+        return Path(self.options.cache_dir or self.out / ".cache" / "repos")
+
+    def env(self, ws: Path) -> dict[str, str]:
+        """The environment of setup, the agent and the checks."""
+        raise NotImplementedError
+
+    def make_workspace(self, ws: Path) -> None:
+        """Create the run's fresh workspace at ``ws``; raises ``WorkspaceError``."""
+        raise NotImplementedError
+
+    def setup(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str]) -> tuple[dict[str, CheckResult], str | None]:
+        """Prepare the workspace before the agent: ``(checks run, reason of an error or None)``."""
+        return {}, None
+
+    def judge(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str], usage: Usage) -> Judgement:
+        """Check the finished run (the agent's process group has exited)."""
+        raise NotImplementedError

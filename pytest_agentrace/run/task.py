@@ -1,0 +1,61 @@
+"""The task judge: a coderace-style task's workspace, setup and checks (see ``run.pipeline`` for the run).
+
+The workspace is a fresh clone of the task's ``repo``; ``setup`` commands run in it (the first that fails makes
+the run an ``error``). After the agent: ``test_command``, then ``lint_command`` on the agent's tree, then the
+hidden ``verify_files`` are written into the workspace (only now: the agent's process group has exited) and
+``verify_command`` runs. The run fails when tests or verify fail; lint counts in the score only. The task's
+``protected`` paths and its verify files are guarded against the agent (``tampered``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from pytest_agentrace.record.model import CheckResult, Usage
+from pytest_agentrace.run import workspace
+from pytest_agentrace.run.checks import clean_env, run_check, run_commands
+from pytest_agentrace.run.judge import Judge, Judgement
+
+
+class TaskJudge(Judge):
+    """The ``Judge`` of a task run (``spec.spec`` is the ``spec.task.Task``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        task = self.task = self.spec.spec
+        self.prompt = task.description
+        self.edits = True
+        self.protected_globs = task.protected_globs
+        self.fields = {"has_verify": bool(task.verify_command), "has_lint": bool(task.lint_command),
+                       "scoring": task.scoring or None, "difficulty": task.difficulty, "extra": {}}
+
+    def env(self, ws: Path) -> dict[str, str]:
+        """``checks.clean_env`` plus the task's and the agent's ``env``."""
+        return clean_env(extra={**self.task.env, **self.spec.agent.env})
+
+    def make_workspace(self, ws: Path) -> None:
+        workspace.create(self.task.repo, ws, self.cache_dir)
+
+    def setup(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str]) -> tuple[dict[str, CheckResult], str | None]:
+        """The task's ``setup`` commands in order, one log; the first that fails (or cannot run) is the error."""
+        if not self.task.setup:
+            return {}, None
+        res = run_commands("setup", self.task.setup, ws, env, self.task.timeout, run_dir / "setup.log", secrets)
+        number = self.task.setup.index(res.command) + 1
+        if res.missing:
+            return {"setup": res}, f"setup command {number} cannot run here: {res.missing} is missing (`{res.command}`)"
+        if not res.passed:
+            return {"setup": res}, f"setup command {number} failed ({res.why}): {res.command}"
+        return {"setup": res}, None
+
+    def judge(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str], usage: Usage) -> Judgement:
+        task, checks = self.task, {}
+        checks["tests"] = run_check("tests", task.test_command, ws, env, task.timeout, run_dir / "tests.log", secrets)
+        if task.lint_command:  # lint sees the agent's tree, before the hidden verify files are written into it
+            checks["lint"] = run_check("lint", task.lint_command, ws, env, task.timeout, run_dir / "lint.log", secrets)
+        if task.verify_command:
+            workspace.write_files(ws, task.verify_files)
+            checks["verify"] = run_check("verify", task.verify_command, ws, env, task.timeout, run_dir / "verify.log", secrets)
+        failed = [c for c in (checks.get("tests"), checks.get("verify")) if c is not None and not c.passed]
+        return Judgement(checks, f"{failed[0].name} failed ({failed[0].why})" if failed else None)

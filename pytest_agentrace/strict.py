@@ -1,0 +1,90 @@
+"""Strict checks shared by every input-file loader (task and trial files, model scripts): keys with a did-you-mean,
+types, workspace-relative paths. Each raises ``SpecError`` naming the file and the key."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pytest_agentrace.errors import SpecError, did_you_mean
+
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", list: "a list", dict: "a mapping"}
+
+
+def check_keys(path: Path, where: str, data: Mapping[str, Any], allowed: Iterable[str], required: Iterable[str] = ()) -> None:
+    """Raise ``SpecError`` for an unknown key (with the nearest valid one) or a missing required key.
+
+    ``where`` names the table (``""`` for the top level, ``"agents[2]"``, ``"[[arms]] 'docs'"``).
+    """
+    allowed = list(allowed)
+    prefix = f"{where}." if where else ""
+    for key in data:
+        if key not in allowed:
+            raise SpecError(path, f"{prefix}{key}", f"unknown key{did_you_mean(str(key), allowed)}; valid keys: {', '.join(allowed)}")
+    for key in required:
+        if key not in data or data[key] is None:
+            raise SpecError(path, f"{prefix}{key}", "required key is missing; add it")
+
+
+def typed(path: Path, key: str, value: Any, *types: type, fix: str = "") -> Any:
+    """Return ``value`` when it is one of ``types`` (bool is never an int/float), else raise ``SpecError``."""
+    ok = any(isinstance(value, t) for t in types)
+    if isinstance(value, bool) and bool not in types:
+        ok = False
+    if not ok:
+        want = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in types)
+        got = type(value).__name__
+        hint = f"; {fix}" if fix else ""
+        raise SpecError(path, key, f"must be {want}, not {got} {value!r}{hint}")
+    return value
+
+
+def str_list(path: Path, key: str, value: Any, allow_str: bool = True) -> tuple[str, ...]:
+    """A list of strings; a single string becomes a one-item list when ``allow_str``."""
+    if isinstance(value, str) and allow_str:
+        return (value,)
+    typed(path, key, value, list, fix="write a YAML/TOML list")
+    for i, item in enumerate(value):
+        typed(path, f"{key}[{i}]", item, str)
+    return tuple(value)
+
+
+def positive_number(path: Path, key: str, value: Any) -> float:
+    typed(path, key, value, int, float, fix=f"write a number without quotes, e.g. {key}: 300")
+    if not math.isfinite(value) or value <= 0:
+        raise SpecError(path, key, f"must be greater than 0, not {value}")
+    return float(value)
+
+
+def str_mapping(path: Path, key: str, value: Any) -> dict[str, str]:
+    """A mapping of string keys to string values (environment, files)."""
+    typed(path, key, value, dict)
+    out = {}
+    for k, v in value.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and key.endswith("env"):
+            v = str(v)
+        typed(path, f"{key}.{k}", v, str)
+        out[str(k)] = v
+    return out
+
+
+def relative_file(path: Path, key: str, rel: str) -> str:
+    """A workspace-relative POSIX path that stays inside the workspace; raises ``SpecError`` otherwise."""
+    p = PurePosixPath(rel)
+    if not rel or p.is_absolute() or rel.startswith("~") or re.match(r"^[A-Za-z]:", rel):
+        raise SpecError(path, key, f"path {rel!r} must be relative to the workspace (e.g. tests/test_hidden.py)")
+    if ".." in p.parts:
+        raise SpecError(path, key, f"path {rel!r} escapes the workspace; remove '..'")
+    return str(p)
+
+
+def resolve_source(path: Path, value: str) -> str:
+    """Resolve a local path relative to the spec file; URLs (``scheme://``, ``user@host:``) are kept."""
+    if re.match(r"^[a-z][a-z0-9+.-]*://", value) or re.match(r"^[\w.-]+@[\w.-]+:", value):
+        if value.startswith("file://"):
+            return str((path.parent / value[len("file://"):]).resolve())
+        return value
+    return str((path.parent / Path(value).expanduser()).resolve())
