@@ -215,7 +215,7 @@ def test_check_command_not_found_is_error(pytester: pytest.Pytester, xdist: list
     (pytester.path / "task.yaml").write_text(task_yaml("repo", ["oracle"]).replace("python -m pytest -q test_calc.py", "no-such-test-runner-xyz"))
     res = pytester.runpytest("--agentrace", *xdist)
     res.assert_outcomes(errors=1)
-    assert "tests command not found" in res.stdout.str()
+    assert "tests cannot run here: no-such-test-runner-xyz is missing (`no-such-test-runner-xyz`)" in res.stdout.str()
 
 
 def test_failure_report_shows_check_tail(pytester: pytest.Pytester, bin_dir: Path) -> None:

@@ -8,6 +8,7 @@ import types
 
 import pytest
 
+from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.errors import AgentError
 from pytest_agentrace.model_double.environment import (
     DUMMY_KEY,
@@ -29,7 +30,8 @@ def ctx(tmp_path):
 def test_every_cli_gets_a_fresh_home_no_proxy_and_no_foreign_credentials(ctx) -> None:
     user = {"HOME": "/root", "ANTHROPIC_AUTH_TOKEN": "real", "GH_TOKEN": "real", "HTTPS_PROXY": "http://proxy:3128", "PATH": "/bin", "PWD": "/somewhere"}
     for name in ("claude", "codex", "gemini", "opencode", "copilot", "aider", "my-custom-agent"):
-        extra, updates, _ = offline_env(name, ctx, BASE)
+        settings = get_adapter(name).offline if name != "my-custom-agent" else None  # a custom command has none
+        extra, updates, _ = offline_env(settings, ctx, BASE)
         env = apply_env(user, updates)
         assert extra == []
         assert env["HOME"] == str(ctx.home) and env["XDG_CONFIG_HOME"] == str(ctx.home / ".config")
@@ -40,7 +42,7 @@ def test_every_cli_gets_a_fresh_home_no_proxy_and_no_foreign_credentials(ctx) ->
 
 
 def test_claude(ctx) -> None:
-    _, env, files = offline_env("claude", ctx, BASE)
+    _, env, files = offline_env(get_adapter("claude").offline, ctx, BASE)
     assert env["ANTHROPIC_BASE_URL"] == BASE and env["ANTHROPIC_API_KEY"] == DUMMY_KEY
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1" and env["DISABLE_TELEMETRY"] == "1"
     assert env["CLAUDE_CODE_MAX_RETRIES"] == "2"
@@ -48,7 +50,7 @@ def test_claude(ctx) -> None:
 
 
 def test_codex_config_is_valid_toml_with_a_responses_provider_and_a_trusted_workspace(ctx) -> None:
-    _, env, files = offline_env("codex", ctx, BASE)
+    _, env, files = offline_env(get_adapter("codex").offline, ctx, BASE)
     assert env["CODEX_HOME"] == str(ctx.home / ".codex") and env["AGENTRACE_DOUBLE_API_KEY"] == DUMMY_KEY
     config = tomllib.loads(files[0].read_text())
     assert files[0] == ctx.home / ".codex" / "config.toml"
@@ -59,7 +61,7 @@ def test_codex_config_is_valid_toml_with_a_responses_provider_and_a_trusted_work
 
 
 def test_gemini(ctx) -> None:
-    _, env, files = offline_env("gemini", ctx, BASE)
+    _, env, files = offline_env(get_adapter("gemini").offline, ctx, BASE)
     assert env["GOOGLE_GEMINI_BASE_URL"] == BASE and env["GEMINI_API_KEY"] == DUMMY_KEY and env["GEMINI_CLI_TRUST_WORKSPACE"] == "true"
     settings = json.loads((ctx.home / ".gemini" / "settings.json").read_text())
     assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
@@ -68,7 +70,7 @@ def test_gemini(ctx) -> None:
 
 
 def test_opencode(ctx) -> None:
-    _, env, files = offline_env("opencode", ctx, BASE)
+    _, env, files = offline_env(get_adapter("opencode").offline, ctx, BASE)
     config = json.loads(files[0].read_text())
     assert env["OPENCODE_CONFIG"] == str(files[0]) == str(ctx.home / ".config" / "opencode" / "opencode.json")
     assert config["provider"]["scripted"]["options"] == {"baseURL": BASE + "/v1", "apiKey": DUMMY_KEY}
@@ -77,14 +79,14 @@ def test_opencode(ctx) -> None:
 
 
 def test_copilot(ctx) -> None:
-    _, env, files = offline_env("copilot", ctx, BASE)
+    _, env, files = offline_env(get_adapter("copilot").offline, ctx, BASE)
     assert files == [] and env["COPILOT_OFFLINE"] == "true" and env["COPILOT_PROVIDER_BASE_URL"] == BASE + "/v1"
     assert env["COPILOT_PROVIDER_TYPE"] == "openai" and env["COPILOT_PROVIDER_API_KEY"] == DUMMY_KEY and env["COPILOT_MODEL"] == "test"
 
 
 def test_aider_streams_off_metadata_file_history_in_home(ctx) -> None:
     ctx.model = "openai/other"
-    _, env, files = offline_env("aider", ctx, BASE)
+    _, env, files = offline_env(get_adapter("aider").offline, ctx, BASE)
     assert env["AIDER_MODEL"] == "openai/other" and env["AIDER_STREAM"] == "false" and env["OPENAI_API_BASE"] == BASE + "/v1"
     meta = json.loads(files[0].read_text())
     assert env["AIDER_MODEL_METADATA_FILE"] == str(files[0]) and meta["openai/other"]["litellm_provider"] == "openai"
@@ -93,7 +95,7 @@ def test_aider_streams_off_metadata_file_history_in_home(ctx) -> None:
 
 def test_cursor_cannot_be_driven(ctx) -> None:
     with pytest.raises(AgentError, match="cursor-agent has no setting for a custom model endpoint"):
-        offline_env("cursor", ctx, BASE)
+        offline_env(get_adapter("cursor").offline, ctx, BASE)
 
 
 def test_insert_argv_goes_before_the_prompt() -> None:

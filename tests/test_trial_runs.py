@@ -59,7 +59,7 @@ def test_overlay_decides_the_answer_and_items_are_named(project: pytest.Pytester
     assert docs["status"] == "passed" and docs["answer_score"] == {"correct": True, "recall": 1.0, "matched": ["8123", "listens"], "missing": [], "forbidden": []}
     assert docs["usage"]["answer"] == "The server listens on port 8123."
     assert docs["kind"] == "trial" and docs["case"] == "port" and docs["arm"] == "docs" and docs["rep"] == 1
-    assert docs["extra"]["trial"] == "ports" and docs["extra"]["baseline_arm"] == "baseline"
+    assert docs["extra"]["trial"] == "ports" and docs["baseline_arm"] == "baseline"
     run_dir = project.path / "out/runs/port/docs/bot/1"
     assert {"run.json", "raw.out", "raw.err", "prompt.txt"} <= {p.name for p in run_dir.iterdir()}
     # the summary table: one row per cell
@@ -424,7 +424,7 @@ def test_timeout_from_defaults(project: pytest.Pytester) -> None:
 def test_parallel_is_advisory_and_baseline_is_recorded(project: pytest.Pytester) -> None:
     write_trial(project, trial_toml(defaults='parallel = 4\nbaseline = "docs"'))
     run(project).assert_outcomes(passed=1, failed=1)  # parallel: xdist decides; the runs are the same
-    assert {r["extra"]["baseline_arm"] for r in runs(project.path / "out").values()} == {"docs"}
+    assert {r["baseline_arm"] for r in runs(project.path / "out").values()} == {"docs"}
 
 
 def test_run_json_is_the_task_schema(project: pytest.Pytester) -> None:

@@ -33,6 +33,7 @@ class Judge:
 
     prompt: str = ""
     edits: bool = True
+    where: str = ""  # what a workspace error names besides the cause (a trial's repo: " (app)")
     protected_globs: tuple[str, ...] = ()
 
     def __init__(self, spec: RunSpec, out: Path, session_id: str, options: RunOptions):

@@ -93,7 +93,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     try:
         judge.make_workspace(ws)
     except WorkspaceError as exc:
-        return finish(Status.ERROR, f"workspace: {exc}")
+        return finish(Status.ERROR, f"workspace{judge.where}: {exc}")
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:
@@ -166,17 +166,17 @@ def decide(agent: AgentRun, judgement: Judgement, timeout: float) -> tuple[Statu
 
 
 def crash_note(exit_code: int | None) -> str:
-    """``"the agent crashed (exit 2)"`` / ``"the agent crashed (SIGSEGV)"`` for a non-zero exit code (negative: the
+    """``"agent crashed (exit 2)"`` / ``"agent crashed (SIGSEGV)"`` for a non-zero exit code (negative: the
     signal that killed it); ``""`` for 0 or None (not started, or killed by us on timeout)."""
     if not exit_code:
         return ""
     if exit_code > 0:
-        return f"the agent crashed (exit {exit_code})"
+        return f"agent crashed (exit {exit_code})"
     try:
         name = signal.Signals(-exit_code).name
     except ValueError:
         name = f"signal {-exit_code}"
-    return f"the agent crashed ({name})"
+    return f"agent crashed ({name})"
 
 
 def with_denials(status: Status, reason: str | None, usage: Usage | None) -> str | None:

@@ -32,7 +32,6 @@ from typing import Any
 
 from filelock import FileLock
 
-from pytest_agentrace.errors import WorkspaceError
 from pytest_agentrace.record.model import CheckResult, Usage
 from pytest_agentrace.record.runfile import write_atomic
 from pytest_agentrace.run import workspace
@@ -134,6 +133,7 @@ class TrialJudge(Judge):
         trial, question = self.trial, self.question = self.spec.spec, self.spec.case_obj
         arm = self.arm = trial.arm(self.spec.arm)
         self.repo_name = arm.repos.get(question.repo, question.repo)
+        self.where = f" ({self.repo_name})"
         self.prompt = compose_prompt(trial, arm, question)
         self.edits = bool(self.spec.agent.edits)
         self.fields = {"has_verify": question.verify is not None, "baseline_arm": trial.baseline, "extra": {
@@ -146,12 +146,9 @@ class TrialJudge(Judge):
     def make_workspace(self, ws: Path) -> None:
         """A clone of the question's repo (or the one the arm maps it to) at its ``ref``, the arm's overlay over it."""
         repo = self.trial.repo(self.repo_name)
-        try:
-            self.fields["extra"]["commit"] = workspace.create(repo.source, ws, self.cache_dir, repo.ref)
-            if self.arm.overlay:
-                workspace.overlay(Path(self.arm.overlay), ws)
-        except WorkspaceError as exc:
-            raise WorkspaceError(f"({self.repo_name}) {exc}") from None
+        self.fields["extra"]["commit"] = workspace.create(repo.source, ws, self.cache_dir, repo.ref)
+        if self.arm.overlay:
+            workspace.overlay(Path(self.arm.overlay), ws)
 
     def setup(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str]) -> tuple[dict[str, CheckResult], str | None]:
         """The arm's ``prepare`` (once per session) and ``setup`` commands; the first that fails is the error."""
