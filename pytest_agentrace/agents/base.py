@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_agentrace.record.model import Usage
+from pytest_agentrace.run.sandbox import Sandbox
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class RunOptions:
     ``isolated_home``: each CLI gets a fresh HOME (False: the user's own, ``--agentrace-agent-home user``);
     ``offline``: the agent runs in a loopback-only network namespace; ``model_double``: a model script (absolute
     path) every CLI agent runs against unless its own entry names one; ``on_stdout``: called with each chunk of
-    the agent's stdout as it arrives (a live display), or None.
+    the agent's stdout as it arrives (a live display), or None; ``sandbox``: the session's bubblewrap profile.
     """
 
     cache_dir: Path | None = None
@@ -32,6 +33,7 @@ class RunOptions:
     offline: bool = False
     model_double: str | None = None
     on_stdout: Callable[[bytes], None] | None = None
+    sandbox: Sandbox | None = None  # every agent and check command runs inside it (None: no sandbox)
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,9 @@ class Codex(CliAdapter):
     sandbox_flag: ClassVar[str] = "-s"
 
     def argv(self, ctx: RunContext) -> list[str]:
-        sandbox = self.sandbox_args(ctx, "workspace-write" if ctx.edits else "read-only")
+        # inside the harness's sandbox, Codex's own (bwrap, landlock) cannot nest: ours bounds what it may touch
+        own = "danger-full-access" if ctx.options.sandbox is not None else "workspace-write"
+        sandbox = self.sandbox_args(ctx, own if ctx.edits else "read-only")
         return [self.executable, "exec", "--json", *sandbox, *self.quiet_flags(ctx), *self.model_args(ctx), *prompt_positional(ctx.prompt)]
 
     def quiet_flags(self, ctx: RunContext) -> list[str]:

@@ -54,14 +54,19 @@ def probe() -> tuple[tuple[str, ...] | None, str]:
     return None, f"cannot create a network namespace here ({why})"
 
 
-def wrap(argv: list[str], script: str | None = None, log: str | None = None, port: int | None = None) -> list[str]:
+def wrap(argv: list[str], script: str | None = None, log: str | None = None, port: int | None = None,
+         unshare: bool = True) -> list[str]:
     """``argv`` run inside a new loopback-only network namespace, with the model double inside it when
     ``script`` is given (``log``: its JSONL request log, ``port``: the port the run's config names).
+    ``unshare=False``: the caller makes the namespace (the sandbox's ``--unshare-net``); only this module's helper
+    is put in front of ``argv``.
 
     Raises ``RuntimeError`` (with ``probe``'s reason) when namespaces are not permitted."""
-    prefix, why = probe()
-    if prefix is None:
-        raise RuntimeError(why)
+    prefix: tuple[str, ...] | None = ()
+    if unshare:
+        prefix, why = probe()
+        if prefix is None:
+            raise RuntimeError(why)
     inner = [sys.executable, "-m", "pytest_agentrace.model_double.netns"]
     if script:
         inner += ["--script", script, "--log", str(log or os.devnull), "--port", str(port)]

@@ -50,7 +50,8 @@ class AgentSession:
         self.script_path: str | None = spec.agent.model_double or ctx.options.model_double
         self.offline = ctx.options.offline
         self.netns_reason = ""
-        if self.offline:
+        self.sandboxed = ctx.options.sandbox is not None and ctx.options.sandbox.offline  # bwrap --unshare-net
+        if self.offline and not self.sandboxed:
             prefix, self.netns_reason = netns.probe()
             self.offline = prefix is not None
         self.double: ModelDouble | None = None
@@ -82,7 +83,7 @@ class AgentSession:
             argv = insert_argv(argv, extra, self.ctx.prompt)
         if self.offline:
             log = str(self.run_dir / REQUEST_LOG) if self.script_path else None
-            argv = netns.wrap(argv, self.script_path, log, self.port)
+            argv = netns.wrap(argv, self.script_path, log, self.port, unshare=not self.sandboxed)
         self.info = {
             "script": self.script_path, "script_name": getattr(getattr(self, "script", None), "name", None),
             "url": self.base_url, "adapter": self.spec.agent.adapter, "offline": self.offline,

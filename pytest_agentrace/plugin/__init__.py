@@ -12,6 +12,7 @@ Settings are resolved once per process (``settings``: command line, then ini, th
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -27,6 +28,7 @@ from pytest_agentrace.plugin import collect, validate
 from pytest_agentrace.plugin.controller import Controller
 from pytest_agentrace.plugin.session import (
     RUN_OPTIONS_KEY,
+    SANDBOX_WHY_KEY,
     SESSION_ID_KEY,
     enabled,
     is_worker,
@@ -35,6 +37,8 @@ from pytest_agentrace.plugin.session import (
     settings,
 )
 from pytest_agentrace.run.resume import install_sigterm
+from pytest_agentrace.run.sandbox import Sandbox
+from pytest_agentrace.run.sandbox import probe as sandbox_probe
 from pytest_agentrace.spec.builtin import keep_difficulty, select_builtin
 from pytest_agentrace.stats.snapshot import SnapshotError, read_snapshot
 from pytest_agentrace.stats.verdict import parse_fail_on
@@ -84,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
     model_double = found.model_double
     config.stash[RUN_OPTIONS_KEY] = RunOptions(
         cache_dir=out_dir(config) / ".cache" / "repos", isolated_home=found.agent_home != _options.AGENT_HOME_USER,
-        offline=found.offline,
+        offline=found.offline, sandbox=session_sandbox(config, found),
         model_double=str((Path(config.invocation_params.dir) / model_double).resolve()) if model_double else None)
     _check_model_double(config)
     if is_worker(config):
@@ -114,6 +118,23 @@ def _check_settings(found: _options.Settings) -> None:
         raise pytest.UsageError("--agentrace-snapshot-update needs --agentrace-snapshot PATH (the file to write)")
     if found.resamples < MIN_RESAMPLES:
         raise pytest.UsageError(f"--agentrace-resamples must be at least {MIN_RESAMPLES}")
+
+
+def session_sandbox(config: pytest.Config, found: _options.Settings) -> Sandbox | None:
+    """The session's sandbox profile (``run.sandbox``), or None under ``--agentrace-sandbox off`` or where bwrap cannot
+    run (``auto``: the reason is kept for the summary's warning; ``bwrap``: a usage error). Hides the results folder
+    and the user's HOME; shows the session's interpreter and this package read-only."""
+    if found.sandbox == "off":
+        return None
+    exe, why = sandbox_probe(found.offline)
+    if exe is None:
+        if found.sandbox == "bwrap":
+            raise pytest.UsageError(f"--agentrace-sandbox bwrap: {why}")
+        config.stash[SANDBOX_WHY_KEY] = why
+        return None
+    package = Path(_options.__file__).resolve().parent
+    visible = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent, package.parent)
+    return Sandbox(exe, hidden=(out_dir(config),), visible=visible, offline=found.offline)
 
 
 def _check_model_double(config: pytest.Config) -> None:

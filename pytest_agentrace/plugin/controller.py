@@ -38,7 +38,7 @@ from pytest_agentrace.options import STEP_SUMMARY_ENV, Settings
 from pytest_agentrace.plugin import validate
 from pytest_agentrace.plugin.collect import planned_reps
 from pytest_agentrace.plugin.progress import Progress
-from pytest_agentrace.plugin.session import report_path
+from pytest_agentrace.plugin.session import SANDBOX_WHY_KEY, report_path
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.runfile import write_last_session
 from pytest_agentrace.record.store import SessionInfo, Store, StoreError, default_path
@@ -148,6 +148,8 @@ class Controller:
             return self.result
         outcomes = tuple(score_outcomes(self.outcomes.values(), per_session=False))
         notes: list[tuple[str, bool]] = [(f"agentrace: malformed run payload ignored: {p}", True) for p in self.bad_payloads]
+        if why := self.config.stash.get(SANDBOX_WHY_KEY, None):
+            notes.append((f"agentrace: runs were not sandboxed: {why} (--agentrace-sandbox off hides this line)", True))
         failures: list[str] = []
         report = rows = None
         validation = validate.verdict_rows(outcomes) if self.settings.validate and outcomes else None

@@ -13,6 +13,7 @@ from pytest_agentrace.agents.base import RunOptions
 SETTINGS_KEY = pytest.StashKey[_options.Settings]()
 SESSION_ID_KEY = pytest.StashKey[str]()
 RUN_OPTIONS_KEY = pytest.StashKey[RunOptions]()
+SANDBOX_WHY_KEY = pytest.StashKey[str]()  # why the session runs without a sandbox (--agentrace-sandbox auto)
 
 
 def settings(config: pytest.Config) -> _options.Settings:

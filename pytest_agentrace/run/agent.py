@@ -25,6 +25,7 @@ from pytest_agentrace.errors import AgentError, WorkspaceError
 from pytest_agentrace.model_double.runs import start_session
 from pytest_agentrace.record.model import Usage
 from pytest_agentrace.run import process, workspace
+from pytest_agentrace.run.sandbox import needed_paths
 from pytest_agentrace.spec.matrix import RunSpec
 
 
@@ -124,6 +125,11 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
                 session.close()
             return AgentRun(None, 0.0, False, Usage(), error=str(exc))
         (ctx.run_dir / "argv.json").write_text(process.redact(_json(run_argv), secrets), encoding="utf-8")
+        if ctx.options.sandbox is not None:
+            needs = [*needed_paths(argv[0], inv_env.get("PATH")), *needed_paths(run_argv[0], inv_env.get("PATH")),
+                     *named_files(spec)]
+            run_argv, inv_env = ctx.options.sandbox.wrap(run_argv, writable=[ctx.workspace, ctx.run_dir],
+                                                         home=Path(ctx.home), env=dict(inv_env), needs=needs)
         try:
             pres = process.run(run_argv, cwd=ctx.workspace, env=inv_env, timeout=ctx.timeout, stdin=stdin,
                                on_stdout=ctx.options.on_stdout)
@@ -150,6 +156,20 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
 
 _CLI_VERSIONS: dict[str, str | None] = {}  # resolved executable path -> version, probed once per process
 VERSION_TIMEOUT = 30.0  # seconds (gemini needs about 6 s to start)
+
+
+def named_files(spec: RunSpec) -> list[Path]:
+    """The files a custom command's template names literally (its script, a config): kept visible in the sandbox.
+    Relative paths resolve against the task/trial file's folder."""
+    found = []
+    for part in (spec.agent.command or ())[1:]:
+        for word in part.split():
+            if "{" in word or word.startswith("-"):
+                continue
+            p = Path(word) if os.path.isabs(word) else Path(spec.source).parent / word
+            if p.is_file():
+                found.append(p.resolve())
+    return found
 
 
 def cli_version(adapter: Any, exe: str, env: Mapping[str, str], cwd: Path) -> str | None:

@@ -20,7 +20,7 @@ import os
 import re
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from pytest_agentrace.record.model import CheckResult
@@ -48,13 +48,21 @@ def clean_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str] | 
     return env
 
 
-def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout: float, log: Path, secrets=()) -> CheckResult:
-    """Run ``command`` through ``/bin/sh -c`` in ``ws`` with ``timeout`` seconds; write its output to ``log``.
+Box = Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str]]]  # (argv, env) -> sandboxed (argv, env)
+
+
+def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout: float, log: Path, secrets=(),
+              box: Box | None = None) -> CheckResult:
+    """Run ``command`` through ``/bin/sh -c`` in ``ws`` with ``timeout`` seconds (inside ``box``, the run's sandbox,
+    when given); write its output to ``log``.
 
     Returns a ``CheckResult`` whose ``missing`` names the tool when the command could not run it
     (``missing_tool``). The log starts with the command line and ends with the exit status.
     """
-    res = process.run(command, cwd=ws, env=env, timeout=timeout, head=LOG_HEAD, tail=LOG_TAIL)
+    argv: str | list[str] = command
+    if box is not None:
+        argv, env = box(["/bin/sh", "-c", command], dict(env))
+    res = process.run(argv, cwd=ws, env=env, timeout=timeout, head=LOG_HEAD, tail=LOG_TAIL)
     status = "timed out" if res.timed_out else (res.error or f"exit {res.exit_code}")
     body = f"$ {command}\n{res.stdout}"
     if res.stderr:
@@ -66,7 +74,7 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
 
 
 def run_commands(name: str, commands: tuple[str, ...], cwd: Path, env: Mapping[str, str], timeout: float, log: Path,
-                 secrets=()) -> CheckResult:
+                 secrets=(), box: Box | None = None) -> CheckResult:
     """Run ``commands`` in order, stopping at the first that fails; one log holds every command's output.
 
     Returns one ``CheckResult`` named ``name`` whose ``command``, exit code and ``missing`` are the failing (or
@@ -74,7 +82,7 @@ def run_commands(name: str, commands: tuple[str, ...], cwd: Path, env: Mapping[s
     """
     texts, total, res = [], 0.0, None
     for command in commands:
-        res = run_check(name, command, cwd, env, timeout, log, secrets)
+        res = run_check(name, command, cwd, env, timeout, log, secrets, box)
         texts.append(log.read_text(encoding="utf-8"))
         total += res.seconds
         if not res.passed:

@@ -10,6 +10,7 @@ from typing import Any
 
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.record.model import CheckResult, Usage
+from pytest_agentrace.run.checks import Box
 from pytest_agentrace.spec.matrix import RunSpec
 
 
@@ -39,6 +40,13 @@ class Judge:
     def __init__(self, spec: RunSpec, out: Path, session_id: str, options: RunOptions):
         self.spec, self.out, self.session_id, self.options = spec, out, session_id, options
         self.fields: dict[str, Any] = {"extra": {}}
+        self.box: Box | None = None  # set by the pipeline: setup and check commands run in the run's sandbox
+        self.borrowed: list[Path] = []  # template repositories whose objects the workspace borrows (shown read-only)
+
+    def hidden(self) -> list[Path]:
+        """Host folders the run's sandbox hides besides the session's: the task/trial file's folder, local source
+        repositories and the agent's ``isolate`` folders."""
+        return [Path(self.spec.source).resolve().parent, *map(Path, self.spec.agent.isolate)]
 
     @property
     def cache_dir(self) -> Path:

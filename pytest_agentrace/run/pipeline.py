@@ -23,6 +23,7 @@ never raises, except ``KeyboardInterrupt``, which leaves no ``run.json``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import shutil
 import signal
@@ -73,6 +74,14 @@ def execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id
 
 
 def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str) -> Outcome:
+    try:
+        return _run(spec, tmp, out, options, session_id)
+    finally:  # nothing of a finished run stays where a later agent could read it
+        for scratch in ("ws", "home", "check-home"):
+            shutil.rmtree(tmp / scratch, ignore_errors=True)
+
+
+def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str) -> Outcome:
     judge = judge_for(spec, out, session_id, options)
     run_dir = spec.run_dir(out)
     fresh_run_dir(run_dir)
@@ -82,6 +91,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     ws = tmp / "ws"
     env = judge.env(ws)
     secrets = process.secret_values(env)
+    sandbox = options.sandbox.hiding(tmp.parent, *judge.hidden()) if options.sandbox is not None else None
 
     def finish(status: Status, reason: str | None = None) -> Outcome:
         reason = with_denials(status, reason, fields.get("usage"))
@@ -94,6 +104,17 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
         judge.make_workspace(ws)
     except WorkspaceError as exc:
         return finish(Status.ERROR, f"workspace{judge.where}: {exc}")
+    if sandbox is not None:  # the workspace reads its template's objects: shown read-only, like its own files
+        sandbox = sandbox.showing(*workspace.borrowed_objects(ws))
+        check_home = tmp / "check-home"
+        check_home.mkdir(exist_ok=True)
+        box = sandbox
+
+        def in_box(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+            return box.wrap(argv, writable=[ws], home=check_home, env=env)
+
+        judge.box = in_box
+        options = dataclasses.replace(options, sandbox=sandbox)
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:

@@ -27,13 +27,14 @@ Everything here is the argv of one bwrap call; see bwrap(1) and Codex's own Linu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 SANDBOX_HOME = "/home/agentrace"  # the agent's HOME inside the sandbox
@@ -82,7 +83,7 @@ def probe(offline: bool = False) -> tuple[str | None, str]:
 
 def _prefix(path: Path) -> Path:
     """The install prefix to expose for a file: above the outermost ``node_modules``, a venv (``pyvenv.cfg``), the
-    parent of a ``bin`` folder, else the file's folder."""
+    parent of a ``bin`` folder, else the file alone (a script's siblings stay hidden)."""
     parts = path.parts
     if "node_modules" in parts:
         return Path(*parts[: parts.index("node_modules")])
@@ -92,7 +93,7 @@ def _prefix(path: Path) -> Path:
         if parent == Path(parent.anchor):
             break
     folder = path.parent
-    return folder.parent if folder.name == "bin" and folder.parent != Path(folder.anchor) else folder
+    return folder.parent if folder.name == "bin" and folder.parent != Path(folder.anchor) else path
 
 
 def needed_paths(executable: str | None, env_path: str | None) -> list[Path]:
@@ -132,6 +133,16 @@ class Sandbox:
     visible: tuple[Path, ...] = ()
     offline: bool = False
 
+    def hiding(self, *paths: Path | str | None) -> Sandbox:
+        """This profile with ``paths`` hidden too (None and missing entries are left out)."""
+        more = tuple(Path(p) for p in paths if p)
+        return dataclasses.replace(self, hidden=tuple(dict.fromkeys((*self.hidden, *more))))
+
+    def showing(self, *paths: Path | str | None) -> Sandbox:
+        """This profile with ``paths`` visible read-only too."""
+        more = tuple(Path(p) for p in paths if p)
+        return dataclasses.replace(self, visible=tuple(dict.fromkeys((*self.visible, *more))))
+
     def wrap(self, argv: Sequence[str], *, writable: Iterable[Path], home: Path | None, env: dict[str, str],
              needs: Iterable[Path] = ()) -> tuple[list[str], dict[str, str]]:
         """``(bwrap argv, env)`` running ``argv`` in the sandbox: ``writable`` folders read-write at their own
@@ -163,9 +174,6 @@ class Sandbox:
             args += ["--bind", str(folder), str(folder)]
         if home is not None:
             args += ["--bind", str(home), SANDBOX_HOME]
-        cwd_var = env.get("PWD")
-        if cwd_var:
-            args += ["--chdir", cwd_var]
         return [*args, "--", *argv], env
 
 
@@ -173,16 +181,3 @@ def _under(path: str, roots: Iterable[str]) -> bool:
     """Whether ``path`` is one of ``roots`` or inside one."""
     p = Path(path)
     return any(p == Path(r) or Path(r) in p.parents for r in roots)
-
-
-@dataclass
-class SandboxPlan:
-    """What the pytest layer knows of a session's sandbox: ``mode`` (``auto``/``bwrap``/``off``), the bwrap path
-    when one is used, ``why`` it is not (for the summary's one warning line), and the session-wide hidden and
-    visible paths (results folder, basetemp, the session's interpreter and this package)."""
-
-    mode: str = "auto"
-    bwrap: str | None = None
-    why: str = ""
-    hidden: list[Path] = field(default_factory=list)
-    visible: list[Path] = field(default_factory=list)

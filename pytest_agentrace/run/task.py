@@ -35,13 +35,23 @@ class TaskJudge(Judge):
         return clean_env(extra={**self.task.env, **self.spec.agent.env})
 
     def make_workspace(self, ws: Path) -> None:
-        workspace.create(self.task.repo, ws, self.cache_dir)
+        """A clone of the task's repo without the task file (when it lies inside the repo) and its verify files."""
+        exclude = list(self.task.verify_files)
+        if self.task.repo and not self.task.repo.startswith(("http", "git@", "ssh:")):
+            own = workspace.inside(Path(self.task.repo), Path(self.task.path))
+            exclude += [own] if own else []
+        workspace.create(self.task.repo, ws, self.cache_dir, exclude=exclude)
+
+    def hidden(self) -> list[Path]:
+        repo = self.task.repo
+        local = [Path(repo)] if repo and Path(repo).is_dir() else []
+        return [*super().hidden(), *local]
 
     def setup(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str]) -> tuple[dict[str, CheckResult], str | None]:
         """The task's ``setup`` commands in order, one log; the first that fails (or cannot run) is the error."""
         if not self.task.setup:
             return {}, None
-        res = run_commands("setup", self.task.setup, ws, env, self.task.timeout, run_dir / "setup.log", secrets)
+        res = run_commands("setup", self.task.setup, ws, env, self.task.timeout, run_dir / "setup.log", secrets, self.box)
         number = self.task.setup.index(res.command) + 1
         if res.missing:
             return {"setup": res}, f"setup command {number} cannot run here: {res.missing} is missing (`{res.command}`)"
@@ -51,11 +61,11 @@ class TaskJudge(Judge):
 
     def judge(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str], usage: Usage) -> Judgement:
         task, checks = self.task, {}
-        checks["tests"] = run_check("tests", task.test_command, ws, env, task.timeout, run_dir / "tests.log", secrets)
+        checks["tests"] = run_check("tests", task.test_command, ws, env, task.timeout, run_dir / "tests.log", secrets, self.box)
         if task.lint_command:  # lint sees the agent's tree, before the hidden verify files are written into it
-            checks["lint"] = run_check("lint", task.lint_command, ws, env, task.timeout, run_dir / "lint.log", secrets)
+            checks["lint"] = run_check("lint", task.lint_command, ws, env, task.timeout, run_dir / "lint.log", secrets, self.box)
         if task.verify_command:
             workspace.write_files(ws, task.verify_files)
-            checks["verify"] = run_check("verify", task.verify_command, ws, env, task.timeout, run_dir / "verify.log", secrets)
+            checks["verify"] = run_check("verify", task.verify_command, ws, env, task.timeout, run_dir / "verify.log", secrets, self.box)
         failed = [c for c in (checks.get("tests"), checks.get("verify")) if c is not None and not c.passed]
         return Judgement(checks, f"{failed[0].name} failed ({failed[0].why})" if failed else None)

@@ -113,16 +113,16 @@ def prepare_once(spec: RunSpec, out: Path, env: Mapping[str, str], session_id: s
     return dataclasses.replace(result, log="prepare.log")
 
 
-def run_setup(spec: RunSpec, ws: Path, out: Path, env: Mapping[str, str], run_dir: Path, secrets=()) -> CheckResult:
+def run_setup(spec: RunSpec, ws: Path, out: Path, env: Mapping[str, str], run_dir: Path, secrets=(), box=None) -> CheckResult:
     """Run the arm's ``setup`` commands in the clone; one run at a time per results folder unless ``parallel_setup``."""
     trial, arm = spec.spec, spec.spec.arm(spec.arm)
     log = run_dir / "setup.log"
     if arm.parallel_setup:
-        return run_commands("setup", arm.setup, ws, env, trial.timeout, log, secrets)
+        return run_commands("setup", arm.setup, ws, env, trial.timeout, log, secrets, box)
     lock = out / SETUP_LOCK
     lock.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(lock)):
-        return run_commands("setup", arm.setup, ws, env, trial.timeout, log, secrets)
+        return run_commands("setup", arm.setup, ws, env, trial.timeout, log, secrets, box)
 
 
 class TrialJudge(Judge):
@@ -143,10 +143,15 @@ class TrialJudge(Judge):
     def env(self, ws: Path) -> dict[str, str]:
         return trial_env(self.spec, self.out, ws, self.session_id)
 
+    def hidden(self) -> list[Path]:
+        local = [Path(r.source) for r in self.trial.repos if Path(r.source).is_dir()]
+        return [*super().hidden(), *local, *(Path(a.overlay) for a in self.trial.arms if a.overlay)]
+
     def make_workspace(self, ws: Path) -> None:
         """A clone of the question's repo (or the one the arm maps it to) at its ``ref``, the arm's overlay over it."""
         repo = self.trial.repo(self.repo_name)
-        self.fields["extra"]["commit"] = workspace.create(repo.source, ws, self.cache_dir, repo.ref)
+        own = workspace.inside(Path(repo.source), Path(self.trial.path)) if Path(repo.source).is_dir() else None
+        self.fields["extra"]["commit"] = workspace.create(repo.source, ws, self.cache_dir, repo.ref, exclude=[own] if own else [])
         if self.arm.overlay:
             workspace.overlay(Path(self.arm.overlay), ws)
 
@@ -156,7 +161,7 @@ class TrialJudge(Judge):
         if self.arm.prepare:
             checks["prepare"] = prepare_once(self.spec, self.out, env, self.session_id, run_dir, secrets)
         if self.arm.setup and all(c.passed for c in checks.values()):
-            checks["setup"] = run_setup(self.spec, ws, self.out, env, run_dir, secrets)
+            checks["setup"] = run_setup(self.spec, ws, self.out, env, run_dir, secrets, self.box)
         for name, res in checks.items():
             if res.missing:
                 return checks, f"{name} of arm {self.arm.name!r} cannot run here: {res.missing} is missing (`{res.command}`)"
@@ -172,7 +177,7 @@ class TrialJudge(Judge):
         fields: dict[str, Any] = {"answer_score": score, "used_tool": tool_used(self.arm.uses, usage.tool_calls)}
         checks, verify = {}, None
         if question.verify is not None:
-            verify = checks["verify"] = run_check("verify", question.verify, ws, env, trial.timeout, run_dir / "verify.log", secrets)
+            verify = checks["verify"] = run_check("verify", question.verify, ws, env, trial.timeout, run_dir / "verify.log", secrets, self.box)
         if trial.claim:
             fields["claim"] = judge_claim(parse_claim(usage.answer), None if verify is None else verify.passed)
         failure = None

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from pytest_agentrace.errors import WorkspaceError
 
 GIT_IDENTITY = {
@@ -66,34 +68,60 @@ def folder_hash(root: Path) -> str:
     return h.hexdigest()
 
 
-def template_repo(source: Path, cache_dir: Path) -> Path:
-    """Return a git repository holding ``source`` (a plain folder) committed once; cached by content.
+def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), ref: str | None = None) -> tuple[Path, str | None]:
+    """A git repository holding one commit: the files of ``source`` without the ``exclude`` paths (relative, POSIX);
+    cached by content. Returns ``(template, source commit)``.
 
-    Safe across processes (pytest-xdist workers): built in a temp dir under a file lock, then renamed.
+    A plain folder gives its files as they are (source commit None). A git repository gives the tree of ``ref``
+    (default ``HEAD``), never its history: a workspace borrows the template's objects (``clone --shared``), so
+    what the source's history holds (a task file committed beside its repo, hidden verify files) stays out of the
+    agent's reach. Safe across processes (pytest-xdist workers): built in a temp dir under a file lock, renamed.
+    Raises ``WorkspaceError`` when ``ref`` is not a commit of the source.
     """
-    from filelock import FileLock
-
-    digest = folder_hash(source)[:20]
+    exclude = sorted(set(exclude))
+    commit = None
+    if is_git_root(source):
+        commit = git(["rev-parse", "--verify", "-q", f"{ref or 'HEAD'}^{{commit}}"], source, check=False).strip()
+        if not commit:
+            raise WorkspaceError(f"{ref or 'HEAD'} is not a commit of {source}")
+        digest = hashlib.sha256(f"{commit}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
+    else:
+        digest = hashlib.sha256(f"{folder_hash(source)}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
     target = cache_dir / digest
     if (target / ".git").is_dir():
-        return target
+        return target, commit
     cache_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(str(cache_dir / f"{digest}.lock")):
         if (target / ".git").is_dir():
-            return target
+            return target, commit
         tmp = Path(tempfile.mkdtemp(prefix=f"{digest}.", dir=cache_dir))
-        shutil.copytree(source, tmp, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
+        if commit:  # the tree of the commit, through a scratch index: the source's index and files are not touched
+            index = tmp.with_name(tmp.name + ".index")
+            try:
+                git(["--work-tree", str(tmp), "checkout", commit, "--", "."], source, {"GIT_INDEX_FILE": str(index)})
+            finally:
+                index.unlink(missing_ok=True)
+        else:
+            shutil.copytree(source, tmp, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
+        for rel in exclude:
+            p = tmp / rel
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            elif p.exists() or p.is_symlink():
+                p.unlink()
         git(["init", "-q", "-b", "main"], tmp)
         git(["add", "-A", "--force"], tmp)
         git(["commit", "-q", "--allow-empty", "-m", f"agentrace: {source.name}"], tmp)
         os.replace(tmp, target)
-    return target
+    return target, commit
 
 
-def create(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None) -> str:
-    """Make ``dest`` a fresh clone of ``repo`` (path, URL or None for an empty repository).
+def create(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None, exclude: Iterable[str] = ()) -> str:
+    """Make ``dest`` a fresh clone of ``repo`` (path, URL or None for an empty repository) with no remote.
 
-    Returns the commit sha checked out. Raises ``WorkspaceError`` when the source is missing or git fails.
+    A local repository or folder is cloned from its template (``template_repo``: its files at ``ref``, without
+    ``exclude``); a URL is cloned as is and ``ref`` checked out. Returns the source commit (or the clone's HEAD).
+    Raises ``WorkspaceError`` when the source is missing or git fails.
     """
     if repo is None:
         dest.mkdir(parents=True, exist_ok=True)
@@ -101,17 +129,38 @@ def create(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None
         git(["commit", "-q", "--allow-empty", "-m", "agentrace: empty start"], dest)
         return git(["rev-parse", "HEAD"], dest).strip()
     is_url = "://" in repo or ("@" in repo and ":" in repo and not Path(repo).exists())
-    src: str = repo
-    if not is_url:
+    parent = dest.parent if dest.parent.exists() else Path.cwd()
+    if is_url:
+        git(["clone", "-q", repo, str(dest)], parent)
+        if ref:
+            git(["checkout", "-q", "--detach", ref], dest)
+        commit = None
+    else:
         path = Path(repo)
         if not path.is_dir():
             raise WorkspaceError(f"repo {repo} does not exist or is not a directory")
-        src = str(path if is_git_root(path) else template_repo(path, cache_dir))
-    args = ["clone", "-q"] + (["--shared"] if not is_url else []) + [src, str(dest)]
-    git(args, dest.parent if dest.parent.exists() else Path.cwd())
-    if ref:
-        git(["checkout", "-q", "--detach", ref], dest)
-    return git(["rev-parse", "HEAD"], dest).strip()
+        template, commit = template_repo(path, cache_dir, exclude, ref)
+        git(["clone", "-q", "--shared", str(template), str(dest)], parent)
+    git(["remote", "remove", "origin"], dest)  # nothing to push to: the source is never reachable from the clone
+    return commit or git(["rev-parse", "HEAD"], dest).strip()
+
+
+def borrowed_objects(ws: Path) -> list[Path]:
+    """The object folders a ``clone --shared`` workspace reads (its ``objects/info/alternates``)."""
+    alternates = ws / ".git" / "objects" / "info" / "alternates"
+    try:
+        lines = alternates.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    return [Path(line.strip()) for line in lines if line.strip() and not line.startswith("#")]
+
+
+def inside(root: Path, path: Path) -> str | None:
+    """``path`` relative to ``root`` (POSIX) when it lies inside it, else None."""
+    try:
+        return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return None
 
 
 def overlay(src: Path, dest: Path) -> None:

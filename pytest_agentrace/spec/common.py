@@ -15,7 +15,7 @@ from pytest_agentrace.strict import check_keys, str_list, str_mapping, typed
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.:+-]+")
 PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workspace}", "{run_dir}")
-AGENT_KEYS = ("name", "command", "kind", "model", "env", "args", "edits", "sandbox", "model_double", "expect")
+AGENT_KEYS = ("name", "command", "kind", "model", "env", "args", "edits", "sandbox", "model_double", "expect", "isolate")
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class AgentSpec:
     ``kind`` names the adapter whose parser reads a custom command's output (default ``plain``).
     ``edits``: allow file changes (None: the adapter's default for the file type).
     ``expect``: ``"fail"`` marks a baseline expected to fail (xfail), ``noop`` has it by default.
+    ``isolate``: folders (absolute) hidden from the agent's sandbox besides the ones every run hides.
     """
 
     name: str
@@ -39,6 +40,7 @@ class AgentSpec:
     sandbox: str | None = None
     model_double: str | None = None
     expect: str | None = None
+    isolate: tuple[str, ...] = ()  # more host folders the agent must not see (absolute paths)
 
     @property
     def adapter(self) -> str:
@@ -126,6 +128,8 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
         sandbox=sandbox,
         model_double=md,
         expect=expect,
+        isolate=tuple(str(((base or path.parent) / Path(p).expanduser()).resolve())
+                      for p in str_list(path, f"{key}.isolate", value.get("isolate") or [], allow_str=False)),
     )
 
 
