@@ -24,8 +24,8 @@ from pytest_agentrace.argtypes import (
     probability,
 )
 from pytest_agentrace.record.store import DEFAULT_NAME as DB_NAME
-from pytest_agentrace.run.sandbox import MODES as SANDBOX_MODES
 from pytest_agentrace.record.store import ENV_VAR as DB_ENV
+from pytest_agentrace.run.sandbox import MODES as SANDBOX_MODES
 from pytest_agentrace.spec.builtin import difficulty_list, name_list
 from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES as RESAMPLES
 from pytest_agentrace.stats.verdict import GATE_HELP
@@ -141,6 +141,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("out", "results folder (default: .agentrace under the rootdir)", None, metavar="DIR"),
     Option("db", f"SQLite history file (default: ${DB_ENV}, else {DEFAULT_OUT}/{DB_NAME} under the rootdir)", None,
            metavar="PATH", cli="--db"),
+    Option("lock_timeout", "seconds a session waits for another session that writes the same results folder before it "
+           "stops with an error (default 600)", 600.0, type=positive_float, metavar="SECONDS"),
     Option("no_save", "write nothing to the history store (no sessions, runs or ratings)", False, flag=True),
     Option("html", "write a self-contained HTML report (charts, sortable tables, run details)", None, metavar="PATH"),
     Option("md", f"write the summary as GitHub-flavoured Markdown (also appended to ${STEP_SUMMARY_ENV} when set)", None,

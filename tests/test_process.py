@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agentrace.record.redact import redact
 from pytest_agentrace.run import process, resume
 
 GRANDCHILD_CODE = "import sys, time, pathlib; time.sleep(2); pathlib.Path(sys.argv[1]).write_text('x')"
@@ -77,7 +78,7 @@ def test_stdin_is_closed_or_fed(tmp_path: Path) -> None:
 
 def test_redaction() -> None:
     text = "OPENAI_API_KEY=sk-abcdefghijklmnopqrstuv and Authorization: Bearer abcdefghijklmnopqrstu secret-value-123"
-    out = process.redact(text, ["secret-value-123"])
+    out = redact(text, ["secret-value-123"])
     assert "abcdefghijklmnop" not in out and "secret-value-123" not in out
     assert "OPENAI_API_KEY=<redacted>" in out
 

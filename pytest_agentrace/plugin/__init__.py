@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from filelock import FileLock, Timeout
 
 from pytest_agentrace import options as _options
 from pytest_agentrace.agents.base import RunOptions
@@ -44,6 +45,7 @@ from pytest_agentrace.stats.snapshot import SnapshotError, read_snapshot
 from pytest_agentrace.stats.verdict import parse_fail_on
 
 MIN_RESAMPLES = 100
+SESSION_LOCK = ".session.lock"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -104,6 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
             read_snapshot(Path(found.snapshot))
         except SnapshotError as exc:
             raise pytest.UsageError(f"--agentrace-snapshot: {exc}") from None
+    _lock_out_dir(config, out, found.lock_timeout)
     install_sigterm(config)
     config.pluginmanager.register(Controller(config, found, config.stash[SESSION_ID_KEY], out), Controller.NAME)
 
@@ -152,6 +155,23 @@ def _check_model_double(config: pytest.Config) -> None:
         if prefix is None:
             config.issue_config_time_warning(
                 pytest.PytestConfigWarning(f"--agentrace-offline: {why}; agents run without a network namespace"), stacklevel=2)
+
+
+def _lock_out_dir(config: pytest.Config, out: Path, timeout: float) -> None:
+    """One session per results folder at a time: hold ``<out>/.session.lock`` until the session ends. A second
+    session waits (saying so on stderr) and stops with a usage error after ``timeout`` seconds; it never
+    overwrites what the first one writes."""
+    lock = FileLock(str(out / SESSION_LOCK))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        sys.stderr.write(f"agentrace: another session is writing {out}; waiting for it to end (at most {timeout:g} s)\n")
+        try:
+            lock.acquire(timeout=timeout)
+        except Timeout:
+            raise pytest.UsageError(f"--agentrace-out {out}: another session held it for {timeout:g} s; try again later or "
+                                    "pass another --agentrace-out") from None
+    config.add_cleanup(lock.release)
 
 
 def _check_out_dir(out: Path) -> None:

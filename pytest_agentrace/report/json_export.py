@@ -36,6 +36,7 @@ from typing import Any
 from pytest_agentrace import __version__
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.record.redact import redact_data, secret_values
 from pytest_agentrace.report.leaderboard import leaderboard
 from pytest_agentrace.spec.task import load_task
 from pytest_agentrace.spec.trial import load_trial
@@ -183,7 +184,7 @@ def build_export(
         "elo": {"ratings": dict(elo(elo_source)), "history": list(elo_history(elo_source)), "steps": elo_steps(elo_source)},
         "runs": [o.to_dict() for o in outcomes],
     }
-    return clean(doc)
+    return redact_data(clean(doc), secret_values())  # every exported field (HTML, Markdown, JSON, comment) is redacted
 
 
 def load_schema() -> dict[str, Any]:

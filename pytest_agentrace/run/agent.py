@@ -24,6 +24,7 @@ from pytest_agentrace.agents.pricing import apply_pricing
 from pytest_agentrace.errors import AgentError, WorkspaceError
 from pytest_agentrace.model_double.runs import start_session
 from pytest_agentrace.record.model import Usage
+from pytest_agentrace.record.redact import redact, secret_values
 from pytest_agentrace.run import process, workspace
 from pytest_agentrace.run.sandbox import needed_paths
 from pytest_agentrace.spec.matrix import RunSpec
@@ -94,7 +95,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     is recorded as a parse warning, never raised.
     """
     adapter = get_adapter(spec.agent.adapter)
-    secrets = process.secret_values(ctx.env)
+    secrets = secret_values(ctx.env)
     if adapter.workspace_excludes:
         try:
             workspace.exclude(ctx.workspace, adapter.workspace_excludes)
@@ -124,7 +125,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             if session is not None:
                 session.close()
             return AgentRun(None, 0.0, False, Usage(), error=str(exc))
-        (ctx.run_dir / "argv.json").write_text(process.redact(_json(run_argv), secrets), encoding="utf-8")
+        (ctx.run_dir / "argv.json").write_text(redact(_json(run_argv), secrets), encoding="utf-8")
         if ctx.options.sandbox is not None:
             needs = [*needed_paths(argv[0], inv_env.get("PATH")), *needed_paths(run_argv[0], inv_env.get("PATH")),
                      *named_files(spec)]
@@ -138,8 +139,8 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
                 session.close()
         stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
         output_bytes = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}
-    (ctx.run_dir / "raw.out").write_text(process.redact(stdout, secrets), encoding="utf-8")
-    (ctx.run_dir / "raw.err").write_text(process.redact(stderr, secrets), encoding="utf-8")
+    (ctx.run_dir / "raw.out").write_text(redact(stdout, secrets), encoding="utf-8")
+    (ctx.run_dir / "raw.err").write_text(redact(stderr, secrets), encoding="utf-8")
     if err:
         if err.startswith("FileNotFoundError") and shutil.which(run_argv[0]):
             err += " (the program exists: its #! interpreter line names a program that is missing)"
@@ -196,7 +197,7 @@ def make_context(spec: RunSpec, tmp: Path, run_dir: Path, ws: Path, prompt: str,
     home = tmp / "home"
     home.mkdir(parents=True, exist_ok=True)
     prompt_file = run_dir / "prompt.txt"
-    prompt_file.write_text(prompt, encoding="utf-8")
+    prompt_file.write_text(redact(prompt, secret_values(env)), encoding="utf-8")  # the agent gets it as given
     return RunContext(
         workspace=ws, run_dir=run_dir, home=home, prompt=prompt, prompt_file=prompt_file,
         model=spec.agent.model, edits=edits, env=env, timeout=spec.timeout, agent=spec.agent,

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from pytest_agentrace.record.model import CheckResult
+from pytest_agentrace.record.redact import redact
 from pytest_agentrace.run import process
 
 NOT_FOUND_EXIT = 127  # POSIX shells: command not found
@@ -68,7 +69,7 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
     if res.stderr:
         body += f"\n--- stderr ---\n{res.stderr}"
     body += f"\n--- {status} after {res.seconds:.2f}s ---\n"
-    log.write_text(process.redact(body, secrets), encoding="utf-8")
+    log.write_text(redact(body, secrets), encoding="utf-8")
     missing = None if res.timed_out else missing_tool(command, res.exit_code, res.stdout + "\n" + res.stderr)
     return CheckResult(name, command, res.exit_code, round(res.seconds, 3), log.name, res.timed_out, missing)
 

@@ -41,8 +41,9 @@ from pytest_agentrace.record.model import (
     Status,
     Usage,
 )
+from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
 from pytest_agentrace.record.runfile import write_run
-from pytest_agentrace.run import process, workspace
+from pytest_agentrace.run import workspace
 from pytest_agentrace.run.agent import AgentRun, make_context, run_agent
 from pytest_agentrace.run.judge import Judge, Judgement
 from pytest_agentrace.run.task import TaskJudge
@@ -66,9 +67,10 @@ def execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id
     except Exception as exc:  # noqa: BLE001 - a fault of ours must not lose the run: an error run with its traceback
         run_dir = spec.run_dir(out)
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / HARNESS_LOG).write_text(traceback.format_exc(), encoding="utf-8")
+        (run_dir / HARNESS_LOG).write_text(redact(traceback.format_exc(), secret_values()), encoding="utf-8")
         outcome = Outcome(**base_outcome(spec, session_id), status=str(Status.ERROR),
                           reason=f"harness fault: {type(exc).__name__}: {exc} (traceback in {HARNESS_LOG})")
+        outcome = redact_outcome(outcome)
         write_run(run_dir, outcome)
         return outcome
 
@@ -90,13 +92,14 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     checks: dict[str, CheckResult] = {}
     ws = tmp / "ws"
     env = judge.env(ws)
-    secrets = process.secret_values(env)
+    secrets = secret_values(env)
     sandbox = options.sandbox.hiding(tmp.parent, *judge.hidden()) if options.sandbox is not None else None
 
     def finish(status: Status, reason: str | None = None) -> Outcome:
         reason = with_denials(status, reason, fields.get("usage"))
         outcome = Outcome(**fields, status=str(status), reason=reason, checks=checks,
                           total_seconds=round(time.monotonic() - start, 3))
+        outcome = redact_outcome(outcome, secrets)  # answer, tool calls, errors, reasons: nothing stored in clear
         write_run(run_dir, outcome)
         return outcome
 
@@ -138,7 +141,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     except WorkspaceError as exc:
         unreadable = f"the agent left the workspace unreadable to git: {exc}"
     else:
-        (run_dir / "diff.patch").write_text(process.redact(change.patch, secrets), encoding="utf-8")
+        (run_dir / "diff.patch").write_text(redact(change.patch, secrets), encoding="utf-8")
         fields.update(lines_added=change.lines_added, lines_removed=change.lines_removed,
                       lines_changed=change.lines_changed, files_changed=change.files_changed)
     tampered = workspace.tampered(guarded, workspace.protected_state(ws, judge.protected_globs))

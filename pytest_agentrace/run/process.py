@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -25,8 +24,6 @@ from pytest_agentrace.run import reaper
 DEFAULT_HEAD = 8 * 1024 * 1024  # bytes kept from the start of a stream
 DEFAULT_TAIL = 2 * 1024 * 1024  # bytes kept from the end of a stream
 GRACE_SECONDS = 3.0
-_SECRET_RE = re.compile(r"(?i)\b([A-Z0-9_]*(?:API_KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*)=(\S+)")
-_BEARER_RE = re.compile(r"(?i)(bearer\s+|sk-[a-z0-9-]{0,8})[A-Za-z0-9._\-]{12,}")
 
 
 class _Capture:
@@ -211,18 +208,3 @@ def _feed(proc: subprocess.Popen, data: str) -> None:
         proc.stdin.close()
     except (BrokenPipeError, OSError, ValueError):
         pass
-
-
-def redact(text: str, secrets: Sequence[str] = ()) -> str:
-    """Replace API keys and tokens in ``text``: ``NAME=value`` for secret-looking names, bearer/sk- tokens,
-    and every literal in ``secrets`` (values of secret environment variables)."""
-    for s in secrets:
-        if s and len(s) >= 8:
-            text = text.replace(s, "<redacted>")
-    text = _SECRET_RE.sub(lambda m: f"{m.group(1)}=<redacted>", text)
-    return _BEARER_RE.sub(lambda m: f"{m.group(1)}<redacted>", text)
-
-
-def secret_values(env: Mapping[str, str]) -> list[str]:
-    """Values of environment variables whose names look secret (``*_API_KEY``, ``*TOKEN*``, ...)."""
-    return [v for k, v in env.items() if re.search(r"(?i)(API_KEY|TOKEN|SECRET|PASSWORD)", k) and v]
