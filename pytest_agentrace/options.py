@@ -22,10 +22,15 @@ OPTIONS: list[tuple[str, dict[str, Any]]] = [
 
 
 def add_pytest_options(parser: Any, extra: list[tuple[str, dict[str, Any]]] | None = None) -> None:
-    """Register ``OPTIONS`` (plus ``extra``) with pytest's ``parser`` in the ``agentrace`` group."""
+    """Register ``OPTIONS`` (plus ``extra``) with pytest's ``parser`` in the ``agentrace`` group; an entry whose
+    kwargs carry ``ini`` is also an ini-file setting of that name."""
     group = parser.getgroup("agentrace", "coding-agent races and trials (pytest-agentrace)")
     for flag, kwargs in [*OPTIONS, *(extra or [])]:
+        kwargs = dict(kwargs)
+        ini = kwargs.pop("ini", None)  # also an ini-file setting of this name (the option wins when given)
         group.addoption(flag, dest=flag.lstrip("-").replace("-", "_"), **kwargs)
+        if ini:
+            parser.addini(ini, kwargs.get("help", ""), default=None)
 
 
 def out_dir(config: Any) -> Path:

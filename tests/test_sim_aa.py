@@ -2,7 +2,7 @@
 below 5% plus Monte Carlo error, for relative cost, pass rate and `regressed`, with and without stop-when-decided.
 
 Every test draws at least 2,000 simulated trials per sample size (4, 8 and 12 runs per arm) from a fixed seed and
-runs them, vectorised over trials, through the same functions the reports use (``cells.cost_batch``, ``stats.boschloo_p`` +
+runs them, vectorised over trials, through the same functions the reports use (``compare.cost_batch``, ``stats.boschloo_p`` +
 ``verdict.test_verdict``, ``verdict.snapshot_verdict``, ``sequential.decide_batch``). The bound is
 ``0.05 + 2 * sqrt(0.05 * 0.95 / T)`` (two Monte Carlo standard errors). Where the rate can be computed exactly
 (pass-rate tests over all binomial outcomes) it is, and the exact rate must be at or below 5% itself.
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from pytest_agentrace.stats import cells, sequential, verdict
+from pytest_agentrace.stats import compare, sequential, verdict
 from pytest_agentrace.stats import numerics as stats
 
 ALPHA = 0.05
@@ -42,7 +42,7 @@ def test_aa_relative_cost_single_case(n: int) -> None:
     trials = 2000
     rng = np.random.default_rng(n)
     a, b = lognormal(rng, (trials, n)), lognormal(rng, (trials, n))
-    r = cells.cost_batch([(a, b)], resamples=RESAMPLES, rng_ci=rng, rng_p=rng)
+    r = compare.cost_batch([(a, b)], resamples=RESAMPLES, rng_ci=rng, rng_p=rng)
     rate = float(np.mean(r["sign"] != 0))
     alone = float(np.mean((r["lo"] > 1) | (r["hi"] < 1)))
     print(f"  (the bootstrap interval alone: {alone:.2%})")
@@ -57,7 +57,7 @@ def test_aa_relative_cost_several_cases() -> None:
     rng = np.random.default_rng(88)
     scale = np.exp(rng.normal(0, 1.2, (trials, k, 1))) * 1000
     a, b = scale * lognormal(rng, (trials, k, n)), scale * lognormal(rng, (trials, k, n))
-    r = cells.cost_batch([(a[:, j], b[:, j]) for j in range(k)], resamples=300, rng_ci=rng, rng_p=rng, rng_log=rng)
+    r = compare.cost_batch([(a[:, j], b[:, j]) for j in range(k)], resamples=300, rng_ci=rng, rng_p=rng, rng_log=rng)
     rate = float(np.mean(r["sign"] != 0))
     print(f"A/A relative cost, {k} cases x {n} runs: {rate:.2%}")
     assert rate <= mc_bound(trials)

@@ -1,6 +1,6 @@
 """Simulation proof (issue 5): with a true 40% cost drop and CV 0.3, the `cheaper` verdict is found in the share of
 simulations the runs-needed formula predicts (within 10 points), through the production decision path
-(``cells.cost_batch``: cluster bootstrap interval + exact permutation test), vectorised over 2,000 trials.
+(``compare.cost_batch``: cluster bootstrap interval + exact permutation test), vectorised over 2,000 trials.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_agentrace.stats import cells, sequential
+from pytest_agentrace.stats import compare, sequential
 from pytest_agentrace.stats import numerics as stats
 
 SIGMA = stats.log_sd(0.3)
@@ -18,7 +18,7 @@ def cheaper_share(n: int, trials: int = 2000, seed: int = 0) -> float:
     rng = np.random.default_rng(seed + n)
     a = 0.6 * np.exp(rng.normal(0, SIGMA, (trials, n)))
     b = np.exp(rng.normal(0, SIGMA, (trials, n)))
-    r = cells.cost_batch([(a, b)], resamples=1000, rng_ci=rng, rng_p=rng)
+    r = compare.cost_batch([(a, b)], resamples=1000, rng_ci=rng, rng_p=rng)
     return float(np.mean(r["sign"] < 0))
 
 

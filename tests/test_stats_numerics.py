@@ -159,7 +159,7 @@ def test_cv_cohens_d_and_t_interval() -> None:
 
 def test_rng_for_is_stable_across_processes() -> None:
     """crc32, not hash(): the same seed and key give the same first draw in every process."""
-    code = "from pytest_agentrace import stats; print(stats.rng_for(0, 'tokens', 'trial', 'q1').integers(0, 1_000_000))"
+    code = "from pytest_agentrace.stats import numerics as stats; print(stats.rng_for(0, 'tokens', 'trial', 'q1').integers(0, 1_000_000))"
     # a fresh interpreter with another hash seed: Python's hash() of strings would differ there
     draws = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True,
                             text=True, check=True).stdout.strip() for seed in ("1", "2")}

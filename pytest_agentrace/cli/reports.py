@@ -14,6 +14,7 @@ import argparse
 import json
 
 from pytest_agentrace.argtypes import positive_float, positive_int
+from pytest_agentrace.cli.stats import GENERALIZE_ARG
 
 
 def _days(value: str) -> float:
@@ -77,6 +78,7 @@ def register(sub: Any) -> None:
         p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
         p.add_argument("--resamples", type=positive_int, default=10_000, help="bootstrap resamples (default 10,000)")
         p.add_argument("--db", default=None, metavar="PATH", help="history file for the Elo-over-time chart (default: none)")
+        p.add_argument("--generalize", **GENERALIZE_ARG)
         p.set_defaults(func=func)
 
 
@@ -225,7 +227,8 @@ def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
         except StoreError as exc:
             print(f"agentrace: {exc}", file=sys.stderr)
             return None
-    return build_export(outcomes, out=out, baseline=args.baseline, seed=args.seed, history=history_rows, resamples=args.resamples)
+    return build_export(outcomes, out=out, baseline=args.baseline, seed=args.seed, history=history_rows, resamples=args.resamples,
+                        target=args.generalize)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

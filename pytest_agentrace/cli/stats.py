@@ -14,9 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.argtypes import non_negative_float, positive_int, probability
+from pytest_agentrace.stats.verdict import FIXED, TARGETS
 from pytest_agentrace.stats.verdict import GATE_HELP as _GATE_HELP
 
 DEFAULT_OUT = ".agentrace"
+GENERALIZE_HELP = ("what a verdict over several cases is about: 'fixed' (default) asks whether the arm is cheaper on the cases "
+                   "that ran (runs resampled within each case, labels permuted within each case; can decide with 2-3 cases); "
+                   "'cases' asks whether it would hold for new cases like these (cases resampled, sign-flip test over cases; "
+                   "needs 6 or more cases)")
+GENERALIZE_ARG: dict[str, Any] = {"choices": TARGETS, "default": FIXED, "help": GENERALIZE_HELP}
 
 # pytest options of the statistics (appended to ``options.OPTIONS``; kept here, free of pytest imports)
 STATS_OPTIONS: list[tuple[str, dict[str, Any]]] = [
@@ -28,6 +34,8 @@ STATS_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--agentrace-tolerance", {"type": non_negative_float, "default": 0.10, "metavar": "FRACTION", "help": "token ratio change within which a snapshot comparison calls nothing dearer/improved (default 0.10)"}),
     ("--agentrace-regression-alpha", {"type": probability, "default": 0.05, "metavar": "P", "help": "one-sided level of the snapshot pass-rate test behind 'regressed' (default 0.05)"}),
     ("--agentrace-fail-on", {"action": "append", "default": [], "metavar": "LIST", "help": "fail the session (exit 1) when one of these occurs: " + _GATE_HELP}),
+    ("--agentrace-generalize", {"choices": TARGETS, "default": None, "ini": "agentrace_generalize",
+                                "help": GENERALIZE_HELP + "; ini: agentrace_generalize"}),
     ("--agentrace-stop-when-decided", {"action": "store_true", "default": False, "help": "run reps in order and skip a trial cell's remaining reps once its relative cost vs the baseline is clear or futile (group-sequential test; --agentrace-reps is the cap)"}),
 ]
 
@@ -43,10 +51,15 @@ def register(sub: Any) -> None:
     p.add_argument("--effect", type=float, default=0.2, help="relative cost change to detect (default 0.2 = 20%%)")
     p.add_argument("--alpha", type=float, default=0.05, help="two-sided significance level (default 0.05)")
     p.add_argument("--power", type=float, default=0.8, help="power (default 0.8)")
-    p.add_argument("--results", metavar="OUT", help="results folder: state per agent, case and arm")
-    p.add_argument("--min-runs", type=int, default=4, help="runs per arm before a comparison can be clear (default 4)")
-    p.add_argument("--max-reps", type=int, default=12, help="runs per arm you are willing to spend (default 12)")
+    p.add_argument("--cases", type=positive_int, default=1, help="cases (tasks or trial questions) the verdict is taken over (default 1)")
+    p.add_argument("--case-sd", type=non_negative_float, default=0.0, metavar="SD",
+                   help="--generalize cases: sd of the true per-case log cost ratios (default 0: every case has the same effect)")
+    p.add_argument("--results", metavar="OUT", help="results folder: state per agent and arm over its cases")
+    p.add_argument("--min-runs", type=int, default=4, help="runs per arm and case before a comparison can be clear (default 4)")
+    p.add_argument("--max-reps", type=int, default=12, help="runs per arm and case you are willing to spend (default 12)")
     p.add_argument("--price-per-mtok", type=float, help="USD per million tokens, to price the further spend")
+    p.add_argument("--stop-when-decided", type=int, metavar="CAP", help="the session stopped reps early with this cap: use its decisions")
+    p.add_argument("--generalize", **GENERALIZE_ARG)
     _common(p, fmt=True)
     p.set_defaults(func=cmd_plan)
 
@@ -54,6 +67,7 @@ def register(sub: Any) -> None:
     p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out)")
     p.add_argument("--case", action="append", default=[], metavar="ID", help="only these cases (task names / question ids); repeatable or comma-separated")
     p.add_argument("--stop-when-decided", type=int, metavar="CAP", help="the session stopped reps early with this cap: use the sequential verdicts")
+    p.add_argument("--generalize", **GENERALIZE_ARG)
     _common(p, fmt=True)
     p.set_defaults(func=cmd_report)
 
@@ -67,6 +81,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("compare", help="compare a results folder with a snapshot (regressed / dearer / improved / same)")
     p.add_argument("out", metavar="OUT", help="results folder")
     _compare_options(p, _GATE_HELP)
+    p.add_argument("--generalize", **GENERALIZE_ARG)
     _common(p, fmt=True)
     p.set_defaults(func=cmd_compare)
 
@@ -110,6 +125,7 @@ def _regress_options(p: argparse.ArgumentParser, suppress: bool = False) -> None
         p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     kw = {"default": argparse.SUPPRESS} if suppress else {}
     p.add_argument("--out", metavar="DIR", help="results folder for this run (default: a new temporary folder)", **kw)
+    p.add_argument("--generalize", **({**GENERALIZE_ARG, "default": argparse.SUPPRESS} if suppress else GENERALIZE_ARG))
     _compare_options(p, _GATE_HELP, default_fail="regressed", required=False, suppress=suppress)
     _common(p, fmt=True, suppress=suppress)
 
@@ -164,30 +180,66 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from pytest_agentrace.stats import numerics as stats
+    import json
+
+    from pytest_agentrace.stats import planning
 
     if args.results is None and args.cv is None:
         raise CliError("give --cv (with --effect) for the formula, or --results OUT for the state of a results folder")
+    doc: dict[str, Any] = {}
+    lines: list[str] = []
     if args.cv is not None:
-        if args.cv <= 0 or not 0 < args.effect < 1 or not 0 < args.alpha < 1 or not 0 < args.power < 1:
-            raise CliError("--cv must be > 0 and --effect, --alpha, --power between 0 and 1")
-        n = stats.runs_needed(args.cv, args.effect, args.alpha, args.power)
-        need = "more than 100,000" if n is None else str(n)
-        print(f"runs per arm to detect a {args.effect:.0%} cost difference with {args.power:.0%} power at alpha {args.alpha:g} (CV {args.cv:g}): {need}")
-        approx = 2 * (stats.z_value(1 - args.alpha) + stats.z_value(2 * args.power - 1)) ** 2 * stats.log_sd(args.cv) ** 2 / math.log(1 - args.effect) ** 2
-        print("formula: smallest n with P(|T| > t_{1-a/2, 2n-2}) >= power, T non-central t with lambda = |ln(1 - effect)| / "
-              "(sigma sqrt(2/n)), sigma^2 = ln(1 + CV^2) (two-sample t test on log cost; Julious 2004), a = the level the "
-              "exact permutation test can reach with n runs per arm (2 floor(alpha C(2n,n) / 2) / C(2n,n); alpha from 6 runs on); "
-              f"to first order 2 (z_(1-alpha/2) + z_power)^2 sigma^2 / ln(1 - effect)^2 = {approx:.1f}")
+        if args.cv < 0 or not 0 < args.effect < 1 or not 0 < args.alpha < 1 or not 0 < args.power < 1:
+            raise CliError("--cv must be >= 0 and --effect, --alpha, --power between 0 and 1")
+        doc["formula"] = f = planning.formula(args.cv, args.effect, args.alpha, args.power, args.cases, args.generalize, args.case_sd)
+        lines += formula_lines(f)
     if args.results is not None:
-        from pytest_agentrace.report.stats_text import plan_lines
-        from pytest_agentrace.stats.sequential import plan_rows
+        from pytest_agentrace.report.stats_text import PLAN_NOTE, plan_lines
 
-        rows = plan_rows(load_outcomes(args.results, args.last_session), args.min_runs, args.max_reps, args.price_per_mtok, args.baseline, args.seed, args.resamples, args.alpha)
+        rows = planning.plan_rows(load_outcomes(args.results, args.last_session), args.min_runs, args.max_reps, args.price_per_mtok,
+                                  args.baseline, args.seed, args.resamples, args.alpha, args.generalize, args.stop_when_decided)
         if not rows:
             raise CliError(f"{args.results}: no arm comparisons (a plan needs trials with at least two arms)")
-        print("\n".join(plan_lines(rows, args.format, args.price_per_mtok is not None)))
+        doc.update(rows=[r.to_dict() for r in rows], note=PLAN_NOTE, generalize=args.generalize)
+        lines += plan_lines(rows, "text" if args.format == "json" else args.format, args.price_per_mtok is not None)
+    print(json.dumps(doc, indent=2, sort_keys=True) if args.format == "json" else "\n".join(lines))
     return 0
+
+
+def formula_lines(f: dict[str, Any]) -> list[str]:
+    """The text of ``agentrace plan --cv`` (``planning.formula``'s dict)."""
+    from pytest_agentrace.stats import numerics as stats
+
+    n = f["runs_needed"]
+    cases, target = f["cases"], f["target"]
+    many = cases > 1
+    per = " per case" if many else ""
+    over = f" over {cases} cases ({'fixed cases' if target == FIXED else 'new cases'})" if many else ""
+    if n is not None:
+        need = str(n)
+    elif target != FIXED and many and f["level"] <= 0:
+        need = f"no number of runs: with {cases} cases a sign-flip p cannot go below {2 / 2**cases:.2g}; a verdict needs 6 or more cases"
+    elif target != FIXED and many:
+        need = "no number of runs: the spread between cases (--case-sd) needs more cases, not more runs"
+    else:
+        need = "more than 100,000"
+    lines = [(f"runs per arm{per} to detect a {f['effect']:.0%} cost difference with {f['power']:.0%} power at alpha {f['alpha']:g} "
+              f"(CV {f['cv']:g}){over}: {need}")]
+    if not many:
+        approx = 2 * (stats.z_value(1 - f["alpha"]) + stats.z_value(2 * f["power"] - 1)) ** 2 * stats.log_sd(f["cv"]) ** 2 / math.log(1 - f["effect"]) ** 2
+        lines.append("formula: smallest n with P(|T| > t_{1-a/2, 2n-2}) >= power, T non-central t with lambda = |ln(1 - effect)| / "
+                     "(sigma sqrt(2/n)), sigma^2 = ln(1 + CV^2) (two-sample t test on log cost; Julious 2004), a = the level the "
+                     "exact permutation test can reach with n runs per arm (2 floor(alpha C(2n,n) / 2) / C(2n,n); alpha from 6 runs on); "
+                     f"to first order 2 (z_(1-alpha/2) + z_power)^2 sigma^2 / ln(1 - effect)^2 = {approx:.1f}")
+    elif target == FIXED:
+        lines.append("formula: the stratified permutation test as a t test on the mean over cases of the per-case log differences: "
+                     "lambda = |ln(1 - effect)| / (sigma sqrt(2/(n K))), 2K(n-1) df, at the level a test with C(2n,n)^K relabellings "
+                     "can reach (K cases, sigma^2 = ln(1 + CV^2))")
+    else:
+        lines.append("formula: the sign-flip test over the K per-case log ratios as a one-sample t test with K-1 df on values of sd "
+                     "sqrt(case_sd^2 + 2 sigma^2 / n), at the level a test with 2^K sign patterns can reach (sigma^2 = ln(1 + CV^2))")
+    lines.append("power by runs per arm" + per + ": " + ", ".join(f"{r}: {p:.0%}" for r, p in f["power_by_runs"].items()))
+    return lines
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -203,7 +255,7 @@ def _report(args: argparse.Namespace) -> int:
     if cases and not any(o.case in cases for o in outcomes):
         raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
     seq = {"cap": args.stop_when_decided} if args.stop_when_decided else None
-    report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq)
+    report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq, target=args.generalize)
     sys.stdout.write(render(report, args.format))
     return 0
 
@@ -243,7 +295,8 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
         snap = read_snapshot(Path(args.snapshot))
     except SnapshotError as exc:
         raise CliError(str(exc)) from None
-    rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.alpha)
+    rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.alpha,
+                   target=getattr(args, "generalize", FIXED))
     print("\n".join(compare_lines(rows, args.format)))
     failures = gate_failures([g for g in gates if g.verdict], snapshot_rows=rows)
     for line in failures:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 RESULT_KEY = pytest.StashKey[dict]()
+CASES_KEY = pytest.StashKey[dict]()  # {(source, agent id): sorted cases collected}: the cases of a stop-when-decided look
 
 
 def _worker(config: pytest.Config) -> bool:
@@ -41,6 +42,20 @@ def validate(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--agentrace-snapshot: {exc}") from None
     if config.getoption("agentrace_resamples") < 100:
         raise pytest.UsageError("--agentrace-resamples must be at least 100")
+    generalize(config)
+
+
+def generalize(config: pytest.Config) -> str:
+    """The inference target: ``--agentrace-generalize``, else the ini setting ``agentrace_generalize``, else
+    ``fixed``. Raises ``pytest.UsageError`` for an ini value that is not a choice."""
+    from pytest_agentrace.stats.verdict import FIXED, TARGETS
+
+    value = config.getoption("agentrace_generalize", default=None)
+    if value is None:
+        value = (config.getini("agentrace_generalize") or FIXED).strip()
+        if value not in TARGETS:
+            raise pytest.UsageError(f"ini agentrace_generalize = {value!r}: choose {' or '.join(TARGETS)} (the cases that ran, or new cases like these)")
+    return value
 
 
 def planned_reps(config: pytest.Config, spec: Any) -> int:
@@ -64,7 +79,9 @@ def should_skip(config: pytest.Config, spec: Any) -> str | None:
         arms = [a for a in arms if a in wanted]
     base = config.getoption("agentrace_baseline")
     base = base if base in arms else trial.baseline
-    return skip_reason(spec, out_dir(config), config.stash[SESSION_ID_KEY], planned_reps(config, trial), arms, base)
+    cases = config.stash.get(CASES_KEY, {}).get((str(spec.source), spec.agent.id), [spec.case])
+    return skip_reason(spec, out_dir(config), config.stash[SESSION_ID_KEY], planned_reps(config, trial), arms, base, target=generalize(config),
+                       cases=cases, seed=config.getoption("agentrace_seed"), resamples=config.getoption("agentrace_resamples"))
 
 
 def _caps(config: pytest.Config, outcomes: list[Any]) -> dict[str, int]:
@@ -99,7 +116,8 @@ def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
 
     seed, resamples = config.getoption("agentrace_seed"), config.getoption("agentrace_resamples")
     seq = {"caps": _caps(config, outcomes)} if config.getoption("agentrace_stop_when_decided") else None
-    report = build_report(outcomes, config.getoption("agentrace_baseline"), seed, resamples, sequential=seq)
+    target = generalize(config)
+    report = build_report(outcomes, config.getoption("agentrace_baseline"), seed, resamples, sequential=seq, target=target)
     lines, notes = report_lines(report), []
     rows: list[Any] | None = None  # None: no snapshot compared (verdict gates then apply to arm comparisons)
     snap = config.getoption("agentrace_snapshot")
@@ -108,7 +126,7 @@ def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
         notes.append(f"snapshot written: {path} ({len({(o.kind, o.case, o.arm, o.agent) for o in outcomes})} cells)")
     elif snap:
         rows = compare(read_snapshot(Path(snap)), outcomes, tolerance=config.getoption("agentrace_tolerance"), seed=seed, resamples=resamples,
-                       alpha=config.getoption("agentrace_regression_alpha"))
+                       alpha=config.getoption("agentrace_regression_alpha"), target=target)
         lines += ["", f"compared with snapshot {snap}:", *compare_lines(rows)]
     if any(o.kind == "task" for o in outcomes) and config_path(config) is not None:  # saving: not --no-save, not --validate
         try:
@@ -140,6 +158,18 @@ class StatsPlugin:
             from pytest_agentrace.plugin.collect import RUNSPEC_KEY
 
             items.sort(key=lambda it: spec.rep if (spec := it.stash.get(RUNSPEC_KEY, None)) is not None else 0)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Under ``--agentrace-stop-when-decided`` note the cases selected per trial and agent (after ``-k`` and
+        other deselection): a look over fixed cases needs a record of each. Workers note the same."""
+        if self.config.getoption("agentrace_stop_when_decided"):
+            from pytest_agentrace.plugin.collect import RUNSPEC_KEY
+
+            cases: dict[tuple[str, str], set[str]] = {}
+            for it in session.items:
+                if (spec := it.stash.get(RUNSPEC_KEY, None)) is not None:
+                    cases.setdefault((str(spec.source), spec.agent.id), set()).add(spec.case)
+            self.config.stash[CASES_KEY] = {k: sorted(v) for k, v in cases.items()}
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session):

@@ -269,7 +269,7 @@ def permutation_p(a: Sequence[float], b: Sequence[float], resamples: int = DEFAU
     """Two-sided permutation p-value for a difference between two samples (exchangeable under the null).
 
     Statistic: ``|log(mean(a)/mean(b))|`` (``log_ratio``; falls back to the difference when a value is <= 0) or
-    ``|mean(a) - mean(b)|``. Exact (every relabelling) up to 5,000 relabellings (7 runs a side), else ``resamples`` random ones
+    ``|mean(a) - mean(b)|``. Exact (every relabelling) up to 20,000 relabellings (8 runs a side), else ``resamples`` random ones
     with ``(1 + hits) / (1 + resamples)`` (Phipson & Smyth, SAGMB 9, 2010). None when a side is empty.
     """
     from pytest_agentrace.stats.resample import permutation_p as batch
@@ -427,6 +427,15 @@ def cohens_d(a: Sequence[float], b: Sequence[float]) -> float | None:
     if pooled <= 0:
         return None
     return (sum(a) / na - sum(b) / nb) / math.sqrt(pooled)
+
+
+def bounded(interval: tuple[float, float] | None, lo: float, hi: float) -> tuple[float, float] | None:
+    """``interval`` cut to the range ``[lo, hi]`` of the figure it is about (a score 0-100, a pass rate 0-1). A true
+    value always lies in that range, so the cut interval covers it exactly as often as the uncut one: coverage is
+    kept, only impossible values go. None stays None."""
+    if interval is None:
+        return None
+    return (min(max(interval[0], lo), hi), max(min(interval[1], hi), lo))
 
 
 def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
