@@ -213,7 +213,9 @@ def cost_batch(cases: Sequence[tuple[Any, Any]], confidence: float = 0.95, resam
     cluster bootstrap for ``cases``; one case: the same two-sample bootstrap), ``p`` and ``p_error`` (the test:
     permutation for one case, stratified permutation for ``fixed``, sign-flip on per-case log ratios for ``cases``),
     ``log_mean``/``log_lo``/``log_hi``/``log_method`` (paired case-level bootstrap of the log ratios; ``cases``, several
-    cases), ``sign`` (-1 cheaper, +1 dearer, 0 no clear difference: the interval excludes 1.00 and p < ``alpha``),
+    cases), ``sign`` (-1 cheaper, +1 dearer, 0 no clear difference: the interval excludes 1.00, p < ``alpha``, and -
+    several cases - the mean over cases of the log ratios, which the tests are about, points the same way as the
+    mean of the ratios, which the interval is about; cases whose effects differ in sign can make the two disagree),
     and ``test`` (its name)."""
     import numpy as np
 
@@ -235,7 +237,10 @@ def cost_batch(cases: Sequence[tuple[Any, Any]], confidence: float = 0.95, resam
         out["log_mean"] = logs.mean(axis=1)
         out["log_lo"], out["log_hi"], out["log_method"] = resample.mean_interval(logs, confidence, resamples, rng_log)
     out.update(estimate=est, lo=lo, hi=hi, method=method)
-    out["sign"] = cost_signs(lo, hi, out["p"], alpha)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        direction = np.sign(sum(np.log(a.mean(axis=1) / b.mean(axis=1)) for a, b in data))
+    sign = cost_signs(lo, hi, out["p"], alpha)
+    out["sign"] = np.where((sign == direction) | (len(data) == 1), sign, 0)
     return out
 
 

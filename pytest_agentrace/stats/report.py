@@ -113,7 +113,7 @@ def build_report(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
         comps, by_case = [apply(c, False) for c in comps], [apply(c, True) for c in by_case]
         cap_text = ", ".join(sorted({str(c) for c in caps.values()})) or "-"
         over = "one decision per arm over its cases" if target == FIXED else "one decision per case at alpha / cases"
-        method += f"; stop-when-decided: {seq.METHOD} ({over}; cap {cap_text} runs per arm, first look at {min_runs})"
+        method += f"; stop-when-decided: {seq.METHOD} (cap {cap_text} runs per arm, first look at {min_runs}; {over})"
     samples = [o for o in outcomes if o.is_sample]
     footer = {
         "method": method, "seed": seed, "resamples": resamples, "alpha": alpha, "target": target, "target_text": TARGET_TEXT[target],
