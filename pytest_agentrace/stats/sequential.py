@@ -157,7 +157,7 @@ def welch_z(a, b):
         tail = stdtr(df, -np.abs(t))
         z = np.sign(t) * -ndtri(np.clip(tail, 1e-300, 0.5))
     exact = np.abs(diff) <= 1e-12
-    return np.where(se2 > 0, z, np.where(exact, 0.0, np.sign(diff) * np.inf))
+    return np.where(se2 > 0, z, np.where(exact, 0.0, np.where(diff > 0, np.inf, -np.inf)))
 
 
 def futile(a, b, cap: int, alpha: float = 0.05):
