@@ -107,6 +107,24 @@ def test_snapshot_then_compare_exit_status(tmp_path: Path, capsys: pytest.Captur
     assert [(r["arm"], r["verdict"]) for r in rows] == [("base -> docs", "regressed")]
 
 
+def test_compare_over_several_cases_for_either_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two questions whose docs arm went from 8/8 to 2/8 passed: each cell regressed, and the pooled row over both
+    questions regressed for these cases (stratified exact test); for new questions like these two cannot show it."""
+    before, after = results(tmp_path / "before", reps=8), results(tmp_path / "after", reps=8, docs_passed=2)
+    for out, passed in ((before, 8), (after, 2)):
+        for rep in range(1, 9):
+            write(out, trial_run("q2", "base", rep, int(1000 * NOISE[rep - 1])))
+            write(out, trial_run("q2", "docs", rep, int(600 * NOISE[rep - 1]), "passed" if rep <= passed else "failed"))
+    snap = tmp_path / "s.json"
+    assert main(capsys, "snapshot", str(before), "--to", str(snap))[0] == 0
+    code, text, err = main(capsys, "compare", str(after), "--snapshot", str(snap), "--fail-on", "regressed", "--resamples", "300")
+    assert code == 1 and "FAIL regressed: a all 2 cases [docs]: regressed - lower pass rate (one-sided stratified exact p=" in err
+    assert "Over all cases (2 arms): 1 regressed, 0 dearer, 0 improved, 1 same." in text
+    code, text, err = main(capsys, "compare", str(after), "--snapshot", str(snap), "--generalize", "cases", "--format", "json", "--resamples", "300")
+    pooled = [r for r in json.loads(text)["rows"] if r["pooled"]]
+    assert {r["arm"]: r["verdict"] for r in pooled} == {"base": "same", "docs": "same"} and "target: new cases like these" in pooled[1]["detail"]
+
+
 def test_compare_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = results(tmp_path / "out")
     code, _, err = main(capsys, "compare", str(out), "--snapshot", str(tmp_path / "none.json"))

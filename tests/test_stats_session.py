@@ -246,6 +246,11 @@ def test_bad_statistics_options_are_usage_errors(project: pytest.Pytester) -> No
     assert res.ret == 4 and "missing.json: snapshot file not found" in res.stderr.str()
     res = run(project, "--agentrace-snapshot-update")
     assert res.ret == 4 and "--agentrace-snapshot-update needs --agentrace-snapshot PATH" in res.stderr.str()
+    res = run(project, "--agentrace-generalize", "runs")
+    assert res.ret == 4 and "invalid choice: 'runs' (choose from 'fixed', 'cases')" in res.stderr.str()
+    (project.path / "pytest.ini").write_text("[pytest]\nagentrace_generalize = sideways\n")
+    res = run(project)
+    assert res.ret == 4 and "ini agentrace_generalize = 'sideways': choose fixed or cases" in res.stderr.str()
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)

@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
     p.add_argument("--case-sd", type=non_negative_float, default=0.0, metavar="SD",
                    help="--generalize cases: sd of the true per-case log cost ratios (default 0: every case has the same effect)")
     p.add_argument("--results", metavar="OUT", help="results folder: state per agent and arm over its cases")
-    p.add_argument("--min-runs", type=int, default=4, help="runs per arm and case before a comparison can be clear (default 4)")
+    p.add_argument("--min-runs", type=int, default=4, help="fewest runs per arm and case to plan for, and the first look of --stop-when-decided (default 4)")
     p.add_argument("--max-reps", type=int, default=12, help="runs per arm and case you are willing to spend (default 12)")
     p.add_argument("--price-per-mtok", type=float, help="USD per million tokens, to price the further spend")
     p.add_argument("--stop-when-decided", type=int, metavar="CAP", help="the session stopped reps early with this cap: use its decisions")

@@ -64,7 +64,11 @@ def _verdict(c: Any) -> str:
     v = str(c.cost_verdict)
     if c.sequential:
         per = " per case" if len(c.sequential.get("cases") or ()) > 1 else ""
-        return f"{v} ({c.sequential['state']} at {c.sequential['n']} runs{per})"
+        fixed = c.sequential.get("fixed_verdict")
+        also = ""
+        if fixed and fixed != v:  # capped: the looks before the cap spent part of alpha
+            also = f"; these runs alone read {fixed}, but earlier looks spent part of alpha"
+        return f"{v} ({c.sequential['state']} at {c.sequential['n']} runs{per}{also})"
     return v + (" (provisional)" if c.provisional and v != "no clear difference" else "") + _disagreement(c)
 
 

@@ -437,6 +437,8 @@ def with_bh(comparisons: list[ArmComparison], decide: bool = False, alpha: float
 
 
 def with_sequential(comparison: ArmComparison, decision: dict[str, Any]) -> ArmComparison:
-    """Replace the cost verdict by a stop-when-decided ``decision`` (``sequential.Decision.to_dict()``)."""
+    """Replace the cost verdict by a stop-when-decided ``decision`` (``sequential.Decision.to_dict()``). The
+    fixed-sample verdict of the same runs is kept in the decision as ``fixed_verdict`` (it can differ only where the
+    sequential test is capped: its last boundary is stricter than a single test's, and the report says so)."""
     verdict = decision.get("verdict") or Verdict.NO_CLEAR.value
-    return dataclasses.replace(comparison, cost_verdict=verdict, sequential=decision)
+    return dataclasses.replace(comparison, cost_verdict=verdict, sequential={**decision, "fixed_verdict": comparison.cost_verdict})

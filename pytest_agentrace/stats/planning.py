@@ -142,14 +142,12 @@ def plan_rows(outcomes: Iterable[Outcome], min_runs: int = MIN_RUNS, max_reps: i
                 state = ADD_CASES
             else:
                 state = CAPPED if any(x.state == CAPPED for x in seq) else FUTILE
-        elif n >= min_runs and decided:
+        elif decided:  # the report's verdict, whatever the runs (provisional says when more runs could change it)
             state, more = CLEAR, 0
         elif n < 2:
             state, note, more = CONTINUE, SPREAD_UNKNOWN, max(2, min_runs) - n
         elif target == CASES and k > 1 and pw.sign_flip_level(k, alpha) <= 0:
             state, note = ADD_CASES, f"with {k} cases a sign-flip p cannot go below {2 / 2**k:.2g}; a verdict needs 6 or more cases"
-        elif decided:  # a verdict before min_runs runs per case: run up to min_runs
-            state, more = CONTINUE, min_runs - n
         elif needed is None or needed > max_reps or n >= max_reps:
             state = FUTILE
             note = "more runs per case cannot show it; add cases" if target == CASES and needed is None else ""

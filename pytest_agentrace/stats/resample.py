@@ -373,7 +373,8 @@ def _symmetric_t(data, means, estimate, confidence: float, resamples: int, rng):
         dev = np.abs(theta_b - theta[:, None])
         t = np.where(dev <= 1e-12 * np.maximum(1.0, np.abs(theta[:, None])), 0.0, dev / se_b)
     t = np.where(np.isnan(t), np.inf, t)
-    q = np.quantile(t, confidence, axis=1)
+    with np.errstate(invalid="ignore"):  # a quantile between two infinite values is NaN: no interval either way
+        q = np.quantile(t, confidence, axis=1)
     point = se == 0
     ok = np.isfinite(q) & np.isfinite(theta) & np.isfinite(se)
     lo = np.where(point, estimate, np.where(ok, np.exp(theta - q * se), np.nan))
