@@ -234,10 +234,12 @@ def formula_lines(f: dict[str, Any]) -> list[str]:
     elif target == FIXED:
         lines.append("formula: the stratified permutation test as a t test on the mean over cases of the per-case log differences: "
                      "lambda = |ln(1 - effect)| / (sigma sqrt(2/(n K))), 2K(n-1) df, at the level a test with C(2n,n)^K relabellings "
-                     "can reach (K cases, sigma^2 = ln(1 + CV^2))")
+                     "can reach (K cases, sigma^2 = ln(1 + CV^2)); or, when smaller, the power of the interval, whose mean of "
+                     "ratios sits ln(1 + CV^2/n) above the truth and varies with 2 CV^2 / (n K)")
     else:
         lines.append("formula: the sign-flip test over the K per-case log ratios as a one-sample t test with K-1 df on values of sd "
-                     "sqrt(case_sd^2 + 2 sigma^2 / n), at the level a test with 2^K sign patterns can reach (sigma^2 = ln(1 + CV^2))")
+                     "sqrt(case_sd^2 + 2 sigma^2 / n), at the level a test with 2^K sign patterns can reach (sigma^2 = ln(1 + CV^2)); "
+                     "or, when smaller, the power of the cluster-bootstrap interval (power.CLUSTER_WITHIN)")
     lines.append("power by runs per arm" + per + ": " + ", ".join(f"{r}: {p:.0%}" for r, p in f["power_by_runs"].items()))
     return lines
 

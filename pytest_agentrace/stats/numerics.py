@@ -10,7 +10,8 @@ the docstrings. Conventions:
   added to or removed from a report.
 - Intervals that cannot be computed (no data, one run) have ``lo = hi = None`` and method ``"none"``.
 
-Small-sample expansion (used by every bootstrap interval here). A bootstrap interval for a mean is too narrow
+Small-sample expansion (used by every BCa interval here; relative costs over several cases, or over one case from 8
+runs a side, use the symmetric bootstrap-t of ``resample.stratified_contrast`` instead). A bootstrap interval for a mean is too narrow
 at small n for two reasons: the bootstrap variance of a mean is ``(n-1)/n`` of the unbiased one, and a normal
 quantile is used where Student's t belongs. Following Hesterberg's *expanded percentile interval*
 (T. Hesterberg, "What teachers should know about the bootstrap", The American Statistician 69(4), 2015,
@@ -40,8 +41,9 @@ class Interval:
     """A two-sided interval ``[lo, hi]`` at ``confidence``; ``method`` says how it was made.
 
     Methods: ``bca`` (bootstrap, bias-corrected and accelerated), ``percentile`` (bootstrap, used where BCa is
-    not defined), ``point`` (every resample equal: the sample has no spread), ``wilson``, ``newcombe``,
-    ``none`` (not computable: ``lo`` and ``hi`` are None).
+    not defined), ``bootstrap-t`` (symmetric studentized bootstrap on the log scale, ``resample.stratified_contrast``),
+    ``point`` (every resample equal: the sample has no spread), ``wilson``, ``newcombe``, ``mover-wilson``
+    (``strata.stratified_pass_interval``), ``none`` (not computable: ``lo`` and ``hi`` are None).
     """
 
     lo: float | None
