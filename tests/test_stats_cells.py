@@ -102,6 +102,9 @@ def test_fixed_cases_decide_with_three_cases() -> None:
     assert three.cost_p < 0.01 and 0 < three.cost_p_error < 0.005 and three.cost_p_min == pytest.approx(1 / (R + 1))
     assert three.relative_cost_ci.hi < 1.0 and three.relative_cost == pytest.approx(0.6, abs=0.03)
     assert three.cost_verdict == "cheaper" and three.provisional and three.runs_per_case == 4  # 4 runs per arm per case
+    from pytest_agentrace.report.stats_text import _p_bh
+
+    assert _p_bh(three.cost_p, three.cost_p_adj, three.cost_p_error) == "<0.001±0.001 (0.002)"  # p with its Monte Carlo error
     # 10 cases x 4 runs: 40 runs a side, still provisional (runs are counted per case)
     (ten,) = compare.compare_arms(arms(4, 0.6, cases=tuple(f"q{i}" for i in range(10))), resamples=R)
     assert ten.provisional and ten.runs_arm == 40

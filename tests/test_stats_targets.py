@@ -136,6 +136,14 @@ def test_stratified_pass_rate_test_and_bounded_intervals() -> None:
     (comp,) = compare.compare_arms(outs, resamples=R)
     assert comp.pass_test == "stratified exact" and comp.pass_p == 1.0 and -1.0 <= comp.pass_diff_ci[0] <= comp.pass_diff_ci[1] <= 1.0
     assert -100.0 <= comp.score_delta_ci.lo <= comp.score_delta_ci.hi <= 100.0
+    # three questions where every docs run passes and every baseline run fails: better on these cases (p = 2/70^3),
+    # while a sign-flip test over the 3 cases (new cases like these) cannot go below 0.25
+    fails = [o.replace(status="failed") if o.arm == "base" else o for o in constant({"q1": (500, 1000), "q2": (600, 1000), "q3": (700, 1000)}, 4)]
+    (fixed,) = compare.compare_arms(fails, resamples=R)
+    assert fixed.pass_p == pytest.approx(2 / 70**3) and fixed.pass_diff == 1.0 and fixed.pass_diff_ci[0] > 0 and fixed.pass_verdict == "better"
+    assert fixed.score_verdict == "better" and fixed.score_delta_ci.hi <= 100.0
+    (cases,) = compare.compare_arms(fails, resamples=R, target="cases")
+    assert cases.pass_test == "sign-flip" and cases.pass_p == pytest.approx(0.25) and cases.pass_verdict == "no clear difference"
 
 
 def test_new_cases_target_names_its_answer() -> None:
