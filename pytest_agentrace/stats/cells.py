@@ -22,6 +22,7 @@ from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats import power as pw
 from pytest_agentrace.stats.verdict import CASES, FIXED
 
 
@@ -293,8 +294,6 @@ def pooled_cv(cells: Iterable[CellSummary]) -> tuple[float | None, int]:
 
 def spread(cells: Iterable[CellSummary], effect: float = 0.2, alpha: float = 0.05, power: float = 0.8, target: str = FIXED) -> list[Spread]:
     """One ``Spread`` per (kind, agent); ``cases``: the fewest cases of any of the agent's source files."""
-    from pytest_agentrace.stats import power as pw
-
     groups: dict[tuple[str, str], list[CellSummary]] = defaultdict(list)
     for c in cells:
         groups[(c.kind, c.agent)].append(c)

@@ -28,7 +28,7 @@ from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.stats import numerics as stats
-from pytest_agentrace.stats import strata
+from pytest_agentrace.stats import resample, strata
 from pytest_agentrace.stats.cells import score_value, tokens_of
 from pytest_agentrace.stats.verdict import (
     CASES,
@@ -193,15 +193,10 @@ def min_p(sizes: Sequence[tuple[int, int]], target: str = FIXED, resamples: int 
     """The smallest two-sided p-value of the relative-cost test with ``sizes`` = per case ``(n_arm, n_base)``:
     ``2 / prod C(n_arm + n_base, n_arm)`` for the (stratified) permutation test (``1 / (1 + resamples)`` when it
     is drawn by Monte Carlo), ``2 / 2^C`` for the sign-flip test over ``C`` cases (``cases`` target)."""
-    from pytest_agentrace.stats.resample import (
-        EXACT_PERMUTATIONS,
-        EXACT_SIGN_FLIP_CASES,
-    )
-
     if target == CASES and len(sizes) > 1:
-        return 2.0 / 2 ** len(sizes) if len(sizes) <= EXACT_SIGN_FLIP_CASES else 1.0 / (1 + resamples)
+        return 2.0 / 2 ** len(sizes) if len(sizes) <= resample.EXACT_SIGN_FLIP_CASES else 1.0 / (1 + resamples)
     total = math.prod(math.comb(a + b, a) for a, b in sizes)
-    return min(1.0, 2.0 / total) if total <= EXACT_PERMUTATIONS else 1.0 / (1 + resamples)
+    return min(1.0, 2.0 / total) if total <= resample.EXACT_PERMUTATIONS else 1.0 / (1 + resamples)
 
 
 def cost_batch(cases: Sequence[tuple[Any, Any]], confidence: float = 0.95, resamples: int = stats.DEFAULT_RESAMPLES, alpha: float = 0.05,
@@ -218,8 +213,6 @@ def cost_batch(cases: Sequence[tuple[Any, Any]], confidence: float = 0.95, resam
     mean of the ratios, which the interval is about; cases whose effects differ in sign can make the two disagree),
     and ``test`` (its name)."""
     import numpy as np
-
-    from pytest_agentrace.stats import resample
 
     check_target(target)
     data = [(np.atleast_2d(np.asarray(a, dtype=float)), np.atleast_2d(np.asarray(b, dtype=float))) for a, b in cases]

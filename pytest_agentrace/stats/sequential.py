@@ -47,6 +47,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats.compare import cost_result, resolve_baseline
 from pytest_agentrace.stats.verdict import FIXED, Verdict, check_target
 
 METHOD = "group-sequential Welch t on log tokens, Lan-DeMets O'Brien-Fleming-type alpha spending"
@@ -325,9 +327,6 @@ def prefix_tokens(records: dict[int, Any]) -> list[tuple[int, float]]:
 def confirmer(key: tuple, seed: int = 0, resamples: int = 10_000, alpha: float = 0.05, confidence: float = 0.95, target: str = FIXED):
     """The ``confirm`` of ``decide`` for the comparison ``key`` = ``(kind, source, agent, arm, baseline, cases)``:
     the sign of ``compare.cost_result`` on the runs, seeded as the report seeds that comparison."""
-    from pytest_agentrace.stats import numerics as stats
-    from pytest_agentrace.stats.compare import cost_result
-
     def rng(what: str):
         return stats.rng_for(seed, what, *key)
 
@@ -343,8 +342,6 @@ def decisions(outcomes, cap: int, baseline: str | None = None, min_runs: int = M
     """Decisions keyed ``(kind, source, cases, agent, arm)`` for every arm with a baseline to compare with: one per
     arm and agent over its cases with tokens (``fixed``), or one per case (``cases``, each at ``alpha / C``)."""
     from collections import defaultdict
-
-    from pytest_agentrace.stats.compare import resolve_baseline
 
     check_target(target)
     groups: dict[tuple[str, str, str], dict[str, dict[str, dict[int, Any]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))

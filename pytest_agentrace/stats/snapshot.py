@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats import strata
 from pytest_agentrace.stats.verdict import (
     FIXED,
     REGRESSION_ALPHA,
@@ -174,8 +176,6 @@ def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str 
     (``verdict.snapshot_verdict``). Rows sorted by (agent, case, arm); after the rows of each (kind, arm, agent)
     with two or more compared cases, one ``pooled`` row over them (``pooled_row``, for ``target``).
     """
-    from pytest_agentrace.stats import numerics as stats
-
     if (old_arm is None) != (new_arm is None):
         raise ValueError("compare: give both old_arm and new_arm, or neither")
     old_cells = {k: c for k, c in snapshot["cells"].items() if old_arm is None or c["arm"] == old_arm}
@@ -233,9 +233,6 @@ def pooled_row(kind: str, arm: str, agent: str, found: Sequence[tuple[dict[str, 
     one-sided sign-flip test over the per-case differences (below 6 cases it cannot reach 0.05). The verdict rules
     are ``verdict.snapshot_verdicts``' with these tests."""
     import math
-
-    from pytest_agentrace.stats import numerics as stats
-    from pytest_agentrace.stats import strata
 
     key = ("snapshot-pooled", kind, arm, agent, tuple(o["case"] for o, _ in found))
     rng = lambda what: stats.rng_for(seed, what, *key)

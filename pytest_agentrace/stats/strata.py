@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats import resample
 
 EXACT_SUMS = 200_000  # distinct values of a stratified pass-rate statistic enumerated exactly (else Monte Carlo)
 
@@ -23,12 +24,10 @@ def stratified_contrast(cases: Sequence[tuple[Sequence[float], Sequence[float]]]
     """Bootstrap stratified by case of an arm-vs-baseline contrast (``resample.stratified_contrast`` with one data
     set): ``cases`` per case ``(arm values, baseline values)``; cases with an empty side, or (ratio) a baseline
     mean <= 0, are dropped. The estimate is the mean over cases of the per-case contrast."""
-    from pytest_agentrace.stats.resample import stratified_contrast as batch
-
     data = stats.usable_cases(cases, kind)
     if not data:
         return stats.Contrast(kind, None, stats.Interval.none(confidence), 0, 0, 0, False)
-    est, lo, hi, method, spread = batch([([a], [b]) for a, b in data], kind, confidence, resamples,
+    est, lo, hi, method, spread = resample.stratified_contrast([([a], [b]) for a, b in data], kind, confidence, resamples,
                                         rng if rng is not None else stats.rng_for(0, "stratified_contrast"))
     return stats.Contrast(kind, float(est[0]), stats._interval(lo, hi, method, confidence), len(data), sum(len(a) for a, _ in data),
                           sum(len(b) for _, b in data), bool(spread[0]))
@@ -38,12 +37,10 @@ def stratified_permutation_p(cases: Sequence[tuple[Sequence[float], Sequence[flo
                              resamples: int = stats.DEFAULT_RESAMPLES, rng=None) -> tuple[float | None, float | None]:
     """``(p, Monte Carlo standard error)`` of the stratified permutation test (``resample.stratified_permutation_p``
     with one data set; the error is 0 when every relabelling was enumerated). ``(None, None)`` without a usable case."""
-    from pytest_agentrace.stats.resample import stratified_permutation_p as batch
-
     data = [(list(a), list(b)) for a, b in cases if len(a) and len(b)]
     if not data:
         return None, None
-    p, err = batch([([a], [b]) for a, b in data], kind, resamples, rng if rng is not None else stats.rng_for(0, "stratified_permutation_p"))
+    p, err = resample.stratified_permutation_p([([a], [b]) for a, b in data], kind, resamples, rng if rng is not None else stats.rng_for(0, "stratified_permutation_p"))
     return float(p[0]), float(err[0])
 
 
