@@ -28,7 +28,7 @@ from pytest_agentrace.record.store import ENV_VAR as DB_ENV
 from pytest_agentrace.run.sandbox import MODES as SANDBOX_MODES
 from pytest_agentrace.spec.builtin import difficulty_list, name_list
 from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES as RESAMPLES
-from pytest_agentrace.stats.verdict import GATE_HELP
+from pytest_agentrace.stats.verdict import FIXED, GATE_HELP, TARGETS
 
 DEFAULT_OUT = ".agentrace"  # the results folder, relative to the rootdir (pytest) or the working folder (CLI)
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # GitHub Actions' job summary file: the Markdown summary is appended
@@ -163,6 +163,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("regression_alpha", "one-sided level of the snapshot pass-rate test behind 'regressed' (default 0.05)", 0.05,
            type=probability, metavar="P", cli="--alpha"),
     Option("fail_on", "fail (exit 1) when one of these occurs: " + GATE_HELP, [], many=True, metavar="LIST", cli="--fail-on"),
+    Option("generalize", "what a verdict over several cases is about: 'fixed' (default) asks whether the arm is cheaper on "
+           "the cases that ran (runs resampled within each case, labels permuted within each case; can decide with 2-3 "
+           "cases); 'cases' asks whether it would hold for new cases like these (cases resampled, sign-flip test over "
+           "cases; needs 6 or more cases)", FIXED, choices=TARGETS, cli="--generalize"),
     Option("stop_when_decided", "run reps in order and skip a trial cell's remaining reps once its relative cost vs the "
            "baseline is clear or futile (group-sequential test; --agentrace-reps is the cap)", False, flag=True),
     # CLI only

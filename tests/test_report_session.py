@@ -65,7 +65,8 @@ def test_acceptance_session_writes_every_report(pytester: pytest.Pytester, bin_d
     assert doc["session"]["args"][:1] == ["--agentrace"] and doc["results_dir"] == str(pytester.path / ".agentrace")
     # the export's intervals are the session's: same seed and resamples as its terminal report
     from pytest_agentrace.record.runfile import iter_runs
-    from pytest_agentrace.stats.cells import compare_arms, summarize
+    from pytest_agentrace.stats.cells import summarize
+    from pytest_agentrace.stats.compare import compare_arms
 
     assert (doc["config"]["seed"], doc["config"]["resamples"]) == (7, 2000)
     stored = [o for _, o in iter_runs(pytester.path / ".agentrace")]

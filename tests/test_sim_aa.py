@@ -2,7 +2,7 @@
 below 5% plus Monte Carlo error, for relative cost, pass rate and `regressed`, with and without stop-when-decided.
 
 Every test draws at least 2,000 simulated trials per sample size (4, 8 and 12 runs per arm) from a fixed seed and
-runs them, vectorised over trials, through the same functions the reports use (``cells.cost_batch``, ``stats.boschloo_p`` +
+runs them, vectorised over trials, through the same functions the reports use (``compare.cost_batch``, ``stats.boschloo_p`` +
 ``verdict.test_verdict``, ``verdict.snapshot_verdict``, ``sequential.decide_batch``). The bound is
 ``0.05 + 2 * sqrt(0.05 * 0.95 / T)`` (two Monte Carlo standard errors). Where the rate can be computed exactly
 (pass-rate tests over all binomial outcomes) it is, and the exact rate must be at or below 5% itself.
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from pytest_agentrace.stats import cells, sequential, verdict
+from pytest_agentrace.stats import compare, sequential, verdict
 from pytest_agentrace.stats import numerics as stats
 
 ALPHA = 0.05
@@ -37,12 +37,13 @@ def lognormal(rng: np.random.Generator, size, ratio: float = 1.0) -> np.ndarray:
 @pytest.mark.parametrize("n", [4, 8, 12])
 def test_aa_relative_cost_single_case(n: int) -> None:
     """One case, n runs per arm, same cost distribution: share of cheaper/dearer verdicts.
-    Measured (seed = n, 1,000 resamples): 4 -> 3.7%, 8 -> 4.4%, 12 -> 5.45% (bound 5.97%); the bootstrap interval
-    alone would call 7.8% / 5.5% / 7.35% - which is why a verdict also needs the exact permutation test."""
+    Measured (seed = n, 1,000 resamples): 4 -> 3.7%, 8 -> 4.4%, 12 -> 5.3% (bound 5.97%); the interval alone
+    would call 7.55% / 4.7% / 5.8% (BCa at 4 runs; the symmetric bootstrap-t from 8; BCa alone called 5.5% and
+    7.35% at 8 and 12) - which is why a verdict also needs the exact permutation test."""
     trials = 2000
     rng = np.random.default_rng(n)
     a, b = lognormal(rng, (trials, n)), lognormal(rng, (trials, n))
-    r = cells.cost_batch([(a, b)], resamples=RESAMPLES, rng_ci=rng, rng_p=rng)
+    r = compare.cost_batch([(a, b)], resamples=RESAMPLES, rng_ci=rng, rng_p=rng)
     rate = float(np.mean(r["sign"] != 0))
     alone = float(np.mean((r["lo"] > 1) | (r["hi"] < 1)))
     print(f"  (the bootstrap interval alone: {alone:.2%})")
@@ -51,13 +52,14 @@ def test_aa_relative_cost_single_case(n: int) -> None:
 
 
 def test_aa_relative_cost_several_cases() -> None:
-    """Eight cases (per-case costs differ tenfold), 4 runs per arm each: the paired sign-flip path.
+    """Eight cases (per-case costs differ tenfold), 4 runs per arm each: the paired sign-flip path (the new-cases
+    target; the fixed-cases target's grid is in ``tests/test_sim_targets.py``).
     Measured: 0.75% (conservative: with few cases the case-level sign-flip test rarely reaches p < 0.05)."""
     trials, n, k = 2000, 4, 8
     rng = np.random.default_rng(88)
     scale = np.exp(rng.normal(0, 1.2, (trials, k, 1))) * 1000
     a, b = scale * lognormal(rng, (trials, k, n)), scale * lognormal(rng, (trials, k, n))
-    r = cells.cost_batch([(a[:, j], b[:, j]) for j in range(k)], resamples=300, rng_ci=rng, rng_p=rng, rng_log=rng)
+    r = compare.cost_batch([(a[:, j], b[:, j]) for j in range(k)], resamples=300, rng_ci=rng, rng_p=rng, rng_log=rng, target="cases")
     rate = float(np.mean(r["sign"] != 0))
     print(f"A/A relative cost, {k} cases x {n} runs: {rate:.2%}")
     assert rate <= mc_bound(trials)
@@ -148,7 +150,7 @@ def test_sequential_boundaries_spend_exactly_alpha() -> None:
 def test_aa_pass_rate_several_cases() -> None:
     """Eight cases with different true pass rates (the same in both arms), 4 runs per arm each: the paired path
     (case-level bootstrap interval of the mean per-case difference + exact sign-flip test, both must agree, as
-    ``cells._compare`` / ``verdict.difference_verdict``). Measured: 1.05%."""
+    ``compare.pass_result`` for the new-cases target / ``verdict.difference_verdict``). Measured: 1.05%."""
     from pytest_agentrace.stats import resample
 
     trials, n, k = 2000, 4, 8

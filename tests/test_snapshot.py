@@ -63,9 +63,16 @@ def test_compare_verdicts_not_run_new_and_closing_line() -> None:
     assert rows["q2"].verdict == "not run" and rows["q2"].passed_text() == "4/4 -> -"
     assert rows["q3"].verdict == "regressed"
     assert rows["q4"].verdict == "new" and rows["q4"].passed_text() == "- -> 4/4"
+    # the two compared cells of arm docs also get one row over both cases (the fixed-cases target: stratified tests)
+    pooled = rows["all 2 cases"]
+    assert pooled.pooled and pooled.passed_text() == "12/12 -> 6/12" and pooled.verdict == "regressed" and "dearer" in pooled.also
+    assert "one-sided stratified exact p=" in pooled.detail and "target: these cases" in pooled.detail
     line = snapshot.closing_line(list(rows.values()))
-    assert line == ("4 cells: 1 regressed, 1 dearer, 0 improved, 0 same, 1 not run, 1 new. "
-                    "`same` means no change could be shown, not that none exists.")
+    assert line == ("4 cells: 1 regressed, 1 dearer, 0 improved, 0 same, 1 not run, 1 new. Over all cases (1 arm): 1 regressed, "
+                    "1 dearer, 0 improved, 0 same. `same` means no change could be shown, not that none exists.")
+    # for new cases like these, two cases cannot show a regression (a one-sided sign-flip p is at least 0.25)
+    (again,) = [r for r in snapshot.compare(snap, now, resamples=2000, target="cases") if r.pooled]
+    assert again.verdict == "same" and "target: new cases like these" in again.detail
     json.dumps([r.to_dict() for r in rows.values()])
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_agentrace.record.model import Outcome, Usage
-from pytest_agentrace.stats import cells, sequential
+from pytest_agentrace.stats import cells, compare, planning, sequential
 from pytest_agentrace.stats.report import build_report
 
 R = 1000  # resamples: enough for the properties checked here
@@ -46,7 +46,7 @@ def test_summarize_excludes_errors_and_counts_unknown_tokens() -> None:
 
 
 def test_compare_arms_clear_cheaper_single_case() -> None:
-    (comp,) = cells.compare_arms(arms(8, 0.6), resamples=R)
+    (comp,) = compare.compare_arms(arms(8, 0.6), resamples=R)
     assert (comp.arm, comp.baseline, comp.cases, comp.runs_arm, comp.runs_base) == ("docs", "base", ("q1",), 8, 8)
     assert comp.cost_verdict == "cheaper" and not comp.provisional and comp.cost_test == "permutation"
     assert 0.5 < comp.relative_cost < 0.7 and comp.relative_cost_ci.hi < 1.0
@@ -55,53 +55,78 @@ def test_compare_arms_clear_cheaper_single_case() -> None:
 
 
 def test_provisional_below_eight_runs_per_arm() -> None:
-    (seven,) = cells.compare_arms(arms(7, 0.6), resamples=R)
-    (eight,) = cells.compare_arms(arms(8, 0.6), resamples=R)
+    (seven,) = compare.compare_arms(arms(7, 0.6), resamples=R)
+    (eight,) = compare.compare_arms(arms(8, 0.6), resamples=R)
     assert seven.provisional and not eight.provisional
 
 
 def test_two_runs_without_spread_never_give_a_verdict() -> None:
     outs = [run("q", "base", "a", r, tokens=1000) for r in (1, 2)] + [run("q", "docs", "a", r, tokens=500) for r in (1, 2)]
-    (comp,) = cells.compare_arms(outs, resamples=R)
+    (comp,) = compare.compare_arms(outs, resamples=R)
     assert comp.relative_cost == 0.5 and comp.relative_cost_ci.method == "point"
     assert comp.cost_p == pytest.approx(2 / 6) and comp.cost_verdict == "no clear difference"
     # score delta from zero-variance samples of size 2: no Cohen's d and no verdict
     outs = [run("q", "base", "a", r, "failed") for r in (1, 2)] + [run("q", "docs", "a", r) for r in (1, 2)]
-    (comp,) = cells.compare_arms(outs, resamples=R)
+    (comp,) = compare.compare_arms(outs, resamples=R)
     assert comp.score_delta == 100 and comp.cohens_d is None and comp.score_verdict == "no clear difference"
     assert comp.pass_verdict == "no clear difference"
 
 
 def test_several_cases_are_paired_and_clustered() -> None:
+    """The new-cases target (``--agentrace-generalize cases``): cases are paired units of a sign-flip test."""
     outs = arms(4, 0.6, cases=tuple(f"q{i}" for i in range(8)))
-    (comp,) = cells.compare_arms(outs, resamples=R)
+    (comp,) = compare.compare_arms(outs, resamples=R, target="cases")
     assert comp.cost_test == "sign-flip" and comp.cost_p == pytest.approx(2 / 256)  # all 8 log ratios negative
     assert comp.log_ratio_mean == pytest.approx(math.log(0.6), abs=0.05) and comp.log_ratio_ci.hi < 0
-    assert comp.cost_verdict == "cheaper" and comp.pass_test == "sign-flip"
-    per_case = cells.compare_arms(outs, resamples=R, by_case=True)
+    assert comp.cost_verdict == "cheaper" and comp.pass_test == "sign-flip" and comp.target == "cases"
+    per_case = compare.compare_arms(outs, resamples=R, by_case=True, target="cases")
     assert [c.cases for c in per_case] == [(f"q{i}",) for i in range(8)]
     # three cases can never reach p < 0.05 with the sign-flip test: no verdict across cases
-    (three,) = cells.compare_arms(arms(4, 0.6, cases=("q1", "q2", "q3")), resamples=R)
+    (three,) = compare.compare_arms(arms(4, 0.6, cases=("q1", "q2", "q3")), resamples=R, target="cases")
     assert three.cost_p == pytest.approx(2 / 8) and three.cost_verdict == "no clear difference"
     # ... and the report says why, when the interval alone would have excluded 1.00
     from pytest_agentrace.report.stats_text import _verdict
 
     assert three.relative_cost_ci.hi < 1.0
     assert _verdict(three) == "no clear difference (interval excludes 1.00, sign-flip p=0.250; with 3 cases p cannot go below 0.25: add cases)"
-    assert _verdict(comp) == "cheaper"
+    assert _verdict(comp) == "cheaper (provisional)"  # 4 runs per arm in each case (32 in all): provisional
+
+
+def test_fixed_cases_decide_with_three_cases() -> None:
+    """The default target (the cases that ran): the same three cases, where the sign-flip test cannot go below
+    0.25, are cheaper by the stratified permutation test (arm labels permuted within each case: C(8,4)^3 = 343,000
+    relabellings, drawn by Monte Carlo with its error) and the interval of the bootstrap stratified by case."""
+    outs = arms(4, 0.6, cases=("q1", "q2", "q3"))
+    (three,) = compare.compare_arms(outs, resamples=R)
+    assert three.target == "fixed" and three.cost_test == "stratified permutation"
+    assert three.cost_p < 0.01 and 0 < three.cost_p_error < 0.005 and three.cost_p_min == pytest.approx(1 / (R + 1))
+    assert three.relative_cost_ci.hi < 1.0 and three.relative_cost == pytest.approx(0.6, abs=0.03)
+    assert three.cost_verdict == "cheaper" and three.provisional and three.runs_per_case == 4  # 4 runs per arm per case
+    from pytest_agentrace.report.stats_text import _p_bh
+
+    assert _p_bh(three.cost_p, three.cost_p_adj, three.cost_p_error) == "<0.001±0.001 (0.002)"  # p with its Monte Carlo error
+    # 10 cases x 4 runs: 40 runs a side, still provisional (runs are counted per case)
+    (ten,) = compare.compare_arms(arms(4, 0.6, cases=tuple(f"q{i}" for i in range(10))), resamples=R)
+    assert ten.provisional and ten.runs_arm == 40
+    # two cases x 2 runs cannot reach p < 0.05 (2 / 36): the report says add runs
+    from pytest_agentrace.report.stats_text import _verdict
+
+    (two,) = compare.compare_arms(arms(2, 0.6, cases=("q1", "q2")), resamples=R)
+    assert two.cost_p_min == pytest.approx(2 / 36) and two.cost_verdict == "no clear difference"
+    assert "with 2 runs per arm in 2 cases p cannot go below 0.056: add runs" in _verdict(two) or not two.relative_cost_ci.defined
 
 
 def test_pass_rate_difference_with_boschloo_and_errors_bracket() -> None:
     outs = [run("q", "base", "a", r, "failed") for r in range(1, 9)] + [run("q", "docs", "a", r) for r in range(1, 9)]
     outs.append(run("q", "docs", "a", 9, "error", None))
-    (comp,) = cells.compare_arms(outs, resamples=R)
+    (comp,) = compare.compare_arms(outs, resamples=R)
     assert comp.pass_diff == 1.0 and comp.pass_verdict == "better" and comp.boschloo_p < 0.001
     assert comp.pass_rate_arm_errors_as_failures == pytest.approx(8 / 9) and comp.errors_arm == 1
 
 
 def test_bh_adjusted_p_values_cover_every_comparison() -> None:
     outs = arms(6, 0.6, agent="a") + arms(6, 1.0, agent="b")
-    comps = cells.compare_arms(outs, resamples=R)
+    comps = compare.compare_arms(outs, resamples=R)
     assert [c.agent for c in comps] == ["a", "b"]
     ps = [p for c in comps for p in (c.cost_p, c.pass_p)]
     m = len(ps)
@@ -113,21 +138,21 @@ def test_bh_adjusted_p_values_cover_every_comparison() -> None:
 
 def test_figures_are_seeded_and_do_not_move_when_cells_are_added() -> None:
     base = arms(6, 0.6, agent="a")
-    (one,) = cells.compare_arms(base, seed=7, resamples=R)
-    (again,) = cells.compare_arms(base, seed=7, resamples=R)
-    with_more = cells.compare_arms(base + arms(6, 0.8, agent="b"), seed=7, resamples=R)
+    (one,) = compare.compare_arms(base, seed=7, resamples=R)
+    (again,) = compare.compare_arms(base, seed=7, resamples=R)
+    with_more = compare.compare_arms(base + arms(6, 0.8, agent="b"), seed=7, resamples=R)
     assert one.relative_cost_ci == again.relative_cost_ci == with_more[0].relative_cost_ci
-    (other,) = cells.compare_arms(base, seed=8, resamples=R)
+    (other,) = compare.compare_arms(base, seed=8, resamples=R)
     assert other.relative_cost_ci != one.relative_cost_ci
 
 
 def test_baseline_resolution() -> None:
     outs = [run("q", "x", "a", 1, baseline=None), run("q", "y", "a", 1, baseline=None)]
-    assert cells.resolve_baseline(outs) == "x"  # first arm when nothing says otherwise
-    assert cells.resolve_baseline(outs, "y") == "y"
-    assert cells.resolve_baseline([*outs, run("q", "baseline", "a", 1, baseline=None)]) == "baseline"
-    assert cells.resolve_baseline([run("q", "x", "a", 1, baseline="y"), run("q", "y", "a", 1, baseline="y")]) == "y"
-    assert cells.resolve_baseline(outs, "missing") == "x"
+    assert compare.resolve_baseline(outs) == "x"  # first arm when nothing says otherwise
+    assert compare.resolve_baseline(outs, "y") == "y"
+    assert compare.resolve_baseline([*outs, run("q", "baseline", "a", 1, baseline=None)]) == "baseline"
+    assert compare.resolve_baseline([run("q", "x", "a", 1, baseline="y"), run("q", "y", "a", 1, baseline="y")]) == "y"
+    assert compare.resolve_baseline(outs, "missing") == "x"
 
 
 def test_spread_and_reliability() -> None:
@@ -162,12 +187,12 @@ def test_sequential_decide_uses_contiguous_prefix_only() -> None:
 def test_plan_rows_states() -> None:
     clear = arms(8, 0.6)
     unclear = [o.replace(agent="b", run_id=o.run_id + "b") for o in arms(4, 0.97)]
-    rows = sequential.plan_rows(clear + unclear, min_runs=4, max_reps=12, price_per_mtok=3.0, resamples=R)
+    rows = planning.plan_rows(clear + unclear, min_runs=4, max_reps=12, price_per_mtok=3.0, resamples=R)
     by_agent = {r.agent: r for r in rows}
     assert by_agent["a"].state == "clear" and by_agent["a"].state_text() == "clear (cheaper)" and by_agent["a"].more_runs == 0
     assert by_agent["b"].state == "futile"  # a 3% difference would need far more than 12 runs
     mid = arms(4, 0.92)
-    (row,) = sequential.plan_rows(mid, max_reps=40, price_per_mtok=3.0, resamples=R)
+    (row,) = planning.plan_rows(mid, max_reps=40, price_per_mtok=3.0, resamples=R)
     assert row.state == "continue" and row.more_runs == row.needed - 4 > 0
     assert row.state_text() == f"continue (about {row.more_runs} more runs per arm)"
     means = {arm: np.mean([o.usage.total_tokens for o in mid if o.arm == arm]) for arm in ("base", "docs")}

@@ -108,6 +108,24 @@ def test_snapshot_then_compare_exit_status(tmp_path: Path, capsys: pytest.Captur
     assert [(r["arm"], r["verdict"]) for r in rows] == [("base -> docs", "regressed")]
 
 
+def test_compare_over_several_cases_for_either_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two questions whose docs arm went from 8/8 to 2/8 passed: each cell regressed, and the pooled row over both
+    questions regressed for these cases (stratified exact test); for new questions like these two cannot show it."""
+    before, after = results(tmp_path / "before", reps=8), results(tmp_path / "after", reps=8, docs_passed=2)
+    for out, passed in ((before, 8), (after, 2)):
+        for rep in range(1, 9):
+            write(out, trial_run("q2", "base", rep, int(1000 * NOISE[rep - 1])))
+            write(out, trial_run("q2", "docs", rep, int(600 * NOISE[rep - 1]), "passed" if rep <= passed else "failed"))
+    snap = tmp_path / "s.json"
+    assert main(capsys, "snapshot", str(before), "--to", str(snap))[0] == 0
+    code, text, err = main(capsys, "compare", str(after), "--snapshot", str(snap), "--fail-on", "regressed", "--resamples", "300")
+    assert code == 1 and "FAIL regressed: a all 2 cases [docs]: regressed - lower pass rate (one-sided stratified exact p=" in err
+    assert "Over all cases (2 arms): 1 regressed, 0 dearer, 0 improved, 1 same." in text
+    code, text, err = main(capsys, "compare", str(after), "--snapshot", str(snap), "--generalize", "cases", "--format", "json", "--resamples", "300")
+    pooled = [r for r in json.loads(text)["rows"] if r["pooled"]]
+    assert {r["arm"]: r["verdict"] for r in pooled} == {"base": "same", "docs": "same"} and "target: new cases like these" in pooled[1]["detail"]
+
+
 def test_compare_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = results(tmp_path / "out")
     code, _, err = main(capsys, "compare", str(out), "--snapshot", str(tmp_path / "none.json"))
@@ -215,3 +233,44 @@ def test_entry_point_lists_the_statistics_commands() -> None:
     res = subprocess.run([sys.executable, "-m", "pytest_agentrace.cli", "--help"], capture_output=True, text=True, check=True)
     for name in ("plan", "report", "snapshot", "compare", "ratings", "rescore", "regress"):
         assert f"    {name} " in res.stdout
+
+
+def test_plan_formula_for_several_cases_either_target_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_agentrace.stats import power
+
+    code, out, _ = main(capsys, "plan", "--cv", "0.3", "--effect", "0.3", "--cases", "3")
+    need = power.runs_needed(0.3, 0.3, 0.05, 0.8, 3, "fixed")
+    assert code == 0 and need is not None and need < power.runs_needed(0.3, 0.3)  # three cases need fewer runs each
+    assert out.splitlines()[0] == f"runs per arm per case to detect a 30% cost difference with 80% power at alpha 0.05 (CV 0.3) over 3 cases (fixed cases): {need}"
+    assert power.power(need, 0.3, 0.3, 3) >= 0.8 > power.power(need - 1, 0.3, 0.3, 3)
+    code, out, _ = main(capsys, "plan", "--cv", "0.3", "--effect", "0.3", "--cases", "3", "--generalize", "cases")
+    assert code == 0 and "no number of runs: with 3 cases a sign-flip p cannot go below 0.25; a verdict needs 6 or more cases" in out
+    code, out, _ = main(capsys, "plan", "--cv", "0.3", "--effect", "0.3", "--cases", "10", "--generalize", "cases", "--case-sd", "0.1",
+                        "--format", "json")
+    doc = json.loads(out)["formula"]  # --format json prints JSON for the formula too
+    assert doc["target"] == "cases" and doc["cases"] == 10 and doc["runs_needed"] == power.runs_needed(0.3, 0.3, 0.05, 0.8, 10, "cases", 0.1)
+    assert doc["power_at_runs_needed"] >= 0.8 and set(doc["power_by_runs"]) == {"4", "8", "12", "16", "24", "32"}
+
+
+def test_plan_results_before_the_spread_is_known_and_without_tokens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """After one run per arm nothing is futile yet; an agent without token data says so; several cases make one row
+    per arm whose runs are counted per case; --format json is one JSON document with the formula and the rows."""
+    out = results(tmp_path / "one", reps=1)
+    for rep in (1, 2):
+        write(out, trial_run("q1", "base", rep, None, agent="quiet"))
+        write(out, trial_run("q1", "docs", rep, None, agent="quiet"))
+    code, text, _ = main(capsys, "plan", "--results", str(out), "--resamples", "300")
+    rows = {r[0]: r for r in ([c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| "))}
+    assert code == 0 and rows["a"][3:6] == ["1", "0.60", "continue (spread unknown)"] and rows["quiet"][5] == "no token data"
+    two = results(tmp_path / "two", reps=4)
+    for rep in range(1, 5):
+        write(two, trial_run("q2", "base", rep, int(2000 * NOISE[rep - 1])))
+        write(two, trial_run("q2", "docs", rep, int(1200 * NOISE[rep - 1])))
+    code, text, _ = main(capsys, "plan", "--results", str(two), "--cv", "0.3", "--format", "json", "--resamples", "300")
+    doc = json.loads(text)
+    (row,) = doc["rows"]
+    assert doc["formula"]["runs_needed"] == 29 and row["cases"] == ["q1", "q2"] and row["runs"] == 4 and row["provisional"]
+    assert row["state"] == "clear" and row["state_text"] == "clear (cheaper, provisional)" and doc["generalize"] == "fixed"
+    code, text, _ = main(capsys, "plan", "--results", str(two), "--generalize", "cases", "--resamples", "300")
+    assert "add cases (with 2 cases a sign-flip p cannot go below 0.5; a verdict needs 6 or more cases)" in text
+    assert "target: new cases like these" in text and "runs per arm are counted per case" in text

@@ -250,6 +250,11 @@ def test_bad_statistics_options_are_usage_errors(project: pytest.Pytester) -> No
     assert res.ret == 4 and "missing.json: snapshot file not found" in res.stderr.str()
     res = run(project, "--agentrace-snapshot-update")
     assert res.ret == 4 and "--agentrace-snapshot-update needs --agentrace-snapshot PATH" in res.stderr.str()
+    res = run(project, "--agentrace-generalize", "runs")
+    assert res.ret == 4 and "invalid choice: 'runs' (choose from 'fixed', 'cases')" in res.stderr.str()
+    (project.path / "pytest.ini").write_text("[pytest]\nagentrace_generalize = sideways\n")
+    res = run(project)
+    assert res.ret == 4 and "ini agentrace_generalize = 'sideways': choose fixed or cases" in res.stderr.str()
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
@@ -296,3 +301,51 @@ def test_last_session_reads_only_that_sessions_runs(project: pytest.Pytester, xd
     assert main(["compare", out, "--snapshot", str(project.path / "last.json"), "--last-session", "--fail-on", "regressed"]) == 0
     (project.path / "out" / "last-session.json").unlink()
     assert main(["report", out, "--last-session"]) == 2
+
+
+SECOND_QUESTION = """
+[[questions]]
+id = "port2"
+repo = "app"
+prompt = "On which port does the server listen?"
+expect = {expect}
+"""
+
+
+def write_two_question_trial(p: pytest.Pytester, reps: int) -> Path:
+    path = write_trial(p, reps=reps)
+    path.write_text(path.read_text() + SECOND_QUESTION.format(expect='["port"]'))
+    return path
+
+
+@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
+def test_stop_when_decided_over_fixed_cases_stops_every_question(project: pytest.Pytester, xdist: list[str]) -> None:
+    """Two questions (the default target, the cases that ran): one decision for the docs arm over both questions
+    (stratified look; the fixed-sample check is 2/4900 at 4 runs each), after which the remaining reps of both
+    questions and arms are skipped."""
+    write_two_question_trial(project, reps=12)
+    res = run(project, "--agentrace-stop-when-decided", "-rs", *xdist)
+    outcomes = res.parseoutcomes()
+    text = res.stdout.str()
+    ran = outcomes["passed"]
+    assert outcomes.get("skipped", 0) == 48 - ran and (ran == 16 if not xdist else 16 <= ran <= 22)
+    assert "stop-when-decided: arm docs vs base is clear over 2 cases after 4 runs per arm (cheaper, z=" in text
+    assert stats_rows(text, "docs")[0][5] == "cheaper (clear at 4 runs per case)"
+    assert "(cap 12 runs per arm, first look at 4; one decision per arm over its cases)" in text
+
+
+def test_stop_when_decided_for_new_cases_decides_each_question_at_half_alpha(project: pytest.Pytester) -> None:
+    """The same trial under --agentrace-generalize cases: each question is decided on its own at alpha / 2 (4 runs a
+    side reach p = 2/70 = 0.029 > 0.025, 5 runs 2/252), so both stop after 5 runs; the arm's verdict over the two
+    questions is the sign-flip test, which cannot go below 0.5 with 2 cases."""
+    write_two_question_trial(project, reps=12)
+    res = run(project, "--agentrace-stop-when-decided", "--agentrace-generalize", "cases", "-rs")
+    outcomes = res.parseoutcomes()
+    text = res.stdout.str()
+    assert outcomes["passed"] == 20 and outcomes["skipped"] == 28
+    assert "stop-when-decided: arm docs vs base is clear after 5 runs per arm (cheaper, z=" in text
+    docs = stats_rows(text, "docs")
+    assert docs[0][5].startswith("no clear difference (interval excludes 1.00, sign-flip p=0.500; with 2 cases p cannot go below 0.5: add cases)")
+    by_case = [r for r in stats_rows(text, "port") + stats_rows(text, "port2") if r[1] == "docs"]
+    assert [r[6] for r in by_case] == ["cheaper (clear at 5 runs)"] * 2
+    assert "target: new cases like these" in text

@@ -63,9 +63,9 @@ def test_example_suite_is_the_init_trial_output(tmp_path: Path, capsys: pytest.C
 def test_example_trial_runs_offline(pytester: pytest.Pytester, xdist: list[str]) -> None:
     shutil.copytree(REPO_ROOT / "example_suites" / "trials", pytester.path, dirs_exist_ok=True)
     items = [x for x in pytester.runpytest("--agentrace", "--collect-only", "-q").stdout.lines if "::" in x]
-    assert len(items) == 16 and all(x.startswith("trial.toml::") for x in items)  # example-repo/tests not collected
+    assert len(items) == 24 and all(x.startswith("trial.toml::") for x in items)  # example-repo/tests not collected
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", *xdist)
-    res.assert_outcomes(passed=16)
+    res.assert_outcomes(passed=24)
     recs = runs(pytester.path / "out")
     assert all(r["answer_score"]["correct"] for r in recs.values())
     assert "8123" in recs["trial:port/docs/docs-first/r1"]["usage"]["answer"]
@@ -79,6 +79,24 @@ def test_example_trial_runs_offline(pytester: pytest.Pytester, xdist: list[str])
     assert [t["name"] for t in recs["trial:port/docs/docs-first/r1"]["usage"]["tool_calls"]] == ["Read"]
     prompt = (pytester.path / "out/runs/port/docs/source-reader/1/prompt.txt").read_text()
     assert prompt == "The folder docs/ describes this repository.\n\nWhich port does the inventory API listen on?"
+    # the verdict on the two questions that ran (the default target): docs-first's docs arm is cheaper, provisional at
+    # 3 runs per arm and question; the stratified permutation test reaches p = 2/400 where a sign-flip over 2 cases stops at 0.5
+    assert docs_verdict(res.stdout.str()) == "cheaper (provisional)"
+    assert "target: these cases (fixed cases;" in res.stdout.str()
+    # for new questions like these (ini agentrace_generalize = cases) two questions cannot decide: the report says so
+    (pytester.path / "pytest.ini").write_text("[pytest]\nagentrace_generalize = cases\n")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-resume", *xdist)
+    res.assert_outcomes(passed=24)
+    assert docs_verdict(res.stdout.str()) == ("no clear difference (interval excludes 1.00, sign-flip p=0.500; with 2 cases p cannot go "
+                                              "below 0.5: add cases)")
+    assert "target: new cases like these" in res.stdout.str()
+
+
+def docs_verdict(text: str) -> str:
+    """The Verdict cell of the docs arm in the statistics block of agent docs-first."""
+    block = text.split("agent docs-first (baseline arm: baseline)", 1)[1].split("\ntrial ", 1)[0]
+    row = next(line for line in block.splitlines() if line.startswith("| docs "))
+    return [c.strip() for c in row.strip().strip("|").split("|")][5]
 
 
 @pytest.mark.parametrize("value", ["plain", 'quo"te \\ back', "two\nlines", "ends with '", "tab\tand\nnewline", "has ''' inside\n", "cr\r\n", "ünï\ncode"])

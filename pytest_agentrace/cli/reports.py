@@ -86,7 +86,7 @@ def register(sub: Any) -> None:
         p = sub.add_parser(name, help=helptext)
         p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out of the session)")
         p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE" + (" (default: report.html)" if name == "html" else " instead of standard output"))
-        add_cli_options(p, "baseline", "seed", "resamples", "db")
+        add_cli_options(p, "baseline", "seed", "resamples", "db", "generalize")
         p.set_defaults(func=func)
 
 
@@ -213,7 +213,8 @@ def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
         except StoreError as exc:
             print(f"agentrace: {exc}", file=sys.stderr)
             return None
-    return build_export(outcomes, out=out, baseline=args.baseline, seed=args.seed, history=history_rows, resamples=args.resamples)
+    return build_export(outcomes, out=out, baseline=args.baseline, seed=args.seed, history=history_rows, resamples=args.resamples,
+                        target=args.generalize)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

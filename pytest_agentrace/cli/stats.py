@@ -16,18 +16,24 @@ from typing import Any
 
 from tabulate import tabulate
 
+from pytest_agentrace.argtypes import non_negative_float, positive_int
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.model import Status
 from pytest_agentrace.record.runfile import iter_runs, last_session_ids, write_run
 from pytest_agentrace.record.store import Store, StoreError, default_path
-from pytest_agentrace.report.stats_text import compare_lines, plan_lines, render
+from pytest_agentrace.report.stats_text import (
+    PLAN_NOTE,
+    compare_lines,
+    plan_lines,
+    render,
+)
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats import planning
 from pytest_agentrace.stats.answers import score_answer
 from pytest_agentrace.stats.ratings import elo, elo_history, races
 from pytest_agentrace.stats.report import build_report
-from pytest_agentrace.stats.sequential import plan_rows
 from pytest_agentrace.stats.snapshot import (
     SnapshotError,
     compare,
@@ -35,7 +41,7 @@ from pytest_agentrace.stats.snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from pytest_agentrace.stats.verdict import gate_failures, parse_fail_on
+from pytest_agentrace.stats.verdict import FIXED, gate_failures, parse_fail_on
 
 REGRESS_FAIL_ON = "regressed"  # what `agentrace regress` fails on when --fail-on is not given
 
@@ -51,10 +57,15 @@ def register(sub: Any) -> None:
     p.add_argument("--effect", type=float, default=0.2, help="relative cost change to detect (default 0.2 = 20%%)")
     p.add_argument("--alpha", type=float, default=0.05, help="two-sided significance level (default 0.05)")
     p.add_argument("--power", type=float, default=0.8, help="power (default 0.8)")
-    p.add_argument("--results", metavar="OUT", help="results folder: state per agent, case and arm")
-    p.add_argument("--min-runs", type=int, default=4, help="runs per arm before a comparison can be clear (default 4)")
-    p.add_argument("--max-reps", type=int, default=12, help="runs per arm you are willing to spend (default 12)")
+    p.add_argument("--cases", type=positive_int, default=1, help="cases (tasks or trial questions) the verdict is taken over (default 1)")
+    p.add_argument("--case-sd", type=non_negative_float, default=0.0, metavar="SD",
+                   help="--generalize cases: sd of the true per-case log cost ratios (default 0: every case has the same effect)")
+    p.add_argument("--results", metavar="OUT", help="results folder: state per agent and arm over its cases")
+    p.add_argument("--min-runs", type=int, default=4, help="fewest runs per arm and case to plan for, and the first look of --stop-when-decided (default 4)")
+    p.add_argument("--max-reps", type=int, default=12, help="runs per arm and case you are willing to spend (default 12)")
     p.add_argument("--price-per-mtok", type=float, help="USD per million tokens, to price the further spend")
+    p.add_argument("--stop-when-decided", type=int, metavar="CAP", help="the session stopped reps early with this cap: use its decisions")
+    add_cli_options(p, "generalize")
     _common(p, fmt=True)
     p.set_defaults(func=cmd_plan)
 
@@ -62,6 +73,7 @@ def register(sub: Any) -> None:
     p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out)")
     p.add_argument("--case", action="append", default=[], metavar="ID", help="only these cases (task names / question ids); repeatable or comma-separated")
     p.add_argument("--stop-when-decided", type=int, metavar="CAP", help="the session stopped reps early with this cap: use the sequential verdicts")
+    add_cli_options(p, "generalize")
     _common(p, fmt=True)
     p.set_defaults(func=cmd_report)
 
@@ -75,6 +87,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("compare", help="compare a results folder with a snapshot (regressed / dearer / improved / same)")
     p.add_argument("out", metavar="OUT", help="results folder")
     _compare_options(p)
+    add_cli_options(p, "generalize")
     _common(p, fmt=True)
     p.set_defaults(func=cmd_compare)
 
@@ -111,6 +124,7 @@ def _regress_options(p: argparse.ArgumentParser, suppress: bool = False) -> None
         p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     kw = {"default": argparse.SUPPRESS} if suppress else {}
     p.add_argument("--out", metavar="DIR", help="results folder for this run (default: a new temporary folder)", **kw)
+    add_cli_options(p, "generalize", suppress=suppress)
     _compare_options(p, required=False, suppress=suppress)
     _common(p, fmt=True, suppress=suppress)
 
@@ -161,23 +175,58 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     if args.results is None and args.cv is None:
         raise CliError("give --cv (with --effect) for the formula, or --results OUT for the state of a results folder")
+    doc: dict[str, Any] = {}
+    lines: list[str] = []
     if args.cv is not None:
-        if args.cv <= 0 or not 0 < args.effect < 1 or not 0 < args.alpha < 1 or not 0 < args.power < 1:
-            raise CliError("--cv must be > 0 and --effect, --alpha, --power between 0 and 1")
-        n = stats.runs_needed(args.cv, args.effect, args.alpha, args.power)
-        need = "more than 100,000" if n is None else str(n)
-        print(f"runs per arm to detect a {args.effect:.0%} cost difference with {args.power:.0%} power at alpha {args.alpha:g} (CV {args.cv:g}): {need}")
-        approx = 2 * (stats.z_value(1 - args.alpha) + stats.z_value(2 * args.power - 1)) ** 2 * stats.log_sd(args.cv) ** 2 / math.log(1 - args.effect) ** 2
-        print("formula: smallest n with P(|T| > t_{1-a/2, 2n-2}) >= power, T non-central t with lambda = |ln(1 - effect)| / "
-              "(sigma sqrt(2/n)), sigma^2 = ln(1 + CV^2) (two-sample t test on log cost; Julious 2004), a = the level the "
-              "exact permutation test can reach with n runs per arm (2 floor(alpha C(2n,n) / 2) / C(2n,n); alpha from 6 runs on); "
-              f"to first order 2 (z_(1-alpha/2) + z_power)^2 sigma^2 / ln(1 - effect)^2 = {approx:.1f}")
+        if args.cv < 0 or not 0 < args.effect < 1 or not 0 < args.alpha < 1 or not 0 < args.power < 1:
+            raise CliError("--cv must be >= 0 and --effect, --alpha, --power between 0 and 1")
+        doc["formula"] = f = planning.formula(args.cv, args.effect, args.alpha, args.power, args.cases, args.generalize, args.case_sd)
+        lines += formula_lines(f)
     if args.results is not None:
-        rows = plan_rows(load_outcomes(args.results, args.last_session), args.min_runs, args.max_reps, args.price_per_mtok, args.baseline, args.seed, args.resamples, args.alpha)
+        rows = planning.plan_rows(load_outcomes(args.results, args.last_session), args.min_runs, args.max_reps, args.price_per_mtok,
+                                  args.baseline, args.seed, args.resamples, args.alpha, args.generalize, args.stop_when_decided)
         if not rows:
             raise CliError(f"{args.results}: no arm comparisons (a plan needs trials with at least two arms)")
-        print("\n".join(plan_lines(rows, args.format, args.price_per_mtok is not None)))
+        doc.update(rows=[r.to_dict() for r in rows], note=PLAN_NOTE, generalize=args.generalize)
+        lines += plan_lines(rows, "text" if args.format == "json" else args.format, args.price_per_mtok is not None)
+    print(json.dumps(doc, indent=2, sort_keys=True) if args.format == "json" else "\n".join(lines))
     return 0
+
+
+def formula_lines(f: dict[str, Any]) -> list[str]:
+    """The text of ``agentrace plan --cv`` (``planning.formula``'s dict)."""
+    n = f["runs_needed"]
+    cases, target = f["cases"], f["target"]
+    many = cases > 1
+    per = " per case" if many else ""
+    over = f" over {cases} cases ({'fixed cases' if target == FIXED else 'new cases'})" if many else ""
+    if n is not None:
+        need = str(n)
+    elif target != FIXED and many and f["level"] <= 0:
+        need = f"no number of runs: with {cases} cases a sign-flip p cannot go below {2 / 2**cases:.2g}; a verdict needs 6 or more cases"
+    elif target != FIXED and many:
+        need = "no number of runs: the spread between cases (--case-sd) needs more cases, not more runs"
+    else:
+        need = "more than 100,000"
+    lines = [(f"runs per arm{per} to detect a {f['effect']:.0%} cost difference with {f['power']:.0%} power at alpha {f['alpha']:g} "
+              f"(CV {f['cv']:g}){over}: {need}")]
+    if not many:
+        approx = 2 * (stats.z_value(1 - f["alpha"]) + stats.z_value(2 * f["power"] - 1)) ** 2 * stats.log_sd(f["cv"]) ** 2 / math.log(1 - f["effect"]) ** 2
+        lines.append("formula: smallest n with P(|T| > t_{1-a/2, 2n-2}) >= power, T non-central t with lambda = |ln(1 - effect)| / "
+                     "(sigma sqrt(2/n)), sigma^2 = ln(1 + CV^2) (two-sample t test on log cost; Julious 2004), a = the level the "
+                     "exact permutation test can reach with n runs per arm (2 floor(alpha C(2n,n) / 2) / C(2n,n); alpha from 6 runs on); "
+                     f"to first order 2 (z_(1-alpha/2) + z_power)^2 sigma^2 / ln(1 - effect)^2 = {approx:.1f}")
+    elif target == FIXED:
+        lines.append("formula: the stratified permutation test as a t test on the mean over cases of the per-case log differences: "
+                     "lambda = |ln(1 - effect)| / (sigma sqrt(2/(n K))), 2K(n-1) df, at the level a test with C(2n,n)^K relabellings "
+                     "can reach (K cases, sigma^2 = ln(1 + CV^2)); or, when smaller, the power of the interval, whose mean of "
+                     "ratios sits ln(1 + CV^2/n) above the truth and varies with 2 CV^2 / (n K)")
+    else:
+        lines.append("formula: the sign-flip test over the K per-case log ratios as a one-sample t test with K-1 df on values of sd "
+                     "sqrt(case_sd^2 + 2 sigma^2 / n), at the level a test with 2^K sign patterns can reach (sigma^2 = ln(1 + CV^2)); "
+                     "or, when smaller, the power of the cluster-bootstrap interval (power.CLUSTER_WITHIN)")
+    lines.append("power by runs per arm" + per + ": " + ", ".join(f"{r}: {p:.0%}" for r, p in f["power_by_runs"].items()))
+    return lines
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -190,7 +239,7 @@ def _report(args: argparse.Namespace) -> int:
     if cases and not any(o.case in cases for o in outcomes):
         raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
     seq = {"cap": args.stop_when_decided} if args.stop_when_decided else None
-    report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq)
+    report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq, target=args.generalize)
     sys.stdout.write(render(report, args.format))
     return 0
 
@@ -222,7 +271,8 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
         snap = read_snapshot(Path(args.snapshot))
     except SnapshotError as exc:
         raise CliError(str(exc)) from None
-    rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.regression_alpha)
+    rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.regression_alpha,
+                   target=getattr(args, "generalize", FIXED))
     print("\n".join(compare_lines(rows, args.format)))
     failures = gate_failures([g for g in gates if g.verdict], snapshot_rows=rows)
     for line in failures:

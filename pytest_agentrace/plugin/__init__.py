@@ -258,3 +258,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     collect.mark_collisions(items)
     if found.stop_when_decided:
         items.sort(key=lambda it: spec.rep if (spec := it.stash.get(collect.RUNSPEC_KEY, None)) is not None else 0)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--agentrace-stop-when-decided`` note the cases selected per trial and agent (after ``-k`` and other
+    deselection): a look over fixed cases needs a record of each. Workers note the same."""
+    if not enabled(session.config) or not settings(session.config).stop_when_decided:
+        return
+    cases: dict[tuple[str, str], set[str]] = {}
+    for item in session.items:
+        if (spec := item.stash.get(collect.RUNSPEC_KEY, None)) is not None:
+            cases.setdefault((str(spec.source), spec.agent.id), set()).add(spec.case)
+    session.config.stash[collect.CASES_KEY] = {k: sorted(v) for k, v in cases.items()}

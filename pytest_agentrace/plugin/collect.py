@@ -38,6 +38,7 @@ from pytest_agentrace.stats.sequential import skip_reason
 
 RUNSPEC_KEY = pytest.StashKey[RunSpec]()
 OUTCOME_KEY = pytest.StashKey[Outcome]()
+CASES_KEY = pytest.StashKey[dict]()  # {(source, agent id): sorted cases collected}: a stop-when-decided look's cases
 FEED_KEY = pytest.StashKey[Any]()  # the live progress display's feed factory: spec -> on_stdout callable or None
 SNIFF_KEY = pytest.StashKey[dict]()
 
@@ -307,7 +308,9 @@ def should_skip(config: pytest.Config, spec: RunSpec) -> str | None:
     trial = spec.spec
     arms = [a.name for a in trial.arms if not found.arm or a.name in found.arm]
     base = found.baseline if found.baseline in arms else trial.baseline
-    return skip_reason(spec, out_dir(config), config.stash[SESSION_ID_KEY], planned_reps(config, trial), arms, base)
+    cases = config.stash.get(CASES_KEY, {}).get((str(spec.source), spec.agent.id), [spec.case])
+    return skip_reason(spec, out_dir(config), config.stash[SESSION_ID_KEY], planned_reps(config, trial), arms, base,
+                       target=found.generalize, cases=cases, seed=found.seed, resamples=found.resamples)
 
 
 def check_outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -177,14 +177,14 @@ class Controller:
         """The statistics report, the snapshot comparison (or the snapshot written), and notes."""
         s = self.settings
         seq = {"caps": self._caps(outcomes)} if s.stop_when_decided else None
-        report = build_report(outcomes, s.baseline, s.seed, s.resamples, sequential=seq)
+        report = build_report(outcomes, s.baseline, s.seed, s.resamples, sequential=seq, target=s.generalize)
         rows, notes = None, []
         if s.snapshot and s.snapshot_update:
             path = write_snapshot(Path(s.snapshot), make_snapshot(outcomes))
             notes.append(f"snapshot written: {path} ({len({(o.kind, o.case, o.arm, o.agent) for o in outcomes})} cells)")
         elif s.snapshot:
             rows = compare(read_snapshot(Path(s.snapshot)), outcomes, tolerance=s.tolerance, seed=s.seed,
-                           resamples=s.resamples, alpha=s.regression_alpha)
+                           resamples=s.resamples, alpha=s.regression_alpha, target=s.generalize)
         return report, rows, notes
 
     def _caps(self, outcomes: list[Outcome]) -> dict[str, int]:
@@ -241,7 +241,7 @@ class Controller:
         s = self.settings
         return build_export(list(outcomes), out=self.out, session=asdict(self.session_info()),
                             options={"reps": s.reps, "timeout": s.timeout}, baseline=s.baseline, seed=s.seed,
-                            history=self._history(), resamples=s.resamples, stats_report=report)
+                            history=self._history(), resamples=s.resamples, stats_report=report, target=s.generalize)
 
     def _history(self) -> list[Outcome] | None:
         """The store's task outcomes (this session's included) for the Elo-over-time chart."""

@@ -30,6 +30,7 @@ from pytest_agentrace.report.markdown import (
     not_passed,
     num,
     pct,
+    target_text,
     tokens,
     usd,
     used_tool,
@@ -215,7 +216,8 @@ def _tables(doc: Mapping[str, Any]) -> str:
                          Cell(f"{pct(f['pass_arm'])} vs {pct(f['pass_base'])}", f["pass_arm"], "num"), Cell(pv, cls=f"verdict-{pv.replace(' ', '-')}")])
         out.append(_section("Arms vs baseline", table(COMPARISON_HEADERS, rows, "comparisons", numeric=[4, 5, 7]),
                             "Relative cost: each run's tokens divided by the baseline arm's mean for the same case and agent. "
-                            "cheaper/dearer only when the 95% interval excludes 1.00 and the exact permutation / sign-flip test agrees (p < 0.05)."))
+                            "cheaper/dearer only when the 95% interval excludes 1.00 and the exact permutation / sign-flip test agrees (p < 0.05). "
+                            f"Target: {target_text(doc)}."))
     ratings = (doc.get("elo") or {}).get("ratings") or {}
     if ratings:
         rows = [[a, Cell(num(r, 0), r, "num")] for a, r in sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -16,7 +16,7 @@ never disagree. Top-level keys::
     leaderboard     per agent: runs, races, wins, win_rate, mean_score, mean_cost (USD), mean_seconds, passed
                     (races and ties as defined in ``report.leaderboard``)
     cells           per case x arm x agent: ``cells.summarize`` (Wilson pass-rate interval, token interval, ...)
-    comparisons     per arm vs baseline: ``cells.compare_arms`` (relative cost, 95% interval, verdict)
+    comparisons     per arm vs baseline: ``compare.compare_arms`` (relative cost, 95% interval, verdict)
     elo             {ratings {agent: rating}, history [per session], steps [per race]} (``ratings.elo``,
                     ``ratings.elo_history``, ``elo_steps``), over the history store's task runs when given
     runs            every outcome (``Outcome.to_dict``, the run.json record) with its composite score
@@ -143,11 +143,13 @@ def build_export(
     history: Sequence[Outcome] | None = None,
     resamples: int | None = None,
     stats_report: Any = None,
+    target: str = "fixed",
 ) -> dict[str, Any]:
     """The export document (see the module docstring) for ``outcomes`` (task runs scored: ``score.score_outcomes``).
 
     ``session``: the session row (``store.SessionInfo`` fields) or None; ``options``: ``{reps, timeout}`` the
-    session overrode; ``baseline``: passed to ``cells.compare_arms``; ``seed``/``resamples`` (default 10,000)
+    session overrode; ``baseline``: passed to ``compare.compare_arms``; ``target``: its inference target (``fixed``
+    or ``cases``, ``config.generalize``); ``seed``/``resamples`` (default 10,000)
     drive every bootstrap interval and test (cells and comparisons), as in the session's terminal report; ``history``: outcomes of earlier
     sessions (the history store) for the Elo chart, else Elo uses ``outcomes`` alone. Cells and comparisons come from
     ``stats_report`` (a ``stats_report.StatsReport`` over the same outcomes: the session passes the one its terminal
@@ -159,7 +161,7 @@ def build_export(
     tasks, trials = _spec_info(outcomes)
     statuses = Counter(str(o.status) for o in outcomes)
     elo_source = list(history) if history else outcomes
-    stats = stats_report or build_report(outcomes, baseline, seed, resamples)
+    stats = stats_report or build_report(outcomes, baseline, seed, resamples, target=target)
     session_doc = None
     if session:
         session_doc = {k: session.get(k) for k in ("id", "started", "finished", "git_sha", "rootdir")}
@@ -176,6 +178,7 @@ def build_export(
             "tasks": tasks, "trials": trials,
             "reps": options.get("reps") or max((o.rep for o in outcomes), default=0),
             "timeout": options.get("timeout"), "seed": seed, "resamples": resamples, "baseline": baseline,
+            "generalize": stats.settings.get("target", target),
         },
         "totals": {"runs": len(outcomes), **{s: statuses.get(s, 0) for s in ("passed", "failed", "timeout", "error")}},
         "leaderboard": [s.to_dict() for s in leaderboard(outcomes)],

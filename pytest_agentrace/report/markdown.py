@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_agentrace.report.leaderboard import RACE_NOTE
+from pytest_agentrace.stats.verdict import FIXED, TARGET_TEXT
 
 COMMENT_MARKER = "<!-- agentrace-report -->"
 MAX_NOT_PASSED = 20
@@ -75,6 +76,11 @@ def usd(x: Any) -> str:
 
 def tokens(x: Any) -> str:
     return "-" if x is None else f"{round(x):,}"
+
+
+def target_text(doc: dict[str, Any]) -> str:
+    """The inference target of an export's comparisons in words (``config.generalize``; ``fixed`` when absent)."""
+    return TARGET_TEXT.get((doc.get("config") or {}).get("generalize") or FIXED, TARGET_TEXT[FIXED])
 
 
 def comparison_fields(c: Mapping[str, Any]) -> dict[str, Any]:
@@ -180,7 +186,7 @@ def render(doc: Mapping[str, Any], title: str = "agentrace report", level: int =
         out += [f"{h}# Arms vs baseline", "", md_table(COMPARISON_HEADERS, rows), "",
                 ("_Relative cost: tokens per run divided by the baseline arm's mean for the same case and agent; "
                  "`cheaper`/`dearer` only when the 95% interval excludes 1.00 and the exact permutation / sign-flip test agrees "
-                 "(p < 0.05)._"), ""]
+                 f"(p < 0.05). Target: {target_text(doc)}._"), ""]
     ratings = (doc.get("elo") or {}).get("ratings") or {}
     if ratings:
         elo_rows = [[a, num(r, 0)] for a, r in sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))]

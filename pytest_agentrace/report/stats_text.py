@@ -11,6 +11,7 @@ from typing import Any
 from pytest_agentrace.report.text import _display_path
 from pytest_agentrace.stats.numerics import wilson_interval
 from pytest_agentrace.stats.snapshot import closing_line
+from pytest_agentrace.stats.verdict import TARGET_TEXT
 
 FORMATS = ("text", "markdown", "json")
 
@@ -35,9 +36,13 @@ def _p(p: float | None) -> str:
     return "-" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}")
 
 
-def _p_bh(p: float | None, adjusted: float | None) -> str:
-    """``"0.031 (0.062)"``: a verdict p-value and, in brackets, its Benjamini-Hochberg adjusted value."""
-    return "-" if p is None else f"{_p(p)} ({_p(adjusted)})"
+def _p_bh(p: float | None, adjusted: float | None, error: float | None = None) -> str:
+    """``"0.031 (0.062)"``: a verdict p-value and, in brackets, its Benjamini-Hochberg adjusted value; a Monte Carlo
+    p-value carries its standard error (``"0.012±0.001 (0.024)"``)."""
+    if p is None:
+        return "-"
+    mc = f"±{error:.1g}" if error else ""
+    return f"{_p(p)}{mc} ({_p(adjusted)})"
 
 
 def _ci(iv: Any, fmt=_f) -> str:
@@ -63,13 +68,20 @@ def _heading(text: str, fmt: str, level: int = 3) -> list[str]:
 def _verdict(c: Any) -> str:
     v = str(c.cost_verdict)
     if c.sequential:
-        return f"{v} ({c.sequential['state']} at {c.sequential['n']} runs)"
+        per = " per case" if len(c.sequential.get("cases") or ()) > 1 else ""
+        fixed = c.sequential.get("fixed_verdict")
+        also = ""
+        if fixed and fixed != v:  # capped: the looks before the cap spent part of alpha
+            also = f"; these runs alone read {fixed}, but earlier looks spent part of alpha"
+        return f"{v} ({c.sequential['state']} at {c.sequential['n']} runs{per}{also})"
     return v + (" (provisional)" if c.provisional and v != "no clear difference" else "") + _disagreement(c)
 
 
 def _disagreement(c: Any) -> str:
     """Why a comparison whose interval excludes 1.00 is still ``no clear difference``: its exact test did not agree
-    (a verdict needs both). With n cases a sign-flip test's two-sided p cannot go below 2 / 2**n (0.5 at 2 cases)."""
+    (a verdict needs both). A test whose smallest possible p (``cost_p_min``) is at or above 0.05 says so: with n
+    cases a sign-flip test's two-sided p cannot go below 2 / 2**n (0.5 at 2 cases: add cases); a stratified
+    permutation test's not below 2 / prod C(2n, n) (2 runs per arm in 2 cases: 2/36 = 0.056: add runs)."""
     iv = c.relative_cost_ci
     if str(c.cost_verdict) != "no clear difference" or c.cost_p is None or iv is None or iv.lo is None or iv.hi is None:
         return ""
@@ -77,8 +89,12 @@ def _disagreement(c: Any) -> str:
         return ""
     text = f" (interval excludes 1.00, {c.cost_test} p={_p(c.cost_p)}"
     n = len(c.cases)
+    floor = getattr(c, "cost_p_min", None)
     if c.cost_test == "sign-flip" and 2 / 2**n >= 0.05:
         text += f"; with {n} cases p cannot go below {2 / 2**n:.2g}: add cases"
+    elif floor is not None and floor >= 0.05:
+        where = f" in {n} cases" if n > 1 else ""
+        text += f"; with {c.runs_per_case} runs per arm{where} p cannot go below {floor:.2g}: add runs"
     return text + ")"
 
 
@@ -173,7 +189,8 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_
         if arm == base:
             rel, verdict, cost_p = "1.00", "baseline", "-"
         elif comp is not None:
-            rel, verdict, cost_p = _f(comp.relative_cost) + _ci(comp.relative_cost_ci), _verdict(comp), _p_bh(comp.cost_p, comp.cost_p_adj)
+            rel, verdict, cost_p = (_f(comp.relative_cost) + _ci(comp.relative_cost_ci), _verdict(comp),
+                                    _p_bh(comp.cost_p, comp.cost_p_adj, comp.cost_p_error))
         else:
             rel, verdict, cost_p = "-", "-", "-"
         turns = [c.turns_mean for c in group if c.turns_mean is not None]
@@ -200,7 +217,7 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_
         comp = case_comps.get((kind, source, agent, c.arm, c.case))
         rel = "1.00" if c.arm == base else (_f(comp.relative_cost) + _ci(comp.relative_cost_ci) if comp else "-")
         crow.append([c.case, c.arm, c.valid, _tok(c.tokens_mean) + _ci(c.tokens_ci, _tok), rel,
-                     _p_bh(comp.cost_p, comp.cost_p_adj) if comp else "-", _verdict(comp) if comp else ("baseline" if c.arm == base else "-")])
+                     _p_bh(comp.cost_p, comp.cost_p_adj, comp.cost_p_error) if comp else "-", _verdict(comp) if comp else ("baseline" if c.arm == base else "-")])
     lines.append("tokens by case:")
     lines += _table(crow, ["Case", "Arm", "Runs", "Tokens/run (95% CI)", "Relative cost (95% CI)", "p (BH p)", "Verdict"], fmt)
     return lines
@@ -239,13 +256,15 @@ def _claims(cs, fmt) -> list[str]:
 def footer_lines(report: Any, fmt: str = "text") -> list[str]:
     f = report.footer
     multiple = len(report.comparisons) + len(report.case_comparisons) > 1
+    target = f.get("target_text")
     return [
+        *([f"target: {target}."] if target else []),
         f"method: {f['method']}.",
         f"seed {f['seed']}, {f['resamples']:,} resamples; {_plural(f['cases'], 'case')}, up to {_plural(f['reps'], 'rep')}, "
         f"{_plural(f['runs'], 'run')}, {_plural(f['errors'], 'infrastructure error')} (excluded), "
         f"{_plural(f['tokens_unknown'], 'run')} with unknown tokens (excluded from token figures)"
         + ("; BH p = Benjamini-Hochberg adjusted within each family: the arm-vs-baseline comparisons together, the "
-           "per-case comparisons together." if multiple else "."),
+           "per-case comparisons of each arm per metric together (per-case verdicts are decided on their BH p)." if multiple else "."),
     ]
 
 
@@ -272,7 +291,7 @@ PLAN_NOTE = ("token totals mean different things for different agents (what coun
 
 
 def plan_lines(rows: Sequence[Any], fmt: str = "text", priced: bool = False) -> list[str]:
-    """The ``agentrace plan --results`` table."""
+    """The ``agentrace plan --results`` table (``json``: the rows as one JSON document)."""
     if fmt == "json":
         return [json.dumps({"rows": [r.to_dict() for r in rows], "note": PLAN_NOTE}, indent=2)]
     headers = ["Agent", "Case", "Arm", "Runs/arm", "Relative cost (95% CI)", "State", "Further runs/arm", "Further tokens"]
@@ -285,4 +304,8 @@ def plan_lines(rows: Sequence[Any], fmt: str = "text", priced: bool = False) -> 
         if priced:
             row.append("-" if r.further_usd is None else f"{r.further_usd:.2f}")
         table.append(row)
-    return _table(table, headers, fmt) + [f"note: {PLAN_NOTE}."]
+    targets = sorted({getattr(r, "target", "fixed") for r in rows})
+    many = any(len(getattr(r, "cases", ())) > 1 for r in rows)
+    extra = [f"target: {TARGET_TEXT[t]}." for t in targets] if many else []
+    per_case = ["runs per arm are counted per case (the fewest of any case and side)."] if many else []
+    return _table(table, headers, fmt) + extra + per_case + [f"note: {PLAN_NOTE}."]

@@ -9,8 +9,7 @@ A *cell* is case x arm x agent (case = task name or trial question id). Rules sh
   counted (``tokens_unknown``).
 - Every random figure is seeded from ``seed`` and the cell/comparison key (``stats.rng_for``), so a report is
   reproducible and a figure does not move when other cells are added.
-- Comparisons are made per (kind, source file, agent) between each arm and the baseline arm, over the cases both
-  have valid runs for. See ``compare_arms`` for the methods and ``verdict`` for the rules.
+- Comparisons of an arm with the baseline arm are in ``compare``; the rules of their verdicts in ``verdict``.
 """
 
 from __future__ import annotations
@@ -23,14 +22,8 @@ from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.stats import numerics as stats
-from pytest_agentrace.stats import resample
-from pytest_agentrace.stats.verdict import (
-    Verdict,
-    cost_signs,
-    difference_verdict,
-    provisional,
-    test_verdict,
-)
+from pytest_agentrace.stats import power as pw
+from pytest_agentrace.stats.verdict import CASES, FIXED
 
 
 def _num(x: Any) -> Any:
@@ -252,7 +245,8 @@ class Spread:
 
     ``cv``: coefficient of variation of relative cost, pooled over the agent's cells (``sqrt(sum((n-1) cv_c^2) /
     sum(n-1))``; dividing by a per-case baseline mean does not change a cell's CV). ``runs_needed``: runs per
-    arm to detect a relative change of ``effect`` with ``power`` at two-sided ``alpha`` (``stats.runs_needed``).
+    arm (per case, over the agent's ``cases``, for the inference ``target``) to detect a relative change of
+    ``effect`` with ``power`` at two-sided ``alpha`` (``power.runs_needed``; one case: ``stats.runs_needed``).
     """
 
     kind: str
@@ -263,14 +257,24 @@ class Spread:
     effect: float = 0.2
     alpha: float = 0.05
     power: float = 0.8
+    cases: int = 1
+    target: str = FIXED
 
     def sentence(self) -> str:
         if self.cv is None:
             return f"{self.agent}: not enough runs with tokens to estimate the spread (need 2 per cell)."
-        need = f"{self.runs_needed}" if self.runs_needed is not None else "more than 100,000"
-        return (f"{self.agent}: CV of relative cost {self.cv:.2f} (pooled over {self.cells} cells); runs per arm to detect a "
+        many = self.cases > 1
+        if self.runs_needed is not None:
+            need = f"{self.runs_needed}"
+        elif many and self.target == CASES:
+            need = f"none (with {self.cases} cases the verdict needs more cases, not more runs)"
+        else:
+            need = "more than 100,000"
+        where = f" per case over {self.cases} cases ({'fixed' if self.target == FIXED else 'new'} cases)" if many else ""
+        test = ("stratified t test on log cost" if self.target == FIXED else "t test over the per-case log ratios") if many else "two-sample t test on log cost"
+        return (f"{self.agent}: CV of relative cost {self.cv:.2f} (pooled over {self.cells} cells); runs per arm{where} to detect a "
                 f"{self.effect:.0%} difference with {self.power:.0%} power at alpha {self.alpha:g}: {need} "
-                f"(two-sample t test on log cost, sigma^2 = ln(1 + CV^2), at the exact test's attainable level).")
+                f"({test}, sigma^2 = ln(1 + CV^2), at the exact test's attainable level).")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "sentence": self.sentence()}
@@ -288,288 +292,23 @@ def pooled_cv(cells: Iterable[CellSummary]) -> tuple[float | None, int]:
     return (math.sqrt(num / den) if den else None), used
 
 
-def spread(cells: Iterable[CellSummary], effect: float = 0.2, alpha: float = 0.05, power: float = 0.8) -> list[Spread]:
-    """One ``Spread`` per (kind, agent)."""
+def spread(cells: Iterable[CellSummary], effect: float = 0.2, alpha: float = 0.05, power: float = 0.8, target: str = FIXED) -> list[Spread]:
+    """One ``Spread`` per (kind, agent); ``cases``: the fewest cases of any of the agent's source files."""
     groups: dict[tuple[str, str], list[CellSummary]] = defaultdict(list)
     for c in cells:
         groups[(c.kind, c.agent)].append(c)
     out = []
     for (kind, agent), cs in sorted(groups.items()):
         value, used = pooled_cv(cs)
-        need = stats.runs_needed(value, effect, alpha, power) if value is not None else None
-        out.append(Spread(kind, agent, value, used, need, effect, alpha, power))
+        per_source: dict[str, set[str]] = defaultdict(set)
+        for c in cs:
+            per_source[c.source].add(c.case)
+        k = min(len(v) for v in per_source.values())
+        if value is None:
+            need = None
+        elif k == 1:
+            need = stats.runs_needed(value, effect, alpha, power)
+        else:
+            need = pw.runs_needed(value, effect, alpha, power, k, target)
+        out.append(Spread(kind, agent, value, used, need, effect, alpha, power, k, target))
     return out
-
-
-# ---------------------------------------------------------------------------------------------- comparisons
-
-
-@dataclass(frozen=True)
-class ArmComparison:
-    """One arm against the baseline arm for one agent, over ``cases`` (the cases both have valid runs for).
-
-    Relative cost (tokens of the arm's runs / the baseline's mean, per case, averaged over cases):
-    ``relative_cost`` with ``relative_cost_ci`` from the cluster bootstrap (``stats.cluster_contrast``);
-    ``cost_p`` from an exact permutation test on the runs (one case) or a sign-flip test on the per-case log
-    ratios (several cases, whose paired case-level bootstrap interval is ``log_ratio_ci``); ``cost_verdict``
-    cheaper / dearer / no clear difference (``verdict.cost_verdict``), ``provisional`` below 8 runs per arm.
-    Pass rate: pooled over cases ``pass_rate_arm`` / ``pass_rate_base`` (errors excluded, and ``*_errors_as_failures``),
-    ``pass_diff`` with Newcombe's interval ``pass_diff_ci`` and Boschloo's two-sided ``boschloo_p``; the verdict
-    (better / worse) rests on Boschloo for one case, and for several cases on the per-case differences
-    (``paired_pass_diff``, case bootstrap ``paired_pass_ci``, sign-flip ``pass_p``). Score (``score_value``):
-    ``score_delta`` with ``score_delta_ci``, ``cohens_d`` (None for zero-variance samples), ``score_verdict``.
-    ``cost_p_adj`` / ``pass_p_adj``: Benjamini-Hochberg over every p-value of the comparisons reported together.
-    ``sequential``: the stop-when-decided decision when the session used it (its verdict replaces ``cost_verdict``).
-    """
-
-    kind: str
-    source: str
-    agent: str
-    arm: str
-    baseline: str
-    cases: tuple[str, ...]
-    runs_arm: int
-    runs_base: int
-    errors_arm: int
-    errors_base: int
-    tokens_unknown: int
-    relative_cost: float | None
-    relative_cost_ci: stats.Interval
-    cost_test: str
-    cost_p: float | None
-    cost_verdict: str
-    provisional: bool
-    log_ratio_mean: float | None
-    log_ratio_ci: stats.Interval
-    pass_rate_arm: float | None
-    pass_rate_base: float | None
-    pass_rate_arm_errors_as_failures: float | None
-    pass_rate_base_errors_as_failures: float | None
-    pass_diff: float | None
-    pass_diff_ci: tuple[float, float]
-    boschloo_p: float | None
-    pass_test: str
-    paired_pass_diff: float | None
-    paired_pass_ci: stats.Interval
-    pass_p: float | None
-    pass_verdict: str
-    score_delta: float | None
-    score_delta_ci: stats.Interval
-    score_p: float | None
-    cohens_d: float | None
-    score_verdict: str
-    cost_p_adj: float | None = None
-    pass_p_adj: float | None = None
-    sequential: dict[str, Any] | None = None
-
-    def summary(self, metric: str = "relative cost") -> str:
-        """A short phrase with the figure behind ``metric``'s verdict (used in reason lines)."""
-        if metric == "relative cost":
-            iv = self.relative_cost_ci
-            ci = f" (95% CI {iv.lo:.2f}-{iv.hi:.2f})" if iv.defined else ""
-            rc = "-" if self.relative_cost is None else f"{self.relative_cost:.2f}"
-            return f"relative cost {rc}{ci}, {self.cost_test} p={_p(self.cost_p)}"
-        if metric == "pass rate":
-            return f"pass rate {_pct(self.pass_rate_arm)} vs {_pct(self.pass_rate_base)}, {self.pass_test} p={_p(self.pass_p)}"
-        return f"score delta {self.score_delta:+.1f}" if self.score_delta is not None else "score delta -"
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {k: _num(v) for k, v in asdict(self).items()}
-        for k in ("relative_cost_ci", "log_ratio_ci", "paired_pass_ci", "score_delta_ci"):
-            d[k] = getattr(self, k).to_dict()
-        d["cases"], d["pass_diff_ci"] = list(self.cases), list(self.pass_diff_ci)
-        return d
-
-
-def _p(p: float | None) -> str:
-    return "-" if p is None else f"{p:.3g}"
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.0%}"
-
-
-def resolve_baseline(runs: Sequence[Outcome], baseline: str | None = None) -> str:
-    """The baseline arm of a group of runs: ``baseline`` when it is one of their arms; else the trial's
-    ``[defaults] baseline`` (``extra["baseline_arm"]``); else an arm named ``baseline``, ``default``; else the
-    first arm in sorted order."""
-    arms = sorted({o.arm for o in runs})
-    if baseline in arms:
-        return baseline  # type: ignore[return-value]
-    named = [o.extra.get("baseline_arm") for o in runs if o.extra.get("baseline_arm") in arms]
-    if named:
-        return max(set(named), key=named.count)  # type: ignore[arg-type]
-    for name in ("baseline", "default"):
-        if name in arms:
-            return name
-    return arms[0]
-
-
-@dataclass(frozen=True)
-class CostResult:
-    """Relative cost of an arm over cases: the cluster-bootstrap ``contrast``, the exact ``test`` (``permutation``
-    for one case, ``sign-flip`` on per-case log ratios for several) with its ``p``, the paired case-level
-    bootstrap of the log ratios (several cases), and the ``verdict`` (``verdict.cost_verdict``)."""
-
-    contrast: stats.Contrast
-    test: str
-    p: float | None
-    log_ratio_mean: float | None
-    log_ratio_ci: stats.Interval
-    verdict: str
-
-
-def cost_batch(cases: Sequence[tuple[Any, Any]], confidence: float = 0.95, resamples: int = stats.DEFAULT_RESAMPLES, alpha: float = 0.05,
-               rng_ci=None, rng_p=None, rng_log=None) -> dict[str, Any]:
-    """The relative-cost decision for T data sets at once (the path every cost verdict takes; the A/A simulations
-    call it with thousands). ``cases``: per case ``(A, B)`` token arrays (T, n_arm), (T, n_base), every value > 0.
-
-    Returns arrays: ``estimate``, ``lo``, ``hi``, ``method`` (interval of the cluster bootstrap), ``p`` (exact
-    permutation test for one case, sign-flip on per-case log ratios for several), ``log_mean``/``log_lo``/``log_hi``/
-    ``log_method`` (paired case-level bootstrap of the log ratios; several cases), ``sign`` (-1 cheaper, +1 dearer,
-    0 no clear difference: the interval excludes 1.00 and p < ``alpha``), and ``test``."""
-    import numpy as np
-
-    data = [(np.atleast_2d(np.asarray(a, dtype=float)), np.atleast_2d(np.asarray(b, dtype=float))) for a, b in cases]
-    est, lo, hi, method, _ = resample.cluster_contrast(data, "ratio", confidence, resamples, rng_ci)
-    t_count = est.shape[0]
-    nan = np.full(t_count, np.nan)
-    out = {"estimate": est, "lo": lo, "hi": hi, "method": method, "log_mean": nan, "log_lo": nan, "log_hi": nan,
-           "log_method": np.full(t_count, resample.NONE)}
-    if len(data) > 1:
-        logs = np.stack([np.log(a.mean(axis=1) / b.mean(axis=1)) for a, b in data], axis=1)
-        out["test"], out["p"] = "sign-flip", resample.sign_flip_p(logs, resamples, rng_p)
-        out["log_mean"] = logs.mean(axis=1)
-        out["log_lo"], out["log_hi"], out["log_method"] = resample.mean_interval(logs, confidence, resamples, rng_log)
-    else:
-        out["test"], out["p"] = "permutation", resample.permutation_p(data[0][0], data[0][1], resamples, rng_p)
-    out["sign"] = cost_signs(lo, hi, out["p"], alpha)
-    return out
-
-
-def cost_result(tok: Sequence[tuple[Sequence[float], Sequence[float]]], confidence: float = 0.95, resamples: int = stats.DEFAULT_RESAMPLES,
-                alpha: float = 0.05, rng_ci=None, rng_p=None, rng_log=None) -> CostResult:
-    """Relative cost of arm vs baseline from per-case ``(arm tokens, baseline tokens)`` (``cost_batch`` on one data
-    set). Cases with an empty side or a zero baseline are left out; with a token <= 0 the log ratios of several
-    cases are undefined, so their test is skipped (no verdict)."""
-    tok = stats.usable_cases(tok, "ratio")
-    if not tok:
-        return CostResult(stats.Contrast("ratio", None, stats.Interval.none(confidence), 0, 0, 0, False), "permutation", None, None,
-                          stats.Interval.none(confidence), Verdict.NO_CLEAR.value)
-    if len(tok) > 1 and min(min(a) for a, _ in tok) <= 0:
-        contrast = stats.cluster_contrast(tok, "ratio", confidence, resamples, rng_ci)
-        return CostResult(contrast, "sign-flip", None, None, stats.Interval.none(confidence), Verdict.NO_CLEAR.value)
-    r = cost_batch([([a], [b]) for a, b in tok], confidence, resamples, alpha, rng_ci, rng_p, rng_log)
-    log_ci = stats._interval(r["log_lo"], r["log_hi"], r["log_method"], confidence)
-    log_mean = None if len(tok) == 1 else float(r["log_mean"][0])
-    sign = int(r["sign"][0])
-    verdict = Verdict.CHEAPER.value if sign < 0 else Verdict.DEARER.value if sign > 0 else Verdict.NO_CLEAR.value
-    spread = any(max(a) > min(a) or max(b) > min(b) for a, b in tok)
-    contrast = stats.Contrast("ratio", float(r["estimate"][0]), stats._interval(r["lo"], r["hi"], r["method"], confidence),
-                              len(tok), sum(len(a) for a, _ in tok), sum(len(b) for _, b in tok), spread)
-    return CostResult(contrast, r["test"], float(r["p"][0]), log_mean, log_ci, verdict)
-
-
-def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Sequence[str],
-             by_cell: dict[tuple[str, str], list[Outcome]], seed: int, resamples: int, confidence: float, alpha: float) -> ArmComparison:
-    key = (kind, source, agent, arm, base, tuple(cases))
-    rng = lambda what: stats.rng_for(seed, what, *key)
-    arm_all = {c: by_cell[(c, arm)] for c in cases}
-    base_all = {c: by_cell[(c, base)] for c in cases}
-    arm_v = {c: [o for o in rs if o.is_sample] for c, rs in arm_all.items()}
-    base_v = {c: [o for o in rs if o.is_sample] for c, rs in base_all.items()}
-    many = len(cases) > 1
-    # relative cost
-    tok = [(tokens_of(arm_v[c]), tokens_of(base_v[c])) for c in cases]
-    cr = cost_result(tok, confidence, resamples, alpha, rng("cost"), rng("cost-p"), rng("log-ratio"))
-    cost = cr.contrast
-    # pass rate
-    ka = sum(o.status == Status.PASSED for c in cases for o in arm_v[c])
-    kb = sum(o.status == Status.PASSED for c in cases for o in base_v[c])
-    na, nb = sum(map(len, arm_v.values())), sum(map(len, base_v.values()))
-    ra, rb = sum(map(len, arm_all.values())), sum(map(len, base_all.values()))
-    rate_a, rate_b = (ka / na if na else None), (kb / nb if nb else None)
-    diff = rate_a - rate_b if rate_a is not None and rate_b is not None else None
-    bp = stats.boschloo_p(ka, na, kb, nb) if na and nb else None
-    if many:
-        d = [sum(o.status == Status.PASSED for o in arm_v[c]) / len(arm_v[c]) - sum(o.status == Status.PASSED for o in base_v[c]) / len(base_v[c]) for c in cases]
-        paired_diff, paired_ci = sum(d) / len(d), stats.mean_interval(d, confidence, resamples, rng("pass-paired"))
-        pass_test, pass_p = "sign-flip", stats.sign_flip_p(d, resamples, rng("pass-p"))
-        pass_v = difference_verdict(paired_ci, pass_p, alpha)
-    else:
-        paired_diff, paired_ci = None, stats.Interval.none(confidence)
-        pass_test, pass_p = "Boschloo", bp
-        pass_v = test_verdict(bp, diff, alpha)
-    # score
-    sc = [([score_value(o) for o in arm_v[c]], [score_value(o) for o in base_v[c]]) for c in cases]
-    score = stats.cluster_contrast(sc, "difference", confidence, resamples, rng("score"))
-    if many:
-        score_p = stats.sign_flip_p([sum(a) / len(a) - sum(b) / len(b) for a, b in sc], resamples, rng("score-p"))
-    else:
-        score_p = stats.permutation_p(sc[0][0], sc[0][1], resamples, rng("score-p"), log_ratio=False)
-    d_all = stats.cohens_d([x for a, _ in sc for x in a], [x for _, b in sc for x in b])
-    return ArmComparison(
-        kind=kind, source=source, agent=agent, arm=arm, baseline=base, cases=tuple(cases),
-        runs_arm=na, runs_base=nb, errors_arm=ra - na, errors_base=rb - nb,
-        tokens_unknown=(na - sum(len(tokens_of(v)) for v in arm_v.values())) + (nb - sum(len(tokens_of(v)) for v in base_v.values())),
-        relative_cost=cost.estimate, relative_cost_ci=cost.interval, cost_test=cr.test, cost_p=cr.p,
-        cost_verdict=cr.verdict, provisional=provisional(cost.n_arm, cost.n_base),
-        log_ratio_mean=cr.log_ratio_mean, log_ratio_ci=cr.log_ratio_ci,
-        pass_rate_arm=rate_a, pass_rate_base=rate_b,
-        pass_rate_arm_errors_as_failures=ka / ra if ra else None, pass_rate_base_errors_as_failures=kb / rb if rb else None,
-        pass_diff=diff, pass_diff_ci=stats.newcombe_interval(ka, na, kb, nb, confidence), boschloo_p=bp,
-        pass_test=pass_test, paired_pass_diff=paired_diff, paired_pass_ci=paired_ci, pass_p=pass_p, pass_verdict=pass_v,
-        score_delta=score.estimate, score_delta_ci=score.interval, score_p=score_p, cohens_d=d_all,
-        score_verdict=difference_verdict(score.interval, score_p, alpha),
-    )
-
-
-def compare_arms(outcomes: Iterable[Outcome], baseline: str | None = None, seed: int = 0, resamples: int = stats.DEFAULT_RESAMPLES,
-                 confidence: float = 0.95, alpha: float = 0.05, by_case: bool = False) -> list[ArmComparison]:
-    """Compare every arm with the baseline arm, per (kind, source, agent); ``by_case`` gives one comparison per case.
-
-    Uses the cases where both the arm and the baseline have at least one valid run; a group with one arm gives
-    nothing. ``baseline``: see ``resolve_baseline``. ``resamples`` bootstrap draws (default 10,000), seeded by
-    ``seed``. P-values used for verdicts are also given after Benjamini-Hochberg over the whole returned list.
-    Returns comparisons sorted by (kind, source, agent, arm[, case]).
-    """
-    outcomes = list(outcomes)
-    groups: dict[tuple[str, str, str], list[Outcome]] = defaultdict(list)
-    for o in outcomes:
-        groups[(o.kind, o.source, o.agent)].append(o)
-    result: list[ArmComparison] = []
-    for (kind, source, agent), runs in sorted(groups.items()):
-        arms = sorted({o.arm for o in runs})
-        if len(arms) < 2:
-            continue
-        base = resolve_baseline(runs, baseline)
-        by_cell: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
-        for o in sorted(runs, key=lambda o: o.rep):
-            by_cell[(o.case, o.arm)].append(o)
-        valid_cases = {(c, a) for (c, a), rs in by_cell.items() if any(o.is_sample for o in rs)}
-        for arm in arms:
-            if arm == base:
-                continue
-            shared = sorted(c for c, a in valid_cases if a == arm and (c, base) in valid_cases)
-            if not shared:
-                continue
-            for cases in ([[c] for c in shared] if by_case else [shared]):
-                result.append(_compare(kind, source, agent, arm, base, cases, by_cell, seed, resamples, confidence, alpha))
-    return with_bh(result)
-
-
-def with_bh(comparisons: list[ArmComparison]) -> list[ArmComparison]:
-    """Fill ``cost_p_adj`` / ``pass_p_adj`` by Benjamini-Hochberg over all verdict p-values of ``comparisons``."""
-    import dataclasses
-
-    ps = [p for c in comparisons for p in (c.cost_p, c.pass_p)]
-    adj = stats.bh_adjust(ps)
-    return [dataclasses.replace(c, cost_p_adj=adj[2 * i], pass_p_adj=adj[2 * i + 1]) for i, c in enumerate(comparisons)]
-
-
-def with_sequential(comparison: ArmComparison, decision: dict[str, Any]) -> ArmComparison:
-    """Replace the cost verdict by a stop-when-decided ``decision`` (``sequential.Decision.to_dict()``)."""
-    import dataclasses
-
-    verdict = decision.get("verdict") or Verdict.NO_CLEAR.value
-    return dataclasses.replace(comparison, cost_verdict=verdict, sequential=decision)

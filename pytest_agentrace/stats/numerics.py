@@ -10,7 +10,8 @@ the docstrings. Conventions:
   added to or removed from a report.
 - Intervals that cannot be computed (no data, one run) have ``lo = hi = None`` and method ``"none"``.
 
-Small-sample expansion (used by every bootstrap interval here). A bootstrap interval for a mean is too narrow
+Small-sample expansion (used by every BCa interval here; relative costs over several cases, or over one case from 8
+runs a side, use the symmetric bootstrap-t of ``resample.stratified_contrast`` instead). A bootstrap interval for a mean is too narrow
 at small n for two reasons: the bootstrap variance of a mean is ``(n-1)/n`` of the unbiased one, and a normal
 quantile is used where Student's t belongs. Following Hesterberg's *expanded percentile interval*
 (T. Hesterberg, "What teachers should know about the bootstrap", The American Statistician 69(4), 2015,
@@ -43,8 +44,9 @@ class Interval:
     """A two-sided interval ``[lo, hi]`` at ``confidence``; ``method`` says how it was made.
 
     Methods: ``bca`` (bootstrap, bias-corrected and accelerated), ``percentile`` (bootstrap, used where BCa is
-    not defined), ``point`` (every resample equal: the sample has no spread), ``wilson``, ``newcombe``,
-    ``none`` (not computable: ``lo`` and ``hi`` are None).
+    not defined), ``bootstrap-t`` (symmetric studentized bootstrap on the log scale, ``resample.stratified_contrast``),
+    ``point`` (every resample equal: the sample has no spread), ``wilson``, ``newcombe``, ``mover-wilson``
+    (``strata.stratified_pass_interval``), ``none`` (not computable: ``lo`` and ``hi`` are None).
     """
 
     lo: float | None
@@ -258,7 +260,7 @@ def permutation_p(a: Sequence[float], b: Sequence[float], resamples: int = DEFAU
     """Two-sided permutation p-value for a difference between two samples (exchangeable under the null).
 
     Statistic: ``|log(mean(a)/mean(b))|`` (``log_ratio``; falls back to the difference when a value is <= 0) or
-    ``|mean(a) - mean(b)|``. Exact (every relabelling) up to 5,000 relabellings (7 runs a side), else ``resamples`` random ones
+    ``|mean(a) - mean(b)|``. Exact (every relabelling) up to 20,000 relabellings (8 runs a side), else ``resamples`` random ones
     with ``(1 + hits) / (1 + resamples)`` (Phipson & Smyth, SAGMB 9, 2010). None when a side is empty.
     """
     if not len(a) or not len(b):
@@ -412,6 +414,15 @@ def cohens_d(a: Sequence[float], b: Sequence[float]) -> float | None:
     if pooled <= 0:
         return None
     return (sum(a) / na - sum(b) / nb) / math.sqrt(pooled)
+
+
+def bounded(interval: tuple[float, float] | None, lo: float, hi: float) -> tuple[float, float] | None:
+    """``interval`` cut to the range ``[lo, hi]`` of the figure it is about (a score 0-100, a pass rate 0-1). A true
+    value always lies in that range, so the cut interval covers it exactly as often as the uncut one: coverage is
+    kept, only impossible values go. None stays None."""
+    if interval is None:
+        return None
+    return (min(max(interval[0], lo), hi), max(min(interval[1], hi), lo))
 
 
 def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:

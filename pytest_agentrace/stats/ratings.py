@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
-from pytest_agentrace.stats.numerics import _var, t_interval
+from pytest_agentrace.stats.numerics import _var, bounded, t_interval
 from pytest_agentrace.stats.score import score_outcomes
 
 INITIAL = 1500.0
@@ -112,7 +112,8 @@ class RaceStats:
 
     ``runs``: valid runs (errors excluded); ``score_mean`` / ``score_sd`` over them; ``score_ci``: Student t 95%
     interval (exact t quantiles at every n; the runs are those of these tasks, so it says how sure the mean is for
-    these tasks, not for tasks in general); ``consistency = max(0, 1 - CV of score)`` (coderace's definition);
+    these tasks, not for tasks in general), cut to the score's range 0-100 (``numerics.bounded``: the true mean
+    lies in that range, so cutting never loses coverage); ``consistency = max(0, 1 - CV of score)`` (coderace's definition);
     ``reliability``: share of valid runs that neither timed out nor had a non-zero agent exit code; ``races``:
     tasks where at least one other agent raced; ``wins``: races where the agent's mean score beat every other
     agent's by more than the draw margin (1 point) - ties are not wins; ``win_rate = wins / races``.
@@ -159,7 +160,7 @@ def race_stats(outcomes: Sequence[Outcome]) -> list[RaceStats]:
         mine = [r for r in all_races if agent in r.scores and len(r.scores) > 1]
         wins = sum(all(r.scores[agent] - s > DRAW_MARGIN for b, s in r.scores.items() if b != agent) for r in mine)
         out.append(RaceStats(
-            agent, len({(o.source, o.case) for o in runs}), len(valid), mean, sd, t_interval(scores), consistency,
+            agent, len({(o.source, o.case) for o in runs}), len(valid), mean, sd, bounded(t_interval(scores), 0.0, 100.0), consistency,
             len(ok) / len(valid) if valid else None, len(mine), wins, wins / len(mine) if mine else None, ratings.get(agent),
         ))
     return sorted(out, key=lambda s: (-(s.score_mean if s.score_mean is not None else -1), s.agent))

@@ -12,19 +12,18 @@ from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import ratings
 from pytest_agentrace.stats import sequential as seq
 from pytest_agentrace.stats.cells import (
-    ArmComparison,
     ArmTokens,
     CellSummary,
     Reliability,
     Spread,
     arm_tokens,
-    compare_arms,
     reliability,
     spread,
     summarize,
-    with_sequential,
 )
+from pytest_agentrace.stats.compare import ArmComparison, compare_arms, with_sequential
 from pytest_agentrace.stats.score import score_outcomes
+from pytest_agentrace.stats.verdict import CASES, FIXED, TARGET_TEXT, check_target
 
 
 @dataclass(frozen=True)
@@ -56,28 +55,41 @@ class StatsReport:
         }
 
 
-METHODS = ("pass rates: Wilson 95% intervals (errors excluded; bracket with errors as failures); tokens per run: bootstrap "
-           "(BCa with small-sample expansion); relative cost: cluster bootstrap (cases, then runs) with an exact permutation "
-           "test (one case) or sign-flip test (several cases); pass-rate difference: Newcombe interval, Boschloo exact test "
-           "(one case) or paired case bootstrap with sign-flip test; p-values also Benjamini-Hochberg adjusted")
+METHODS = {
+    FIXED: ("pass rates: Wilson 95% intervals (errors excluded; bracket with errors as failures); tokens per run: bootstrap "
+            "(BCa with small-sample expansion); target: the cases that ran (fixed cases); relative cost: bootstrap stratified "
+            "by case (runs resampled within their case, cases weighted equally; symmetric bootstrap-t on the log scale from "
+            "14 degrees of freedom in the runs, else BCa) with an exact permutation test (arm labels permuted within each "
+            "case; Monte Carlo with its error when there are too many relabellings); pass-rate difference: Newcombe interval "
+            "and Boschloo exact test (one case) or MOVER-Wilson interval and stratified exact test; per-case verdicts on "
+            "Benjamini-Hochberg adjusted p; p-values also Benjamini-Hochberg adjusted"),
+    CASES: ("pass rates: Wilson 95% intervals (errors excluded; bracket with errors as failures); tokens per run: bootstrap "
+            "(BCa with small-sample expansion); target: new cases like these (--agentrace-generalize cases); relative cost: "
+            "cluster bootstrap (cases, then runs) with an exact permutation test (one case) or sign-flip test over cases; "
+            "pass-rate difference: Newcombe interval, Boschloo exact test (one case) or paired case bootstrap with "
+            "sign-flip test; per-case verdicts on Benjamini-Hochberg adjusted p; p-values also Benjamini-Hochberg adjusted"),
+}
 
 
 def build_report(outcomes: Iterable[Outcome], baseline: str | None = None, seed: int = 0, resamples: int = stats.DEFAULT_RESAMPLES,
                  cases: Sequence[str] | None = None, sequential: dict[str, Any] | None = None, alpha: float = 0.05,
-                 confidence: float = 0.95) -> StatsReport:
-    """Build the statistics report over ``outcomes`` (optionally only ``cases``).
+                 confidence: float = 0.95, target: str = FIXED) -> StatsReport:
+    """Build the statistics report over ``outcomes`` (optionally only ``cases``) for the inference ``target``
+    (``fixed``: the cases that ran, the default; ``cases``: new cases like these; see ``compare``).
 
     ``sequential``: ``{"cap": int}`` or ``{"caps": {source: int}}`` (+ optional ``min_runs``) when the session
-    stopped reps early (``--agentrace-stop-when-decided``): single-case cost verdicts then come from
-    ``sequential.decide`` with that cap (the planned reps per arm).
+    stopped reps early (``--agentrace-stop-when-decided``): cost verdicts then come from ``sequential.decisions``
+    with that cap (the planned reps per arm): for ``fixed`` the arm's verdict over its cases (and a one-case
+    comparison's), for ``cases`` each case's verdict (and a one-case arm's).
     """
+    check_target(target)
     outcomes = [o for o in outcomes if not cases or o.case in set(cases)]
     if any(o.kind == "task" and o.score is None and o.is_sample for o in outcomes):
         outcomes = score_outcomes(outcomes)
     cells = summarize(outcomes, seed, resamples, confidence)
-    comps = compare_arms(outcomes, baseline, seed, resamples, confidence, alpha)
-    by_case = compare_arms(outcomes, baseline, seed, resamples, confidence, alpha, by_case=True)
-    method = METHODS
+    comps = compare_arms(outcomes, baseline, seed, resamples, confidence, alpha, target=target)
+    by_case = compare_arms(outcomes, baseline, seed, resamples, confidence, alpha, by_case=True, target=target)
+    method = METHODS[target]
     if sequential:
         min_runs = int(sequential.get("min_runs", seq.MIN_RUNS))
         caps = {src: int(c) for src, c in (sequential.get("caps") or {}).items()}
@@ -86,24 +98,31 @@ def build_report(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
             cap = caps.get(src, sequential.get("cap"))
             if cap:
                 caps[src] = int(cap)
-                found.update(seq.decisions([o for o in outcomes if o.source == src], int(cap), baseline, min_runs, alpha))
+                found.update(seq.decisions([o for o in outcomes if o.source == src], int(cap), baseline, min_runs, alpha, target,
+                                           seed, resamples, confidence))
+        pooled = {(k[0], k[1], k[3], k[4]): d for k, d in found.items()}
 
-        def apply(c: ArmComparison) -> ArmComparison:
-            d = found.get((c.kind, c.source, c.cases[0], c.agent, c.arm)) if len(c.cases) == 1 else None
+        def apply(c: ArmComparison, per_case: bool) -> ArmComparison:
+            if target == FIXED:
+                d = pooled.get((c.kind, c.source, c.agent, c.arm))
+                d = d if d is not None and (not per_case or len(d.cases) == 1) else None
+            else:
+                d = found.get((c.kind, c.source, c.cases, c.agent, c.arm)) if len(c.cases) == 1 else None
             return with_sequential(c, d.to_dict()) if d is not None else c
 
-        comps, by_case = [apply(c) for c in comps], [apply(c) for c in by_case]
+        comps, by_case = [apply(c, False) for c in comps], [apply(c, True) for c in by_case]
         cap_text = ", ".join(sorted({str(c) for c in caps.values()})) or "-"
-        method += f"; stop-when-decided: {seq.METHOD} (cap {cap_text} runs per arm, first look at {min_runs})"
+        over = "one decision per arm over its cases" if target == FIXED else "one decision per case at alpha / cases"
+        method += f"; stop-when-decided: {seq.METHOD} (cap {cap_text} runs per arm, first look at {min_runs}; {over})"
     samples = [o for o in outcomes if o.is_sample]
     footer = {
-        "method": method, "seed": seed, "resamples": resamples, "alpha": alpha,
+        "method": method, "seed": seed, "resamples": resamples, "alpha": alpha, "target": target, "target_text": TARGET_TEXT[target],
         "cases": len({(o.kind, o.source, o.case) for o in outcomes}), "reps": max((o.rep for o in outcomes), default=0),
         "runs": len(outcomes), "errors": len(outcomes) - len(samples),
         "tokens_unknown": sum(o.usage.total_tokens is None for o in samples),
     }
     settings = {"baseline": baseline, "seed": seed, "resamples": resamples, "alpha": alpha, "confidence": confidence,
-                "cases": list(cases) if cases else None, "sequential": sequential}
+                "cases": list(cases) if cases else None, "sequential": sequential, "target": target}
     races = ratings.race_stats(outcomes) if any(o.kind == "task" for o in outcomes) else []
-    return StatsReport(settings, cells, comps, by_case, spread(cells, alpha=alpha), reliability(cells), races, footer,
+    return StatsReport(settings, cells, comps, by_case, spread(cells, alpha=alpha, target=target), reliability(cells), races, footer,
                        arm_tokens(outcomes, seed, resamples, confidence))

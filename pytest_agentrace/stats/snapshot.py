@@ -24,7 +24,9 @@ from typing import Any
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.record.runfile import read_json, write_atomic
 from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats import strata
 from pytest_agentrace.stats.verdict import (
+    FIXED,
     REGRESSION_ALPHA,
     SAME_NOTE,
     Verdict,
@@ -125,6 +127,7 @@ class SnapshotRow:
 
     ``arm`` reads ``A -> B`` when arms were mapped (``--old-arm A --new-arm B``). ``ratio`` is the token ratio
     (new / old) contrast (``stats.Contrast.to_dict``) or None; ``verdict`` see ``verdict.snapshot_verdict``.
+    ``pooled`` rows (``case`` reads ``all N cases``) compare every case of one arm and agent at once (see ``compare``).
     """
 
     kind: str
@@ -140,6 +143,7 @@ class SnapshotRow:
     ratio: dict[str, Any] | None = None
     ratio_p: float | None = None
     also: tuple[str, ...] = ()  # further verdicts that hold (``dearer`` of a ``regressed`` cell); gates see them too
+    pooled: bool = False  # a row over all compared cases of one (kind, arm, agent), for the inference target
 
     def passed_text(self) -> str:
         old = "-" if self.old_total is None else f"{self.old_passed}/{self.old_total}"
@@ -160,13 +164,15 @@ def _version_notes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str | None = None, new_arm: str | None = None,
-            tolerance: float = 0.10, seed: int = 0, resamples: int = 10_000, alpha: float = REGRESSION_ALPHA) -> list[SnapshotRow]:
+            tolerance: float = 0.10, seed: int = 0, resamples: int = 10_000, alpha: float = REGRESSION_ALPHA,
+            target: str = FIXED) -> list[SnapshotRow]:
     """Compare this session's cells with ``snapshot`` (as read by ``read_snapshot``).
 
     With ``old_arm``/``new_arm`` the snapshot's ``old_arm`` cells are compared with the session's ``new_arm``
     cells of the same kind, case and agent. Cells of the snapshot that did not run read ``not run``; cells not in
     the snapshot read ``new``; neither is a regression. ``alpha``: one-sided level of the pass-rate tests
-    (``verdict.snapshot_verdict``). Rows sorted by (agent, case, arm).
+    (``verdict.snapshot_verdict``). Rows sorted by (agent, case, arm); after the rows of each (kind, arm, agent)
+    with two or more compared cases, one ``pooled`` row over them (``pooled_row``, for ``target``).
     """
     if (old_arm is None) != (new_arm is None):
         raise ValueError("compare: give both old_arm and new_arm, or neither")
@@ -203,12 +209,72 @@ def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str 
             new = cell_record(runs)
             rows.append(SnapshotRow(new["kind"], new["case"], new["arm"], new["agent"], None, None, new["passed"], new["total"],
                                     Verdict.NEW.value, "not in the snapshot"))
-    return sorted(rows, key=lambda r: (r.agent, r.case, r.arm))
+    rows = sorted(rows, key=lambda r: (r.agent, r.case, r.arm))
+    pairs: dict[tuple[str, str, str], list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
+    for old in old_cells.values():
+        runs = new_groups.get(match(old))
+        if runs:
+            pairs[(old["kind"], arm_label(old["arm"]), old["agent"])].append((old, cell_record(runs)))
+    for (kind, arm, agent), found in sorted(pairs.items()):
+        if len(found) > 1:
+            rows.append(pooled_row(kind, arm, agent, found, tolerance, seed, resamples, alpha, target))
+    return sorted(rows, key=lambda r: (r.agent, r.pooled, r.case, r.arm))
+
+
+def pooled_row(kind: str, arm: str, agent: str, found: Sequence[tuple[dict[str, Any], dict[str, Any]]], tolerance: float, seed: int,
+               resamples: int, alpha: float, target: str) -> SnapshotRow:
+    """One row over the compared cells (``(old, new)`` snapshot records, one per case) of an arm and agent.
+
+    ``fixed`` (the cases compared): token ratio new / old by the bootstrap stratified by case with the stratified
+    permutation test, pass rate by the stratified exact test (one-sided), each case weighted equally. ``cases``
+    (new cases like these): cluster bootstrap with the sign-flip test over the per-case log ratios, pass rate by the
+    one-sided sign-flip test over the per-case differences (below 6 cases it cannot reach 0.05). The verdict rules
+    are ``verdict.snapshot_verdicts``' with these tests."""
+    import math
+
+    key = ("snapshot-pooled", kind, arm, agent, tuple(o["case"] for o, _ in found))
+    rng = lambda what: stats.rng_for(seed, what, *key)
+    tables = [(n["passed"], n["total"], o["passed"], o["total"]) for o, n in found if n["total"] and o["total"]]
+    rates = None
+    if tables:
+        rates = (sum(b / m for _, _, b, m in tables) / len(tables), sum(a / n for a, n, _, _ in tables) / len(tables))
+    tok = [(n["tokens"], o["tokens"]) for o, n in found if n["tokens"] and o["tokens"]]
+    ratio = ratio_p = None
+    if target == FIXED:
+        test = ("stratified exact", strata.stratified_binary_p(tables, "less"), strata.stratified_binary_p(tables, "greater")) if tables else None
+        if tok:
+            ratio = strata.stratified_contrast(tok, "ratio", 0.95, resamples, rng("ratio"))
+            ratio_p, _ = strata.stratified_permutation_p(tok, "ratio", resamples, rng("ratio-p"))
+    else:
+        d = [a / n - b / m for a, n, b, m in tables]
+        two = stats.sign_flip_p(d, resamples, rng("pass-p")) if len(d) > 1 else None
+        half = None if two is None else min(1.0, two / 2)
+        test = ("sign-flip", half if rates and rates[1] < rates[0] else 1.0, half if rates and rates[1] > rates[0] else 1.0) if tables else None
+        usable = stats.usable_cases(tok, "ratio")
+        if len(usable) > 1 and min(min(a) for a, _ in usable) > 0:
+            ratio = stats.cluster_contrast(usable, "ratio", 0.95, resamples, rng("ratio"))
+            ratio_p = stats.sign_flip_p([math.log((sum(a) / len(a)) / (sum(b) / len(b))) for a, b in usable], resamples, rng("ratio-p"))
+    runs_side = min((min(len(a), len(b)) for a, b in tok), default=0)
+    old_p, old_t = sum(o["passed"] for o, _ in found), sum(o["total"] for o, _ in found)
+    new_p, new_t = sum(n["passed"] for _, n in found), sum(n["total"] for _, n in found)
+    (verdict, *also), detail = snapshot_verdicts(old_p, old_t, new_p, new_t, ratio, ratio_p, tolerance, alpha, pass_test=test,
+                                                 runs_per_side=runs_side, pass_rates=rates)
+    what = "these cases" if target == FIXED else "new cases like these"
+    return SnapshotRow(kind, f"all {len(found)} cases", arm, agent, old_p, old_t, new_p, new_t, verdict, "; ".join([*detail, f"target: {what}"]),
+                       ratio.to_dict() if ratio is not None else None, ratio_p, tuple(also), pooled=True)
 
 
 def closing_line(rows: Sequence[SnapshotRow]) -> str:
-    """``N cells: a regressed, b dearer, ... .`` plus the reminder of what ``same`` means."""
-    counts = Counter(v for r in rows for v in (r.verdict, *r.also))  # a regressed and dearer cell counts in both
+    """``N cells: a regressed, b dearer, ... .`` (pooled rows apart: ``over all cases: ...``) plus the reminder of
+    what ``same`` means."""
+    cells = [r for r in rows if not r.pooled]
+    pooled = [r for r in rows if r.pooled]
+    counts = Counter(v for r in cells for v in (r.verdict, *r.also))  # a regressed and dearer cell counts in both
     order = [v.value for v in (Verdict.REGRESSED, Verdict.DEARER, Verdict.IMPROVED, Verdict.SAME, Verdict.NOT_RUN, Verdict.NEW)]
     parts = ", ".join(f"{counts.get(v, 0)} {v}" for v in order)
-    return f"{len(rows)} cells: {parts}. {SAME_NOTE}."
+    over = ""
+    if pooled:
+        both = Counter(v for r in pooled for v in (r.verdict, *r.also))
+        over = f" Over all cases ({len(pooled)} arm{'s' if len(pooled) != 1 else ''}): " + ", ".join(
+            f"{both.get(v, 0)} {v}" for v in order[:4]) + "."
+    return f"{len(cells)} cells: {parts}.{over} {SAME_NOTE}."

@@ -3,12 +3,17 @@
 A verdict is the decision of one comparison, always read together with its interval:
 
 - ``cheaper`` / ``dearer`` (relative cost vs the baseline arm): the relative-cost interval excludes 1.00 *and*
-  the exact test behind it agrees at ``alpha`` (a permutation test on the runs of one case, a sign-flip test
-  on per-case log ratios for several cases). The bootstrap interval alone is anti-conservative at 4-12 runs
-  (the project's A/A simulation, ``tests/test_sim_aa.py``, measured 5.5-7.8% false positives for it alone at a
-  nominal 5%); requiring the exact test keeps the false-positive rate at or below ``alpha`` (measured 3.7-5.45%). ``provisional`` below 8 runs per arm.
+  the exact test behind it agrees at ``alpha``. Over several cases the test depends on the inference target
+  (``FIXED``, the default: a permutation test with arm labels permuted within each case; ``CASES``: a sign-flip
+  test on per-case log ratios); one case: the permutation test on its runs. A bootstrap interval alone is
+  anti-conservative at 4-12 runs (the project's A/A simulation, ``tests/test_sim_aa.py``, measured 5.5-7.8% false
+  positives for it alone at a nominal 5%); requiring the exact test keeps the false-positive rate at or below
+  ``alpha``. ``provisional`` below 8 runs per arm in some case.
 - ``better`` / ``worse`` (per metric: pass rate, score): the same two conditions on a difference whose null is 0;
   with one case the pass-rate verdict is Boschloo's exact test alone.
+- per-case verdicts (one comparison per case, reported together) are decided on their Benjamini-Hochberg
+  adjusted p-values (``compare.with_bh``), so the share of A/A trials with a false per-case verdict stays at
+  ``alpha`` however many cases there are.
 - ``regressed`` / ``dearer`` / ``improved`` / ``same`` / ``not run`` / ``new`` (a session against a snapshot):
   see ``snapshot_verdict``. ``same`` means no change could be shown, not that none exists.
 - ``no clear difference``: nothing could be shown.
@@ -24,10 +29,24 @@ from typing import Any
 
 from pytest_agentrace.stats.numerics import boschloo_p
 
-PROVISIONAL_RUNS = 8  # a cost verdict with fewer runs per arm than this is marked provisional
+PROVISIONAL_RUNS = 8  # a cost verdict with fewer runs per arm in some case than this is marked provisional
 SNAPSHOT_MIN_RUNS = 4  # a snapshot token verdict needs at least this many runs a side
 REGRESSION_ALPHA = 0.05  # one-sided level of the snapshot pass-rate tests (see snapshot_verdict for why not 0.1)
 SAME_NOTE = "`same` means no change could be shown, not that none exists"
+
+# inference targets (``--agentrace-generalize``): what a verdict over several cases is about
+FIXED = "fixed"  # the cases this trial ran: runs vary, cases are kept (the default)
+CASES = "cases"  # new cases like these: cases are a sample too
+TARGETS = (FIXED, CASES)
+TARGET_TEXT = {FIXED: "these cases (fixed cases; --agentrace-generalize cases asks about new cases like these)",
+               CASES: "new cases like these (cases resampled; the default asks about the cases that ran)"}
+
+
+def check_target(target: str) -> str:
+    """``target`` when it is one of ``TARGETS``; raises ``ValueError`` naming the choices otherwise."""
+    if target not in TARGETS:
+        raise ValueError(f"generalize: choose {' or '.join(TARGETS)}, not {target!r}")
+    return target
 
 
 class Verdict(enum.StrEnum):
@@ -87,12 +106,14 @@ def test_verdict(p: float | None, diff: float | None, alpha: float = 0.05) -> st
 
 
 def provisional(n_arm: int, n_base: int) -> bool:
-    """True when either side has fewer than ``PROVISIONAL_RUNS`` runs (the verdict may change with more runs)."""
+    """True when either side has fewer than ``PROVISIONAL_RUNS`` runs (the verdict may change with more runs).
+    Comparisons over several cases pass the fewest runs of any case and side (runs per arm per case)."""
     return min(n_arm, n_base) < PROVISIONAL_RUNS
 
 
 def snapshot_verdicts(old_passed: int, old_total: int, new_passed: int, new_total: int, ratio: Any = None, ratio_p: float | None = None,
-                      tolerance: float = 0.10, alpha: float = REGRESSION_ALPHA, token_alpha: float = 0.05) -> tuple[list[str], list[str]]:
+                      tolerance: float = 0.10, alpha: float = REGRESSION_ALPHA, token_alpha: float = 0.05, pass_test: Any = None,
+                      runs_per_side: int | None = None, pass_rates: tuple[float, float] | None = None) -> tuple[list[str], list[str]]:
     """Verdicts of one cell against its snapshot (a cell can be both ``regressed`` and ``dearer``: each gate must
     see both), with detail phrases.
 
@@ -107,24 +128,35 @@ def snapshot_verdicts(old_passed: int, old_total: int, new_passed: int, new_tota
     - otherwise ``same``; a lower pass rate that the sample cannot tell from noise says "lower pass rate, within noise".
     ``improved`` only when neither of the first two holds; ``same`` when nothing does. ``ratio``: a
     ``stats.Contrast`` of kind ratio (or None).
+
+    Over several cases (a snapshot's pooled row): ``pass_test`` ``(name, p_less, p_greater)`` replaces Boschloo
+    (the stratified exact test, or the sign-flip test over cases), ``pass_rates`` ``(old, new)`` the rates it
+    compares (means over cases), and ``runs_per_side`` (the fewest runs of any case and side) the run count that
+    must reach ``SNAPSHOT_MIN_RUNS``.
     """
     detail: list[str] = []
     old_rate = old_passed / old_total if old_total else None
     new_rate = new_passed / new_total if new_total else None
+    if pass_rates is not None:
+        old_rate, new_rate = pass_rates
     regressed = improved_pass = False
     if old_rate is not None and new_rate is not None and new_rate != old_rate:
         side = "less" if new_rate < old_rate else "greater"
-        p = boschloo_p(new_passed, new_total, old_passed, old_total, side)
+        if pass_test is not None:
+            name, p = pass_test[0], pass_test[1] if side == "less" else pass_test[2]
+        else:
+            name, p = "Boschloo", boschloo_p(new_passed, new_total, old_passed, old_total, side)
+        p = 1.0 if p is None else p
         if new_rate < old_rate:
             regressed = p < alpha
-            detail.append(f"lower pass rate (one-sided Boschloo p={p:.3g} < {alpha:g})" if regressed else f"lower pass rate, within noise (p={p:.2g})")
+            detail.append(f"lower pass rate (one-sided {name} p={p:.3g} < {alpha:g})" if regressed else f"lower pass rate, within noise (p={p:.2g})")
         else:
             improved_pass = p < alpha
-            detail.append(f"higher pass rate (one-sided Boschloo p={p:.3g})" if improved_pass else f"higher pass rate, within noise (p={p:.2g})")
+            detail.append(f"higher pass rate (one-sided {name} p={p:.3g})" if improved_pass else f"higher pass rate, within noise (p={p:.2g})")
     dearer = improved_cost = False
     if ratio is not None and ratio.estimate is not None:
         iv = ratio.interval
-        enough = min(ratio.n_arm, ratio.n_base) >= SNAPSHOT_MIN_RUNS
+        enough = (min(ratio.n_arm, ratio.n_base) if runs_per_side is None else runs_per_side) >= SNAPSHOT_MIN_RUNS
         sign = significant(iv, ratio_p, token_alpha, 1.0) if enough else 0
         dearer = sign > 0 and iv.lo > 1.0 + tolerance
         improved_cost = sign < 0 and iv.hi < 1.0 - tolerance
