@@ -254,7 +254,7 @@ def test_bad_statistics_options_are_usage_errors(project: pytest.Pytester) -> No
     assert res.ret == 4 and "invalid choice: 'runs' (choose from 'fixed', 'cases')" in res.stderr.str()
     (project.path / "pytest.ini").write_text("[pytest]\nagentrace_generalize = sideways\n")
     res = run(project)
-    assert res.ret == 4 and "ini agentrace_generalize = 'sideways': choose fixed or cases" in res.stderr.str()
+    assert res.ret == 4 and "ini key agentrace_generalize = 'sideways': use one of fixed, cases" in res.stderr.str()
 
 
 @pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
