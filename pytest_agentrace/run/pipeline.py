@@ -124,6 +124,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         stdout, stderr, code, timed_out, err = res.stdout, res.stderr, res.exit_code, False, None
         seconds = time.monotonic() - start
         output_bytes = {"stdout": len(stdout.encode()), "stderr": len(stderr.encode())}
+        cut: dict[str, int] = {}
     else:
         session = None  # the model double and/or --agentrace-offline namespace of this run (issue 7)
         try:
@@ -154,7 +155,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             if session is not None:
                 session.close()
         stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
-        output_bytes = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}
+        output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
     (ctx.run_dir / "raw.out").write_text(process.redact(stdout, secrets), encoding="utf-8")
     (ctx.run_dir / "raw.err").write_text(process.redact(stderr, secrets), encoding="utf-8")
     if err:
@@ -170,6 +171,8 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     from pytest_agentrace.agents.pricing import apply_pricing
 
     usage = apply_pricing(usage, spec.agent, getattr(spec.spec, "pricing", None), ctx.prompt)
+    if cut:  # raw.out/raw.err lost their middle: the record says so (usage.parse_warnings)
+        usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, *process.cut_notes(cut, output_bytes)))
     return AgentRun(code, seconds, timed_out, usage, output_bytes=output_bytes)
 
 
