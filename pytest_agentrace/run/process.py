@@ -28,9 +28,11 @@ DEFAULT_HEAD = 8 * 1024 * 1024  # bytes kept from the start of a stream
 DEFAULT_TAIL = 2 * 1024 * 1024  # bytes kept from the end of a stream
 GRACE_SECONDS = 3.0
 _SECRET_RE = re.compile(r"(?i)\b([A-Z0-9_]*(?:API_KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*)=(\S+)")
-CUT_MARKER = "[agentrace: output cut here: {dropped} of {total} bytes dropped, kept the first {head} and the last {tail}]"
+CUT_MARKER = ("[agentrace: output cut here: {dropped} of {total} bytes dropped, "
+              "kept the first {head} and the last {tail}]")
 CUT_RE = re.compile(
-    r"^\[agentrace: output cut here: (\d+) of (\d+) bytes dropped, kept the first (\d+) and the last (\d+)\]$", re.MULTILINE,
+    r"^\[agentrace: output cut here: (\d+) of (\d+) bytes dropped, "
+    r"kept the first (\d+) and the last (\d+)\]$", re.MULTILINE,
 )
 CUT_NOTE_PREFIX = {"raw.out": "raw.out cut: ", "raw.err": "raw.err cut: "}  # how a run record's cut notes start
 _BEARER_RE = re.compile(r"(?i)(bearer\s+|sk-[a-z0-9-]{0,8})[A-Za-z0-9._\-]{12,}")
