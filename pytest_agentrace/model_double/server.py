@@ -274,7 +274,10 @@ class _Handler(BaseHTTPRequestHandler):
             extra = {"retry-after": str(math.ceil(wait)), "retry-after-ms": str(round(wait * 1000))}
             self._send_json(answer.error.status, wire.error_body(protocol, answer.error.status, answer.error.message), extra)
             return
-        model = str(body.get("model") or "scripted")
+        gemini_model = _GEMINI_RE.search(path) if protocol == GEMINI else None
+        # the model that answers: the request's (Gemini names it in the path; its reply's modelVersion says
+        # which model served, and Gemini CLI keys its per-model stats by that, so the router call stays apart)
+        model = gemini_model.group(1) if gemini_model else str(body.get("model") or "scripted")
         stream = bool(body.get("stream")) or (protocol == GEMINI and path.endswith(":streamGenerateContent"))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         data, chunks = wire.encode(protocol, answer, model, stream, include_usage)
