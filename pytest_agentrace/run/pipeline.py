@@ -119,6 +119,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         except WorkspaceError:
             pass  # not a git workspace: nothing to exclude from
     start = time.monotonic()
+    session = None  # the model double and/or --agentrace-offline namespace of this run (issue 7)
     if spec.agent.command is None and adapter.executable is None:
         res = adapter.run_inprocess(ctx)
         stdout, stderr, code, timed_out, err = res.stdout, res.stderr, res.exit_code, False, None
@@ -126,7 +127,6 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         output_bytes = {"stdout": len(stdout.encode()), "stderr": len(stderr.encode())}
         cut: dict[str, int] = {}
     else:
-        session = None  # the model double and/or --agentrace-offline namespace of this run (issue 7)
         try:
             if spec.agent.command is not None:
                 from pytest_agentrace.agents.command import expand_template
@@ -171,6 +171,8 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     from pytest_agentrace.agents.pricing import apply_pricing
 
     usage = apply_pricing(usage, spec.agent, getattr(spec.spec, "pricing", None), ctx.prompt)
+    if session is not None:  # the double's request log: a script that did not fit, tokens it served
+        usage = session.settle(usage)
     if cut:  # raw.out/raw.err lost their middle: the record says so (usage.parse_warnings)
         usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, *process.cut_notes(cut, output_bytes)))
     return AgentRun(code, seconds, timed_out, usage, output_bytes=output_bytes)
