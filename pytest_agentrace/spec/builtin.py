@@ -81,7 +81,7 @@ class BuiltinTask:
 def builtin_root() -> Path:
     """The folder holding the built-in tasks (``<package>/builtin_tasks`` or the source tree's
     ``example_suites/builtin``). Raises ``FileNotFoundError`` when neither exists (a broken install)."""
-    here = Path(__file__).parent
+    here = Path(__file__).parents[1]  # the package folder (this module is in spec/)
     for candidate in (here / "builtin_tasks", here.parent / "example_suites" / "builtin"):
         if candidate.is_dir():
             return candidate
