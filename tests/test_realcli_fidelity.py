@@ -10,6 +10,8 @@ A read-only Codex run checks the tool calls its ``--json`` stream leaves out (re
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from realclikit import CLIS, outcomes, requests, require_cli, session_args
 
@@ -64,8 +66,6 @@ def test_run_json_figures_equal_what_the_double_served(cli: str, pytester: pytes
     require_cli(cli, monkeypatch)
     run = run_one(pytester, cli)
     assert run["status"] == "passed", (run["reason"], run["_stdout"])
-    from pathlib import Path
-
     log = read_log(Path(run["_dir"]) / "model-double-requests.jsonl")
     assert log == requests(run) and log
     served = served_usage(log)
@@ -88,15 +88,41 @@ def test_run_json_figures_equal_what_the_double_served(cli: str, pytester: pytes
     assert len(called) == (0 if cli == "aider" else 2)
 
 
+READ_ONLY_TRIAL = """\
+name = "ro"
+[[repos]]
+name = "r"
+source = "repo"
+[[arms]]
+name = "default"
+uses = "> hello.txt"  # the write the sandbox refused: only the session log has it
+[[agents]]
+name = "codex"
+model_double = "script.yaml"
+edits = false
+[[questions]]
+id = "q"
+repo = "r"
+prompt = "Create hello.txt containing hi, then show it."
+"""
+
+
 def test_codex_read_only_run_records_the_commands_its_sandbox_refused(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``codex exec --json -s read-only`` prints no ``command_execution`` for a refused command; the session log
-    has both calls, so run.json does (a trial arm's ``uses`` sees them)."""
+    """``codex exec --json -s read-only`` prints no ``command_execution`` for the write the sandbox refused (it
+    does for the ``cat`` that then fails); the session log has both calls, so run.json does, and the arm's
+    ``uses`` regex sees them ("Used tool 1/1")."""
     require_cli("codex", monkeypatch)
-    run = run_one(pytester, "codex", TASK.replace("model_double: script.yaml}", "model_double: script.yaml, edits: false}"))
-    assert run["status"] == "failed" and not run["checks"]["tests"]["passed"], (run["reason"], run["_stdout"])
+    make_repo(pytester.path / "repo")
+    (pytester.path / "script.yaml").write_text(SCRIPT)
+    (pytester.path / "trial.toml").write_text(READ_ONLY_TRIAL)
+    res = pytester.runpytest(*session_args(pytester), "trial.toml")
+    run = outcomes(pytester.path / "out")["trial:q/default/codex/r1"]
+    assert run["extra"]["edits"] is False and run["files_changed"] == 0, (run["reason"], res.stdout.str()[-3000:])
     answers = [r["answer"] for r in requests(run)]
     assert [a.get("tool") for a in answers if a["kind"] == "tool"] == ["exec_command", "exec_command"]
     assert [t["name"] for t in run["usage"]["tool_calls"]] == ["command_execution", "command_execution"]
-    assert run["usage"]["turns"] == 3
-    raw = (pytester.path / "out" / "runs" / "hello" / "default" / "codex" / "1" / "raw.out").read_text()
-    assert '"command_execution"' not in raw  # the stream itself leaves them out
+    assert run["usage"]["turns"] == 3 and run["used_tool"] is True
+    raw = (Path(run["_dir"]) / "raw.out").read_text()
+    assert "cat hello.txt" in raw and "printf" not in raw  # the stream shows the failed cat, not the refused write
+    row = next(line for line in res.stdout.str().splitlines() if line.startswith("| q "))
+    assert " 1/1 " in row  # Used tool
