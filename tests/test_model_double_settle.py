@@ -9,7 +9,13 @@ from types import SimpleNamespace
 
 from adapterkit import SAMPLES
 
-from pytest_agentrace.model_double.runs import REQUEST_LOG, AgentSession, read_log, script_mismatch, served_usage
+from pytest_agentrace.model_double.runs import (
+    REQUEST_LOG,
+    AgentSession,
+    read_log,
+    script_mismatch,
+    served_usage,
+)
 from pytest_agentrace.model_double.script import TurnUsage
 from pytest_agentrace.record.model import AgentStatus, Usage
 
@@ -42,10 +48,10 @@ def test_settle_makes_the_mismatch_an_error_and_notes_tokens_that_differ(tmp_pat
     assert settled.status == AgentStatus.ERROR and settled.error.startswith("model script does not fit this CLI")
     assert settled.parse_warnings == ()  # 1355 is what the double served
     off = session.settle(Usage(input_tokens=1000, output_tokens=50, total_tokens=1050))
-    assert off.parse_warnings == (
+    assert off.parse_warnings == ((
         "tokens differ from what the model double served: the CLI reported 1,050, the double served 1,355 "
-        "(1,300 in, 55 out, 0 cached) in 2 requests",
-    )
+        "(1,300 in, 55 out, 0 cached) in 2 requests"
+    ),)
 
 
 def test_a_log_the_script_fits_changes_nothing(tmp_path: Path):

@@ -9,7 +9,6 @@ from pytest_agentrace.agents.base import Adapter, InProcessResult, RunContext
 from pytest_agentrace.record.model import Usage
 from pytest_agentrace.run.workspace import write_files
 
-
 IN_PROCESS_NOTE = "an in-process agent calls no model"
 
 

@@ -19,7 +19,7 @@ Parsing (``cli-formats.md``; sample ``captured-0.61.0-stream-json-shell-tool.jso
   of each model's total (candidates + thinking tokens, which Gemini bills as output), total = total. No cost and
   no turn count are reported: turns are counted from the stream, one model response per run of ``tool_use``
   and assistant ``message`` events between tool results (a response that calls tools in parallel gives
-  several ``tool_use`` events before their ``tool_result``\ s). The final answer is the assistant text after
+  several ``tool_use`` events before their ``tool_result`` events). The final answer is the assistant text after
   the last tool call.
 """
 
