@@ -4,8 +4,9 @@ The CLIs come from ``scripts/install-clis.sh`` (``.tools/bin``) or PATH. A missi
 ``AGENTRACE_REQUIRE_REAL_CLIS=1`` (set by CI), where it fails them.
 
 Per-CLI rules for what its output reports (``model-double.md``; checked against the double's request log):
-Gemini CLI's totals include its model-router request (one JSON-schema side request per prompt), OpenCode does not
-report its title request, the others make no side requests; Aider has no tool calls (edits are parsed from text).
+Gemini CLI's totals include its model-router request (one JSON-schema side request per prompt); OpenCode, which
+never reports its session-title request, runs with ``--title`` and so makes none; the others make no side
+requests; Aider has no tool calls (edits are parsed from text).
 """
 
 from __future__ import annotations

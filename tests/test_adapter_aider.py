@@ -107,3 +107,15 @@ def test_no_model_call_names_litellms_error_and_a_reply_quoting_500_stays_the_ag
     send = json.dumps({"event": "message_send", "properties": {"prompt_tokens": 10, "completion_tokens": 5, "total_cost": 0}}) + "\n"
     cut = parse_aider("Aider v0.86.2\n\napp.js\n```\nres.status(500).json({error: 'InternalServerError'})\n```\n", "", send)
     assert cut.status == AgentStatus.INCOMPLETE
+
+
+def test_usage_lines_of_older_releases():
+    """aider 0.46-0.49 wrote ``Cost: $X request``, 0.7-0.45 ``N prompt tokens, M completion tokens, $X cost``
+    (a per-message cost: the run's cost is the sum); formats from aider's ``base_coder.py`` history."""
+    u = parse_aider("Tokens: 1,234 sent, 56 received. Cost: $0.001346 request, $0.002692 session.\n")
+    assert (u.input_tokens, u.output_tokens, u.cost_usd, u.turns) == (1234, 56, 0.002692, 1)
+    u = parse_aider("Editing.\n1000 prompt tokens, 50 completion tokens, $0.001100 cost\n"
+                    "Applied edit to hello.txt\n1200 prompt tokens, 10 completion tokens, $0.001220 cost\n")
+    assert (u.input_tokens, u.output_tokens, u.total_tokens, u.cost_usd, u.turns) == (2200, 60, 2260, 0.00232, 2)
+    u = parse_aider("1000 prompt tokens, 50 completion tokens\n")  # a model without a price: no cost part
+    assert (u.input_tokens, u.output_tokens, u.cost_usd) == (1000, 50, None)

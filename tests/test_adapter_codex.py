@@ -6,6 +6,7 @@ import pytest
 from adapterkit import jsonl, make_ctx, sample
 
 from pytest_agentrace.agents.base import RunOptions
+from pytest_agentrace.agents.claude import Claude
 from pytest_agentrace.agents.codex import Codex, parse_codex
 from pytest_agentrace.errors import AgentError
 from pytest_agentrace.record.model import AgentStatus
@@ -66,6 +67,8 @@ def test_stdin_is_closed_and_codex_home_is_per_run(tmp_path):
     assert inv.env["CODEX_HOME"] == str(ctx.home / ".codex") and (ctx.home / ".codex").is_dir()
     user = Codex().invocation(make_ctx(tmp_path, name="codex", env={"PATH": "/bin", "HOME": "/root", "CODEX_HOME": "/root/.codex"}, options=RunOptions(isolated_home=False)))
     assert user.env["CODEX_HOME"] == "/root/.codex" and user.env["HOME"] == "/root"
+    # its sandbox helper is refused under the temp folder, where a per-run CODEX_HOME lies: TMPDIR moves out of it
+    assert inv.env["TMPDIR"] == str(ctx.home / "tmp") and (ctx.home / "tmp").is_dir() and "TMPDIR" not in user.env
 
 
 def test_turn_completed_usage_is_cumulative_take_the_last():
@@ -165,7 +168,37 @@ def test_item_ids_of_different_turns_are_different_calls():
 
 
 def test_sandbox_value_for_a_cli_without_a_sandbox_option_is_an_agent_error(tmp_path):
-    from pytest_agentrace.agents.claude import Claude
-
     with pytest.raises(AgentError, match="no sandbox option"):
         Claude().invocation(make_ctx(tmp_path, sandbox="read-only"))
+
+
+READ_ONLY_OUT = "codex/captured-0.171.0-exec-json-read-only-refused.jsonl"
+READ_ONLY_LOG = "codex/captured-0.171.0-session-log-read-only-refused.jsonl"
+
+
+def test_a_refused_command_is_missing_from_the_stream_and_read_from_the_session_log():
+    """Real 0.171.0 read-only run: the sandbox refused the scripted command, ``--json`` shows no tool call and
+    no turn count; the session log has the call, two model responses and the model served."""
+    alone = parse_codex(sample(READ_ONLY_OUT))
+    assert (alone.tool_calls, alone.turns, alone.model) == ((), None, None)
+    u = parse_codex(sample(READ_ONLY_OUT), "", sample(READ_ONLY_LOG))
+    assert [(t.name, t.summary) for t in u.tool_calls] == [("command_execution", "printf 'hi\\n' > hello.txt")]
+    assert (u.turns, u.model, u.input_tokens, u.output_tokens, u.status) == (2, "test", 2200, 60, AgentStatus.COMPLETED)
+
+
+def test_the_run_copies_its_session_log_by_thread_id_with_secrets_redacted(tmp_path):
+    ctx = make_ctx(tmp_path, name="codex", env={"PATH": "/bin", "HOME": "/root", "OPENAI_API_KEY": "sk-secret-value-123456"})
+    day = ctx.home / ".codex" / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    log = sample(READ_ONLY_LOG)
+    tid = "01a230e4-d909-77b2-b9fd-67e19020cf56"  # the thread.started id of the sample
+    (day / f"rollout-2026-12-01T09-20-00-{tid}.jsonl").write_text(log.replace("DONE", "DONE sk-secret-value-123456"))
+    (day / "rollout-2026-12-01T09-19-00-01a230e4-0000-0000-0000-000000000000.jsonl").write_text("{}\n")  # another session
+    u = Codex().parse(sample(READ_ONLY_OUT), "", ctx)
+    copied = (ctx.run_dir / "codex-session.jsonl").read_text()
+    assert "sk-secret-value-123456" not in copied and "<redacted>" in copied
+    assert [t.name for t in u.tool_calls] == ["command_execution"] and u.turns == 2
+    # no thread id in the stream (or no such file): nothing copied, the stream alone is parsed
+    (tmp_path / "b").mkdir()
+    other = make_ctx(tmp_path / "b", name="codex")
+    assert Codex().parse("", "", other).tool_calls == () and not (other.run_dir / "codex-session.jsonl").exists()

@@ -59,3 +59,14 @@ def test_workspace_trust_refusal_is_a_setup_error():
     refusal = "⚠ Workspace Trust Required\n  To proceed, you can either:\n    - Pass --trust, --yolo, or -f if you trust this directory\n"
     u = parse_cursor(refusal)
     assert u.status == AgentStatus.ERROR and "Workspace Trust Required" in u.error
+
+
+def test_real_2026_01_28_captures_tool_calls_answer_and_no_usage():
+    """reifying/cursor-hack's published captures (cursor-agent 2026.01.28): sequential and parallel shell
+    calls correlated by call id, the last assistant text as the answer, and a result without usage."""
+    seq = parse_cursor(sample("cursor/stream-json-2026.01.28-sequential-shell-cursor-hack.jsonl"))
+    assert [(t.name, t.summary) for t in seq.tool_calls] == [("shell", "sleep 5"), ("shell", "sleep 3")]
+    assert seq.answer.startswith("Both commands have finished running") and seq.status == AgentStatus.COMPLETED
+    assert seq.total_tokens is None and seq.tokens_note.startswith("cursor-agent's result event has no usage")
+    par = parse_cursor(sample("cursor/stream-json-2026.01.28-parallel-shell-cursor-hack.jsonl"))
+    assert [t.summary for t in par.tool_calls] == ["sleep 6", "sleep 4"] and par.answer == "done"

@@ -80,3 +80,20 @@ def test_json_object_followed_by_a_notice_line_still_parses():
     u = parse_gemini(json.dumps(obj, indent=2) + "\nA new version of Gemini CLI is available.\n")
     assert u.total_tokens == 12 and u.answer == "ok"
     assert "1 non-JSON line(s) ignored" in u.parse_warnings
+
+
+def test_turns_are_the_model_responses_of_the_stream():
+    """The real 0.61.0 capture: one response calling run_shell_command, one answering (two model requests the
+    double served); parallel calls in one response count once."""
+    assert parse_gemini(sample("gemini/captured-0.61.0-stream-json-shell-tool.jsonl")).turns == 2
+    parallel = jsonl(
+        {"type": "init", "model": "auto"}, {"type": "message", "role": "user", "content": "go"},
+        {"type": "tool_use", "tool_name": "read_file", "tool_id": "a", "parameters": {}},
+        {"type": "tool_use", "tool_name": "read_file", "tool_id": "b", "parameters": {}},
+        {"type": "tool_result", "tool_id": "a", "status": "success"}, {"type": "tool_result", "tool_id": "b", "status": "success"},
+        {"type": "message", "role": "assistant", "content": "Do", "delta": True},
+        {"type": "message", "role": "assistant", "content": "ne", "delta": True},
+        {"type": "result", "status": "success", "stats": {}},
+    )
+    u = parse_gemini(parallel)
+    assert (u.turns, len(u.tool_calls), u.answer) == (2, 2, "Done")

@@ -15,10 +15,10 @@ def _step(reason, inp, out, cost, read=0, write=0, reasoning=0):
 
 def test_argv(tmp_path):
     assert OpenCode().invocation(make_ctx(tmp_path, name="opencode", prompt="fix", model="anthropic/claude-sonnet-4-5")).argv == [
-        "opencode", "run", "--format", "json", "--auto", "--model", "anthropic/claude-sonnet-4-5", "fix",
+        "opencode", "run", "--format", "json", "--auto", "--title", "agentrace", "--model", "anthropic/claude-sonnet-4-5", "fix",
     ]
     assert OpenCode().invocation(make_ctx(tmp_path, name="opencode", edits=False)).argv == [
-        "opencode", "run", "--format", "json", "--agent", "plan", "fix the bug",
+        "opencode", "run", "--format", "json", "--agent", "plan", "--title", "agentrace", "fix the bug",
     ]
 
 

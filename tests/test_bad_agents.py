@@ -32,7 +32,9 @@ def test_bad_agents_never_break_the_session(pytester: pytest.Pytester, bin_dir: 
     assert runs["crasher"]["exit_code"] == 1 and runs["crasher"]["status"] == "failed"
     assert "agent blew up" in (pytester.path / "o/runs/t/default/crasher/1/raw.err").read_text()
     flood_out = (pytester.path / "o/runs/t/default/flooder/1/raw.out").read_text()
-    assert len(flood_out) < 11 * 1024 * 1024 and "bytes dropped by agentrace" in flood_out
+    assert len(flood_out) < 11 * 1024 * 1024
+    assert "\n[agentrace: output cut here: 29514240 of 40000000 bytes dropped, kept the first 8388608 and the last 2097152]\n" in flood_out
+    assert "raw.out cut: 29,514,240 of 40,000,000 bytes dropped from the middle" in runs["flooder"]["usage"]["parse_warnings"][-1]
     assert runs["flooder"]["extra"]["output_bytes"] == {"stdout": 40_000_000, "stderr": 0}  # all it printed
     assert runs["garbler"]["extra"]["output_bytes"] == {"stdout": 20000, "stderr": 0}
     assert runs["garbler"]["status"] == "failed"

@@ -90,7 +90,7 @@ def expected_argv(run_dir: Path) -> dict[str, list[str]]:
                   "--no-gitignore", "--analytics-disable", "--no-show-release-notes",
                   "--analytics-log", str(run_dir / "aider" / "1" / "aider-events.jsonl")],
         "gemini": ["-p", DESC, "--output-format", "stream-json", "--yolo"],
-        "opencode": ["run", "--format", "json", "--auto", DESC],
+        "opencode": ["run", "--format", "json", "--auto", "--title", "agentrace", DESC],
         "cursor-agent": ["-p", "--force", "--output-format", "stream-json", DESC],
         "copilot": ["-p", DESC, "--output-format", "json", "--allow-all-tools"],
     }

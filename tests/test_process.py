@@ -62,8 +62,22 @@ def test_flood_is_bounded_head_and_tail_kept(tmp_path: Path) -> None:
     res = process.run(py(code), cwd=tmp_path, head=1000, tail=1000)
     assert res.stdout_bytes == 5 + 5_000_000 + 6
     assert res.stdout.startswith("HEAD\n") and res.stdout.endswith("\nTAIL\n")
-    assert "bytes dropped by agentrace" in res.stdout
     assert len(res.stdout) < 3000
+    # the cut is marked on a line of its own, with the exact byte counts, and reported in the result
+    lines = res.stdout.splitlines()
+    marker = [line for line in lines if line.startswith("[agentrace:")]
+    assert marker == ["[agentrace: output cut here: 4998011 of 5000011 bytes dropped, kept the first 1000 and the last 1000]"]
+    m = process.CUT_RE.search(res.stdout)
+    assert m and [int(g) for g in m.groups()] == [5_000_011 - 2000, 5_000_011, 1000, 1000]
+    assert res.cut == {"stdout": 5_000_011 - 2000}
+    assert process.cut_notes(res.cut, {"stdout": res.stdout_bytes}) == (
+        "raw.out cut: 4,998,011 of 5,000,011 bytes dropped from the middle (the file marks the place); figures printed there are missing",
+    )
+
+
+def test_output_within_the_bounds_is_not_cut(tmp_path: Path) -> None:
+    res = process.run(py("import sys\nsys.stdout.write('x' * 2000)"), cwd=tmp_path, head=1000, tail=1000)
+    assert res.stdout == "x" * 2000 and res.cut == {} and "[agentrace:" not in res.stdout
 
 
 def test_garbage_bytes_decoded_with_replacement(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ What each pinned CLI did in read-only mode (observed, see ``BLOCKED``):
   system";
 - gemini 0.61.0 ``--approval-mode default`` (non-interactive): the CLI does not offer ``write_file``,
   ``replace`` or ``run_shell_command`` at all, so the model cannot call them (the double answers "needs a
-  shell tool" and the run ends);
+  shell tool" and the run ends, as an ``error``: the script cannot be played in that mode);
 - opencode 1.18.33: ``--agent plan`` alone let both writes through (its ``write`` and ``bash`` tools ran);
   the adapter now adds ``OPENCODE_PERMISSION`` denying edit and bash (see ``agents/opencode.py``), and the
   CLI then does not offer ``write``, ``edit`` or ``bash`` at all;
@@ -34,6 +34,9 @@ from typing import Any
 
 import pytest
 from realclikit import CLIS, outcomes, requests, require_cli, session_args
+
+from pytest_agentrace.model_double.tools import offered_tools
+from pytest_agentrace.spec.builtin import find_builtin
 
 pytestmark = pytest.mark.realcli
 
@@ -81,8 +84,6 @@ WITHHELD = {
 
 
 def run_both(pytester: pytest.Pytester, cli: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    from pytest_agentrace.spec.builtin import find_builtin
-
     repo = find_builtin("fibonacci").path.parent / "repo"
     (pytester.path / "script.yaml").write_text(SCRIPT)
     pytester.makefile(".toml", trial=TRIAL.format(repo=repo, cli=cli))
@@ -110,8 +111,6 @@ def tool_results(body: dict[str, Any]) -> list[str]:
 
 
 def offered(request: dict[str, Any]) -> set[str]:
-    from pytest_agentrace.model_double.tools import offered_tools
-
     return set(offered_tools(request["body"]))
 
 
@@ -123,7 +122,11 @@ def test_read_only_agent_changes_no_file_and_editing_agent_does(cli: str, pytest
     require_cli(cli, monkeypatch)
     ro, rw, out = run_both(pytester, cli)
     assert (ro["extra"]["edits"], rw["extra"]["edits"]) == (False, True)
-    assert (ro["status"], rw["status"]) == ("passed", "passed"), (ro["reason"], rw["reason"], out)
+    if cli in WITHHELD:  # the script's write step has no tool to run on: the run tested the script, an error
+        assert (ro["status"], rw["status"]) == ("error", "passed"), (ro["reason"], rw["reason"], out)
+        assert ro["reason"].startswith("agent environment: model script does not fit this CLI: step 0 (write: by-write-tool.txt)")
+    else:
+        assert (ro["status"], rw["status"]) == ("passed", "passed"), (ro["reason"], rw["reason"], out)
 
     # read-only: nothing changed, and the CLI refused the way it was observed to
     ro_log = requests(ro)
@@ -131,6 +134,7 @@ def test_read_only_agent_changes_no_file_and_editing_agent_does(cli: str, pytest
     assert (Path(ro["_dir"]) / "diff.patch").read_text() == ""
     names, refusals = BLOCKED[cli]
     assert tool_answers(ro_log) == names, [r["answer"] for r in ro_log]
+    assert len(ro["usage"]["tool_calls"]) == len(names), ro["usage"]["tool_calls"]  # refused calls are recorded too
     if names:  # the last request holds the CLI's result for each call
         results = tool_results(ro_log[-1]["body"])
         assert len(results) == len(refusals) and all(t in r for t, r in zip(refusals, results, strict=True)), results

@@ -17,6 +17,10 @@ Parsing (samples ``captured-0.86.2-*``; aider's ``base_coder.py``):
   message, $0.05 session.`` lines are the fallback (``k``/``M`` suffixes and thousands separators; aider
   rounds these, so a warning says so): tokens summed over lines, the cost is the last ``session`` figure.
   Cache counts are only ever printed there. As aider's own cost code says, "sent" excludes the cache shares.
+  Older releases printed other lines (aider's ``base_coder.py`` history): 0.46-0.49 ``Tokens: 1,234 sent, 56
+  received. Cost: $0.001234 request, $0.003456 session.``, and 0.7-0.45 ``1234 prompt tokens, 56 completion
+  tokens, $0.001234 cost`` (a per-message cost, so the run's cost is their sum; the main branch between 0.45
+  and 0.46 added thousands separators and ``, session cost: $X``, as quoted in aider issue 257).
 - aider omits ``Cost:`` when the model has no price, and logs a cost of 0: 0 with tokens is "not reported";
 - the answer is the text between aider's start-up banner and its last ``Tokens:`` line; ``Aider vX`` gives
   the version and ``Model:``/``Main model:`` the model. Aider has no tool calls (edits are parsed from text).
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pytest_agentrace.agents import auth
@@ -47,11 +52,38 @@ ANALYTICS_FILE = "aider-events.jsonl"
 _NUM = r"[\d][\d,]*(?:\.\d+)?[kKmM]?"
 TOKENS_RE = re.compile(
     rf"^Tokens: (?P<sent>{_NUM}) sent(?:, (?P<cw>{_NUM}) cache write)?(?:, (?P<ch>{_NUM}) cache hit)?, (?P<recv>{_NUM}) received\."
-    r"(?: Cost: \$(?P<msg>[\d,]*\.?\d+) message, \$(?P<sess>[\d,]*\.?\d+) session\.)?\s*$"
+    r"(?: Cost: \$(?P<msg>[\d,]*\.?\d+) (?:message|request), \$(?P<sess>[\d,]*\.?\d+) session\.)?\s*$"
+)
+# aider 0.7-0.45 (and the main branch just before 0.46): "11,491 prompt tokens, 360 completion tokens, $0.039873 cost"
+OLD_TOKENS_RE = re.compile(
+    r"^(?P<sent>\d[\d,]*) prompt tokens, (?P<recv>\d[\d,]*) completion tokens"
+    r"(?:, \$(?P<msg>[\d,]*\.?\d+) cost)?(?:, (?:session|total) cost: \$(?P<sess>[\d,]*\.?\d+))?\s*$"
 )
 LITELLM_ERROR_RE = re.compile(r"^litellm\.\w*(Error|Exception)\b")
 MODEL_RE = re.compile(r"^(?:Main )?[Mm]odel: (\S+)")
 BANNER_RE = re.compile(r"^(Aider v\d|(Main |Weak |Editor )?[Mm]odel: |Git repo: |Repo-map: |Added .* to the chat)")
+
+
+@dataclass(frozen=True)
+class TokenLine:
+    """One usage line aider printed: figures as printed (``"1.2k"``), None when the line has no such part."""
+
+    sent: str | None
+    recv: str | None
+    cw: str | None = None  # cache write
+    ch: str | None = None  # cache hit
+    msg: str | None = None  # this message's cost, USD
+    sess: str | None = None  # the session's cost so far, USD
+
+
+def token_line(line: str) -> TokenLine | None:
+    """The usage line of ``line`` in any of the formats in the module docstring, or None."""
+    text = line.strip()
+    if m := TOKENS_RE.match(text):
+        return TokenLine(m["sent"], m["recv"], m["cw"], m["ch"], m["msg"], m["sess"])
+    if m := OLD_TOKENS_RE.match(text):
+        return TokenLine(m["sent"], m["recv"], msg=m["msg"], sess=m["sess"])
+    return None
 
 
 class Aider(CliAdapter):
@@ -101,7 +133,7 @@ def parse_aider(stdout: str, stderr: str = "", analytics: str | None = None) -> 
     """Parse aider's stdout plus, when given, its ``--analytics-log`` text (module docstring)."""
     col = Collector()
     lines = (stdout or "").splitlines()
-    token_lines = [(i, m) for i, line in enumerate(lines) if (m := TOKENS_RE.match(line.strip()))]
+    token_lines = [(i, t) for i, line in enumerate(lines) if (t := token_line(line))]
     fields: dict[str, Any] = {"answer": _answer(lines, token_lines)}
     for line in lines:
         if line.startswith("Aider v") and fields.get("cli_version") is None:
@@ -118,11 +150,14 @@ def parse_aider(stdout: str, stderr: str = "", analytics: str | None = None) -> 
         _add_cache_counts(token_lines, fields)
     elif token_lines:
         _add_cache_counts(token_lines, fields)
-        fields["input_tokens"] = sum(number(m.group("sent")) or 0 for _, m in token_lines)
-        fields["output_tokens"] = sum(number(m.group("recv")) or 0 for _, m in token_lines)
+        fields["input_tokens"] = sum(number(t.sent) or 0 for _, t in token_lines)
+        fields["output_tokens"] = sum(number(t.recv) or 0 for _, t in token_lines)
         fields["turns"] = len(token_lines)
-        sessions = [m.group("sess") for _, m in token_lines if m.group("sess")]
+        sessions = [t.sess for _, t in token_lines if t.sess]
+        messages = [as_float(t.msg.replace(",", "")) for _, t in token_lines if t.msg]
         cost = as_float(sessions[-1].replace(",", "")) if sessions else None
+        if cost is None and messages and len(messages) == len(token_lines) and None not in messages:
+            cost = round(sum(messages), 10)  # releases before 0.46 print a per-message cost only
         if cost:
             fields.update(cost_usd=cost, cost_source=CostSource.REPORTED)
         col.warn("token counts from aider's stdout (rounded by aider); no analytics log")
@@ -133,11 +168,11 @@ def parse_aider(stdout: str, stderr: str = "", analytics: str | None = None) -> 
     return col.usage(status=status, error=error, **fields)
 
 
-def _add_cache_counts(token_lines: list[tuple[int, re.Match[str]]], fields: dict[str, Any]) -> None:
+def _add_cache_counts(token_lines: list[tuple[int, TokenLine]], fields: dict[str, Any]) -> None:
     """Cache write/hit tokens, summed over aider's ``Tokens:`` lines (the only place aider prints them)."""
     if token_lines:
-        fields["cache_write_tokens"] = sum(number(m.group("cw")) or 0 for _, m in token_lines)
-        fields["cache_read_tokens"] = sum(number(m.group("ch")) or 0 for _, m in token_lines)
+        fields["cache_write_tokens"] = sum(number(t.cw) or 0 for _, t in token_lines)
+        fields["cache_read_tokens"] = sum(number(t.ch) or 0 for _, t in token_lines)
 
 
 def _near(printed: str | None, exact: Any) -> bool:
@@ -146,7 +181,7 @@ def _near(printed: str | None, exact: Any) -> bool:
     return value is not None and count is not None and abs(value - count) <= 0.05 * count + 0.5
 
 
-def _own_token_lines(token_lines: list[tuple[int, re.Match[str]]], sends: list[Mapping[str, Any]]) -> list[tuple[int, re.Match[str]]]:
+def _own_token_lines(token_lines: list[tuple[int, TokenLine]], sends: list[Mapping[str, Any]]) -> list[tuple[int, TokenLine]]:
     """The ``Tokens:`` lines aider printed itself, one per ``message_send`` of its analytics log.
 
     Aider prints its line after each model answer, so a line the answer merely quotes comes *before* the real
@@ -154,13 +189,13 @@ def _own_token_lines(token_lines: list[tuple[int, re.Match[str]]], sends: list[M
     whose ``sent``/``received`` figures agree with the send's ``prompt_tokens``/``completion_tokens``. A quoted
     line with other figures is never taken; one with the same figures loses to the real line below it.
     """
-    own: list[tuple[int, re.Match[str]]] = []
+    own: list[tuple[int, TokenLine]] = []
     candidates = list(token_lines)
     for send in reversed(sends):
         while candidates:
-            i, m = candidates.pop()
-            if _near(m.group("sent"), send.get("prompt_tokens")) and _near(m.group("recv"), send.get("completion_tokens")):
-                own.append((i, m))
+            i, t = candidates.pop()
+            if _near(t.sent, send.get("prompt_tokens")) and _near(t.recv, send.get("completion_tokens")):
+                own.append((i, t))
                 break
     return own[::-1]
 

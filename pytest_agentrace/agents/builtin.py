@@ -9,6 +9,8 @@ from pytest_agentrace.agents.base import Adapter, InProcessResult, RunContext
 from pytest_agentrace.record.model import Usage
 from pytest_agentrace.run.workspace import write_files
 
+IN_PROCESS_NOTE = "an in-process agent calls no model"
+
 
 class Noop(Adapter):
     """Changes nothing: the do-nothing baseline. A task whose checks pass under noop is invalid."""
@@ -19,7 +21,7 @@ class Noop(Adapter):
         return InProcessResult(0, "noop: no change made\n")
 
     def parse(self, stdout: str, stderr: str, ctx: RunContext | None = None) -> Usage:
-        return Usage(answer="noop: no change made", turns=0)
+        return Usage(answer="noop: no change made", turns=0, tokens_note=IN_PROCESS_NOTE)
 
     def version_argv(self, executable: str) -> None:
         return None
@@ -52,7 +54,7 @@ class Oracle(Adapter):
         return InProcessResult(0, f"oracle: applied reference solution ({changed})\n")
 
     def parse(self, stdout: str, stderr: str, ctx: RunContext | None = None) -> Usage:
-        return Usage(answer=stdout.strip() or None, turns=0, status="completed" if not stderr else "failed", error=stderr.strip() or None)
+        return Usage(answer=stdout.strip() or None, turns=0, tokens_note=IN_PROCESS_NOTE, status="completed" if not stderr else "failed", error=stderr.strip() or None)
 
     def version_argv(self, executable: str) -> None:
         return None

@@ -20,6 +20,7 @@ Parsing (``cli-formats.md``, samples ``captured-2.1.197-*``):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -29,6 +30,7 @@ from pytest_agentrace.agents.cliadapter import CliAdapter
 from pytest_agentrace.agents.parsing import (
     Collector,
     FinalText,
+    add,
     as_float,
     as_int,
     load_events,
@@ -129,15 +131,23 @@ def parse_claude(stdout: str, stderr: str = "") -> Usage:
     return col.usage(status=status, error=error, **fields)
 
 
+MODEL_LABEL = re.compile(r"\[[0-9a-z]+\]$")  # "claude-opus-4-8[1m]": Claude Code's label for the 1M context window
+
+
 def _model_usage(value: Any) -> dict[str, dict[str, int | None]]:
-    """``result.modelUsage`` (camelCase, per model) in this package's token names."""
-    out = {}
+    """``result.modelUsage`` (camelCase, per model) in this package's token names, keyed by the model served:
+    Claude Code 2.1.197 keys it ``<model>[1m]`` when it used the 1M-token context window (the request's
+    ``model`` has no such suffix), so the label is dropped (counts of one model under both keys are added)."""
+    out: dict[str, dict[str, int | None]] = {}
     for model, u in mapping(value).items():
         u = mapping(u)
-        out[str(model)] = {
+        counts = {
             "input_tokens": as_int(u.get("inputTokens")),
             "output_tokens": as_int(u.get("outputTokens")),
             "cache_read_tokens": as_int(u.get("cacheReadInputTokens")),
             "cache_write_tokens": as_int(u.get("cacheCreationInputTokens")),
         }
+        key = MODEL_LABEL.sub("", str(model))
+        old = out.get(key)
+        out[key] = counts if old is None else {k: add(old[k], v) for k, v in counts.items()}
     return out

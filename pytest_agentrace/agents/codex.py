@@ -18,6 +18,17 @@ Parsing (``cli-formats.md``; samples ``captured-0.171.0-*``, fullsend 0.152.1, a
   model and no turn count are reported. The final answer is the last ``agent_message``.
 - an ``error`` item and a top-level ``error`` event are warnings, not failures; only ``turn.failed`` fails.
   A stream whose last ``turn.started`` has no ``turn.completed``/``turn.failed`` is **incomplete**.
+- the session log: ``exec --json`` leaves out tool calls that failed to run (0.171.0: a command refused by the
+  read-only sandbox, or one whose sandbox helper could not start, prints no ``command_execution`` item) and
+  has no turn count. Codex writes every session to ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread
+  id>.jsonl`` (``{timestamp, type, payload}`` lines): ``response_item`` payloads ``function_call {name,
+  arguments, call_id}``, ``custom_tool_call {name, input, call_id}``, ``local_shell_call {action{command}}``
+  and ``web_search_call``; ``event_msg`` payloads ``token_count {info{total_token_usage, last_token_usage}}``,
+  one after each model response; ``turn_context {model}``. After a run the adapter copies that file (found by
+  the ``thread.started`` id, secrets redacted) into the run folder as ``codex-session.jsonl``; from it come the
+  tool calls (every call, in order; shell tools named ``command_execution``, ``apply_patch`` ``file_change``,
+  as in ``--json``), the turns (model responses: the ``token_count`` events whose running total grew) and the
+  model served.
 - legacy format ``{"id", "msg": {"type": ...}}`` (older ``exec --json`` and ``codex proto``): ``token_count``
   with ``info.total_token_usage`` (cumulative: the last one) or, in older builds, the counters directly in
   ``msg`` for one request each (summed; per request as in codex-rs before ``TokenUsageInfo``),
@@ -27,6 +38,8 @@ Parsing (``cli-formats.md``; samples ``captured-0.171.0-*``, fullsend 0.152.1, a
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,7 +47,11 @@ from typing import Any, ClassVar
 
 from pytest_agentrace.agents import auth
 from pytest_agentrace.agents.base import RunContext
-from pytest_agentrace.agents.cliadapter import CliAdapter, prompt_positional
+from pytest_agentrace.agents.cliadapter import (
+    CliAdapter,
+    isolated_home,
+    prompt_positional,
+)
 from pytest_agentrace.agents.parsing import (
     Collector,
     add,
@@ -53,6 +70,13 @@ DISABLED_FEATURES = ("plugins", "remote_plugin", "apps")
 FEATURE_LINE = re.compile(r"^([a-z][a-z0-9_]*)\s{2,}(stable|beta|experimental|under development|deprecated|removed)\s+(true|false)\s*$")
 FEATURES_TIMEOUT = 30.0  # seconds
 _FEATURES: dict[str, frozenset[str]] = {}  # resolved executable -> feature names it accepts
+SESSION_FILE = "codex-session.jsonl"  # the run's session log, copied into the run folder
+# session-log tool names -> the item type ``exec --json`` reports for them
+SESSION_TOOL_NAMES = {
+    "exec_command": "command_execution", "shell": "command_execution", "shell_command": "command_execution",
+    "container.exec": "command_execution", "local_shell_call": "command_execution", "apply_patch": "file_change",
+    "web_search_call": "web_search", "update_plan": "todo_list",
+}
 TOOL_ITEMS = {"command_execution", "file_change", "mcp_tool_call", "web_search", "todo_list", "collab_tool_call"}
 OTHER_ITEMS = {"agent_message", "reasoning", "error"}
 NEW_EVENTS = {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.started", "item.updated", "item.completed", "error"}
@@ -71,6 +95,7 @@ class Codex(CliAdapter):
     executable: ClassVar[str] = "codex"
     offline = staticmethod(codex_env)  # how the model double drives it
     home_dirs: ClassVar[dict[str, str]] = {"CODEX_HOME": ".codex"}
+    side_files: ClassVar[dict[str, str]] = {"session": SESSION_FILE}
     sandbox_flag: ClassVar[str] = "-s"
 
     def argv(self, ctx: RunContext) -> list[str]:
@@ -84,8 +109,60 @@ class Codex(CliAdapter):
         known = known_features(self.executable, ctx.env)
         return [arg for f in DISABLED_FEATURES if f in known for arg in ("--disable", f)] + ["-c", "analytics.enabled=false"]
 
+    def cli_env(self, ctx: RunContext) -> dict[str, str]:
+        """``TMPDIR`` inside the per-run HOME (when HOME is per run): codex 0.171.0 refuses to create its sandbox
+        helper (``codex-linux-sandbox``, which bwrap starts) under the temp folder, where the per-run CODEX_HOME
+        then lies, and every command fails ("bwrap: execvp codex-linux-sandbox: No such file or directory")."""
+        if not isolated_home(ctx):
+            return {}
+        tmp = Path(ctx.home) / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        return {"TMPDIR": str(tmp)}
+
+    def parse(self, stdout: str, stderr: str, ctx: RunContext | None = None) -> Usage:
+        """Copy the run's session log into the run folder (``copy_session_log``), then parse as usual."""
+        if ctx is not None:
+            copy_session_log(stdout, ctx)
+        return super().parse(stdout, stderr, ctx)
+
     def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:
-        return parse_codex(stdout, stderr)
+        return parse_codex(stdout, stderr, (side or {}).get("session"))
+
+
+def thread_id(stdout: str) -> str | None:
+    """The ``thread.started`` id of an ``exec --json`` stream (None when there is none)."""
+    for line in stdout.splitlines():
+        if '"thread.started"' in line:
+            try:
+                tid = json.loads(line).get("thread_id")
+            except ValueError:
+                continue
+            if isinstance(tid, str) and re.fullmatch(r"[0-9A-Za-z-]{8,80}", tid):
+                return tid
+    return None
+
+
+def copy_session_log(stdout: str, ctx: RunContext) -> Path | None:
+    """Copy the session log of the run (``rollout-*-<thread id>.jsonl`` under ``$CODEX_HOME/sessions``, the
+    per-run one unless HOME is the user's) to ``ctx.run_dir / SESSION_FILE`` with secrets redacted; returns
+    the copy, or None when the stream names no thread or no such file exists."""
+    tid = thread_id(stdout)
+    if tid is None:
+        return None
+    if isolated_home(ctx):
+        codex_home = Path(ctx.home) / ".codex"
+    else:
+        codex_home = Path(ctx.env.get("CODEX_HOME") or Path(ctx.env.get("HOME") or Path.home()) / ".codex")
+    found = sorted((codex_home / "sessions").glob(f"*/*/*/rollout-*{tid}.jsonl"))
+    if not found:
+        return None
+    try:
+        text = found[-1].read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    target = Path(ctx.run_dir) / SESSION_FILE
+    target.write_text(process.redact(text, process.secret_values(ctx.env)), encoding="utf-8")
+    return target
 
 
 def known_features(executable: str, env: Mapping[str, str]) -> frozenset[str]:
@@ -127,8 +204,9 @@ class _State:
         self.legacy = False
 
 
-def parse_codex(stdout: str, stderr: str = "") -> Usage:
-    """Parse ``codex exec --json`` output (item or legacy format) into a ``Usage`` (module docstring)."""
+def parse_codex(stdout: str, stderr: str = "", session: str | None = None) -> Usage:
+    """Parse ``codex exec --json`` output (item or legacy format), plus the run's session log text when
+    given, into a ``Usage`` (module docstring)."""
     loaded = load_events(stdout)
     st = _State(Collector(loaded.warnings))
     for event in loaded.events:
@@ -155,7 +233,41 @@ def parse_codex(stdout: str, stderr: str = "") -> Usage:
     fields.update(_tokens(st))
     if st.legacy and st.requests:
         fields["turns"] = st.requests
+    if session is not None:
+        return _with_session_log(st.col, fields, session)
     return st.col.usage(**fields)
+
+
+def _with_session_log(col: Collector, fields: dict[str, Any], text: str) -> Usage:
+    """``fields`` completed from the session log: its tool calls replace the stream's, turns and model added."""
+    loaded = load_events(text)
+    log = Collector(f"session log: {w}" for w in loaded.warnings)
+    responses, last_total = 0, None
+    for line in loaded.events:
+        kind, payload = line.get("type"), mapping(line.get("payload"))
+        ptype = payload.get("type")
+        if kind == "turn_context" and isinstance(payload.get("model"), str):
+            fields["model"] = payload["model"]
+        elif kind == "event_msg" and ptype == "token_count":
+            total = mapping(mapping(payload.get("info")).get("total_token_usage"))
+            grown = as_int(total.get("total_tokens")) or add(as_int(total.get("input_tokens")), as_int(total.get("output_tokens")))
+            if grown is not None and (last_total is None or grown > last_total):
+                responses += 1
+                last_total = grown
+        elif kind == "response_item" and ptype in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call"):
+            raw = ptype if ptype in ("local_shell_call", "web_search_call") else str(payload.get("name") or "?")
+            args: Any = payload.get("arguments") if ptype == "function_call" else payload.get("input")
+            if ptype == "local_shell_call":
+                args = mapping(payload.get("action")).get("command")
+            elif ptype == "web_search_call":
+                args = mapping(payload.get("action")).get("query")
+            log.tool(SESSION_TOOL_NAMES.get(raw, raw), args, payload.get("call_id") or payload.get("id"))
+    usage = col.usage(**fields)
+    calls = log.usage().tool_calls
+    return dataclasses.replace(
+        usage, tool_calls=calls or usage.tool_calls,
+        turns=responses or usage.turns, parse_warnings=(*usage.parse_warnings, *log.warnings),
+    )
 
 
 def _tokens(st: _State) -> dict[str, Any]:

@@ -9,8 +9,11 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from pytest_agentrace.agents.base import Adapter, Invocation, RunContext
+from pytest_agentrace.agents.base import Adapter, Invocation, RunContext, last_text
 from pytest_agentrace.errors import AgentError
+from pytest_agentrace.record.model import Usage
+
+PLAIN_TOKENS_NOTE = "a plain command reports no token counts (kind: plain reads only its stdout)"
 
 _PLACEHOLDER = re.compile(r"\{(prompt|prompt_file|model|workspace|run_dir)\}")
 
@@ -40,3 +43,7 @@ class Plain(Adapter):
 
     def invocation(self, ctx: RunContext) -> Invocation:
         return Invocation(expand_template(ctx.agent.command, ctx), dict(ctx.env))
+
+    def parse(self, stdout: str, stderr: str, ctx: RunContext | None = None) -> Usage:
+        """The answer is the stdout; tokens are unknown, and ``tokens_note`` says why."""
+        return Usage(answer=last_text(stdout), tokens_note=PLAIN_TOKENS_NOTE)

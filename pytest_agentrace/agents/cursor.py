@@ -6,7 +6,8 @@ changes) and ``--trust`` instead (without it an untrusted folder is refused, wit
 "Workspace Trust Required" text, which this parser reports as a setup error). An agent's ``sandbox:`` value is
 passed as ``--sandbox`` (``enabled``/``disabled``). ``--model`` when given.
 
-Parsing (``cli-formats.md``; hand-written sample from the documented schema):
+Parsing (``cli-formats.md``; real 2026.01.28 captures published by reifying/cursor-hack, and a hand-written
+sample from the documented schema):
 - events ``system/init {model}``, ``user``, ``thinking``, ``assistant {message.content[]}``, ``tool_call
   {subtype started|completed, call_id, tool_call{<kind>ToolCall{args, result?}}}``, ``result {is_error,
   result, usage{inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens}}``;
@@ -15,7 +16,9 @@ Parsing (``cli-formats.md``; hand-written sample from the documented schema):
   says the router chose, so it is not recorded);
 - ``result.result`` joins every assistant text of the run: the final answer is the last ``assistant`` event
   instead (stream-json prints one event per whole message, "Output format" docs); tool calls are correlated by ``call_id`` (parallel calls start before completing);
-- ``is_error: true`` is a failed run; no ``result`` is an incomplete one.
+- ``is_error: true`` is a failed run; no ``result`` is an incomplete one;
+- 2026.01.28's ``result`` has no ``usage`` at all (the real captures): the tokens are unknown, and
+  ``tokens_note`` says so.
 """
 
 from __future__ import annotations
@@ -93,6 +96,8 @@ def parse_cursor(stdout: str, stderr: str = "") -> Usage:
         status, error = AgentStatus.INCOMPLETE, "no result event in the output (the run was cut off, crashed or was refused)"
     else:
         usage = mapping(result.get("usage"))
+        if not usage:
+            fields["tokens_note"] = "cursor-agent's result event has no usage (as in its 2026.01.28 release)"
         fields.update(
             input_tokens=as_int(usage.get("inputTokens")),
             output_tokens=as_int(usage.get("outputTokens")),

@@ -17,7 +17,10 @@ Parsing (``cli-formats.md``; sample ``captured-0.61.0-stream-json-shell-tool.jso
   total, cached, thoughts, tool}}}, tools}, error?}``; ``stats.models`` may be null.
 - mapping: input = prompt - cached, cache read = cached (Gemini reports no cache writes), output = the rest
   of each model's total (candidates + thinking tokens, which Gemini bills as output), total = total. No cost and
-  no turn count are reported. The final answer is the assistant text after the last tool call.
+  no turn count are reported: turns are counted from the stream, one model response per run of ``tool_use``
+  and assistant ``message`` events between tool results (a response that calls tools in parallel gives
+  several ``tool_use`` events before their ``tool_result`` events). The final answer is the assistant text after
+  the last tool call.
 """
 
 from __future__ import annotations
@@ -74,8 +77,14 @@ def parse_gemini(stdout: str, stderr: str = "") -> Usage:
     result: dict[str, Any] | None = None
     final = FinalText()
     errors: list[str] = []
+    responses, in_response = 0, False  # model responses: runs of tool_use / assistant message between tool results
     for event in events:
         kind = event.get("type")
+        if kind in ("tool_use", "message") and (kind == "tool_use" or event.get("role") == "assistant"):
+            responses += not in_response
+            in_response = True
+        elif kind == "tool_result":
+            in_response = False
         if kind == "init":
             init = event
         elif kind == "message":
@@ -92,7 +101,7 @@ def parse_gemini(stdout: str, stderr: str = "") -> Usage:
             result = event
         elif kind != "tool_result":
             col.unknown("event type", kind)
-    fields: dict[str, Any] = {"answer": final.text()}
+    fields: dict[str, Any] = {"answer": final.text(), "turns": responses or None}
     if result is None:
         status, error = AgentStatus.INCOMPLETE, "no result event in the output (the run was cut off or crashed)"
     else:

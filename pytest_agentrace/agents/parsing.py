@@ -23,6 +23,7 @@ from typing import Any
 
 from pytest_agentrace.agents.base import last_text
 from pytest_agentrace.record.model import ToolCall, Usage
+from pytest_agentrace.run.process import CUT_RE
 
 ANSWER_LIMIT = 20000  # characters of the final answer kept (the end of it)
 SUMMARY_LIMIT = 120  # characters of a tool call's argument summary
@@ -45,7 +46,8 @@ def load_events(text: str) -> Events:
     Accepts JSON lines (one object per line), one JSON object (possibly pretty-printed over many lines) or a
     JSON array of objects (``claude --output-format json`` in some versions). A line that starts like JSON
     but does not parse is a warning (``line N: malformed JSON``); other non-JSON lines are kept in
-    ``text_lines`` and counted in one warning. Never raises.
+    ``text_lines`` and counted in one warning. The marker line of a cut capture (``process.CUT_MARKER``) is
+    skipped: the run record already says what was cut. Never raises.
     """
     out = Events()
     stripped = (text or "").strip()
@@ -79,7 +81,7 @@ def load_events(text: str) -> Events:
             return out
     for n, line in enumerate(stripped.splitlines(), 1):
         s = line.strip()
-        if not s:
+        if not s or (s.startswith("[agentrace: output cut here:") and CUT_RE.match(s)):
             continue
         if s[0] in "{[":
             try:

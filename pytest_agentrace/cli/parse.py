@@ -1,7 +1,8 @@
-"""``agentrace parse AGENT FILE [--json] [--otel FILE] [--analytics FILE]``: the parsed ``Usage`` of a saved
+"""``agentrace parse AGENT FILE [--json] [--otel FILE] [--analytics FILE] [--session FILE]``: the parsed ``Usage`` of a saved
 agent output (e.g. a run's ``raw.out``), read exactly as a run would read it.
 
-``--otel`` adds Copilot's OTel file export (its token counts), ``--analytics`` aider's ``--analytics-log``.
+``--otel`` adds Copilot's OTel file export (its token counts), ``--analytics`` aider's ``--analytics-log``,
+``--session`` Codex's session log (a run's ``codex-session.jsonl``: every tool call, turns, the model).
 Costs the CLI did not report are priced from the default table (``agents.pricing``) when the model is known.
 With ``--json`` one object is printed with exactly the keys in ``JSON_KEYS`` (unknown values are ``null``;
 ``tool_calls`` is a list of ``{name, summary}``; ``status`` is ``completed`` / ``failed`` / ``incomplete``, or
@@ -22,7 +23,7 @@ from pytest_agentrace.agents.pricing import apply_pricing
 from pytest_agentrace.errors import did_you_mean
 from pytest_agentrace.record.model import Usage
 
-SIDE_OPTIONS = {"otel": "copilot", "analytics": "aider"}  # option -> the agent it belongs to
+SIDE_OPTIONS = {"otel": "copilot", "analytics": "aider", "session": "codex"}  # option -> the agent it belongs to
 JSON_KEYS = (
     "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens", "cost_usd",
     "cost_source", "turns", "tool_calls", "answer", "status", "cli_version", "model", "warnings",
@@ -44,6 +45,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--otel", metavar="FILE", help="copilot: its OTel file export (COPILOT_OTEL_FILE_EXPORTER_PATH)")
     p.add_argument("--analytics", metavar="FILE", help="aider: its --analytics-log file")
+    p.add_argument("--session", metavar="FILE", help="codex: its session log (a run's codex-session.jsonl)")
     p.set_defaults(func=run)
 
 
@@ -54,7 +56,7 @@ def _read(path: str) -> str:
         raise ParseInputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def parse_file(agent: str, path: str, otel: str | None = None, analytics: str | None = None) -> Usage:
+def parse_file(agent: str, path: str, otel: str | None = None, analytics: str | None = None, session: str | None = None) -> Usage:
     """Parse ``path`` as ``agent``'s output (plus side files) and price it from the default table.
 
     Raises ``ParseInputError`` for an unknown agent, a side file given to the wrong agent, or an unreadable file.
@@ -62,7 +64,7 @@ def parse_file(agent: str, path: str, otel: str | None = None, analytics: str | 
     if agent not in CLI_AGENTS:
         raise ParseInputError(f"unknown agent {agent!r}{did_you_mean(agent, CLI_AGENTS)}; valid: {', '.join(CLI_AGENTS)}")
     side: dict[str, str] = {}
-    for key, value in (("otel", otel), ("analytics", analytics)):
+    for key, value in (("otel", otel), ("analytics", analytics), ("session", session)):
         if value is not None:
             if agent != SIDE_OPTIONS[key]:
                 raise ParseInputError(f"--{key} is only for {SIDE_OPTIONS[key]}, not {agent}")
@@ -108,7 +110,7 @@ def text_lines(usage: Usage) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """The ``parse`` subcommand: print the parsed usage; 2 with a one-line error on bad input."""
     try:
-        usage = parse_file(args.agent, args.file, args.otel, args.analytics)
+        usage = parse_file(args.agent, args.file, args.otel, args.analytics, args.session)
     except ParseInputError as exc:
         print(f"agentrace parse: {exc}", file=sys.stderr)
         return 2

@@ -29,7 +29,7 @@ from pytest_agentrace.spec.common import parse_agent, unique_agent_ids
 from pytest_agentrace.spec.task import load_task
 from pytest_agentrace.spec.trial import load_trial
 
-EXAMPLE = Path(__file__).parents[1] / "example_trial"  # a link to example_suites/trials, shipped as package data
+EXAMPLE = Path(__file__).parents[1] / "example_trial"  # in the package folder; a link to example_suites/trials, shipped as package data
 EXAMPLE_PARTS = ("example-repo", "example-docs", "example-agents")
 EXAMPLE_FILE = "trial.toml"
 

@@ -6,7 +6,11 @@ costs about a millisecond, so every run gets its own and shares nothing), and re
 - ``apply(argv, env)`` adds the CLI's offline settings (``environment.offline_env``) to the adapter's argv and
   environment and, with ``--agentrace-offline`` where namespaces are permitted, wraps argv so the agent (and
   the double with it) runs in a loopback-only network namespace (``netns``);
-- ``close()`` stops the double and completes ``model-double.json``.
+- ``close()`` stops the double and completes ``model-double.json``;
+- ``settle(usage)`` checks the parsed ``Usage`` against the request log: a script step the CLI offered no tool
+  for (the double answered ``none``) makes the run an ``error`` (``AgentStatus.ERROR``: the script does not fit
+  the CLI or its mode, which is not the agent's wrong answer), and tokens the CLI reports that differ from what
+  the double served get a parse warning (``served_usage``).
 
 Files in the run folder (beside ``run.json``): ``model-double-requests.jsonl`` (every request the CLI sent,
 auth headers redacted, with the double's answer) and ``model-double.json`` (script, URL, offline mode, config
@@ -15,6 +19,7 @@ files written, request count).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 from pathlib import Path
@@ -28,11 +33,58 @@ from pytest_agentrace.model_double.environment import (
     insert_argv,
     offline_env,
 )
-from pytest_agentrace.model_double.script import load_script
-from pytest_agentrace.model_double.server import ModelDouble
+from pytest_agentrace.model_double.script import TurnUsage, load_script
+from pytest_agentrace.model_double.server import ModelDouble, path_model
+from pytest_agentrace.record.model import AgentStatus, Usage
 
 REQUEST_LOG = "model-double-requests.jsonl"
 INFO_FILE = "model-double.json"
+SERVED_KINDS = ("tool", "text", "none", "edit", "side", "json")  # answers that carry the script's usage
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """The request records of a ``model-double-requests.jsonl`` (unreadable lines skipped; [] without a file)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("answer"), dict):
+            out.append(rec)
+    return out
+
+
+def served_usage(log: list[dict[str, Any]]) -> dict[str, TurnUsage]:
+    """Tokens the double served, per model that answered (the request's ``model``, or the model in a Gemini
+    path): the usage of every answer in ``SERVED_KINDS`` (HTTP errors and token counts carry none)."""
+    out: dict[str, TurnUsage] = {}
+    for rec in log:
+        answer = rec["answer"]
+        if answer.get("kind") not in SERVED_KINDS:
+            continue
+        body = rec.get("body") if isinstance(rec.get("body"), dict) else {}
+        model = path_model(str(rec.get("path") or "")) or str(body.get("model") or "scripted")
+        u = answer.get("usage") or {}
+        got = TurnUsage(*(int(u.get(k) or 0) for k in ("input", "output", "cache_read", "cache_write")))
+        out[model] = out.get(model, TurnUsage()) + got
+    return out
+
+
+def script_mismatch(log: list[dict[str, Any]], edits: bool) -> str | None:
+    """Why the script could not be played (the first ``none`` answer: a step with no fitting tool), or None."""
+    for rec in log:
+        answer = rec["answer"]
+        if answer.get("kind") == "none":
+            note = str(answer.get("text") or "").removeprefix("scripted model: ")
+            mode = "" if edits else " (the agent runs with edits = false: its read-only mode may withhold the tool)"
+            return (f"model script does not fit this CLI: {note}{mode}; the run tested the script, not the agent "
+                    "(change the script's step or the agent's mode)")
+    return None
 
 
 def _free_port() -> int:
@@ -103,6 +155,23 @@ class AgentSession:
             except OSError:
                 pass
         self._write_info()
+
+    def settle(self, usage: Usage) -> Usage:
+        """``usage`` checked against the request log (see the module docstring); unchanged without a script."""
+        if not self.script_path:
+            return usage
+        log = read_log(self.run_dir / REQUEST_LOG)
+        why = script_mismatch(log, bool(getattr(self.ctx, "edits", True)))
+        if why is not None and usage.status != AgentStatus.ERROR:
+            usage = dataclasses.replace(usage, status=AgentStatus.ERROR, error=why)
+        served = served_usage(log)
+        total = sum((u for u in served.values()), TurnUsage())
+        if usage.total_tokens is not None and served and usage.total_tokens != total.total:
+            note = (f"tokens differ from what the model double served: the CLI reported {usage.total_tokens:,}, "
+                    f"the double served {total.total:,} ({total.input:,} in, {total.output:,} out, "
+                    f"{total.cache_read + total.cache_write:,} cached) in {len(log)} requests")
+            usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, note))
+        return usage
 
     def _write_info(self) -> None:
         if not (self.script_path or self.offline or self.netns_reason):

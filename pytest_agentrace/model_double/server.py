@@ -113,6 +113,12 @@ def fill_schema(schema: Any) -> Any:
     return "scripted"
 
 
+def path_model(path: str) -> str | None:
+    """The model a Gemini path names (``…/models/<m>:generateContent`` -> ``m``), or None."""
+    m = _GEMINI_RE.search(path)
+    return m.group(1) if m else None
+
+
 def protocol_of(path: str) -> str | None:
     """The wire protocol of a POST path, or None."""
     if path.endswith(("/messages", "/messages/count_tokens")):
@@ -274,7 +280,9 @@ class _Handler(BaseHTTPRequestHandler):
             extra = {"retry-after": str(math.ceil(wait)), "retry-after-ms": str(round(wait * 1000))}
             self._send_json(answer.error.status, wire.error_body(protocol, answer.error.status, answer.error.message), extra)
             return
-        model = str(body.get("model") or "scripted")
+        # the model that answers: the request's (Gemini names it in the path; its reply's modelVersion says
+        # which model served, and Gemini CLI keys its per-model stats by that, so the router call stays apart)
+        model = (path_model(path) if protocol == GEMINI else None) or str(body.get("model") or "scripted")
         stream = bool(body.get("stream")) or (protocol == GEMINI and path.endswith(":streamGenerateContent"))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         data, chunks = wire.encode(protocol, answer, model, stream, include_usage)

@@ -287,5 +287,5 @@ def encode(protocol: str, a: Answer, model: str, stream: bool, include_usage: bo
     if protocol == CHAT:
         return (None, chat_stream(a, model, include_usage)) if stream else (chat_json(a, model), [])
     if protocol == GEMINI:
-        return (None, gemini_stream(a)) if stream else (gemini_json(a), [])
+        return (None, gemini_stream(a, model)) if stream else (gemini_json(a, model), [])
     raise ValueError(f"unknown protocol {protocol!r}")

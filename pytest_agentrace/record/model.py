@@ -95,6 +95,8 @@ class Usage:
     ``cost_usd`` is US dollars with ``cost_source`` telling where it came from. ``turns`` counts model
     round-trips. ``status`` is the agent's own view (``completed`` / ``failed`` / ``incomplete``) and
     ``error`` its reason when not completed. ``parse_warnings`` lists unknown events and malformed lines.
+    ``tokens_note`` says why the token counts are unknown when the adapter knows (e.g. a ``plain`` command
+    reports none); None otherwise.
     """
 
     input_tokens: int | None = None
@@ -115,6 +117,7 @@ class Usage:
     parse_warnings: tuple[str, ...] = ()
     # per model served: {model: {input_tokens, output_tokens, cache_read_tokens, cache_write_tokens}} (for pricing)
     model_usage: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    tokens_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

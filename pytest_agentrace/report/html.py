@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.report import charts
 from pytest_agentrace.report.leaderboard import RACE_NOTE
 from pytest_agentrace.report.markdown import (
@@ -36,6 +37,7 @@ from pytest_agentrace.report.markdown import (
     used_tool,
     with_ci,
 )
+from pytest_agentrace.report.text import cut_notes, tokens_reason
 from pytest_agentrace.stats.ratings import INITIAL
 
 MAX_FILE_CHARS = 20_000
@@ -265,11 +267,28 @@ def _file_block(title: str, path: Path | None, text: str | None = None, keep: st
     return f"<h4>{escape(title)}</h4>" + (f'<p class="truncated">{escape(note)}</p>' if note else "") + f"<pre>{body}</pre>"
 
 
+def figure_notes(run: Mapping[str, Any]) -> str:
+    """How the run's figures were read, as a list: cut output files, parse warnings (all of them), why tokens
+    are unknown (``report.text.run_notes``); empty when there is nothing to say."""
+    try:
+        o = Outcome.from_dict(dict(run))
+    except (KeyError, TypeError, ValueError):
+        return ""
+    items = [*cut_notes(o), *(f"parse warning: {w}" for w in o.usage.parse_warnings if w not in cut_notes(o))]
+    if reason := tokens_reason(o):
+        items.append(reason)
+    if not items:
+        return ""
+    return '<h4>Notes on the figures</h4><ul class="notes">' + "".join(f"<li>{escape(i)}</li>" for i in items) + "</ul>"
+
+
 def run_details(run: Mapping[str, Any], run_dir: Path | None) -> str:
-    """The expanded part of a run row: reason, prompt, final answer, tool calls, diff, check logs, stderr."""
+    """The expanded part of a run row: reason, notes on the figures, prompt, final answer, tool calls, diff,
+    check logs, stderr."""
     parts = []
     if run.get("reason"):
         parts.append(f"<p><strong>{escape(str(run['status']))}:</strong> {escape(str(run['reason']))}</p>")
+    parts.append(figure_notes(run))
     usage = run.get("usage") or {}
     parts.append(_file_block("Prompt", run_dir / "prompt.txt" if run_dir else None, keep="head"))
     parts.append(_file_block("Final answer", None, text=usage.get("answer") or "", keep="tail"))

@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.run.process import CUT_NOTE_PREFIX
 from pytest_agentrace.stats.score import rank
 
 TASK_HEADERS = ["Rank", "Agent", "Score", "Status", "Tests", "Verify", "Exit", "Lint", "Time (s)", "Lines"]
@@ -21,6 +22,57 @@ def _check(o: Outcome, name: str) -> str:
 
 def fmt_tokens(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
+
+
+TOKENS_UNKNOWN = "unknown"
+MAX_WARNINGS = 3  # parse warnings shown per run in the terminal (all are in run.json)
+
+
+def tokens_cell(o: Outcome) -> str:
+    """The Tokens column: the count, ``unknown`` when the agent ran but its output gave none, ``-`` when no agent
+    ran (an ``error`` before the agent started)."""
+    if o.usage.total_tokens is not None:
+        return fmt_tokens(o.usage.total_tokens)
+    return TOKENS_UNKNOWN if agent_ran(o) else "-"
+
+
+def agent_ran(o: Outcome) -> bool:
+    """Whether the run got as far as starting its agent (an exit code, a timeout, or agent seconds)."""
+    return o.exit_code is not None or o.timed_out or o.seconds > 0 or o.usage.tokens_note is not None
+
+
+def tokens_reason(o: Outcome) -> str | None:
+    """Why a run that started its agent has no token count (None when it has one, or never started it)."""
+    if o.usage.total_tokens is not None or not agent_ran(o):
+        return None
+    return f"tokens unknown: {o.usage.tokens_note or 'the agent output reported no token counts'}"
+
+
+def cut_notes(o: Outcome) -> list[str]:
+    """The run's notes on cut output files (``raw.out cut: N of T bytes dropped ...``)."""
+    return [w for w in o.usage.parse_warnings if w.startswith(tuple(CUT_NOTE_PREFIX.values()))]
+
+
+def warning_note(o: Outcome, limit: int = MAX_WARNINGS) -> str | None:
+    """``parse warnings: a; b; c (+N more in run.json)`` for the run's parse warnings (cut notes aside), or None."""
+    cut = set(cut_notes(o))
+    found = [w for w in o.usage.parse_warnings if w not in cut]
+    if not found:
+        return None
+    more = f" (+{len(found) - limit} more in run.json)" if len(found) > limit else ""
+    return "parse warnings: " + "; ".join(found[:limit]) + more
+
+
+def run_notes(o: Outcome) -> list[str]:
+    """Everything the summary should say about how a run's figures were read: cut output, parse warnings,
+    why tokens are unknown."""
+    return [n for n in (*cut_notes(o), warning_note(o), tokens_reason(o)) if n]
+
+
+def notes_lines(labelled: Iterable[tuple[str, Outcome]]) -> list[str]:
+    """A ``notes:`` block, one line per note, each led by its run's label; empty when no run has a note."""
+    lines = [f"  {label}: {note}" for label, o in labelled for note in run_notes(o)]
+    return ["notes:", *lines] if lines else []
 
 
 COST_MARKS = {"priced": " (priced)", "estimated": " (est.)"}  # by cost_source; a reported cost has none
@@ -65,7 +117,7 @@ def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str
                     "-" if o.exit_code is None else o.exit_code, _check(o, "lint"), f"{o.seconds:.1f}", o.lines_changed,
                 ]
                 if show_cost:
-                    row += [fmt_tokens(o.usage.total_tokens), fmt_cost(o)]
+                    row += [tokens_cell(o), fmt_cost(o)]
                 rows.append(row)
             title = f"task {case}" + (f" (rep {rep})" if len(reps) > 1 else "") + f"  [{_display_path(source)}]"
             lines.append(title)
@@ -74,5 +126,6 @@ def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str
             if notes:
                 lines.append("not passed:")
                 lines.extend(notes)
+            lines.extend(notes_lines((o.agent, o) for o in runs))
             lines.append("")
     return lines

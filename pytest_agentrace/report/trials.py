@@ -10,7 +10,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from pytest_agentrace.record.model import Outcome, Status
-from pytest_agentrace.report.text import COST_MARKS, _display_path, fmt_tokens
+from pytest_agentrace.report.text import (
+    COST_MARKS,
+    TOKENS_UNKNOWN,
+    _display_path,
+    agent_ran,
+    fmt_tokens,
+    notes_lines,
+)
 
 MAX_NOTES = 20
 TRIAL_HEADERS = ["Question", "Arm", "Agent", "Runs", "Passed", "Correct", "Recall", "Verify", "Used tool", "Claims ok", "Errors", "Time (s)"]
@@ -29,6 +36,15 @@ def _mean_cost(runs: list[Outcome]) -> str:
     mark = next((COST_MARKS[s] for s in ("estimated", "priced") if s in sources), "")
     part = f" of {len(known)}" if len(known) < len(runs) else ""
     return f"{sum(u.cost_usd for u in known) / len(known):.4f}{mark}{part}"
+
+
+def trial_notes(cells: dict[tuple[str, str, str], list[Outcome]]) -> list[str]:
+    """The ``notes:`` block of one trial table (cut output, parse warnings, unknown tokens; ``MAX_NOTES`` lines)."""
+    runs = sorted((o for c in cells.values() for o in c), key=lambda o: (o.case, o.arm, o.agent, o.rep))
+    block = notes_lines((f"{o.case}[{o.arm}-{o.agent}-r{o.rep}]", o) for o in runs)
+    if len(block) > MAX_NOTES + 1:
+        block = [*block[: MAX_NOTES + 1], f"  ... and {len(block) - MAX_NOTES - 1} more (see the run.json files)"]
+    return block
 
 
 def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str]:
@@ -65,7 +81,8 @@ def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[st
             ]
             if show_cost:
                 tokens = [o.usage.total_tokens for o in samples if o.usage.total_tokens is not None]
-                row.append(fmt_tokens(round(sum(tokens) / len(tokens))) if tokens else "-")
+                unknown = TOKENS_UNKNOWN if any(agent_ran(o) for o in samples) else "-"
+                row.append(fmt_tokens(round(sum(tokens) / len(tokens))) if tokens else unknown)
                 row.append(_mean_cost(samples))
             rows.append(row)
         name = next(iter(cells.values()))[0].extra.get("trial", "")
@@ -77,5 +94,6 @@ def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[st
             lines.extend(notes[:MAX_NOTES])
             if len(notes) > MAX_NOTES:
                 lines.append(f"  ... and {len(notes) - MAX_NOTES} more (see the run.json files)")
+        lines.extend(trial_notes(cells))
         lines.append("")
     return lines

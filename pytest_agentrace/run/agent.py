@@ -102,13 +102,14 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         except WorkspaceError:
             pass  # not a git workspace: nothing to exclude from
     start = time.monotonic()
+    session = None  # the model double and/or --agentrace-offline namespace of this run
     if spec.agent.command is None and adapter.executable is None:
         res = adapter.run_inprocess(ctx)
         stdout, stderr, code, timed_out, err = res.stdout, res.stderr, res.exit_code, False, None
         seconds = time.monotonic() - start
         output_bytes = {"stdout": len(stdout.encode()), "stderr": len(stderr.encode())}
+        cut: dict[str, int] = {}
     else:
-        session = None  # the model double and/or --agentrace-offline namespace of this run (issue 7)
         try:
             if spec.agent.command is not None:
                 exe = resolve_executable(spec)
@@ -138,7 +139,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             if session is not None:
                 session.close()
         stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
-        output_bytes = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}
+        output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
     (ctx.run_dir / "raw.out").write_text(redact(stdout, secrets), encoding="utf-8")
     (ctx.run_dir / "raw.err").write_text(redact(stderr, secrets), encoding="utf-8")
     if err:
@@ -152,6 +153,10 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     if spec.agent.command is None and adapter.executable is not None and usage.cli_version is None:
         usage = dataclasses.replace(usage, cli_version=cli_version(adapter, argv[0], inv_env, ctx.workspace))
     usage = apply_pricing(usage, spec.agent, getattr(spec.spec, "pricing", None), ctx.prompt)
+    if session is not None:  # the double's request log: a script that did not fit, tokens it served
+        usage = session.settle(usage)
+    if cut:  # raw.out/raw.err lost their middle: the record says so (usage.parse_warnings)
+        usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, *process.cut_notes(cut, output_bytes)))
     return AgentRun(code, seconds, timed_out, usage, output_bytes=output_bytes)
 
 

@@ -4,19 +4,22 @@ On timeout (or interrupt) the whole group gets SIGTERM, then SIGKILL after ``gra
 normal exit any process left in the group (a background grandchild) is killed too, and so is, on Linux, any
 descendant that left the group with ``setsid`` (``reaper``), so no descendant outlives its run. Output is read
 by threads while the command runs; each stream keeps its first ``head`` and last ``tail`` bytes and counts the
-total, and is decoded as UTF-8 with replacement.
+total, and is decoded as UTF-8 with replacement. A cut stream holds one marker line where the bytes were dropped
+(``CUT_MARKER``: ``[agentrace: output cut here: N of T bytes dropped, kept the first H and the last L]``), and
+``ProcessResult.cut`` says how many bytes each stream lost.
 """
 
 from __future__ import annotations
 
 import collections
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agentrace.run import reaper
@@ -24,6 +27,13 @@ from pytest_agentrace.run import reaper
 DEFAULT_HEAD = 8 * 1024 * 1024  # bytes kept from the start of a stream
 DEFAULT_TAIL = 2 * 1024 * 1024  # bytes kept from the end of a stream
 GRACE_SECONDS = 3.0
+CUT_MARKER = ("[agentrace: output cut here: {dropped} of {total} bytes dropped, "
+              "kept the first {head} and the last {tail}]")
+CUT_RE = re.compile(
+    r"^\[agentrace: output cut here: (\d+) of (\d+) bytes dropped, "
+    r"kept the first (\d+) and the last (\d+)\]$", re.MULTILINE,
+)
+CUT_NOTE_PREFIX = {"raw.out": "raw.out cut: ", "raw.err": "raw.err cut: "}  # how a run record's cut notes start
 
 
 class _Capture:
@@ -60,20 +70,34 @@ class _Capture:
         except (OSError, ValueError):
             pass
 
-    def bytes(self) -> bytes:
+    def _kept(self) -> tuple[bytes, bytes]:
         tail = b"".join(self.tail)
         if len(self.head) + len(tail) >= self.total:
-            return bytes(self.head) + tail
-        tail = tail[-self.tail_limit:]
-        dropped = self.total - len(self.head) - len(tail)
-        return bytes(self.head) + f"\n[... {dropped} bytes dropped by agentrace ...]\n".encode() + tail
+            return bytes(self.head), tail
+        return bytes(self.head), tail[-self.tail_limit:] if self.tail_limit else b""
+
+    @property
+    def dropped(self) -> int:
+        """Bytes of the stream that were not kept (0: the whole stream is kept)."""
+        head, tail = self._kept()
+        return self.total - len(head) - len(tail)
+
+    def bytes(self) -> bytes:
+        """The kept bytes; a cut stream has ``CUT_MARKER`` on a line of its own between head and tail."""
+        head, tail = self._kept()
+        dropped = self.total - len(head) - len(tail)
+        if not dropped:
+            return head + tail
+        marker = CUT_MARKER.format(dropped=dropped, total=self.total, head=len(head), tail=len(tail))
+        return head + ("" if head.endswith(b"\n") else "\n").encode() + marker.encode() + b"\n" + tail
 
 
 @dataclass(frozen=True)
 class ProcessResult:
     """A finished command: ``exit_code`` (None when killed by us), wall ``seconds``, decoded output.
 
-    ``stdout_bytes``/``stderr_bytes`` count everything the command printed, also what was dropped.
+    ``stdout_bytes``/``stderr_bytes`` count everything the command printed, also what was dropped;
+    ``cut`` maps a stream (``"stdout"``, ``"stderr"``) to the bytes dropped from its middle (cut streams only).
     ``error`` is set when the command could not be started (e.g. ``FileNotFoundError``).
     """
 
@@ -87,6 +111,7 @@ class ProcessResult:
     timed_out: bool = False
     interrupted: bool = False
     error: str | None = None
+    cut: dict[str, int] = field(default_factory=dict)
 
 
 class _DeferredSignals:
@@ -199,7 +224,21 @@ def run(
         stdout_bytes=out.total,
         stderr_bytes=err.total,
         timed_out=timed_out,
+        cut={name: cap.dropped for name, cap in (("stdout", out), ("stderr", err)) if cap.dropped},
     )
+
+
+def cut_notes(cut: Mapping[str, int], totals: Mapping[str, int]) -> tuple[str, ...]:
+    """One line per cut stream for a run record, e.g. ``raw.out cut: 30,000,000 of 40,000,000 bytes dropped
+    from the middle (the file marks the place); figures printed there are missing``. ``cut`` is
+    ``ProcessResult.cut``, ``totals`` the streams' byte counts."""
+    files = {"stdout": "raw.out", "stderr": "raw.err"}
+    return tuple(
+        f"{CUT_NOTE_PREFIX[files[name]]}{dropped:,} of {totals.get(name, 0):,} bytes dropped from the middle "
+        "(the file marks the place); figures printed there are missing"
+        for name, dropped in cut.items() if dropped and name in files
+    )
+
 
 
 def _feed(proc: subprocess.Popen, data: str) -> None:
