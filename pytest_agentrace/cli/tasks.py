@@ -102,12 +102,13 @@ def _error(command: str, message: str, status: int = 2) -> int:
 
 def register_tasks(subparsers: argparse._SubParsersAction) -> None:
     """``agentrace tasks list [--difficulty L]`` and ``agentrace tasks show NAME``."""
-    from pytest_agentrace.spec.builtin import difficulty_list
+    from pytest_agentrace.spec.builtin import known_difficulty_list
 
     parser = subparsers.add_parser("tasks", help="list the built-in tasks or show one", description="The built-in task suite.")
     actions = parser.add_subparsers(dest="tasks_action", metavar="ACTION")
     listing = actions.add_parser("list", help="a table of the built-in tasks: name, difficulty, verify, timeout")
-    listing.add_argument("--difficulty", type=difficulty_list, metavar="LEVEL[,LEVEL]", help="only these difficulties (easy, medium, hard)")
+    listing.add_argument("--difficulty", type=known_difficulty_list, metavar="LEVEL[,LEVEL]",
+                         help="only these difficulty levels, by name (easy, medium, medium-hard, hard)")
     listing.set_defaults(func=cmd_tasks_list)
     show = actions.add_parser("show", help="print a built-in task's YAML file")
     show.add_argument("name", help="a built-in task name (see `agentrace tasks list`)")
@@ -120,7 +121,7 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     from pytest_agentrace.errors import SpecError
-    from pytest_agentrace.spec.builtin import DIFFICULTIES, builtin_tasks
+    from pytest_agentrace.spec.builtin import builtin_tasks, level_rank, same_level
     from pytest_agentrace.spec.task import load_task
 
     rows = []
@@ -129,9 +130,9 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
             task = load_task(entry.path)
         except SpecError as exc:
             return _error("tasks list", str(exc), 1)
-        if args.difficulty and task.difficulty not in args.difficulty:
+        if args.difficulty and not same_level(task.difficulty, args.difficulty):
             continue
-        rank = DIFFICULTIES.index(task.difficulty) if task.difficulty in DIFFICULTIES else len(DIFFICULTIES)
+        rank = level_rank(task.difficulty)
         verify = f"yes ({count_tests(task.verify_files)} tests)" if task.verify_command else "no"
         rows.append((rank, [task.name, task.difficulty or "-", verify, f"{task.timeout:g}"]))
     rows.sort(key=lambda r: (r[0], r[1][0]))

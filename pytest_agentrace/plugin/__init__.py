@@ -56,6 +56,9 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_report_paths(config)
     config.stash[AGGREGATOR_KEY] = Aggregator()
     config.pluginmanager.register(SessionPlugin(config), "agentrace-session")
+    from pytest_agentrace.plugin import collect_errors
+
+    collect_errors.register(config)  # a bad task/trial file is one collection error; the other files still run
     from pytest_agentrace.plugin.stats import (
         StatsPlugin,  # issue 5: statistics, snapshots, gates
     )

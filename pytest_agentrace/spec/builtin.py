@@ -24,21 +24,60 @@ from typing import Any
 
 from pytest_agentrace.errors import did_you_mean
 
-DIFFICULTIES = ("easy", "medium", "hard")  # the same as spec.task.DIFFICULTIES (kept import-light here)
+DIFFICULTIES = ("easy", "medium", "hard")  # the standard levels, easiest first
 TASK_FILE = "task.yaml"
 
 
-def difficulty_list(value: str) -> tuple[str, ...]:
-    """argparse ``type`` for ``--agentrace-difficulty``: ``"easy,medium"`` -> ``("easy", "medium")``.
+def level_key(level: str) -> str:
+    """The form in which levels are compared: trimmed and case-folded (coderace compares lower-cased names)."""
+    return level.strip().casefold()
 
-    Raises ``argparse.ArgumentTypeError`` (shown by pytest/argparse as a usage error) for an unknown level.
+
+def same_level(difficulty: str | None, wanted: Sequence[str]) -> bool:
+    """True when a task's free-form ``difficulty`` is one of the ``wanted`` levels, by name.
+
+    A level is a name: ``medium-hard`` (coderace's state-machine task) is a level of its own, selected by
+    ``medium-hard`` and by neither ``medium`` nor ``hard`` — the rule of coderace's ``--difficulty`` filter
+    (exact, lower-cased). A task without a difficulty matches no level."""
+    return difficulty is not None and level_key(difficulty) in {level_key(w) for w in wanted}
+
+
+def level_rank(level: str | None) -> float:
+    """Sort key of a level, easiest first: ``easy`` 0, ``medium`` 1, ``hard`` 2; a level made of two standard
+    levels joined by ``-`` (``medium-hard``, ``easy-medium``) sits halfway between them (1.5); any other level
+    comes after ``hard`` (3), and no level last (4)."""
+    if level is None:
+        return 4.0
+    parts = level_key(level).split("-")
+    if all(p in DIFFICULTIES for p in parts) and 1 <= len(parts) <= 2:
+        return sum(DIFFICULTIES.index(p) for p in parts) / len(parts)
+    return 3.0
+
+
+def difficulty_list(value: str) -> tuple[str, ...]:
+    """argparse ``type`` for ``--agentrace-difficulty``: ``"easy,medium-hard"`` -> ``("easy", "medium-hard")``.
+
+    Levels are free-form names (a task file's ``difficulty`` may be any level, e.g. ``medium-hard``), so any
+    non-empty name is accepted here; a level that no collected task has is reported after collection
+    (``deselect_by_difficulty``). Raises ``argparse.ArgumentTypeError`` for an empty list.
     """
     levels = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
     if not levels:
-        raise argparse.ArgumentTypeError(f"give one or more of {', '.join(DIFFICULTIES)} separated by commas")
+        raise argparse.ArgumentTypeError(f"give one or more levels, e.g. {', '.join(DIFFICULTIES)} or medium-hard, separated by commas")
+    return levels
+
+
+def known_difficulty_list(value: str) -> tuple[str, ...]:
+    """argparse ``type`` for ``agentrace tasks list --difficulty``: like ``difficulty_list``, but every level must
+    be one the built-in tasks have (a did-you-mean for a near miss); raises ``argparse.ArgumentTypeError``."""
+    levels = difficulty_list(value)
+    from pytest_agentrace.spec.task import read_yaml
+
+    known = sorted({lv for t in builtin_tasks() if (lv := _level_of(read_yaml(t.path))) is not None}, key=lambda x: (level_rank(x), x))
     for level in levels:
-        if level not in DIFFICULTIES:
-            raise argparse.ArgumentTypeError(f"unknown difficulty {level!r}{did_you_mean(level, DIFFICULTIES)}; use {', '.join(DIFFICULTIES)}")
+        if not any(same_level(k, [level]) for k in known):
+            raise argparse.ArgumentTypeError(f"unknown difficulty {level!r}{did_you_mean(level_key(level), known)}; "
+                                             f"the built-in tasks have {', '.join(known)}")
     return levels
 
 
@@ -60,7 +99,8 @@ SUITE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     }),
     ("--agentrace-difficulty", {
         "default": None, "type": difficulty_list, "metavar": "LEVEL[,LEVEL]",
-        "help": "keep only tasks of these difficulties (easy, medium, hard); others are deselected",
+        "help": "keep only tasks of these difficulty levels, by name (easy, medium, hard, or a file's own level such as "
+                "medium-hard, which neither medium nor hard selects); others are deselected",
     }),
     ("--agentrace-validate", {
         "action": "store_true", "default": False,
@@ -81,7 +121,7 @@ class BuiltinTask:
 def builtin_root() -> Path:
     """The folder holding the built-in tasks (``<package>/builtin_tasks`` or the source tree's
     ``example_suites/builtin``). Raises ``FileNotFoundError`` when neither exists (a broken install)."""
-    here = Path(__file__).parent
+    here = Path(__file__).parents[1]  # the package folder (this module is in spec/)
     for candidate in (here / "builtin_tasks", here.parent / "example_suites" / "builtin"):
         if candidate.is_dir():
             return candidate
@@ -112,8 +152,13 @@ def select_builtin(names: Iterable[str], difficulties: Sequence[str] | None = No
         for task in builtin_tasks(root) if name == "all" else [find_builtin(name, root)]:
             chosen.setdefault(task.name, task)
     if difficulties:
-        chosen = {n: t for n, t in chosen.items() if (read_yaml(t.path) or {}).get("difficulty") in difficulties}
+        chosen = {n: t for n, t in chosen.items() if same_level(_level_of(read_yaml(t.path)), difficulties)}
     return list(chosen.values())
+
+
+def _level_of(data: Any) -> str | None:
+    level = data.get("difficulty") if isinstance(data, dict) else None
+    return None if level is None else str(level)
 
 
 def extend_args(namespace: Any, args: list[str]) -> None:
@@ -137,15 +182,21 @@ def extend_args(namespace: Any, args: list[str]) -> None:
     except (KeyError, FileNotFoundError) as exc:
         raise pytest.UsageError(f"--agentrace-builtin: {exc.args[0]}") from None
     if not tasks:
+        from pytest_agentrace.spec.task import read_yaml
+
         wanted = ",".join(namespace.agentrace_difficulty)
-        raise pytest.UsageError(f"--agentrace-builtin: no task among {', '.join(names)} has difficulty {wanted}; see `agentrace tasks list`")
+        named = select_builtin(names)
+        levels = sorted({lv for t in named if (lv := _level_of(read_yaml(t.path))) is not None}, key=lambda x: (level_rank(x), x))
+        raise pytest.UsageError(f"--agentrace-builtin: no task among {', '.join(names)} has difficulty {wanted}"
+                                f"{did_you_mean(level_key(wanted), levels)}; their levels: {', '.join(levels) or 'none'} "
+                                "(levels match by name: medium-hard is neither medium nor hard); see `agentrace tasks list`")
     args.extend(str(t.path) for t in tasks)
 
 
 def keep_difficulty(difficulty: str | None, wanted: Sequence[str] | None) -> bool:
-    """True when a task of ``difficulty`` passes the ``--agentrace-difficulty`` filter ``wanted``
-    (no filter keeps everything; a task without a difficulty is dropped by any filter)."""
-    return not wanted or difficulty in wanted
+    """True when a task of ``difficulty`` passes the ``--agentrace-difficulty`` filter ``wanted`` (by name,
+    ``same_level``; no filter keeps everything; a task without a difficulty is dropped by any filter)."""
+    return not wanted or same_level(difficulty, wanted)
 
 
 def deselect_by_difficulty(config: Any, items: list[Any]) -> None:
@@ -157,9 +208,11 @@ def deselect_by_difficulty(config: Any, items: list[Any]) -> None:
         return
     from pytest_agentrace.plugin.collect import RUNSPEC_KEY
 
-    keep, drop = [], []
+    keep, drop, seen = [], [], set()
     for item in items:
         spec = item.stash.get(RUNSPEC_KEY, None)
+        if spec is not None and spec.kind == "task" and spec.spec.difficulty is not None:
+            seen.add(spec.spec.difficulty)
         if spec is not None and spec.kind == "task" and not keep_difficulty(spec.spec.difficulty, wanted):
             drop.append(item)
         else:
@@ -167,3 +220,15 @@ def deselect_by_difficulty(config: Any, items: list[Any]) -> None:
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    unmatched = [w for w in wanted if not any(same_level(s, [w]) for s in seen)]
+    if unmatched and any(item.stash.get(RUNSPEC_KEY, None) is not None for item in (*keep, *drop)):
+        import warnings
+
+        import pytest
+
+        levels = sorted(seen, key=lambda x: (level_rank(x), x))
+        hint = "".join(did_you_mean(level_key(w), [level_key(s) for s in levels]) for w in unmatched[:1])
+        warnings.warn(pytest.PytestConfigWarning(
+            f"--agentrace-difficulty: no collected task has difficulty {', '.join(unmatched)}{hint}; "
+            f"the tasks' levels are {', '.join(levels) or 'none'} (levels match by name: medium-hard is neither medium nor hard)"),
+            stacklevel=1)
