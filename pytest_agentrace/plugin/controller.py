@@ -49,10 +49,9 @@ class Aggregator:
         result.extend(rest)
         return sorted(result, key=lambda o: (o.kind, o.source, o.case, o.arm, o.rep, o.agent))
 
-    def summary_lines(self, show_cost: bool = True) -> list[str]:
-        """The terminal summary: one ranked table per task (see ``report.text``)."""
-        from pytest_agentrace.report.text import task_tables
-        from pytest_agentrace.report.trials import trial_tables
+    def summary_lines(self, show_cost: bool = True, verbose: int | bool = False, width: int | None = None) -> list[str]:
+        """The terminal summary (``report.summary``): per-task tables (up to 3 tasks, or ``verbose``), the task x
+        agent matrix (2 tasks or more), trial tables; no line wider than ``width`` characters (None: no limit)."""
+        from pytest_agentrace.report.summary import summary_lines
 
-        scored = self.scored()
-        return task_tables(scored, show_cost=show_cost) + trial_tables(scored, show_cost=show_cost)
+        return summary_lines(self.scored(), show_cost=show_cost, verbose=verbose, width=width)
