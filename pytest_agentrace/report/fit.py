@@ -25,11 +25,13 @@ ELLIPSIS = "…"
 
 @dataclass(frozen=True)
 class Fitted:
-    """A rendered table: its ``lines``, the ``dropped`` column headers, and whether every line ``fits`` the width."""
+    """A rendered table: its ``lines``, the ``dropped`` column headers, whether every line ``fits`` the width, and
+    whether words had to be ``broken`` to get there (step 6)."""
 
     lines: list[str]
     dropped: tuple[str, ...] = ()
     fits: bool = True
+    broken: bool = False
 
 
 def line_width(lines: Sequence[str]) -> int:
@@ -99,8 +101,10 @@ class _Table:
         self.lines = self.render()
 
     def narrow(self, width: int, floors: Sequence[int], header_too: bool = False) -> None:
-        """Lower the cell limits, widest column first and evenly, until the table fits ``width`` or no column can
-        get narrower than its floor (tabulate never wraps a number)."""
+        """Lower the cell limits, widest column first, until the table fits ``width`` or no column can get narrower
+        than its floor (tabulate never wraps a number). Wrapping at spaces (``header_too`` False) narrows the widest
+        columns evenly; breaking words (``header_too``) takes the whole excess from the widest column first, so
+        one long name is broken rather than every column."""
         stuck: set[int] = set()
         while line_width(self.lines) > width:
             widths = _column_widths(self.lines)
@@ -109,15 +113,15 @@ class _Table:
                 return
             i = max(candidates, key=lambda j: (widths[j], -j))
             excess = line_width(self.lines) - width
-            second = max((widths[j] for j in candidates if j != i), default=floors[i])
+            second = max((widths[j] for j in candidates if j != i), default=floors[i]) if not header_too else floors[i]
             new = max(floors[i], widths[i] - excess, second)
             if new >= widths[i]:
                 new = max(floors[i], widths[i] - max(1, excess // len(candidates)))
             before = self.limits[i], self.header_limits[i]
             for limit in range(new, floors[i] - 1, -1):
                 self.limits[i] = limit
-                if header_too:
-                    self.header_limits[i] = min(limit, self.header_limits[i] or limit)
+                if header_too:  # tabulate pads a header by 2 more characters than its cells
+                    self.header_limits[i] = max(1, min(limit - 2, self.header_limits[i] or limit))
                 rendered = self.render()
                 if _column_widths(rendered)[i] < widths[i]:
                     self.lines = rendered
@@ -162,9 +166,10 @@ def fit(rows: Sequence[Any], headers: Sequence[str], width: int | None = None, o
     drop([n for n in present if n not in empty])
     if line_width(table.lines) > width:
         table.narrow(width, floors(0))
-    if line_width(table.lines) > width:
+    broken = line_width(table.lines) > width
+    if broken:
         table.narrow(width, [HARD_MIN] * len(table.headers), header_too=True)
-    return Fitted(table.lines, tuple(dropped), line_width(table.lines) <= width)
+    return Fitted(table.lines, tuple(dropped), line_width(table.lines) <= width, broken)
 
 
 def dropped_note(dropped: Sequence[str], width: int | None) -> list[str]:

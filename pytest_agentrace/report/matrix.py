@@ -18,9 +18,10 @@ import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
-from pytest_agentrace.report.fit import fit, fit_lines, line_width
+from pytest_agentrace.report.fit import fit, fit_lines
 from pytest_agentrace.report.text import COST_MARKS
 from pytest_agentrace.stats.ratings import DRAW_MARGIN
 
@@ -147,23 +148,25 @@ def matrix_lines(outcomes: Iterable[Outcome], show_cost: bool = True, width: int
     labels = list(ROW_LABELS if show_cost else ROW_LABELS[:-1])
 
     @functools.cache
-    def table(group: tuple[str, ...]) -> list[str]:
+    def table(group: tuple[str, ...]) -> Any:
         rows: list = [[t, *(_cell(by_cell.get((t, a), [])) for a in group)] for t in tasks]
         rows.append(SEPARATING_LINE)
         rows += [[label, *(footer[a][i] for a in group)] for i, label in enumerate(labels)]
-        return fit(rows, ["Task", *group], width, numparse=False).lines
+        return fit(rows, ["Task", *group], width, numparse=False)
 
+    def split(size: int) -> list[tuple[str, ...]]:
+        return [tuple(agents[i:i + size]) for i in range(0, len(agents), size)]
+
+    # the agent columns side by side when they fit with whole words, else in as few tables as fit that way
+    sizes = range(len(agents), 0, -1)
+    size = next((n for n in sizes if all(table(g).fits and not table(g).broken for g in split(n))), None) \
+        or next((n for n in sizes if all(table(g).fits for g in split(n))), 1)
+    groups = split(size)
     lines = [f"tasks x agents: mean score (agent time) over {len(tasks)} tasks"]
-    groups = [agents]
-    if width is not None:
-        for size in range(len(agents), 0, -1):  # split the agent columns when they do not fit side by side
-            groups = [agents[i:i + size] for i in range(0, len(agents), size)]
-            if all(line_width(table(tuple(g))) <= width for g in groups):
-                break
     for k, group in enumerate(groups, 1):
         if len(groups) > 1:
             lines.append(f"agents {k} of {len(groups)}: {', '.join(group)}")
-        lines += table(tuple(group))
+        lines += table(group).lines
     line = winner_line(stats, len(tasks))
     if line:
         lines.append(line)
