@@ -156,6 +156,18 @@ def test_trial_tables_fit_the_width() -> None:
     assert line_width(trial_tables(runs, width=80)) <= 80
 
 
+def test_terminal_width_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from pytest_agentrace.report.fit import terminal_width
+
+    tty = SimpleNamespace(isatty=True, _tw=SimpleNamespace(fullwidth=70))
+    log = SimpleNamespace(isatty=False, _tw=SimpleNamespace(fullwidth=80))
+    assert terminal_width(tty) == 70 and terminal_width(log) is None and terminal_width(None) is None
+    monkeypatch.setenv("COLUMNS", "90")
+    assert terminal_width(log) == 90 and terminal_width(tty) == 70
+
+
 # --- a session of 5 tasks x 2 agents ------------------------------------------------------------------------------
 
 TASK = """\
@@ -184,3 +196,24 @@ def test_a_session_of_five_tasks_prints_one_matrix(pytester: pytest.Pytester, xd
     assert all(r[2].endswith(" failed") for r in rows[1:6])
     assert any(line.startswith("winner: writer (total score 500.0 of 500, 5/5 tasks won") for line in out)
     assert not any(line.startswith("task alpha") for line in out)  # per-task tables only with -v
+    res = pytester.runpytest("--agentrace", "--agentrace-no-save", "-v", *xdist)
+    assert sum(line.startswith("task ") for line in res.stdout.lines) == 5
+    assert sum(line.startswith("| Task") for line in res.stdout.lines) == 1
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_session_fits_the_terminal_width(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
+    """Output that is not a terminal fits ``$COLUMNS`` when it is set: the summary and the statistics (with reps,
+    the per-task pass-rate table and the coderace race table, far wider than 70 characters unfitted)."""
+    for name in TASKS[:2]:
+        (pytester.path / f"{name}.yaml").write_text(TASK.format(name=name, python=sys.executable))
+    monkeypatch.setenv("COLUMNS", "70")
+    res = pytester.runpytest("--agentrace", "--agentrace-no-save", "--agentrace-reps", "2", "--agentrace-resamples", "200", *xdist)
+    res.assert_outcomes(passed=4, failed=4)
+    out = res.stdout.lines
+    section = out[out.index(next(x for x in out if "= agentrace =" in x)):]
+    assert any(x.startswith("| Task") for x in section) and any(x.startswith("| Agent") for x in section)
+    assert line_width(section) <= 70, "\n".join(x for x in section if len(x) > 70)
+    monkeypatch.delenv("COLUMNS")
+    res = pytester.runpytest("--agentrace", "--agentrace-no-save", "--agentrace-reps", "2", "--agentrace-resamples", "200", *xdist)
+    assert line_width(res.stdout.lines) > 120  # no terminal and no $COLUMNS: no limit (a CI log keeps every column)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.argtypes import non_negative_float, positive_int, probability
+from pytest_agentrace.report.fit import stdout_width
 from pytest_agentrace.stats.verdict import GATE_HELP as _GATE_HELP
 
 DEFAULT_OUT = ".agentrace"
@@ -186,7 +187,7 @@ def _plan(args: argparse.Namespace) -> int:
         rows = plan_rows(load_outcomes(args.results, args.last_session), args.min_runs, args.max_reps, args.price_per_mtok, args.baseline, args.seed, args.resamples, args.alpha)
         if not rows:
             raise CliError(f"{args.results}: no arm comparisons (a plan needs trials with at least two arms)")
-        print("\n".join(plan_lines(rows, args.format, args.price_per_mtok is not None)))
+        print("\n".join(plan_lines(rows, args.format, args.price_per_mtok is not None, width=stdout_width())))
     return 0
 
 
@@ -204,7 +205,7 @@ def _report(args: argparse.Namespace) -> int:
         raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
     seq = {"cap": args.stop_when_decided} if args.stop_when_decided else None
     report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq)
-    sys.stdout.write(render(report, args.format))
+    sys.stdout.write(render(report, args.format, width=stdout_width()))
     return 0
 
 
@@ -244,7 +245,7 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
     except SnapshotError as exc:
         raise CliError(str(exc)) from None
     rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.alpha)
-    print("\n".join(compare_lines(rows, args.format)))
+    print("\n".join(compare_lines(rows, args.format, width=stdout_width())))
     failures = gate_failures([g for g in gates if g.verdict], snapshot_rows=rows)
     for line in failures:
         print(f"FAIL {line}", file=sys.stderr)

@@ -239,5 +239,8 @@ class SessionPlugin:
         if not agg.outcomes:
             return
         terminalreporter.section("agentrace")
-        for line in agg.summary_lines(show_cost=not config.getoption("agentrace_no_cost")):
+        from pytest_agentrace.report.fit import terminal_width
+
+        width, verbose = terminal_width(terminalreporter), config.getoption("verbose")
+        for line in agg.summary_lines(show_cost=not config.getoption("agentrace_no_cost"), verbose=verbose, width=width):
             terminalreporter.write_line(line)

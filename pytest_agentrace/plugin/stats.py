@@ -100,7 +100,10 @@ def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
     seed, resamples = config.getoption("agentrace_seed"), config.getoption("agentrace_resamples")
     seq = {"caps": _caps(config, outcomes)} if config.getoption("agentrace_stop_when_decided") else None
     report = build_report(outcomes, config.getoption("agentrace_baseline"), seed, resamples, sequential=seq)
-    lines, notes = report_lines(report), []
+    from pytest_agentrace.report.fit import terminal_width
+
+    width = terminal_width(config.pluginmanager.get_plugin("terminalreporter"))
+    lines, notes = report_lines(report, width=width), []
     rows: list[Any] | None = None  # None: no snapshot compared (verdict gates then apply to arm comparisons)
     snap = config.getoption("agentrace_snapshot")
     if snap and config.getoption("agentrace_snapshot_update"):
@@ -109,7 +112,7 @@ def finish(config: pytest.Config, outcomes: list[Any]) -> dict[str, Any]:
     elif snap:
         rows = compare(read_snapshot(Path(snap)), outcomes, tolerance=config.getoption("agentrace_tolerance"), seed=seed, resamples=resamples,
                        alpha=config.getoption("agentrace_regression_alpha"))
-        lines += ["", f"compared with snapshot {snap}:", *compare_lines(rows)]
+        lines += ["", f"compared with snapshot {snap}:", *compare_lines(rows, width=width)]
     if any(o.kind == "task" for o in outcomes) and config_path(config) is not None:  # saving: not --no-save, not --validate
         try:
             ratings.update_store(out_dir(config), outcomes)

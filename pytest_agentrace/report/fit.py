@@ -211,3 +211,30 @@ def shorten(text: str, width: int | None) -> str:
     head = (width - 1) // 2
     tail = width - 1 - head
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+def _columns() -> int | None:
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+def terminal_width(reporter: Any) -> int | None:
+    """The width the session summary should fit: the terminal's (pytest's ``TerminalWriter.fullwidth``) when the
+    output is a terminal, else ``$COLUMNS`` when set, else None (no limit: a CI log keeps every column).
+    ``reporter`` is pytest's terminal reporter (``isatty``, ``_tw``), duck-typed so this module imports no pytest."""
+    if reporter is not None and bool(getattr(reporter, "isatty", False)):
+        return int(reporter._tw.fullwidth)
+    return _columns()
+
+
+def stdout_width() -> int | None:
+    """The same rule for the ``agentrace`` command's standard output: the terminal's width when it is one, else
+    ``$COLUMNS`` when set, else None."""
+    import shutil
+    import sys
+
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return _columns()
