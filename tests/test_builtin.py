@@ -144,7 +144,8 @@ def test_medium_hard_is_selected_by_its_own_name(pytester: pytest.Pytester, xdis
     """coderace's free-form levels: ``medium-hard`` is a level of its own (matched by name, case-insensitively, as
     coderace's ``--difficulty`` does), selected by neither ``medium`` nor ``hard``."""
     def chosen(levels: str) -> list[str]:
-        res = pytester.runpytest("--agentrace", "--agentrace-builtin", "all", "--agentrace-difficulty", levels, "--collect-only", "-q", *xdist)
+        res = pytester.runpytest("--agentrace", "--agentrace-builtin", "all", "--agentrace-difficulty", levels,
+                                 "--collect-only", "-q", *xdist)
         assert res.ret == pytest.ExitCode.OK, res.stderr.str()
         return sorted({line.split("::")[1].split("[")[0] for line in res.stdout.lines if "::" in line})
 

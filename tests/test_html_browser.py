@@ -101,20 +101,25 @@ def test_report_in_headless_chromium(report: Path) -> None:
             # filtering (as pytest-html's outcome toggles): one toggle per outcome with its count, and a filter box
             def shown() -> list[list[str]]:
                 return page.eval_on_selector_all(
-                    "#runs tbody.run", "bs => bs.filter(b => !b.hidden).map(b => [b.rows[0].cells[4].textContent, b.rows[0].cells[6].textContent])")
+                    "#runs tbody.run",
+                    "bs => bs.filter(b => !b.hidden).map(b => [b.rows[0].cells[4].textContent, "
+                    "b.rows[0].cells[6].textContent])")
 
-            assert page.eval_on_selector_all("label.outcome", "ls => ls.map(l => l.textContent.trim())") == ["18 passed", "6 failed"]
+            toggles = page.eval_on_selector_all("label.outcome", "ls => ls.map(l => l.textContent.trim())")
+            assert toggles == ["18 passed", "6 failed"]
             assert len(shown()) == 24 and page.inner_text("#run-filter-count") == "24 of 24 runs shown"
             page.uncheck("input.outcome-toggle[value=passed]")
             # the failures: gamma on fix-add (3 reps) and the trial's baseline arm (reader, 3 reps)
-            assert sorted(a for a, _ in shown()) == ["gamma"] * 3 + ["reader"] * 3 and {s for _, s in shown()} == {"failed"}
+            assert sorted(a for a, _ in shown()) == ["gamma"] * 3 + ["reader"] * 3
+            assert {s for _, s in shown()} == {"failed"}
             assert page.inner_text("#run-filter-count") == "6 of 24 runs shown"
             page.fill("#run-filter-text", "GAMMA fix-add")  # every word must match, in any case
             assert shown() == [["gamma", "failed"]] * 3
             page.check("input.outcome-toggle[value=passed]")
             assert sorted(a for a, _ in shown()) == ["gamma"] * 3  # gamma passes fix-mul, not fix-add
             page.fill("#run-filter-text", "alpha")
-            assert [a for a, _ in shown()] == ["alpha"] * 6 and page.inner_text("#run-filter-count") == "6 of 24 runs shown"
+            assert [a for a, _ in shown()] == ["alpha"] * 6
+            assert page.inner_text("#run-filter-count") == "6 of 24 runs shown"
             page.fill("#run-filter-text", "docs")  # the trial's docs arm
             assert len(shown()) == 3
             page.screenshot(path=str(ARTIFACTS / "report-filtered.png"), full_page=False)

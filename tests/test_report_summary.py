@@ -35,8 +35,17 @@ def five_by_two():
     for t in TASKS:
         runs.append(outcome(case=t, agent="claude", seconds=20.0, source=f"/s/{t}.yaml", lines_changed=4))
         status = "failed" if t == "delta" else "passed"
-        runs.append(outcome(case=t, agent="codex", seconds=40.0, status=status, source=f"/s/{t}.yaml", lines_changed=4,
-                            reason="tests failed (exit 1)" if status == "failed" else None))
+        runs.append(
+            outcome(
+                case=t,
+                agent="codex",
+                seconds=40.0,
+                status=status,
+                source=f"/s/{t}.yaml",
+                lines_changed=4,
+                reason="tests failed (exit 1)" if status == "failed" else None,
+            )
+        )
     return scored(*runs)
 
 
@@ -58,7 +67,8 @@ def test_five_tasks_two_agents_print_one_matrix_with_agents_as_columns() -> None
     assert rows["Mean time (s)"] == ["20.0", "40.0"]
     assert rows["Total cost (USD)"] == ["0.0500", "0.0500"]
     assert [line for line in lines if line.startswith("winner")] == [
-        "winner: claude (total score 500.0 of 500, 5/5 tasks won; runner-up codex 375.0)"]
+        "winner: claude (total score 500.0 of 500, 5/5 tasks won; runner-up codex 375.0)"
+    ]
     assert "  delta[codex-r1]: failed: tests failed (exit 1)" in lines  # the reasons, as the per-task tables give them
 
 
@@ -67,7 +77,9 @@ def test_per_task_tables_up_to_three_tasks_or_when_verbose() -> None:
     assert sum(line.startswith("task ") for line in summary_lines(five, verbose=1)) == 5
     three = [o for o in five if o.case in TASKS[:3]]
     lines = summary_lines(three)
-    assert sum(line.startswith("task ") for line in lines) == 3 and sum(line.startswith("| Task") for line in lines) == 1
+    assert (
+        sum(line.startswith("task ") for line in lines) == 3 and sum(line.startswith("| Task") for line in lines) == 1
+    )
     one = [o for o in five if o.case == "alpha"]
     lines = summary_lines(one)
     assert sum(line.startswith("task ") for line in lines) == 1 and not any(line.startswith("| Task") for line in lines)
@@ -92,7 +104,9 @@ def test_cells_with_reps_errors_and_missing_agents() -> None:
 
 
 def test_a_tie_names_no_winner() -> None:
-    runs = scored(*(outcome(case=t, agent=a, seconds=10, source=f"/s/{t}.yaml") for t in ("a", "b") for a in ("p", "q")))
+    runs = scored(
+        *(outcome(case=t, agent=a, seconds=10, source=f"/s/{t}.yaml") for t in ("a", "b") for a in ("p", "q"))
+    )
     assert "no overall winner: p, q tie on total score (200.0 of 200; within 1 point)" in matrix_lines(runs)
 
 
@@ -102,9 +116,20 @@ def test_every_summary_line_fits_the_width(width: int) -> None:
     runs = []
     for i, t in enumerate(TASKS):
         for a in ("claude:claude-sonnet-4-5-20250929", "codex:gpt-5.3-codex", "gemini", "opencode"):
-            runs.append(outcome(case=f"{t}-with-a-long-task-name", agent=a, seconds=10 + i, source=f"/suites/deep/folder/{t}/task.yaml",
-                                status="failed" if a == "gemini" else "passed", reason=long_reason if a == "gemini" else None,
-                                checks={"tests": CheckResult("tests", "pytest", 0, 1.0), "verify": CheckResult("verify", "pytest", 0, 1.0)}))
+            runs.append(
+                outcome(
+                    case=f"{t}-with-a-long-task-name",
+                    agent=a,
+                    seconds=10 + i,
+                    source=f"/suites/deep/folder/{t}/task.yaml",
+                    status="failed" if a == "gemini" else "passed",
+                    reason=long_reason if a == "gemini" else None,
+                    checks={
+                        "tests": CheckResult("tests", "pytest", 0, 1.0),
+                        "verify": CheckResult("verify", "pytest", 0, 1.0),
+                    },
+                )
+            )
     runs = scored(*runs)
     for verbose in (0, 1):
         lines = summary_lines(runs, verbose=verbose, width=width)
@@ -150,8 +175,18 @@ def test_statistics_tables_fit_the_width(tmp_path: Path) -> None:
 
 
 def test_trial_tables_fit_the_width() -> None:
-    runs = [outcome(kind="trial", case=f"question-{i}", arm=arm, agent="claude:claude-sonnet-4-5", source="/t/trial.toml",
-                    extra={"trial": "docs-ab"}) for i in range(3) for arm in ("baseline", "with-docs")]
+    runs = [
+        outcome(
+            kind="trial",
+            case=f"question-{i}",
+            arm=arm,
+            agent="claude:claude-sonnet-4-5",
+            source="/t/trial.toml",
+            extra={"trial": "docs-ab"},
+        )
+        for i in range(3)
+        for arm in ("baseline", "with-docs")
+    ]
     assert line_width(trial_tables(runs)) > 80
     assert line_width(trial_tables(runs, width=80)) <= 80
 
@@ -202,18 +237,24 @@ def test_a_session_of_five_tasks_prints_one_matrix(pytester: pytest.Pytester, xd
 
 
 @pytest.mark.parametrize("xdist", XDIST)
-def test_a_session_fits_the_terminal_width(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
+def test_a_session_fits_the_terminal_width(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]
+) -> None:
     """Output that is not a terminal fits ``$COLUMNS`` when it is set: the summary and the statistics (with reps,
     the per-task pass-rate table and the coderace race table, far wider than 70 characters unfitted)."""
     for name in TASKS[:2]:
         (pytester.path / f"{name}.yaml").write_text(TASK.format(name=name, python=sys.executable))
     monkeypatch.setenv("COLUMNS", "70")
-    res = pytester.runpytest("--agentrace", "--agentrace-no-save", "--agentrace-reps", "2", "--agentrace-resamples", "200", *xdist)
+    res = pytester.runpytest(
+        "--agentrace", "--agentrace-no-save", "--agentrace-reps", "2", "--agentrace-resamples", "200", *xdist
+    )
     res.assert_outcomes(passed=4, failed=4)
     out = res.stdout.lines
-    section = out[out.index(next(x for x in out if "= agentrace =" in x)):]
+    section = out[out.index(next(x for x in out if "= agentrace =" in x)) :]
     assert any(x.startswith("| Task") for x in section) and any(x.startswith("| Agent") for x in section)
     assert line_width(section) <= 70, "\n".join(x for x in section if len(x) > 70)
     monkeypatch.delenv("COLUMNS")
-    res = pytester.runpytest("--agentrace", "--agentrace-no-save", "--agentrace-reps", "2", "--agentrace-resamples", "200", *xdist)
+    res = pytester.runpytest(
+        "--agentrace", "--agentrace-no-save", "--agentrace-reps", "2", "--agentrace-resamples", "200", *xdist
+    )
     assert line_width(res.stdout.lines) > 120  # no terminal and no $COLUMNS: no limit (a CI log keeps every column)

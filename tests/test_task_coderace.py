@@ -133,7 +133,8 @@ agents:
 #     output_per_1m: 15.00
 """
 
-VERIFY_CANONICAL_FORM = BUILTIN_FORM.replace("""\
+VERIFY_CANONICAL_FORM = BUILTIN_FORM.replace(
+    """\
 scoring:
   tests: 25
   verify: 30
@@ -141,7 +142,8 @@ scoring:
   lint: 15
   time: 5
   lines: 5
-""", """\
+""",
+    """\
 scoring:
   tests_pass: 0.25
   verify_passed: 0.30
@@ -149,7 +151,8 @@ scoring:
   lint_clean: 0.15
   wall_time: 0.05
   lines_changed: 0.05
-""")
+""",
+)
 
 
 def load(tmp_path: Path, text: str, name: str = "task.yaml"):
@@ -164,16 +167,24 @@ def test_builtin_form(tmp_path: Path) -> None:
     assert [a.id for a in task.agents] == ["claude", "codex", "gemini", "aider", "opencode"]
     assert task.timeout == 900.0 and task.verify_command and list(task.verify_files) == ["verify_state_machine.py"]
     assert task.repo == str(tmp_path)  # `repo: .` is the task file's folder (coderace: the current directory)
-    assert weights(True, task.scoring) == pytest.approx({"tests": 0.25, "verify": 0.30, "exit": 0.20, "lint": 0.15, "time": 0.05, "lines": 0.05})
+    assert weights(True, task.scoring) == pytest.approx(
+        {"tests": 0.25, "verify": 0.30, "exit": 0.20, "lint": 0.15, "time": 0.05, "lines": 0.05}
+    )
 
 
 def test_model_selection_form_canonical_score_keys(tmp_path: Path) -> None:
     task = load(tmp_path, MODEL_SELECTION_FORM)
     assert [(a.name, a.model) for a in task.agents] == [
-        ("codex", "gpt-5.4"), ("codex", "gpt-5.3-codex"), ("claude", "opus-4-6"), ("claude", "sonnet-4-6")]
+        ("codex", "gpt-5.4"),
+        ("codex", "gpt-5.3-codex"),
+        ("claude", "opus-4-6"),
+        ("claude", "sonnet-4-6"),
+    ]
     # coderace's canonical keys mean the short ones: tests_pass = tests, exit_clean = exit, ...
     assert task.scoring == {"tests": 0.50, "exit": 0.25, "lint": 0.15, "time": 0.05, "lines": 0.05}
-    assert weights(False, task.scoring) == pytest.approx({"tests": 0.50, "exit": 0.25, "lint": 0.15, "time": 0.05, "lines": 0.05})
+    assert weights(False, task.scoring) == pytest.approx(
+        {"tests": 0.50, "exit": 0.25, "lint": 0.15, "time": 0.05, "lines": 0.05}
+    )
 
 
 def test_canonical_and_short_keys_weigh_the_same(tmp_path: Path) -> None:
@@ -185,7 +196,8 @@ def test_canonical_and_short_keys_weigh_the_same(tmp_path: Path) -> None:
 def test_readme_pricing_form_prices_by_agent_and_by_model(tmp_path: Path) -> None:
     task = load(tmp_path, README_PRICING_FORM)
     assert task.pricing == {
-        "claude": {"input": 3.0, "output": 15.0}, "codex": {"input": 3.0, "output": 15.0},
+        "claude": {"input": 3.0, "output": 15.0},
+        "codex": {"input": 3.0, "output": 15.0},
         "claude-opus-4-6": {"input": 15.0, "output": 75.0},
     }
     tokens = Usage(input_tokens=2_000_000, output_tokens=100_000, cache_read_tokens=0, cache_write_tokens=0)
@@ -194,7 +206,9 @@ def test_readme_pricing_form_prices_by_agent_and_by_model(tmp_path: Path) -> Non
     assert u.cost_usd == pytest.approx(7.5) and u.cost_source == CostSource.PRICED
     # keyed by model name (no entry for the agent): 2M x $15 + 0.1M x $75 = 37.5
     only_model = {k: v for k, v in task.pricing.items() if k == "claude-opus-4-6"}
-    u = apply_pricing(tokens, AgentSpec(name="claude", id="claude:claude-opus-4-6", model="claude-opus-4-6"), only_model)
+    u = apply_pricing(
+        tokens, AgentSpec(name="claude", id="claude:claude-opus-4-6", model="claude-opus-4-6"), only_model
+    )
     assert u.cost_usd == pytest.approx(37.5)
 
 
@@ -212,7 +226,10 @@ def test_free_form_difficulty_levels(tmp_path: Path) -> None:
 
 
 def test_zero_prices_are_a_free_tier(tmp_path: Path) -> None:
-    task = load(tmp_path, "name: t\ndescription: d\ntest_command: x\npricing:\n  claude: {input_per_1m: 0.0, output_per_1m: 0.0}\n")
+    task = load(
+        tmp_path,
+        "name: t\ndescription: d\ntest_command: x\npricing:\n  claude: {input_per_1m: 0.0, output_per_1m: 0.0}\n",
+    )
     u = apply_pricing(Usage(input_tokens=10, output_tokens=10), AgentSpec(name="claude", id="claude"), task.pricing)
     assert u.cost_usd == 0.0 and not math.isnan(u.cost_usd)
 
@@ -221,18 +238,30 @@ def test_zero_prices_are_a_free_tier(tmp_path: Path) -> None:
 
 
 def test_flow_mapping_agent_spec() -> None:
-    spec = parse_agent(Path("--agentrace-agent"), "--agentrace-agent", "{name: writer, command: 'python3 w.py {prompt_file}', kind: plain}",
-                       check_known=False)
-    assert (spec.name, spec.id, spec.command, spec.kind) == ("writer", "writer", ("python3", "w.py", "{prompt_file}"), "plain")
+    spec = parse_agent(
+        Path("--agentrace-agent"),
+        "--agentrace-agent",
+        "{name: writer, command: 'python3 w.py {prompt_file}', kind: plain}",
+        check_known=False,
+    )
+    assert (spec.name, spec.id, spec.command, spec.kind) == (
+        "writer",
+        "writer",
+        ("python3", "w.py", "{prompt_file}"),
+        "plain",
+    )
     spec = parse_agent(Path("x"), "k", "{name: codex, model: gpt-5}")
     assert (spec.id, spec.model, spec.command) == ("codex:gpt-5", "gpt-5", None)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("{name: x, command: my-agent {prompt}}", "not a valid YAML flow mapping: expected ',' or '}'"),
-    ("{name: x, comand: y}", "unknown key (did you mean 'command'?)"),
-    ("{command: y}", "'k.name': required key is missing"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{name: x, command: my-agent {prompt}}", "not a valid YAML flow mapping: expected ',' or '}'"),
+        ("{name: x, comand: y}", "unknown key (did you mean 'command'?)"),
+        ("{command: y}", "'k.name': required key is missing"),
+    ],
+)
 def test_flow_mapping_errors(text: str, message: str) -> None:
     with pytest.raises(SpecError) as exc:
         parse_agent(Path("--agentrace-agent"), "k", text, check_known=False)
@@ -246,26 +275,45 @@ pathlib.Path("utils.py").write_text("def reverse_words(s):\\n    return ' '.join
 
 
 @pytest.mark.parametrize("xdist", XDIST)
-def test_a_coderace_file_runs_with_an_agent_given_as_a_flow_mapping(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_a_coderace_file_runs_with_an_agent_given_as_a_flow_mapping(
+    pytester: pytest.Pytester, xdist: list[str]
+) -> None:
     """The model-selection form (canonical score keys), with the README's pricing block and a free-form
     difficulty, runs with only its commands and repo changed; the agent comes from ``--agentrace-agent '{name: ...,
     command: ...}'`` (rejected before as ``unknown agent '{name'``) and the file is chosen by
     ``--agentrace-difficulty medium-hard``."""
     starter = pytester.path / "starter"
     starter.mkdir()
-    (starter / "check_utils.py").write_text("from utils import reverse_words\nassert reverse_words('hello world') == 'world hello'\n")
+    (starter / "check_utils.py").write_text(
+        "from utils import reverse_words\nassert reverse_words('hello world') == 'world hello'\n"
+    )
     (pytester.path / "writer.py").write_text(WRITER)
-    pricing = README_PRICING_FORM[README_PRICING_FORM.index("# pricing:"):]
-    text = (MODEL_SELECTION_FORM.replace("pytest tests/ -x -q", "python check_utils.py")
-            .replace("ruff check . --select E,F --quiet", "python -c pass").replace("repo: .  #", "repo: starter  #")
-            .replace("timeout: 300", "timeout: 60\ndifficulty: medium-hard")) + pricing
+    pricing = README_PRICING_FORM[README_PRICING_FORM.index("# pricing:") :]
+    text = (
+        MODEL_SELECTION_FORM.replace("pytest tests/ -x -q", "python check_utils.py")
+        .replace("ruff check . --select E,F --quiet", "python -c pass")
+        .replace("repo: .  #", "repo: starter  #")
+        .replace("timeout: 300", "timeout: 60\ndifficulty: medium-hard")
+    ) + pricing
     (pytester.path / "task.yaml").write_text(text)
-    (pytester.path / "other.yaml").write_text("name: other\ndescription: d\ntest_command: 'false'\ndifficulty: hard\nagents: [noop]\n")
+    (pytester.path / "other.yaml").write_text(
+        "name: other\ndescription: d\ntest_command: 'false'\ndifficulty: hard\nagents: [noop]\n"
+    )
     agent = f"{{name: writer, command: ['{sys.executable}', '{pytester.path / 'writer.py'}']}}"
-    res = pytester.runpytest("--agentrace", "--agentrace-no-save", "--agentrace-agent", agent,
-                             "--agentrace-difficulty", "medium-hard", "-v", *xdist)
+    res = pytester.runpytest(
+        "--agentrace",
+        "--agentrace-no-save",
+        "--agentrace-agent",
+        agent,
+        "--agentrace-difficulty",
+        "medium-hard",
+        "-v",
+        *xdist,
+    )
     assert res.ret == pytest.ExitCode.OK, res.stdout.str()
-    res.stdout.re_match_lines([r".*PASSED.*task.yaml::model-comparison\[writer-r1\]|.*task.yaml::model-comparison\[writer-r1\].*PASSED"])
+    res.stdout.re_match_lines(
+        [r".*PASSED.*task.yaml::model-comparison\[writer-r1\]|.*task.yaml::model-comparison\[writer-r1\].*PASSED"]
+    )
     assert "other.yaml::" not in res.stdout.str()
     row = next(line for line in res.stdout.lines if line.startswith("|") and " writer " in line)
     assert row.split("|")[3].strip() == "100"  # one passing run earns every part of the file's canonical weights

@@ -33,9 +33,12 @@ def load(tmp_path: Path, text: str):
         (BASE + "difficulty: 'easy, hard'\n", "difficulty", "give a non-empty name without commas"),
         (BASE + "scoring: {tests: 1, tests_pass: 2}\n", "scoring.tests_pass", "the same weight as scoring.tests"),
         (BASE + "scoring: {test_pass: 2}\n", "scoring.test_pass", "did you mean 'tests_pass'?"),
-        (BASE + "pricing: {claude: {input_per_1m: 3, input: 3}}\n", "pricing.claude.input", "the same rate as pricing.claude.input_per_1m"),
-        (BASE + "pricing: {claude: {input_per_1m: -1.0, output_per_1m: 15}}\n", "pricing.claude.input_per_1m", "0 or more"),
-        (BASE + "pricing: {claude: {input_per_1M: 3}}\n", "pricing.claude.input_per_1M", "did you mean 'input_per_1m'?"),
+        (BASE + "pricing: {claude: {input_per_1m: 3, input: 3}}\n", "pricing.claude.input",
+         "the same rate as pricing.claude.input_per_1m"),
+        (BASE + "pricing: {claude: {input_per_1m: -1.0, output_per_1m: 15}}\n", "pricing.claude.input_per_1m",
+         "0 or more"),
+        (BASE + "pricing: {claude: {input_per_1M: 3}}\n", "pricing.claude.input_per_1M",
+         "did you mean 'input_per_1m'?"),
         (BASE + "pricing: {claude: 3.0}\n", "pricing.claude", "must be a mapping"),
         (BASE + "scoring: {tests: 1, speed: 2}\n", "scoring.speed", "unknown key"),
         (BASE + "agents: [{name: x, comand: y}]\n".replace("agents: [noop]\n", ""), "agents[0].comand", "did you mean 'command'?"),
@@ -112,14 +115,17 @@ XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"],
 
 
 @pytest.mark.parametrize("xdist", XDIST)
-def test_a_bad_file_is_one_collection_error_and_the_other_files_still_run(pytester: pytest.Pytester, xdist: list[str]) -> None:
+def test_a_bad_file_is_one_collection_error_and_the_other_files_still_run(pytester: pytest.Pytester,
+                                                                         xdist: list[str]) -> None:
     """Without --continue-on-collection-errors pytest would stop the session before its first run ("Interrupted:
     1 error during collection"); for agentrace files continuing is the default, and the session still fails."""
     for name in ("a", "b"):
         (pytester.path / name).mkdir()
-        (pytester.path / name / "task.yaml").write_text(f"name: {name}\ndescription: d\ntest_command: 'false'\nagents: [noop]\n")
+        (pytester.path / name / "task.yaml").write_text(
+            f"name: {name}\ndescription: d\ntest_command: 'false'\nagents: [noop]\n")
     (pytester.path / "bad").mkdir()
-    (pytester.path / "bad" / "task.yaml").write_text("name: bad\ndescription: d\ntest_command: x\nagents: [noop]\nscoring: {speed: 1}\n")
+    (pytester.path / "bad" / "task.yaml").write_text(
+        "name: bad\ndescription: d\ntest_command: x\nagents: [noop]\nscoring: {speed: 1}\n")
     (pytester.path / "broken").mkdir()
     (pytester.path / "broken" / "task.yaml").write_text("name: broken\ndescription: [unclosed\ntest_command: x\n")
     res = pytester.runpytest("--agentrace", "--agentrace-no-save", *xdist)

@@ -42,8 +42,9 @@ def test_list_difficulty_filter(capsys: pytest.CaptureFixture[str]) -> None:
     assert [r[0] for r in rows(capsys.readouterr().out)] == ["state-machine"]
     with pytest.raises(SystemExit):
         main(["tasks", "list", "--difficulty", "medium-hrad"])
-    assert "unknown difficulty 'medium-hrad' (did you mean 'medium-hard'?); the built-in tasks have easy, medium, medium-hard, hard" \
-        in capsys.readouterr().err
+    expected = ("unknown difficulty 'medium-hrad' (did you mean 'medium-hard'?); "
+                "the built-in tasks have easy, medium, medium-hard, hard")
+    assert expected in capsys.readouterr().err
 
 
 def test_show_prints_the_file(capsys: pytest.CaptureFixture[str]) -> None:

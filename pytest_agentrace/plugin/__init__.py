@@ -56,9 +56,10 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_report_paths(config)
     config.stash[AGGREGATOR_KEY] = Aggregator()
     config.pluginmanager.register(SessionPlugin(config), "agentrace-session")
-    from pytest_agentrace.plugin import collect_errors
+    from pytest_agentrace.plugin.collect_errors import CollectErrorsPlugin
 
-    collect_errors.register(config)  # a bad task/trial file is one collection error; the other files still run
+    # a bad task/trial file is one collection error; the other files still run
+    config.pluginmanager.register(CollectErrorsPlugin(), "agentrace-collect-errors")
     from pytest_agentrace.plugin.stats import (
         StatsPlugin,  # issue 5: statistics, snapshots, gates
     )
@@ -241,6 +242,6 @@ class SessionPlugin:
         terminalreporter.section("agentrace")
         from pytest_agentrace.report.fit import terminal_width
 
-        width, verbose = terminal_width(terminalreporter), config.getoption("verbose")
-        for line in agg.summary_lines(show_cost=not config.getoption("agentrace_no_cost"), verbose=verbose, width=width):
+        show_cost, width = not config.getoption("agentrace_no_cost"), terminal_width(terminalreporter)
+        for line in agg.summary_lines(show_cost=show_cost, verbose=config.getoption("verbose"), width=width):
             terminalreporter.write_line(line)

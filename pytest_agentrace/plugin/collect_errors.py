@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-from pytest_agentrace.plugin.collect import SpecFile
-
 
 class CollectErrorsPlugin:
     """Counts the collection errors of task and trial files and lets the test loop go ahead when they are the
@@ -28,6 +26,10 @@ class CollectErrorsPlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Any:
+        # imported here, as the hooks that build the nodes import it: the same class even when a test harness
+        # (pytester) drops and re-imports the package's modules between sessions
+        from pytest_agentrace.plugin.collect import SpecFile
+
         report = yield
         if report.failed and isinstance(collector, SpecFile):
             self.spec_errors.add(report.nodeid)
@@ -44,7 +46,3 @@ class CollectErrorsPlugin:
         finally:
             option.continue_on_collection_errors = before
 
-
-def register(config: pytest.Config) -> None:
-    """Register the plugin (called from ``pytest_configure`` under ``--agentrace``)."""
-    config.pluginmanager.register(CollectErrorsPlugin(), "agentrace-collect-errors")

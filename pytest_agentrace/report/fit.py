@@ -44,12 +44,20 @@ def _wrap(value: Any, limit: int | None) -> Any:
     that fit are returned as they are."""
     if limit is None or not isinstance(value, str) or max(map(len, value.splitlines() or [""])) <= limit:
         return value
-    return "\n".join(part for line in value.splitlines()
-                     for part in textwrap.wrap(line, limit, break_long_words=True, break_on_hyphens=False) or [""])
+    return "\n".join(
+        part
+        for line in value.splitlines()
+        for part in textwrap.wrap(line, limit, break_long_words=True, break_on_hyphens=False) or [""]
+    )
 
 
-def _render(rows: Sequence[Any], headers: Sequence[str], numparse: bool, limits: Sequence[int | None],
-            header_limits: Sequence[int | None]) -> list[str]:
+def _render(
+    rows: Sequence[Any],
+    headers: Sequence[str],
+    numparse: bool,
+    limits: Sequence[int | None],
+    header_limits: Sequence[int | None],
+) -> list[str]:
     """The table as GitHub-style lines, cells and headers wrapped to their limits (multi-line cells, which tabulate
     lays out over several lines of one row; done here because tabulate's own ``maxcolwidths`` fails on ``1,000``)."""
     from tabulate import tabulate
@@ -95,8 +103,11 @@ class _Table:
         self.lines = self.render()
 
     def wrap_headers(self) -> None:
-        """Wrap each header at its spaces down to the width of its column's cells (no narrower than its longest word)."""
-        cells = [max((len(x) for c in self.column(i) for x in str(c).splitlines()), default=0) for i in range(len(self.headers))]
+        """Wrap each header at its spaces down to its column's cell width (no narrower than its longest word)."""
+        cells = [
+            max((len(x) for c in self.column(i) for x in str(c).splitlines()), default=0)
+            for i in range(len(self.headers))
+        ]
         self.header_limits = [max(_longest_word([h]), cells[i]) for i, h in enumerate(self.headers)]
         self.lines = self.render()
 
@@ -131,8 +142,13 @@ class _Table:
                 stuck.add(i)
 
 
-def fit(rows: Sequence[Any], headers: Sequence[str], width: int | None = None, optional: Sequence[str] = (),
-        numparse: bool = True) -> Fitted:
+def fit(
+    rows: Sequence[Any],
+    headers: Sequence[str],
+    width: int | None = None,
+    optional: Sequence[str] = (),
+    numparse: bool = True,
+) -> Fitted:
     """Render ``rows`` under ``headers`` as a GitHub-style table no wider than ``width`` (module docstring).
 
     ``rows``: lists of cells, or ``tabulate.SEPARATING_LINE``; ``optional``: headers of columns that may be
@@ -141,12 +157,16 @@ def fit(rows: Sequence[Any], headers: Sequence[str], width: int | None = None, o
     if width is None or line_width(table.lines) <= width:
         return Fitted(table.lines)
     table.wrap_headers()
-    natural = {h: max((len(x) for c in table.column(i) for x in str(c).splitlines()), default=0)
-               for i, h in enumerate(table.headers)}
+    natural = {
+        h: max((len(x) for c in table.column(i) for x in str(c).splitlines()), default=0)
+        for i, h in enumerate(table.headers)
+    }
 
     def floors(least: int) -> list[int]:  # never break a word; keep ``least`` characters of cells that long
-        return [max(_longest_word([h]), _longest_word(table.column(i)), min(least, natural[h]))
-                for i, h in enumerate(table.headers)]
+        return [
+            max(_longest_word([h]), _longest_word(table.column(i)), min(least, natural[h]))
+            for i, h in enumerate(table.headers)
+        ]
 
     dropped: list[str] = []
 
@@ -179,8 +199,13 @@ def dropped_note(dropped: Sequence[str], width: int | None) -> list[str]:
     return fit_lines([f"(left out to fit {width} columns: {', '.join(dropped)}; a wider terminal shows them)"], width)
 
 
-def fit_table(rows: Sequence[Any], headers: Sequence[str], width: int | None = None, optional: Sequence[str] = (),
-              numparse: bool = True) -> list[str]:
+def fit_table(
+    rows: Sequence[Any],
+    headers: Sequence[str],
+    width: int | None = None,
+    optional: Sequence[str] = (),
+    numparse: bool = True,
+) -> list[str]:
     """``fit`` as lines, followed by the ``dropped_note`` when columns were dropped."""
     fitted = fit(rows, headers, width, optional, numparse)
     return fitted.lines + dropped_note(fitted.dropped, width)
@@ -197,8 +222,16 @@ def fit_lines(lines: Sequence[str], width: int | None) -> list[str]:
             out.append(line)
             continue
         indent = line[: len(line) - len(line.lstrip())]
-        out.extend(textwrap.wrap(line.strip(), width=max(width, len(indent) + 10), initial_indent=indent,
-                                 subsequent_indent=indent + "  ", break_on_hyphens=False) or [""])
+        out.extend(
+            textwrap.wrap(
+                line.strip(),
+                width=max(width, len(indent) + 10),
+                initial_indent=indent,
+                subsequent_indent=indent + "  ",
+                break_on_hyphens=False,
+            )
+            or [""]
+        )
     return out
 
 

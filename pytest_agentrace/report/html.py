@@ -311,13 +311,14 @@ def _runs(doc: Mapping[str, Any]) -> str:
             Cell(usd(u.get("cost_usd")), u.get("cost_usd"), "num"), _cell(len(u.get("tool_calls") or [])),
             Cell(num(r.get("seconds")), r.get("seconds"), "num"),
         ]
-        search = " ".join(str(x) for x in (r["case"], r["kind"], r["arm"], r["agent"], f"r{r['rep']}", r["status"])).lower()
-        groups.append(f'<tbody class="run" data-run-id="{escape(r["run_id"])}" data-status="{escape(str(r["status"]))}" '
-                      f'data-search="{escape(search)}"><tr>' + "".join(c.render() for c in cells) + "</tr>"
+        search = " ".join(str(x) for x in (r["case"], r["kind"], r["arm"], r["agent"], f"r{r['rep']}", r["status"]))
+        groups.append(f'<tbody class="run" data-run-id="{escape(r["run_id"])}" data-status="{escape(str(r["status"]))}"'
+                      f' data-search="{escape(search.lower())}"><tr>' + "".join(c.render() for c in cells) + "</tr>"
                       f'<tr class="details" id="{did}" hidden><td colspan="{len(headers)}">{run_details(r, run_dir)}</td></tr></tbody>')
     bad = not_passed(doc)
     note = f"{len(bad)} of {len(runs)} runs did not pass. " if bad else ""
-    return _section("Runs", _run_filter(runs) + f'<table class="sortable" id="runs"><thead><tr>{ths}</tr></thead>{"".join(groups)}</table>',
+    table_html = f'<table class="sortable" id="runs"><thead><tr>{ths}</tr></thead>{"".join(groups)}</table>'
+    return _section("Runs", _run_filter(runs) + table_html,
                     note + f"Expand a row for its prompt, final answer, tool calls, diff and check logs (files over {MAX_FILE_CHARS:,} characters are cut).")
 
 
@@ -335,7 +336,8 @@ def _run_filter(runs: Sequence[Mapping[str, Any]]) -> str:
             '<label for="run-filter-text">Filter runs</label> '
             '<input type="search" id="run-filter-text" placeholder="case, agent, arm, status ..." autocomplete="off"> '
             f'<fieldset class="outcomes"><legend class="visually-hidden">Show outcomes</legend>{toggles}</fieldset> '
-            f'<span id="run-filter-count" class="note" aria-live="polite">{len(runs)} of {len(runs)} runs shown</span></div>')
+            f'<span id="run-filter-count" class="note" aria-live="polite">{len(runs)} of {len(runs)} runs shown</span>'
+            '</div>')
 
 
 def render_report(doc: Mapping[str, Any], out: Path | None = None) -> str:

@@ -27,6 +27,7 @@ from pytest_agentrace.stats.ratings import DRAW_MARGIN
 
 ROW_LABELS = ("Total score", "Win rate", "Mean time (s)", "Total cost (USD)")
 MAX_NOTES = 20
+Cells = dict[tuple[str, str], list[Outcome]]  # (task label, agent) -> runs
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def _cell(runs: list[Outcome]) -> str:
     return f"{text} {passed}/{len(valid)}"
 
 
-def _mean_scores(by_cell: dict[tuple[str, str], list[Outcome]], task: str) -> dict[str, float]:
+def _mean_scores(by_cell: Cells, task: str) -> dict[str, float]:
     """``{agent: mean score}`` over the valid scored runs of ``task``."""
     out = {}
     for (t, agent), runs in by_cell.items():
@@ -75,7 +76,7 @@ def _mean_scores(by_cell: dict[tuple[str, str], list[Outcome]], task: str) -> di
     return out
 
 
-def totals(outcomes: Iterable[Outcome]) -> tuple[list[str], list[str], dict[tuple[str, str], list[Outcome]], list[AgentTotals]]:
+def totals(outcomes: Iterable[Outcome]) -> tuple[list[str], list[str], Cells, list[AgentTotals]]:
     """``(tasks, agents, runs by (task, agent), AgentTotals per agent)`` of the task outcomes (scored), agents
     ordered by total score (best first, then name). A task is named by its case, with its file when two files
     share a name."""
@@ -84,7 +85,7 @@ def totals(outcomes: Iterable[Outcome]) -> tuple[list[str], list[str], dict[tupl
     for o in runs:
         names[o.case].add(o.source)
     label = {(o.source, o.case): (o.case if len(names[o.case]) == 1 else f"{o.case} [{o.source}]") for o in runs}
-    by_cell: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
+    by_cell: Cells = defaultdict(list)
     for o in runs:
         by_cell[(label[(o.source, o.case)], o.agent)].append(o)
     tasks = sorted({label[k] for k in label})
@@ -97,12 +98,20 @@ def totals(outcomes: Iterable[Outcome]) -> tuple[list[str], list[str], dict[tupl
         wins = sum(all(means[t][agent] - s > DRAW_MARGIN for b, s in means[t].items() if b != agent) for t in raced)
         costs = [o.usage for o in mine if o.usage.cost_usd is not None]
         sources = {u.cost_source for u in costs}
-        stats.append(AgentTotals(
-            agent, sum(means[t][agent] for t in tasks if agent in means[t]), sum(agent in means[t] for t in tasks),
-            wins, len(raced), sum(o.seconds for o in valid) / len(valid) if valid else None,
-            sum(u.cost_usd for u in costs) if costs else None, len(costs), len(mine),
-            next((COST_MARKS[s] for s in ("estimated", "priced") if s in sources), ""),
-        ))
+        stats.append(
+            AgentTotals(
+                agent,
+                sum(means[t][agent] for t in tasks if agent in means[t]),
+                sum(agent in means[t] for t in tasks),
+                wins,
+                len(raced),
+                sum(o.seconds for o in valid) / len(valid) if valid else None,
+                sum(u.cost_usd for u in costs) if costs else None,
+                len(costs),
+                len(mine),
+                next((COST_MARKS[s] for s in ("estimated", "priced") if s in sources), ""),
+            )
+        )
     stats.sort(key=lambda s: (-s.total, s.agent))
     return tasks, [s.agent for s in stats], by_cell, stats
 
@@ -127,12 +136,20 @@ def winner_line(stats: Sequence[AgentTotals], n_tasks: int) -> str | None:
     best, second = stats[0], stats[1]
     if best.total - second.total <= DRAW_MARGIN:
         tied = [s.agent for s in stats if best.total - s.total <= DRAW_MARGIN]
-        return f"no overall winner: {', '.join(tied)} tie on total score ({best.total:.1f} of {100 * n_tasks}; within {DRAW_MARGIN:g} point)"
+        return (
+            f"no overall winner: {', '.join(tied)} tie on total score ({best.total:.1f} of {100 * n_tasks}; "
+            f"within {DRAW_MARGIN:g} point)"
+        )
     won = f", {best.wins}/{best.races} tasks won" if best.races else ""
-    return f"winner: {best.agent} (total score {best.total:.1f} of {100 * n_tasks}{won}; runner-up {second.agent} {second.total:.1f})"
+    return (
+        f"winner: {best.agent} (total score {best.total:.1f} of {100 * n_tasks}{won}; "
+        f"runner-up {second.agent} {second.total:.1f})"
+    )
 
 
-def matrix_lines(outcomes: Iterable[Outcome], show_cost: bool = True, width: int | None = None, notes: bool = False) -> list[str]:
+def matrix_lines(
+    outcomes: Iterable[Outcome], show_cost: bool = True, width: int | None = None, notes: bool = False
+) -> list[str]:
     """The matrix, its footer rows and the winner line, as lines no wider than ``width`` (module docstring).
 
     When the agent columns do not fit even with wrapped cells, they are split over several tables (each with the
@@ -155,12 +172,13 @@ def matrix_lines(outcomes: Iterable[Outcome], show_cost: bool = True, width: int
         return fit(rows, ["Task", *group], width, numparse=False)
 
     def split(size: int) -> list[tuple[str, ...]]:
-        return [tuple(agents[i:i + size]) for i in range(0, len(agents), size)]
+        return [tuple(agents[i : i + size]) for i in range(0, len(agents), size)]
 
     # the agent columns side by side when they fit with whole words, else in as few tables as fit that way
     sizes = range(len(agents), 0, -1)
-    size = next((n for n in sizes if all(table(g).fits and not table(g).broken for g in split(n))), None) \
-        or next((n for n in sizes if all(table(g).fits for g in split(n))), 1)
+    size = next((n for n in sizes if all(table(g).fits and not table(g).broken for g in split(n))), None) or next(
+        (n for n in sizes if all(table(g).fits for g in split(n))), 1
+    )
     groups = split(size)
     lines = [f"tasks x agents: mean score (agent time) over {len(tasks)} tasks"]
     for k, group in enumerate(groups, 1):
@@ -171,8 +189,10 @@ def matrix_lines(outcomes: Iterable[Outcome], show_cost: bool = True, width: int
     if line:
         lines.append(line)
     if notes:
-        bad = sorted((o for o in outcomes if o.kind == "task" and o.status != Status.PASSED and o.reason),
-                     key=lambda o: (o.case, o.agent, o.rep))
+        bad = sorted(
+            (o for o in outcomes if o.kind == "task" and o.status != Status.PASSED and o.reason),
+            key=lambda o: (o.case, o.agent, o.rep),
+        )
         if bad:
             lines.append("not passed:")
             lines += [f"  {o.case}[{o.agent}-r{o.rep}]: {o.status}: {o.reason}" for o in bad[:MAX_NOTES]]

@@ -13,7 +13,15 @@ from typing import Any
 from pytest_agentrace.report.fit import fit_lines, fit_table
 
 FORMATS = ("text", "markdown", "json")
-# columns a table may leave out to fit a width, least important first (by the table's first header)
+ARM_HEADERS = ["Arm", "Runs", "Correct (95% CI)", "Tokens/run (95% CI)", "Relative cost (95% CI)", "Verdict",
+               "Cost p (BH p)", "Turns", "Used tool", "Seconds"]
+PASS_HEADERS = ["Arm", "Pass rate", "Errors as failures", "Difference (Newcombe 95% CI)", "Boschloo p",
+                "Verdict test p", "BH p", "Verdict", "Cohen's d"]
+CASE_HEADERS = ["Case", "Arm", "Runs", "Tokens/run (95% CI)", "Relative cost (95% CI)", "p (BH p)", "Verdict"]
+RELIABILITY_HEADERS = ["Arm", "Cases", "Flipping cases", "pass@1", "pass@k", "pass^k"]
+CLAIM_HEADERS = ["Agent", "Arm", "Claims", "False pass", "False fail", "Invalid"]
+COMPARE_HEADERS = ["Agent", "Case", "Arm", "Passed (old -> new)", "Verdict", "Detail"]
+# columns a table may leave out to fit a width, least important first (by table)
 OPTIONAL = {
     "arm": ("Turns", "Used tool", "Seconds", "Cost p (BH p)"),
     "pass": ("Cohen's d", "Verdict test p", "Boschloo p", "BH p", "Errors as failures"),
@@ -61,7 +69,8 @@ def _ci(iv: Any, fmt=_f) -> str:
     return f" ({fmt(lo)} to {fmt(hi)})" if lo < 0 else f" ({fmt(lo)}-{fmt(hi)})"
 
 
-def _table(rows: list[list[Any]], headers: list[str], fmt: str, width: int | None = None, optional: str = "") -> list[str]:
+def _table(rows: list[list[Any]], headers: list[str], fmt: str, width: int | None = None,
+           optional: str = "") -> list[str]:
     """A table in ``fmt``; in ``text`` narrowed to ``width`` (``report.fit``), dropping ``OPTIONAL[optional]``."""
     return fit_table(rows, headers, width if fmt == "text" else None, OPTIONAL.get(optional, ()), numparse=False)
 
@@ -133,7 +142,7 @@ def report_lines(report: Any, fmt: str = "text", width: int | None = None) -> li
                               f"{_f(r.pass_hat_k[str(k)])} (k={k})"])
         if rrows:
             lines += ["reliability per case (unbiased pass@k / pass^k, mean over cases):"]
-            lines += _table(rrows, ["Arm", "Cases", "Flipping cases", "pass@1", "pass@k", "pass^k"], fmt, width, "reliability")
+            lines += _table(rrows, RELIABILITY_HEADERS, fmt, width, "reliability")
         lines += _claims(cs, fmt, width)
         lines.append("")
     repeated = [c for c in single_arm if c.valid >= 2]
@@ -203,10 +212,10 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_
                           (f"{comp.pass_diff:+.2f}" if comp.pass_diff is not None else "-") + _ci(comp.pass_diff_ci, lambda x: f"{x:+.2f}"),
                           _p(comp.boschloo_p), f"{comp.pass_test} {_p(comp.pass_p)}", _p(comp.pass_p_adj), str(comp.pass_verdict),
                           "-" if comp.cohens_d is None else f"{comp.cohens_d:+.2f}"])
-    lines += _table(rows, ["Arm", "Runs", "Correct (95% CI)", "Tokens/run (95% CI)", "Relative cost (95% CI)", "Verdict", "Cost p (BH p)", "Turns", "Used tool", "Seconds"], fmt, width, "arm")
+    lines += _table(rows, ARM_HEADERS, fmt, width, "arm")
     if prows:
         lines.append("pass rate vs baseline (errors excluded | errors as failures):")
-        lines += _table(prows, ["Arm", "Pass rate", "Errors as failures", "Difference (Newcombe 95% CI)", "Boschloo p", "Verdict test p", "BH p", "Verdict", "Cohen's d"], fmt, width, "pass")
+        lines += _table(prows, PASS_HEADERS, fmt, width, "pass")
     crow = []
     if len({c.case for c in cs}) < 2:  # one case: the arm table above already says it all
         return lines
@@ -216,7 +225,7 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_
         crow.append([c.case, c.arm, c.valid, _tok(c.tokens_mean) + _ci(c.tokens_ci, _tok), rel,
                      _p_bh(comp.cost_p, comp.cost_p_adj) if comp else "-", _verdict(comp) if comp else ("baseline" if c.arm == base else "-")])
     lines.append("tokens by case:")
-    lines += _table(crow, ["Case", "Arm", "Runs", "Tokens/run (95% CI)", "Relative cost (95% CI)", "p (BH p)", "Verdict"], fmt, width, "case")
+    lines += _table(crow, CASE_HEADERS, fmt, width, "case")
     return lines
 
 
@@ -247,7 +256,7 @@ def _claims(cs, fmt, width=None) -> list[str]:
         a[2] += c.false_fail
         a[3] += c.claims_invalid
     rows = [[agent, arm, *v] for (agent, arm), v in sorted(by_arm.items())]
-    return ["verification claims:"] + _table(rows, ["Agent", "Arm", "Claims", "False pass", "False fail", "Invalid"], fmt, width)
+    return ["verification claims:"] + _table(rows, CLAIM_HEADERS, fmt, width)
 
 
 def footer_lines(report: Any, fmt: str = "text") -> list[str]:
@@ -282,7 +291,7 @@ def compare_lines(rows: Sequence[Any], fmt: str = "text", width: int | None = No
     if fmt == "json":
         return [json.dumps({"rows": [r.to_dict() for r in rows], "summary": closing_line(rows)}, indent=2)]
     table = [[r.agent, r.case, r.arm, r.passed_text(), str(r.verdict), r.detail] for r in rows]
-    lines = _table(table, ["Agent", "Case", "Arm", "Passed (old -> new)", "Verdict", "Detail"], fmt, width, "compare") + [closing_line(rows)]
+    lines = _table(table, COMPARE_HEADERS, fmt, width, "compare") + [closing_line(rows)]
     return fit_lines(lines, width) if fmt == "text" else lines
 
 

@@ -19,8 +19,9 @@ from pytest_agentrace.report.trials import trial_tables
 DETAIL_TASKS = 3  # up to this many tasks, the per-task tables are shown without -v
 
 
-def summary_lines(outcomes: Iterable[Outcome], show_cost: bool = True, verbose: int | bool = False,
-                  width: int | None = None) -> list[str]:
+def summary_lines(
+    outcomes: Iterable[Outcome], show_cost: bool = True, verbose: int | bool = False, width: int | None = None
+) -> list[str]:
     """Lines of the session summary for scored ``outcomes`` (``Aggregator.scored``). ``verbose`` > 0 shows the
     per-task tables whatever the number of tasks; ``width`` is the terminal width in characters."""
     outcomes = list(outcomes)

@@ -43,7 +43,7 @@ def _display_path(path: str) -> str:
 
 
 def title_line(head: str, source: str, width: int | None = None) -> str:
-    """``task NAME  [path]`` with the path shortened in its middle (``…``) when the line would be wider than ``width``."""
+    """``task NAME  [path]``, the path shortened in its middle (``…``) when the line would be wider than ``width``."""
     room = None if width is None else max(8, width - len(head) - 4)
     return f"{head}  [{shorten(_display_path(source), room)}]"
 

@@ -15,7 +15,8 @@ from pytest_agentrace.report.text import COST_MARKS, fmt_tokens, title_line
 
 MAX_NOTES = 20
 TRIAL_HEADERS = ["Question", "Arm", "Agent", "Runs", "Passed", "Correct", "Recall", "Verify", "Used tool", "Claims ok", "Errors", "Time (s)"]
-TRIAL_OPTIONAL = ("Claims ok", "Used tool", "Recall", "Tokens/run", "Verify", "Errors", "Correct")  # dropped in this order
+# dropped in this order to fit a width
+TRIAL_OPTIONAL = ("Claims ok", "Used tool", "Recall", "Tokens/run", "Verify", "Errors", "Correct")
 
 
 def _ratio(items: list[bool]) -> str:

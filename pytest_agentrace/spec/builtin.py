@@ -63,7 +63,8 @@ def difficulty_list(value: str) -> tuple[str, ...]:
     """
     levels = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
     if not levels:
-        raise argparse.ArgumentTypeError(f"give one or more levels, e.g. {', '.join(DIFFICULTIES)} or medium-hard, separated by commas")
+        raise argparse.ArgumentTypeError(f"give one or more levels separated by commas, e.g. {', '.join(DIFFICULTIES)} "
+                                         "or medium-hard")
     return levels
 
 
@@ -71,14 +72,27 @@ def known_difficulty_list(value: str) -> tuple[str, ...]:
     """argparse ``type`` for ``agentrace tasks list --difficulty``: like ``difficulty_list``, but every level must
     be one the built-in tasks have (a did-you-mean for a near miss); raises ``argparse.ArgumentTypeError``."""
     levels = difficulty_list(value)
-    from pytest_agentrace.spec.task import read_yaml
-
-    known = sorted({lv for t in builtin_tasks() if (lv := _level_of(read_yaml(t.path))) is not None}, key=lambda x: (level_rank(x), x))
+    known = levels_of(builtin_tasks())
     for level in levels:
         if not any(same_level(k, [level]) for k in known):
             raise argparse.ArgumentTypeError(f"unknown difficulty {level!r}{did_you_mean(level_key(level), known)}; "
                                              f"the built-in tasks have {', '.join(known)}")
     return levels
+
+
+SAME_NAME_NOTE = "levels match by name: medium-hard is neither medium nor hard"
+
+
+def sorted_levels(levels: Iterable[str]) -> list[str]:
+    """Distinct levels, easiest first (``level_rank``), then by name."""
+    return sorted(set(levels), key=lambda x: (level_rank(x), x))
+
+
+def levels_of(tasks: Iterable[BuiltinTask]) -> list[str]:
+    """The distinct difficulty levels of ``tasks`` (their ``task.yaml`` files), easiest first."""
+    from pytest_agentrace.spec.task import read_yaml
+
+    return sorted_levels(lv for t in tasks if (lv := _level_of(read_yaml(t.path))) is not None)
 
 
 def name_list(value: str) -> tuple[str, ...]:
@@ -99,8 +113,8 @@ SUITE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     }),
     ("--agentrace-difficulty", {
         "default": None, "type": difficulty_list, "metavar": "LEVEL[,LEVEL]",
-        "help": "keep only tasks of these difficulty levels, by name (easy, medium, hard, or a file's own level such as "
-                "medium-hard, which neither medium nor hard selects); others are deselected",
+        "help": "keep only tasks of these difficulty levels, by name (easy, medium, hard, or a file's own level "
+                "such as medium-hard, which neither medium nor hard selects); others are deselected",
     }),
     ("--agentrace-validate", {
         "action": "store_true", "default": False,
@@ -182,14 +196,12 @@ def extend_args(namespace: Any, args: list[str]) -> None:
     except (KeyError, FileNotFoundError) as exc:
         raise pytest.UsageError(f"--agentrace-builtin: {exc.args[0]}") from None
     if not tasks:
-        from pytest_agentrace.spec.task import read_yaml
-
         wanted = ",".join(namespace.agentrace_difficulty)
-        named = select_builtin(names)
-        levels = sorted({lv for t in named if (lv := _level_of(read_yaml(t.path))) is not None}, key=lambda x: (level_rank(x), x))
-        raise pytest.UsageError(f"--agentrace-builtin: no task among {', '.join(names)} has difficulty {wanted}"
-                                f"{did_you_mean(level_key(wanted), levels)}; their levels: {', '.join(levels) or 'none'} "
-                                "(levels match by name: medium-hard is neither medium nor hard); see `agentrace tasks list`")
+        levels = levels_of(select_builtin(names))
+        hint = did_you_mean(level_key(wanted), levels)
+        raise pytest.UsageError(f"--agentrace-builtin: no task among {', '.join(names)} has difficulty {wanted}{hint}; "
+                                f"their levels: {', '.join(levels) or 'none'} ({SAME_NAME_NOTE}); "
+                                "see `agentrace tasks list`")
     args.extend(str(t.path) for t in tasks)
 
 
@@ -226,9 +238,8 @@ def deselect_by_difficulty(config: Any, items: list[Any]) -> None:
 
         import pytest
 
-        levels = sorted(seen, key=lambda x: (level_rank(x), x))
-        hint = "".join(did_you_mean(level_key(w), [level_key(s) for s in levels]) for w in unmatched[:1])
+        levels = sorted_levels(seen)
+        hint = did_you_mean(level_key(unmatched[0]), [level_key(s) for s in levels])
         warnings.warn(pytest.PytestConfigWarning(
             f"--agentrace-difficulty: no collected task has difficulty {', '.join(unmatched)}{hint}; "
-            f"the tasks' levels are {', '.join(levels) or 'none'} (levels match by name: medium-hard is neither medium nor hard)"),
-            stacklevel=1)
+            f"the tasks' levels are {', '.join(levels) or 'none'} ({SAME_NAME_NOTE})"), stacklevel=1)

@@ -217,11 +217,12 @@ def flow_mapping(path: Path, key: str, text: str) -> dict[str, Any]:
     not valid YAML or not a mapping (with the quoting fix: a value holding ``{prompt}`` or ``,`` needs quotes)."""
     import yaml
 
-    fix = "write e.g. '{name: mine, command: \"my-agent {prompt}\"}' (quote values that hold {placeholders}, ',' or ':')"
+    fix = "write e.g. '{name: mine, command: \"my-agent {prompt}\"}' (quote values holding {placeholders}, ',' or ':')"
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise SpecError(path, key, f"not a valid YAML flow mapping: {getattr(exc, 'problem', None) or exc}; {fix}") from None
+        problem = getattr(exc, "problem", None) or exc
+        raise SpecError(path, key, f"not a valid YAML flow mapping: {problem}; {fix}") from None
     if not isinstance(data, dict):
         raise SpecError(path, key, f"not a YAML flow mapping ({type(data).__name__}); {fix}")
     return data

@@ -205,7 +205,8 @@ def _difficulty(path: Path, value: Any) -> str:
     typed(path, "difficulty", value, str, int, float, fix="write a level such as easy, medium, hard or medium-hard")
     level = str(value).strip()
     if not level or "," in level:
-        raise SpecError(path, "difficulty", f"{value!r} cannot be a level: give a non-empty name without commas, e.g. medium-hard")
+        raise SpecError(path, "difficulty", f"{value!r} cannot be a level: give a non-empty name without commas, "
+                                            "e.g. medium-hard")
     return level
 
 
@@ -246,7 +247,8 @@ def _pricing(path: Path, value: Any) -> dict[str, dict[str, float]]:
             typed(path, f"{key}.{k}", v, int, float)
             kind = k.removesuffix(PER_1M)
             if kind in rates:
-                raise SpecError(path, f"{key}.{k}", f"the same rate as {key}.{kind if k != kind else kind + PER_1M}; keep one of the two")
+                other = kind if k != kind else kind + PER_1M
+                raise SpecError(path, f"{key}.{k}", f"the same rate as {key}.{other}; keep one of the two")
             if not v >= 0 or v == float("inf"):
                 raise SpecError(path, f"{key}.{k}", f"must be a price of 0 or more (USD per 1M tokens), not {v}")
             rates[kind] = float(v)

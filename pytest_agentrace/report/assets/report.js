@@ -63,12 +63,15 @@
     var box = document.getElementById("run-filter-text");
     var words = (box ? box.value : "").toLowerCase().split(/\s+/).filter(function (w) { return w.length > 0; });
     var on = {};
-    Array.prototype.forEach.call(document.querySelectorAll("input.outcome-toggle"), function (t) { on[t.value] = t.checked; });
+    Array.prototype.forEach.call(document.querySelectorAll("input.outcome-toggle"), function (t) {
+      on[t.value] = t.checked;
+    });
     var runs = table.querySelectorAll("tbody.run");
     var shown = 0;
     Array.prototype.forEach.call(runs, function (run) {
       var text = run.getAttribute("data-search") || "";
-      var visible = on[run.getAttribute("data-status")] !== false && words.every(function (w) { return text.indexOf(w) !== -1; });
+      var visible = on[run.getAttribute("data-status")] !== false &&
+        words.every(function (w) { return text.indexOf(w) !== -1; });
       run.hidden = !visible;
       if (visible) { shown += 1; }
     });
