@@ -118,7 +118,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("timeout", "override every task's/trial's timeout (seconds per command)", None, type=positive_float, metavar="SECONDS"),
     Option("builtin", "run built-in tasks by name without a path (comma-separated, repeatable; 'all' for every one; "
            "see `agentrace tasks list`)", [], type=name_list, many=True, metavar="NAME[,NAME]"),
-    Option("difficulty", "keep only tasks of these difficulties (easy, medium, hard); others are deselected", None,
+    Option("difficulty", "keep only tasks of these difficulty levels, by name (easy, medium, hard, or a file's own level "
+           "such as medium-hard, which neither medium nor hard selects); others are deselected", None,
            type=difficulty_list, metavar="LEVEL[,LEVEL]"),
     Option("validate", "validate task files instead of racing: run only the oracle (reference solution) and noop agents "
            "and fail a task whose oracle does not pass every check or whose hidden checks pass without a change", False, flag=True),

@@ -48,6 +48,14 @@ def write_script(path: Path, body: str) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions run by these tests print full-width tables: output that is not a terminal is narrowed only to a
+    ``$COLUMNS`` that is set, and some runners set it (pytest-xdist workers here get COLUMNS=80). A test of the
+    narrowing sets it itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @pytest.fixture
 def bin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A folder put first on PATH for fake agent CLIs (``write_script(bin_dir / 'claude', ...)``)."""

@@ -26,7 +26,8 @@ from pytest_agentrace.spec.task import load_task
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 EXPECTED = {
     "fibonacci": "easy",
-    **dict.fromkeys(["json-parser", "markdown-to-html", "csv-analyzer", "cli-args-parser", "file-watcher", "state-machine"], "medium"),
+    **dict.fromkeys(["json-parser", "markdown-to-html", "csv-analyzer", "cli-args-parser", "file-watcher"], "medium"),
+    "state-machine": "medium-hard",  # coderace's own level for it
     **dict.fromkeys([
         "http-server", "binary-search-tree", "regex-engine", "lru-cache", "expression-evaluator", "url-router",
         "diff-algorithm", "task-scheduler", "bug-hunt", "refactor", "concurrent-queue", "api-client", "data-pipeline",
@@ -120,7 +121,9 @@ def test_builtin_alongside_paths_and_without_testpaths(pytester: pytest.Pytester
     (["--agentrace", "--agentrace-builtin", "fibonaci"], "no built-in task 'fibonaci' (did you mean 'fibonacci'?)"),
     (["--agentrace-builtin", "fibonacci"], "--agentrace-builtin needs --agentrace"),
     (["--agentrace", "--agentrace-builtin", "fibonacci", "--agentrace-difficulty", "hard"], "no task among fibonacci has difficulty hard"),
-    (["--agentrace", "--agentrace-difficulty", "expert"], "unknown difficulty 'expert'"),
+    (["--agentrace", "--agentrace-builtin", "state-machine", "--agentrace-difficulty", "medium-hrad"],
+     "has difficulty medium-hrad (did you mean 'medium-hard'?); their levels: medium-hard"),
+    (["--agentrace", "--agentrace-difficulty", ","], "give one or more levels"),
 ])
 def test_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:
     res = pytester.runpytest(*args)
@@ -134,6 +137,32 @@ description: x
 test_command: "false"
 {difficulty}agents: [noop]
 """
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_medium_hard_is_selected_by_its_own_name(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    """coderace's free-form levels: ``medium-hard`` is a level of its own (matched by name, case-insensitively, as
+    coderace's ``--difficulty`` does), selected by neither ``medium`` nor ``hard``."""
+    def chosen(levels: str) -> list[str]:
+        res = pytester.runpytest("--agentrace", "--agentrace-builtin", "all", "--agentrace-difficulty", levels,
+                                 "--collect-only", "-q", *xdist)
+        assert res.ret == pytest.ExitCode.OK, res.stderr.str()
+        return sorted({line.split("::")[1].split("[")[0] for line in res.stdout.lines if "::" in line})
+
+    assert chosen("medium-hard") == ["state-machine"]
+    assert chosen("Medium-Hard") == ["state-machine"]
+    assert "state-machine" not in chosen("medium") and "state-machine" not in chosen("hard")
+    assert chosen("medium,medium-hard") == sorted(n for n, d in EXPECTED.items() if d in ("medium", "medium-hard"))
+
+
+def test_a_level_no_task_has_is_a_warning(pytester: pytest.Pytester) -> None:
+    for name, level in (("a", "easy"), ("b", "medium-hard")):
+        (pytester.path / f"{name}.yaml").write_text(TASK.format(name=name, difficulty=f"difficulty: {level}\n"))
+    res = pytester.runpytest("--agentrace", "--agentrace-difficulty", "medium-hrad", "--collect-only", "-q")
+    assert res.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    expected = ("*--agentrace-difficulty: no collected task has difficulty medium-hrad (did you mean 'medium-hard'?); "
+                "the tasks' levels are easy, medium-hard*")
+    res.stdout.fnmatch_lines([expected])
 
 
 @pytest.mark.parametrize("xdist", XDIST)

@@ -1,6 +1,7 @@
 """The HTML report of the acceptance session in a real headless Chromium (Debian's, driven by Playwright):
 it loads with no console errors and no network request, tables sort, the theme toggles (and stays toggled),
-run rows expand to their escaped details, and screenshots are saved under test-artifacts/.
+the outcome toggles and the filter box show only the runs asked for, run rows expand to their escaped details,
+and screenshots are saved under test-artifacts/.
 
 Needs ``bash scripts/install-browser.sh`` (chromium from apt, playwright from PyPI; no browser download)."""
 
@@ -96,6 +97,34 @@ def test_report_in_headless_chromium(report: Path) -> None:
             pairs = page.eval_on_selector_all(
                 "#runs tbody.run", "bs => bs.map(b => [b.querySelector('button.expand').getAttribute('aria-controls'), b.rows[1].id])")
             assert all(a == b for a, b in pairs)
+
+            # filtering (as pytest-html's outcome toggles): one toggle per outcome with its count, and a filter box
+            def shown() -> list[list[str]]:
+                return page.eval_on_selector_all(
+                    "#runs tbody.run",
+                    "bs => bs.filter(b => !b.hidden).map(b => [b.rows[0].cells[4].textContent, "
+                    "b.rows[0].cells[6].textContent])")
+
+            toggles = page.eval_on_selector_all("label.outcome", "ls => ls.map(l => l.textContent.trim())")
+            assert toggles == ["18 passed", "6 failed"]
+            assert len(shown()) == 24 and page.inner_text("#run-filter-count") == "24 of 24 runs shown"
+            page.uncheck("input.outcome-toggle[value=passed]")
+            # the failures: gamma on fix-add (3 reps) and the trial's baseline arm (reader, 3 reps)
+            assert sorted(a for a, _ in shown()) == ["gamma"] * 3 + ["reader"] * 3
+            assert {s for _, s in shown()} == {"failed"}
+            assert page.inner_text("#run-filter-count") == "6 of 24 runs shown"
+            page.fill("#run-filter-text", "GAMMA fix-add")  # every word must match, in any case
+            assert shown() == [["gamma", "failed"]] * 3
+            page.check("input.outcome-toggle[value=passed]")
+            assert sorted(a for a, _ in shown()) == ["gamma"] * 3  # gamma passes fix-mul, not fix-add
+            page.fill("#run-filter-text", "alpha")
+            assert [a for a, _ in shown()] == ["alpha"] * 6
+            assert page.inner_text("#run-filter-count") == "6 of 24 runs shown"
+            page.fill("#run-filter-text", "docs")  # the trial's docs arm
+            assert len(shown()) == 3
+            page.screenshot(path=str(ARTIFACTS / "report-filtered.png"), full_page=False)
+            page.fill("#run-filter-text", "")
+            assert len(shown()) == 24
 
             # expanding a run shows its prompt (escaped: the task's <script> is text), answer and tool calls
             first = page.locator("#runs tbody.run").first

@@ -29,7 +29,17 @@ def load(tmp_path: Path, text: str):
         (BASE + "verify_command: x\nverify_files:\n  ../x: y\n", "verify_files.../x", "escapes the workspace"),
         ("name: t\ndescription: d\nagents: [noop]\nrepo: r\ntest_command: null\n", "test_command", "required key is missing"),
         ("description: d\ntest_command: x\n", "name", "required key is missing"),
-        (BASE + "difficulty: extreme\n", "difficulty", "must be one of easy, medium, hard"),
+        (BASE + "difficulty: [hard]\n", "difficulty", "must be a string or an integer or a number, not list"),
+        (BASE + "difficulty: 'easy, hard'\n", "difficulty", "give a non-empty name without commas"),
+        (BASE + "scoring: {tests: 1, tests_pass: 2}\n", "scoring.tests_pass", "the same weight as scoring.tests"),
+        (BASE + "scoring: {test_pass: 2}\n", "scoring.test_pass", "did you mean 'tests_pass'?"),
+        (BASE + "pricing: {claude: {input_per_1m: 3, input: 3}}\n", "pricing.claude.input",
+         "the same rate as pricing.claude.input_per_1m"),
+        (BASE + "pricing: {claude: {input_per_1m: -1.0, output_per_1m: 15}}\n", "pricing.claude.input_per_1m",
+         "0 or more"),
+        (BASE + "pricing: {claude: {input_per_1M: 3}}\n", "pricing.claude.input_per_1M",
+         "did you mean 'input_per_1m'?"),
+        (BASE + "pricing: {claude: 3.0}\n", "pricing.claude", "must be a mapping"),
         (BASE + "scoring: {tests: 1, speed: 2}\n", "scoring.speed", "unknown key"),
         (BASE + "agents: [{name: x, comand: y}]\n".replace("agents: [noop]\n", ""), "agents[0].comand", "did you mean 'command'?"),
         (BASE + "verify_files: {a.py: x}\n", "verify_command", "no verify_command"),
@@ -97,8 +107,45 @@ scoring:
 def test_collection_error_is_one_clear_line(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", task="name: t\ndescription: d\ntest_command: x\nlint_commnd: y\nagents: [noop]\n")
     res = pytester.runpytest("--agentrace")
-    assert res.ret == pytest.ExitCode.INTERRUPTED
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
     res.stdout.fnmatch_lines(["*task.yaml: key 'lint_commnd': unknown key (did you mean 'lint_command'?)*"])
+
+
+XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_bad_file_is_one_collection_error_and_the_other_files_still_run(pytester: pytest.Pytester,
+                                                                         xdist: list[str]) -> None:
+    """Without --continue-on-collection-errors pytest would stop the session before its first run ("Interrupted:
+    1 error during collection"); for agentrace files continuing is the default, and the session still fails."""
+    for name in ("a", "b"):
+        (pytester.path / name).mkdir()
+        (pytester.path / name / "task.yaml").write_text(
+            f"name: {name}\ndescription: d\ntest_command: 'false'\nagents: [noop]\n")
+    (pytester.path / "bad").mkdir()
+    (pytester.path / "bad" / "task.yaml").write_text(
+        "name: bad\ndescription: d\ntest_command: x\nagents: [noop]\nscoring: {speed: 1}\n")
+    (pytester.path / "broken").mkdir()
+    (pytester.path / "broken" / "task.yaml").write_text("name: broken\ndescription: [unclosed\ntest_command: x\n")
+    res = pytester.runpytest("--agentrace", "--agentrace-no-save", *xdist)
+    res.assert_outcomes(xfailed=2, errors=2)
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    assert "Interrupted" not in res.stdout.str()
+    res.stdout.fnmatch_lines(["*bad/task.yaml: key 'scoring.speed': unknown key*"])
+    res.stdout.fnmatch_lines(["*broken/task.yaml*not valid YAML*"])
+
+
+def test_a_broken_python_test_module_still_stops_the_session(pytester: pytest.Pytester) -> None:
+    """pytest's own rule stays for other files: a test module that does not import stops the session."""
+    pytester.makefile(".yaml", task="name: t\ndescription: d\ntest_command: 'false'\nagents: [noop]\n")
+    pytester.makefile(".yaml", bad="name: b\ndescription: d\ntest_command: x\nagents: [nope]\n")
+    pytester.makepyfile(test_broken="import no_such_module_xyz\n")
+    res = pytester.runpytest("--agentrace", "--agentrace-no-save")
+    assert res.ret == pytest.ExitCode.INTERRUPTED
+    res.stdout.fnmatch_lines(["*Interrupted: 2 errors during collection*"])
+    res = pytester.runpytest("--agentrace", "--agentrace-no-save", "--continue-on-collection-errors")
+    res.assert_outcomes(xfailed=1, errors=2)
 
 
 def test_broken_yaml_task_is_reported_not_skipped(pytester: pytest.Pytester) -> None:

@@ -23,7 +23,7 @@ def test_list_is_a_table_easiest_first(capsys: pytest.CaptureFixture[str]) -> No
     assert len(table) == 20
     assert table[0] == ["fibonacci", "easy", "yes (10 tests)", "300"]
     levels = [r[1] for r in table]
-    assert levels == sorted(levels, key=["easy", "medium", "hard"].index)
+    assert levels == sorted(levels, key=["easy", "medium", "medium-hard", "hard"].index)
     medium = [r[0] for r in table if r[1] == "medium"]
     assert medium == sorted(medium)
     assert all(r[2].startswith("yes (") and int(r[2][5:].split()[0]) >= 8 for r in table)
@@ -33,11 +33,18 @@ def test_list_is_a_table_easiest_first(capsys: pytest.CaptureFixture[str]) -> No
 def test_list_difficulty_filter(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tasks", "list", "--difficulty", "medium"]) == 0
     table = rows(capsys.readouterr().out)
-    assert {r[1] for r in table} == {"medium"} and len(table) == 6
+    assert {r[1] for r in table} == {"medium"} and len(table) == 5
     with pytest.raises(SystemExit) as info:
         main(["tasks", "list", "--difficulty", "impossible"])
     assert info.value.code == 2
     assert "unknown difficulty 'impossible'" in capsys.readouterr().err
+    assert main(["tasks", "list", "--difficulty", "medium-hard"]) == 0
+    assert [r[0] for r in rows(capsys.readouterr().out)] == ["state-machine"]
+    with pytest.raises(SystemExit):
+        main(["tasks", "list", "--difficulty", "medium-hrad"])
+    expected = ("unknown difficulty 'medium-hrad' (did you mean 'medium-hard'?); "
+                "the built-in tasks have easy, medium, medium-hard, hard")
+    assert expected in capsys.readouterr().err
 
 
 def test_show_prints_the_file(capsys: pytest.CaptureFixture[str]) -> None:

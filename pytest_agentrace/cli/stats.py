@@ -22,6 +22,7 @@ from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.model import Status
 from pytest_agentrace.record.runfile import iter_runs, last_session_ids, write_run
 from pytest_agentrace.record.store import Store, StoreError, default_path
+from pytest_agentrace.report.fit import stdout_width
 from pytest_agentrace.report.stats_text import (
     PLAN_NOTE,
     compare_lines,
@@ -188,7 +189,8 @@ def _plan(args: argparse.Namespace) -> int:
         if not rows:
             raise CliError(f"{args.results}: no arm comparisons (a plan needs trials with at least two arms)")
         doc.update(rows=[r.to_dict() for r in rows], note=PLAN_NOTE, generalize=args.generalize)
-        lines += plan_lines(rows, "text" if args.format == "json" else args.format, args.price_per_mtok is not None)
+        lines += plan_lines(rows, "text" if args.format == "json" else args.format, args.price_per_mtok is not None,
+                            width=stdout_width())
     print(json.dumps(doc, indent=2, sort_keys=True) if args.format == "json" else "\n".join(lines))
     return 0
 
@@ -240,7 +242,7 @@ def _report(args: argparse.Namespace) -> int:
         raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
     seq = {"cap": args.stop_when_decided} if args.stop_when_decided else None
     report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq, target=args.generalize)
-    sys.stdout.write(render(report, args.format))
+    sys.stdout.write(render(report, args.format, width=stdout_width()))
     return 0
 
 
@@ -273,7 +275,7 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.regression_alpha,
                    target=getattr(args, "generalize", FIXED))
-    print("\n".join(compare_lines(rows, args.format)))
+    print("\n".join(compare_lines(rows, args.format, width=stdout_width())))
     failures = gate_failures([g for g in gates if g.verdict], snapshot_rows=rows)
     for line in failures:
         print(f"FAIL {line}", file=sys.stderr)

@@ -21,10 +21,11 @@ from pytest_agentrace.cli.difftask import (
 )
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.spec.builtin import (
-    DIFFICULTIES,
     builtin_tasks,
-    difficulty_list,
     find_builtin,
+    known_difficulty_list,
+    level_rank,
+    same_level,
 )
 from pytest_agentrace.spec.task import load_task
 
@@ -122,7 +123,8 @@ def register_tasks(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("tasks", help="list the built-in tasks or show one", description="The built-in task suite.")
     actions = parser.add_subparsers(dest="tasks_action", metavar="ACTION")
     listing = actions.add_parser("list", help="a table of the built-in tasks: name, difficulty, verify, timeout")
-    listing.add_argument("--difficulty", type=difficulty_list, metavar="LEVEL[,LEVEL]", help="only these difficulties (easy, medium, hard)")
+    listing.add_argument("--difficulty", type=known_difficulty_list, metavar="LEVEL[,LEVEL]",
+                         help="only these difficulty levels, by name (easy, medium, medium-hard, hard)")
     listing.set_defaults(func=cmd_tasks_list)
     show = actions.add_parser("show", help="print a built-in task's YAML file")
     show.add_argument("name", help="a built-in task name (see `agentrace tasks list`)")
@@ -140,9 +142,9 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
             task = load_task(entry.path)
         except SpecError as exc:
             return _error("tasks list", str(exc), 1)
-        if args.difficulty and task.difficulty not in args.difficulty:
+        if args.difficulty and not same_level(task.difficulty, args.difficulty):
             continue
-        rank = DIFFICULTIES.index(task.difficulty) if task.difficulty in DIFFICULTIES else len(DIFFICULTIES)
+        rank = level_rank(task.difficulty)
         verify = f"yes ({count_tests(task.verify_files)} tests)" if task.verify_command else "no"
         rows.append((rank, [task.name, task.difficulty or "-", verify, f"{task.timeout:g}"]))
     rows.sort(key=lambda r: (r[0], r[1][0]))

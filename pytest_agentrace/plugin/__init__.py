@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 import uuid
+import warnings
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from filelock import FileLock, Timeout
 
 from pytest_agentrace import options as _options
 from pytest_agentrace.agents.base import RunOptions
-from pytest_agentrace.errors import SpecError
+from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.script import load_script
 from pytest_agentrace.plugin import collect, validate
@@ -40,7 +41,15 @@ from pytest_agentrace.plugin.session import (
 from pytest_agentrace.run.resume import install_sigterm
 from pytest_agentrace.run.sandbox import Sandbox
 from pytest_agentrace.run.sandbox import probe as sandbox_probe
-from pytest_agentrace.spec.builtin import keep_difficulty, select_builtin
+from pytest_agentrace.spec.builtin import (
+    SAME_NAME_NOTE,
+    keep_difficulty,
+    level_key,
+    levels_of,
+    same_level,
+    select_builtin,
+    sorted_levels,
+)
 from pytest_agentrace.stats.snapshot import SnapshotError, read_snapshot
 from pytest_agentrace.stats.verdict import parse_fail_on
 
@@ -73,8 +82,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     except (KeyError, FileNotFoundError) as exc:
         raise pytest.UsageError(f"--agentrace-builtin: {exc.args[0]}") from None
     if not tasks:
-        raise pytest.UsageError(f"--agentrace-builtin: no task among {', '.join(names)} has difficulty "
-                                f"{','.join(difficulty or ())}; see `agentrace tasks list`")
+        wanted = ",".join(difficulty or ())
+        levels = levels_of(select_builtin(names))
+        raise pytest.UsageError(f"--agentrace-builtin: no task among {', '.join(names)} has difficulty {wanted}"
+                                f"{did_you_mean(level_key(wanted), levels)}; their levels: {', '.join(levels) or 'none'} "
+                                f"({SAME_NAME_NOTE}); see `agentrace tasks list`")
     args.extend(str(t.path) for t in tasks)
 
 
@@ -245,9 +257,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if not enabled(config):
         return
     found = settings(config)
-    keep, drop = [], []
+    keep, drop, levels = [], [], set()
     for item in items:
         spec = item.stash.get(collect.RUNSPEC_KEY, None)
+        if spec is not None and spec.kind == "task" and spec.spec.difficulty is not None:
+            levels.add(spec.spec.difficulty)
         dropped = spec is not None and (
             (found.validate and spec.kind != "task")
             or (spec.kind == "task" and not keep_difficulty(spec.spec.difficulty, found.difficulty)))
@@ -255,6 +269,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    unmatched = [w for w in found.difficulty or () if not any(same_level(level, [w]) for level in levels)]
+    if unmatched and (keep or drop) and any(i.stash.get(collect.RUNSPEC_KEY, None) is not None for i in (*keep, *drop)):
+        known = sorted_levels(levels)
+        hint = did_you_mean(level_key(unmatched[0]), [level_key(level) for level in known])
+        warnings.warn(pytest.PytestConfigWarning(
+            f"--agentrace-difficulty: no collected task has difficulty {', '.join(unmatched)}{hint}; the tasks' levels "
+            f"are {', '.join(known) or 'none'} ({SAME_NAME_NOTE})"), stacklevel=1)
     collect.mark_collisions(items)
     if found.stop_when_decided:
         items.sort(key=lambda it: spec.rep if (spec := it.stash.get(collect.RUNSPEC_KEY, None)) is not None else 0)
@@ -270,3 +291,33 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if (spec := item.stash.get(collect.RUNSPEC_KEY, None)) is not None:
             cases.setdefault((str(spec.source), spec.agent.id), set()).add(spec.case)
     session.config.stash[collect.CASES_KEY] = {k: sorted(v) for k, v in cases.items()}
+
+
+SPEC_ERRORS_KEY = pytest.StashKey[set]()  # node ids of task/trial files whose collection failed
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """Count the collection errors of task and trial files (see ``pytest_runtestloop``)."""
+    report = yield
+    if report.failed and isinstance(collector, collect.SpecFile):
+        collector.config.stash.setdefault(SPEC_ERRORS_KEY, set()).add(report.nodeid)
+    return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtestloop(session: pytest.Session):
+    """A task or trial file that cannot be loaded is one collection error, and the other files' runs still go ahead:
+    when every collection error of the session comes from such a file, the test loop runs as under
+    ``--continue-on-collection-errors`` (the errors are still reported, one line each, and the session fails). A
+    collection error in any other file (a Python test module) keeps pytest's rule; ``-x`` / ``--maxfail`` still stop
+    at the first error. Under pytest-xdist the controller runs what the workers collected in any case."""
+    option = session.config.option
+    before = option.continue_on_collection_errors
+    spec_errors = session.config.stash.get(SPEC_ERRORS_KEY, set())
+    if enabled(session.config) and session.testsfailed and not before and session.testsfailed <= len(spec_errors):
+        option.continue_on_collection_errors = True
+    try:
+        return (yield)
+    finally:
+        option.continue_on_collection_errors = before

@@ -193,7 +193,7 @@ def task_agents(listed, wanted):
     chosen: list = []
     for w in wanted:
         named = [a for a in listed if w.id in (a.id, a.name, a.label)]
-        if not named:
+        if not named and w.command is None:  # an agent of one's own ({name, command}) needs no built-in name
             known_agent(Path("--agentrace-agent"), f"--agentrace-agent {w.id}", w.name)
         chosen += [a for a in named or [w] if a not in chosen]
     given = iter(unique_agent_ids(a for a in chosen if a not in listed))  # the file's entries keep their ids

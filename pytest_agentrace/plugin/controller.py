@@ -43,11 +43,11 @@ from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.runfile import write_last_session
 from pytest_agentrace.record.store import SessionInfo, Store, StoreError, default_path
 from pytest_agentrace.report import html, markdown
+from pytest_agentrace.report.fit import terminal_width
 from pytest_agentrace.report.json_export import build_export
 from pytest_agentrace.report.junit import patch_scores
 from pytest_agentrace.report.stats_text import compare_lines, report_lines
-from pytest_agentrace.report.text import task_tables
-from pytest_agentrace.report.trials import trial_tables
+from pytest_agentrace.report.summary import summary_lines
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats.report import StatsReport, build_report
 from pytest_agentrace.stats.score import score_outcomes
@@ -291,16 +291,17 @@ class Controller:
             return
         write = terminalreporter.write_line
         terminalreporter.section("agentrace")
-        show_cost = not self.settings.no_cost
-        for line in task_tables(result.outcomes, show_cost=show_cost) + trial_tables(result.outcomes, show_cost=show_cost):
+        width = terminal_width(terminalreporter)
+        for line in summary_lines(result.outcomes, show_cost=not self.settings.no_cost, verbose=config.getoption("verbose"),
+                                  width=width):
             write(line)
-        stats = report_lines(result.report) if result.report is not None else []
+        stats = report_lines(result.report, width=width) if result.report is not None else []
         if stats:
             write("--- agentrace statistics ---")
             for line in stats:
                 write(line)
         if result.snapshot_rows is not None:
-            for line in ["", f"compared with snapshot {self.settings.snapshot}:", *compare_lines(list(result.snapshot_rows))]:
+            for line in ["", f"compared with snapshot {self.settings.snapshot}:", *compare_lines(list(result.snapshot_rows), width=width)]:
                 write(line)
         if result.validation is not None:
             rows, invalid = result.validation

@@ -7,7 +7,9 @@ text from a run is HTML-escaped, and files longer than ``MAX_FILE_CHARS`` are cu
 
 Sections: headline and theme toggle; charts (score vs cost per agent, pass rate with Wilson 95% intervals,
 relative cost with 95% intervals per arm, Elo over time); sortable tables (leaderboard, tasks, trials, arms vs
-baseline, Elo); and the runs table, whose rows expand to the prompt, final answer, tool calls, diff and logs.
+baseline, Elo); and the runs table, whose rows expand to the prompt, final answer, tool calls, diff and logs, with
+a filter box (every word typed must appear in a run's case, kind, arm, agent, rep or status) and one toggle per
+outcome with its count (as pytest-html's outcome filters), which show or hide the runs of that status.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ MAX_FILE_CHARS = 20_000
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 LOG_FILES = (("stderr", "raw.err"),)
 GOOD_VERDICTS = {"cheaper", "better", "improved"}
+STATUS_ORDER = ("passed", "failed", "timeout", "error")  # the outcome toggles, in this order (others after)
 BAD_VERDICTS = {"dearer", "worse", "regressed"}
 
 
@@ -328,12 +331,33 @@ def _runs(doc: Mapping[str, Any]) -> str:
             Cell(usd(u.get("cost_usd")), u.get("cost_usd"), "num"), _cell(len(u.get("tool_calls") or [])),
             Cell(num(r.get("seconds")), r.get("seconds"), "num"),
         ]
-        groups.append(f'<tbody class="run" data-run-id="{escape(r["run_id"])}"><tr>' + "".join(c.render() for c in cells) + "</tr>"
+        search = " ".join(str(x) for x in (r["case"], r["kind"], r["arm"], r["agent"], f"r{r['rep']}", r["status"]))
+        groups.append(f'<tbody class="run" data-run-id="{escape(r["run_id"])}" data-status="{escape(str(r["status"]))}"'
+                      f' data-search="{escape(search.lower())}"><tr>' + "".join(c.render() for c in cells) + "</tr>"
                       f'<tr class="details" id="{did}" hidden><td colspan="{len(headers)}">{run_details(r, run_dir)}</td></tr></tbody>')
     bad = not_passed(doc)
     note = f"{len(bad)} of {len(runs)} runs did not pass. " if bad else ""
-    return _section("Runs", f'<table class="sortable" id="runs"><thead><tr>{ths}</tr></thead>{"".join(groups)}</table>',
+    table_html = f'<table class="sortable" id="runs"><thead><tr>{ths}</tr></thead>{"".join(groups)}</table>'
+    return _section("Runs", _run_filter(runs) + table_html,
                     note + f"Expand a row for its prompt, final answer, tool calls, diff and check logs (files over {MAX_FILE_CHARS:,} characters are cut).")
+
+
+def _run_filter(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The filter box and the outcome toggles above the runs table (wired by ``report.js``): one checkbox per
+    status present, labelled with its count, all checked at first."""
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[str(r["status"])] = counts.get(str(r["status"]), 0) + 1
+    order = [s for s in STATUS_ORDER if s in counts] + sorted(set(counts) - set(STATUS_ORDER))
+    toggles = "".join(
+        f'<label class="outcome"><input type="checkbox" class="outcome-toggle" value="{escape(status)}" checked> '
+        f'<span class="status-{escape(status)}">{counts[status]} {escape(status)}</span></label>' for status in order)
+    return ('<div class="run-filter" role="search">'
+            '<label for="run-filter-text">Filter runs</label> '
+            '<input type="search" id="run-filter-text" placeholder="case, agent, arm, status ..." autocomplete="off"> '
+            f'<fieldset class="outcomes"><legend class="visually-hidden">Show outcomes</legend>{toggles}</fieldset> '
+            f'<span id="run-filter-count" class="note" aria-live="polite">{len(runs)} of {len(runs)} runs shown</span>'
+            '</div>')
 
 
 def render_report(doc: Mapping[str, Any], out: Path | None = None) -> str:

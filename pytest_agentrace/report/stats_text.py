@@ -1,5 +1,7 @@
 """Text, Markdown and JSON renderings of the statistics report (``cells.StatsReport``), the snapshot
-comparison table and the plan table. Tables via tabulate (imported inside functions)."""
+comparison table and the plan table. Tables via tabulate (imported inside functions); in ``text`` a ``width``
+(characters) makes every table and line fit it (``report.fit``: cells wrap, the columns named in ``OPTIONAL``
+drop, least important first); Markdown is never narrowed."""
 
 from __future__ import annotations
 
@@ -8,12 +10,32 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_agentrace.report.fit import fit_lines, fit_table
 from pytest_agentrace.report.text import _display_path
 from pytest_agentrace.stats.numerics import wilson_interval
 from pytest_agentrace.stats.snapshot import closing_line
 from pytest_agentrace.stats.verdict import TARGET_TEXT
 
 FORMATS = ("text", "markdown", "json")
+ARM_HEADERS = ["Arm", "Runs", "Correct (95% CI)", "Tokens/run (95% CI)", "Relative cost (95% CI)", "Verdict",
+               "Cost p (BH p)", "Turns", "Used tool", "Seconds"]
+PASS_HEADERS = ["Arm", "Pass rate", "Errors as failures", "Difference (Newcombe 95% CI)", "Boschloo p",
+                "Verdict test p", "BH p", "Verdict", "Cohen's d"]
+CASE_HEADERS = ["Case", "Arm", "Runs", "Tokens/run (95% CI)", "Relative cost (95% CI)", "p (BH p)", "Verdict"]
+RELIABILITY_HEADERS = ["Arm", "Cases", "Flipping cases", "pass@1", "pass@k", "pass^k"]
+CLAIM_HEADERS = ["Agent", "Arm", "Claims", "False pass", "False fail", "Invalid"]
+COMPARE_HEADERS = ["Agent", "Case", "Arm", "Passed (old -> new)", "Verdict", "Detail"]
+# columns a table may leave out to fit a width, least important first (by table)
+OPTIONAL = {
+    "arm": ("Turns", "Used tool", "Seconds", "Cost p (BH p)"),
+    "pass": ("Cohen's d", "Verdict test p", "Boschloo p", "BH p", "Errors as failures"),
+    "case": ("p (BH p)", "Runs"),
+    "tasks": ("Errors", "Seconds", "pass@k / pass^k (k=runs)", "Tokens/run (95% CI)"),
+    "races": ("Flipping tasks", "Consistency", "Reliability", "Tasks", "95% CI (t)", "Elo"),
+    "reliability": ("pass^k", "pass@k"),
+    "compare": ("Detail",),
+    "plan": ("Further tokens", "Further USD"),
+}
 
 
 def _f(x: float | None, digits: int = 2) -> str:
@@ -55,10 +77,10 @@ def _ci(iv: Any, fmt=_f) -> str:
     return f" ({fmt(lo)} to {fmt(hi)})" if lo < 0 else f" ({fmt(lo)}-{fmt(hi)})"
 
 
-def _table(rows: list[list[Any]], headers: list[str], fmt: str) -> list[str]:
-    from tabulate import tabulate
-
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True).splitlines()
+def _table(rows: list[list[Any]], headers: list[str], fmt: str, width: int | None = None,
+           optional: str = "") -> list[str]:
+    """A table in ``fmt``; in ``text`` narrowed to ``width`` (``report.fit``), dropping ``OPTIONAL[optional]``."""
+    return fit_table(rows, headers, width if fmt == "text" else None, OPTIONAL.get(optional, ()), numparse=False)
 
 
 def _heading(text: str, fmt: str, level: int = 3) -> list[str]:
@@ -102,8 +124,9 @@ def correct_text(passed: int, valid: int, ci: tuple[float, float] | None) -> str
     return f"{passed}/{valid}" + ("" if not valid or ci is None else f" {_pct(passed / valid)}{_ci(ci, _pct)}")
 
 
-def report_lines(report: Any, fmt: str = "text") -> list[str]:
-    """Lines of the statistics report in ``fmt`` (``text`` or ``markdown``; use ``render`` for ``json``).
+def report_lines(report: Any, fmt: str = "text", width: int | None = None) -> list[str]:
+    """Lines of the statistics report in ``fmt`` (``text`` or ``markdown``; use ``render`` for ``json``), in
+    ``text`` no wider than ``width`` characters (None: no limit).
 
     Only what adds to the per-task / per-trial tables printed before it: per agent with two or more arms, the arm
     table, pass rate vs baseline, spread and runs needed, tokens by case (two or more cases), reliability and
@@ -126,7 +149,7 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
             single_arm += cs
             continue
         base = next((c.baseline for c in report.comparisons if (c.kind, c.source, c.agent) == (kind, source, agent)), None)
-        lines += _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_toks)
+        lines += _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_toks, width)
         if (kind, agent) in spread:
             lines.append("spread: " + spread[(kind, agent)].sentence())
         rrows = []
@@ -138,13 +161,13 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
                               f"{_f(r.pass_hat_k[str(k)])} (k={k})"])
         if rrows:
             lines += ["reliability per case (unbiased pass@k / pass^k, mean over cases):"]
-            lines += _table(rrows, ["Arm", "Cases", "Flipping cases", "pass@1", "pass@k", "pass^k"], fmt)
-        lines += _claims(cs, fmt)
+            lines += _table(rrows, RELIABILITY_HEADERS, fmt, width, "reliability")
+        lines += _claims(cs, fmt, width)
         lines.append("")
     repeated = [c for c in single_arm if c.valid >= 2]
     if repeated:
-        lines += _tasks_block(repeated, fmt)
-    lines += _claims([c for c in single_arm if c.valid < 2], fmt)
+        lines += _tasks_block(repeated, fmt, width)
+    lines += _claims([c for c in single_arm if c.valid < 2], fmt, width)
     if report.races and repeated:
         flips = {r.agent: r for r in report.reliability if r.kind == "task"}
         lines += _heading("races on task files (coderace statistics)", fmt)
@@ -153,7 +176,7 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
                  f"{flips[s.agent].flipping}/{flips[s.agent].cases}" if s.agent in flips else "-",
                  f"{s.wins}/{s.races}", _pct(s.win_rate), "-" if s.elo is None else f"{s.elo:.0f}"] for s in report.races]
         lines += _table(rows, ["Agent", "Tasks", "Runs", "Score mean ± sd", "95% CI (t)", "Consistency", "Reliability", "Flipping tasks",
-                               "Wins/races", "Win rate", "Elo"], fmt)
+                               "Wins/races", "Win rate", "Elo"], fmt, width, "races")
         lines.append("wins need a mean score more than 1 point above every other agent's (ties are not wins); reliability: runs without "
                      "timeout or agent exit error; Elo: 1500 start, K 32, draw within 1 point, one simultaneous update per race.")
         lines.append("")
@@ -163,10 +186,10 @@ def report_lines(report: Any, fmt: str = "text") -> list[str]:
                      + " (1500 start, K 32, draw within 1 point; use --agentrace-reps N for score intervals and win rates)")
     if lines and lines != [""]:
         lines += footer_lines(report, fmt)
-    return lines
+    return fit_lines(lines, width) if fmt == "text" else lines
 
 
-def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_toks) -> list[str]:
+def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_toks, width=None) -> list[str]:
     lines = _heading(f"{kind} {_display_path(source)} - agent {agent}" + (f" (baseline arm: {base})" if base else ""), fmt)
     rows = []
     by_arm: dict[str, list[Any]] = defaultdict(list)
@@ -206,10 +229,10 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_
                           (f"{comp.pass_diff:+.2f}" if comp.pass_diff is not None else "-") + _ci(comp.pass_diff_ci, lambda x: f"{x:+.2f}"),
                           _p(comp.boschloo_p), f"{comp.pass_test} {_p(comp.pass_p)}", _p(comp.pass_p_adj), str(comp.pass_verdict),
                           "-" if comp.cohens_d is None else f"{comp.cohens_d:+.2f}"])
-    lines += _table(rows, ["Arm", "Runs", "Correct (95% CI)", "Tokens/run (95% CI)", "Relative cost (95% CI)", "Verdict", "Cost p (BH p)", "Turns", "Used tool", "Seconds"], fmt)
+    lines += _table(rows, ARM_HEADERS, fmt, width, "arm")
     if prows:
         lines.append("pass rate vs baseline (errors excluded | errors as failures):")
-        lines += _table(prows, ["Arm", "Pass rate", "Errors as failures", "Difference (Newcombe 95% CI)", "Boschloo p", "Verdict test p", "BH p", "Verdict", "Cohen's d"], fmt)
+        lines += _table(prows, PASS_HEADERS, fmt, width, "pass")
     crow = []
     if len({c.case for c in cs}) < 2:  # one case: the arm table above already says it all
         return lines
@@ -219,11 +242,11 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_
         crow.append([c.case, c.arm, c.valid, _tok(c.tokens_mean) + _ci(c.tokens_ci, _tok), rel,
                      _p_bh(comp.cost_p, comp.cost_p_adj, comp.cost_p_error) if comp else "-", _verdict(comp) if comp else ("baseline" if c.arm == base else "-")])
     lines.append("tokens by case:")
-    lines += _table(crow, ["Case", "Arm", "Runs", "Tokens/run (95% CI)", "Relative cost (95% CI)", "p (BH p)", "Verdict"], fmt)
+    lines += _table(crow, CASE_HEADERS, fmt, width, "case")
     return lines
 
 
-def _tasks_block(cs, fmt) -> list[str]:
+def _tasks_block(cs, fmt, width=None) -> list[str]:
     lines = _heading("tasks: pass rate and reliability per task and agent", fmt)
     rows = []
     for c in sorted(cs, key=lambda c: (c.source, c.case, c.agent)):
@@ -234,11 +257,11 @@ def _tasks_block(cs, fmt) -> list[str]:
                      "-" if c.score_mean is None else f"{c.score_mean:.1f}" + ("" if c.score_sd is None else f" ± {c.score_sd:.1f}"),
                      _f(c.seconds_mean, 1), c.errors])
     lines += _table(rows, ["Task", "Agent", "Runs", "Passed (95% CI)", "pass@k / pass^k (k=runs)", "Tokens/run (95% CI)",
-                           "Score mean ± sd", "Seconds", "Errors"], fmt)
-    return lines + _claims(cs, fmt) + [""]
+                           "Score mean ± sd", "Seconds", "Errors"], fmt, width, "tasks")
+    return lines + _claims(cs, fmt, width) + [""]
 
 
-def _claims(cs, fmt) -> list[str]:
+def _claims(cs, fmt, width=None) -> list[str]:
     claims = [c for c in cs if c.claims]
     if not claims:
         return []
@@ -250,7 +273,7 @@ def _claims(cs, fmt) -> list[str]:
         a[2] += c.false_fail
         a[3] += c.claims_invalid
     rows = [[agent, arm, *v] for (agent, arm), v in sorted(by_arm.items())]
-    return ["verification claims:"] + _table(rows, ["Agent", "Arm", "Claims", "False pass", "False fail", "Invalid"], fmt)
+    return ["verification claims:"] + _table(rows, CLAIM_HEADERS, fmt, width)
 
 
 def footer_lines(report: Any, fmt: str = "text") -> list[str]:
@@ -268,30 +291,33 @@ def footer_lines(report: Any, fmt: str = "text") -> list[str]:
     ]
 
 
-def render(report: Any, fmt: str = "text") -> str:
-    """The whole report as one string in ``fmt`` (``text``, ``markdown`` or ``json``)."""
+def render(report: Any, fmt: str = "text", width: int | None = None) -> str:
+    """The whole report as one string in ``fmt`` (``text``, ``markdown`` or ``json``); ``text`` no wider than
+    ``width`` characters (None: no limit)."""
     if fmt == "json":
         return json.dumps(report.to_dict(), indent=2, sort_keys=True)
-    return "\n".join(report_lines(report, fmt)).rstrip() + "\n"
+    return "\n".join(report_lines(report, fmt, width)).rstrip() + "\n"
 
 
 # ---------------------------------------------------------------------------------------------- snapshot, plan
 
 
-def compare_lines(rows: Sequence[Any], fmt: str = "text") -> list[str]:
-    """The snapshot comparison table (agent, case, arm, passed old -> new, verdict, detail) and its closing line."""
+def compare_lines(rows: Sequence[Any], fmt: str = "text", width: int | None = None) -> list[str]:
+    """The snapshot comparison table (agent, case, arm, passed old -> new, verdict, detail) and its closing line,
+    in ``text`` no wider than ``width`` characters."""
     if fmt == "json":
         return [json.dumps({"rows": [r.to_dict() for r in rows], "summary": closing_line(rows)}, indent=2)]
     table = [[r.agent, r.case, r.arm, r.passed_text(), str(r.verdict), r.detail] for r in rows]
-    return _table(table, ["Agent", "Case", "Arm", "Passed (old -> new)", "Verdict", "Detail"], fmt) + [closing_line(rows)]
+    lines = _table(table, COMPARE_HEADERS, fmt, width, "compare") + [closing_line(rows)]
+    return fit_lines(lines, width) if fmt == "text" else lines
 
 
 PLAN_NOTE = ("token totals mean different things for different agents (what counts as input, cache reads and reasoning "
              "tokens differs by CLI): compare spend within an agent, not across agents")
 
 
-def plan_lines(rows: Sequence[Any], fmt: str = "text", priced: bool = False) -> list[str]:
-    """The ``agentrace plan --results`` table (``json``: the rows as one JSON document)."""
+def plan_lines(rows: Sequence[Any], fmt: str = "text", priced: bool = False, width: int | None = None) -> list[str]:
+    """The ``agentrace plan --results`` table, in ``text`` no wider than ``width`` characters."""
     if fmt == "json":
         return [json.dumps({"rows": [r.to_dict() for r in rows], "note": PLAN_NOTE}, indent=2)]
     headers = ["Agent", "Case", "Arm", "Runs/arm", "Relative cost (95% CI)", "State", "Further runs/arm", "Further tokens"]
@@ -308,4 +334,5 @@ def plan_lines(rows: Sequence[Any], fmt: str = "text", priced: bool = False) -> 
     many = any(len(getattr(r, "cases", ())) > 1 for r in rows)
     extra = [f"target: {TARGET_TEXT[t]}." for t in targets] if many else []
     per_case = ["runs per arm are counted per case (the fewest of any case and side)."] if many else []
-    return _table(table, headers, fmt) + extra + per_case + [f"note: {PLAN_NOTE}."]
+    lines = _table(table, headers, fmt, width, "plan") + extra + per_case + [f"note: {PLAN_NOTE}."]
+    return fit_lines(lines, width) if fmt == "text" else lines

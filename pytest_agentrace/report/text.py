@@ -1,4 +1,4 @@
-"""Terminal tables (tabulate) for the session summary and the CLI."""
+"""Terminal tables (tabulate) for the session summary and the CLI: the ranked table of each task."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.report.fit import dropped_note, fit, fit_lines, shorten
 from pytest_agentrace.run.process import CUT_NOTE_PREFIX
 from pytest_agentrace.stats.score import rank
 
 TASK_HEADERS = ["Rank", "Agent", "Score", "Status", "Tests", "Verify", "Exit", "Lint", "Time (s)", "Lines"]
 COST_HEADERS = ["Tokens", "Cost (USD)"]
+TASK_OPTIONAL = ("Lines", "Exit", "Lint", "Tokens", "Rank", "Verify", "Tests")  # dropped in this order to fit a width
 
 
 def _check(o: Outcome, name: str) -> str:
@@ -93,12 +95,18 @@ def _display_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str]:
-    """One ranked table per task (per rep when a task has several), as lines of text.
+def title_line(head: str, source: str, width: int | None = None) -> str:
+    """``task NAME  [path]``, the path shortened in its middle (``…``) when the line would be wider than ``width``."""
+    room = None if width is None else max(8, width - len(head) - 4)
+    return f"{head}  [{shorten(_display_path(source), room)}]"
+
+
+def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int | None = None) -> list[str]:
+    """One ranked table per task (per rep when a task has several), as lines of text no wider than ``width``
+    (``report.fit``: cells wrap, then ``TASK_OPTIONAL`` columns drop; None: no limit).
 
     Rows are ranked by score (competition ranking, ties share a rank); ``error`` runs come last with rank ``-``.
     """
-    from tabulate import tabulate
 
     by_case: dict[tuple[str, str], dict[int, list[Outcome]]] = defaultdict(lambda: defaultdict(list))
     for o in outcomes:
@@ -119,13 +127,13 @@ def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str
                 if show_cost:
                     row += [tokens_cell(o), fmt_cost(o)]
                 rows.append(row)
-            title = f"task {case}" + (f" (rep {rep})" if len(reps) > 1 else "") + f"  [{_display_path(source)}]"
-            lines.append(title)
-            lines.extend(tabulate(rows, headers=TASK_HEADERS + (COST_HEADERS if show_cost else []), tablefmt="github").splitlines())
+            lines.append(title_line(f"task {case}" + (f" (rep {rep})" if len(reps) > 1 else ""), source, width))
+            fitted = fit(rows, TASK_HEADERS + (COST_HEADERS if show_cost else []), width, TASK_OPTIONAL)
+            lines += fitted.lines + dropped_note(fitted.dropped, width)
             notes = [f"  {o.agent}: {o.reason}" for o in runs if o.status != Status.PASSED and o.reason]
             if notes:
                 lines.append("not passed:")
                 lines.extend(notes)
             lines.extend(notes_lines((o.agent, o) for o in runs))
             lines.append("")
-    return lines
+    return fit_lines(lines, width)

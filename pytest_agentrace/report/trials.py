@@ -10,17 +10,20 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.report.fit import fit_lines, fit_table
 from pytest_agentrace.report.text import (
     COST_MARKS,
     TOKENS_UNKNOWN,
-    _display_path,
     agent_ran,
     fmt_tokens,
     notes_lines,
+    title_line,
 )
 
 MAX_NOTES = 20
 TRIAL_HEADERS = ["Question", "Arm", "Agent", "Runs", "Passed", "Correct", "Recall", "Verify", "Used tool", "Claims ok", "Errors", "Time (s)"]
+# dropped in this order to fit a width
+TRIAL_OPTIONAL = ("Claims ok", "Used tool", "Recall", "Tokens/run", "Verify", "Errors", "Correct")
 
 
 def _ratio(items: list[bool]) -> str:
@@ -47,8 +50,9 @@ def trial_notes(cells: dict[tuple[str, str, str], list[Outcome]]) -> list[str]:
     return block
 
 
-def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[str]:
-    """One table per trial file, rows per cell in (question, arm, agent) order, as lines of text.
+def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int | None = None) -> list[str]:
+    """One table per trial file, rows per cell in (question, arm, agent) order, as lines of text no wider than
+    ``width`` (``report.fit``: cells wrap, then ``TRIAL_OPTIONAL`` columns drop; None: no limit).
 
     Columns: runs; passed and (answer key) correct among the runs that are samples (status not ``error``);
     mean recall; verify passed / runs with a verify result; used tool; valid claims without false_pass or
@@ -56,8 +60,6 @@ def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[st
     tokens and mean cost (USD) per run where known (cost marked ``(priced)`` / ``(est.)`` when any run's figure
     was priced from tokens or estimated, and ``of n`` when only n runs have one). ``(n reused)`` marks runs reported from an earlier session's ``run.json``.
     """
-    from tabulate import tabulate
-
     by_trial: dict[str, dict[tuple[str, str, str], list[Outcome]]] = defaultdict(lambda: defaultdict(list))
     for o in outcomes:
         if o.kind == "trial":
@@ -86,8 +88,9 @@ def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[st
                 row.append(_mean_cost(samples))
             rows.append(row)
         name = next(iter(cells.values()))[0].extra.get("trial", "")
-        lines.append(f"trial {name}  [{_display_path(source)}]")
-        lines.extend(tabulate(rows, headers=TRIAL_HEADERS + (["Tokens/run", "Cost/run (USD)"] if show_cost else []), tablefmt="github", disable_numparse=True).splitlines())
+        lines.append(title_line(f"trial {name}", source, width))
+        headers = TRIAL_HEADERS + (["Tokens/run", "Cost/run (USD)"] if show_cost else [])
+        lines += fit_table(rows, headers, width, TRIAL_OPTIONAL, numparse=False)
         notes = sorted({f"  {o.case}[{o.arm}-{o.agent}-r{o.rep}]: {o.status}: {o.reason}" for c in cells.values() for o in c if o.status != Status.PASSED and o.reason})
         if notes:
             lines.append("not passed:")
@@ -96,4 +99,4 @@ def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True) -> list[st
                 lines.append(f"  ... and {len(notes) - MAX_NOTES} more (see the run.json files)")
         lines.extend(trial_notes(cells))
         lines.append("")
-    return lines
+    return fit_lines(lines, width)

@@ -20,26 +20,78 @@ import argparse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_agentrace.errors import did_you_mean
 from pytest_agentrace.spec.task import read_yaml
 
-DIFFICULTIES = ("easy", "medium", "hard")  # the same as spec.task.DIFFICULTIES (kept import-light here)
+DIFFICULTIES = ("easy", "medium", "hard")  # the standard levels, easiest first
 TASK_FILE = "task.yaml"
 
 
-def difficulty_list(value: str) -> tuple[str, ...]:
-    """argparse ``type`` for ``--agentrace-difficulty``: ``"easy,medium"`` -> ``("easy", "medium")``.
+def level_key(level: str) -> str:
+    """The form in which levels are compared: trimmed and case-folded (coderace compares lower-cased names)."""
+    return level.strip().casefold()
 
-    Raises ``argparse.ArgumentTypeError`` (shown by pytest/argparse as a usage error) for an unknown level.
+
+def same_level(difficulty: str | None, wanted: Sequence[str]) -> bool:
+    """True when a task's free-form ``difficulty`` is one of the ``wanted`` levels, by name.
+
+    A level is a name: ``medium-hard`` (coderace's state-machine task) is a level of its own, selected by
+    ``medium-hard`` and by neither ``medium`` nor ``hard`` — the rule of coderace's ``--difficulty`` filter
+    (exact, lower-cased). A task without a difficulty matches no level."""
+    return difficulty is not None and level_key(difficulty) in {level_key(w) for w in wanted}
+
+
+def level_rank(level: str | None) -> float:
+    """Sort key of a level, easiest first: ``easy`` 0, ``medium`` 1, ``hard`` 2; a level made of two standard
+    levels joined by ``-`` (``medium-hard``, ``easy-medium``) sits halfway between them (1.5); any other level
+    comes after ``hard`` (3), and no level last (4)."""
+    if level is None:
+        return 4.0
+    parts = level_key(level).split("-")
+    if all(p in DIFFICULTIES for p in parts) and 1 <= len(parts) <= 2:
+        return sum(DIFFICULTIES.index(p) for p in parts) / len(parts)
+    return 3.0
+
+
+def difficulty_list(value: str) -> tuple[str, ...]:
+    """argparse ``type`` for ``--agentrace-difficulty``: ``"easy,medium-hard"`` -> ``("easy", "medium-hard")``.
+
+    Levels are free-form names (a task file's ``difficulty`` may be any level, e.g. ``medium-hard``), so any
+    non-empty name is accepted here; a level that no collected task has is reported after collection
+    (``deselect_by_difficulty``). Raises ``argparse.ArgumentTypeError`` for an empty list.
     """
     levels = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
     if not levels:
-        raise argparse.ArgumentTypeError(f"give one or more of {', '.join(DIFFICULTIES)} separated by commas")
-    for level in levels:
-        if level not in DIFFICULTIES:
-            raise argparse.ArgumentTypeError(f"unknown difficulty {level!r}{did_you_mean(level, DIFFICULTIES)}; use {', '.join(DIFFICULTIES)}")
+        raise argparse.ArgumentTypeError(f"give one or more levels separated by commas, e.g. {', '.join(DIFFICULTIES)} "
+                                         "or medium-hard")
     return levels
+
+
+def known_difficulty_list(value: str) -> tuple[str, ...]:
+    """argparse ``type`` for ``agentrace tasks list --difficulty``: like ``difficulty_list``, but every level must
+    be one the built-in tasks have (a did-you-mean for a near miss); raises ``argparse.ArgumentTypeError``."""
+    levels = difficulty_list(value)
+    known = levels_of(builtin_tasks())
+    for level in levels:
+        if not any(same_level(k, [level]) for k in known):
+            raise argparse.ArgumentTypeError(f"unknown difficulty {level!r}{did_you_mean(level_key(level), known)}; "
+                                             f"the built-in tasks have {', '.join(known)}")
+    return levels
+
+
+SAME_NAME_NOTE = "levels match by name: medium-hard is neither medium nor hard"
+
+
+def sorted_levels(levels: Iterable[str]) -> list[str]:
+    """Distinct levels, easiest first (``level_rank``), then by name."""
+    return sorted(set(levels), key=lambda x: (level_rank(x), x))
+
+
+def levels_of(tasks: Iterable[BuiltinTask]) -> list[str]:
+    """The distinct difficulty levels of ``tasks`` (their ``task.yaml`` files), easiest first."""
+    return sorted_levels(lv for t in tasks if (lv := _level_of(read_yaml(t.path))) is not None)
 
 
 def name_list(value: str) -> tuple[str, ...]:
@@ -92,11 +144,16 @@ def select_builtin(names: Iterable[str], difficulties: Sequence[str] | None = No
         for task in builtin_tasks(root) if name == "all" else [find_builtin(name, root)]:
             chosen.setdefault(task.name, task)
     if difficulties:
-        chosen = {n: t for n, t in chosen.items() if (read_yaml(t.path) or {}).get("difficulty") in difficulties}
+        chosen = {n: t for n, t in chosen.items() if same_level(_level_of(read_yaml(t.path)), difficulties)}
     return list(chosen.values())
 
 
+def _level_of(data: Any) -> str | None:
+    level = data.get("difficulty") if isinstance(data, dict) else None
+    return None if level is None else str(level)
+
+
 def keep_difficulty(difficulty: str | None, wanted: Sequence[str] | None) -> bool:
-    """True when a task of ``difficulty`` passes the ``--agentrace-difficulty`` filter ``wanted``
-    (no filter keeps everything; a task without a difficulty is dropped by any filter)."""
-    return not wanted or difficulty in wanted
+    """True when a task of ``difficulty`` passes the ``--agentrace-difficulty`` filter ``wanted`` (by name,
+    ``same_level``; no filter keeps everything; a task without a difficulty is dropped by any filter)."""
+    return not wanted or same_level(difficulty, wanted)

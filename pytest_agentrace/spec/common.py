@@ -58,9 +58,13 @@ class AgentSpec:
 def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, check_known: bool = True) -> AgentSpec:
     """Parse ``name``, ``name:model`` or a mapping (see ``AGENT_KEYS``) into an ``AgentSpec``.
 
-    Raises ``SpecError`` naming ``key`` for a wrong type, an unknown mapping key, or (``check_known``) a name
-    without ``command`` that is no built-in agent (``known_agent``).
+    A string that starts with ``{`` is a YAML flow mapping (``{name: mine, command: 'my-agent {prompt}'}``, as
+    written on the command line after ``--agentrace-agent``) and is read as that mapping. Raises ``SpecError``
+    naming ``key`` for a wrong type, an unknown mapping key, a flow mapping that is not valid YAML, or
+    (``check_known``) a name without ``command`` that is no built-in agent (``known_agent``).
     """
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        value = flow_mapping(path, key, value)
     if isinstance(value, str):
         name, sep, model = value.strip().partition(":")
         if not name.strip("."):
@@ -131,6 +135,22 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
         isolate=tuple(str(((base or path.parent) / Path(p).expanduser()).resolve())
                       for p in str_list(path, f"{key}.isolate", value.get("isolate") or [], allow_str=False)),
     )
+
+
+def flow_mapping(path: Path, key: str, text: str) -> dict[str, Any]:
+    """``{name: x, command: 'my-agent {prompt}'}`` (YAML flow mapping) -> a dict; ``SpecError`` when the text is
+    not valid YAML or not a mapping (with the quoting fix: a value holding ``{prompt}`` or ``,`` needs quotes)."""
+    import yaml
+
+    fix = "write e.g. '{name: mine, command: \"my-agent {prompt}\"}' (quote values holding {placeholders}, ',' or ':')"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or exc
+        raise SpecError(path, key, f"not a valid YAML flow mapping: {problem}; {fix}") from None
+    if not isinstance(data, dict):
+        raise SpecError(path, key, f"not a YAML flow mapping ({type(data).__name__}); {fix}")
+    return data
 
 
 def known_agent(path: Path, key: str, name: str) -> None:

@@ -32,8 +32,13 @@ TASK_KEYS = (
 )
 REQUIRED = ("name", "description", "test_command")
 SCORE_KEYS = ("tests", "verify", "exit", "lint", "time", "lines")
+# coderace's canonical score keys (coderace/types.py DEFAULT_WEIGHTS) -> the short aliases used here
+CANONICAL_SCORE_KEYS = {
+    "tests_pass": "tests", "verify_passed": "verify", "exit_clean": "exit", "lint_clean": "lint",
+    "wall_time": "time", "lines_changed": "lines",
+}
 PRICE_KEYS = ("input", "output", "cache_read", "cache_write")
-DIFFICULTIES = ("easy", "medium", "hard")
+PER_1M = "_per_1m"  # coderace writes input_per_1m / output_per_1m; every kind may carry the suffix
 DEFAULT_TIMEOUT = 300.0
 
 
@@ -42,8 +47,10 @@ class Task:
     """A loaded task. ``repo`` is an absolute path or URL (None: start from an empty repository).
 
     ``timeout`` is seconds per command (agent and each check). ``verify_files`` and ``solution_files``
-    map workspace-relative paths to file contents. ``scoring`` holds raw weights (not normalised).
-    ``pricing`` maps an agent or model name to USD per 1M tokens by kind (``input``, ``output``, ...).
+    map workspace-relative paths to file contents. ``scoring`` holds raw weights (not normalised) under the
+    short keys ``SCORE_KEYS`` (coderace's canonical ``tests_pass`` ... are stored as ``tests`` ...).
+    ``pricing`` maps an agent or model name to USD per 1M tokens by kind (``input``, ``output``, ...; coderace's
+    ``input_per_1m`` is stored as ``input``). ``difficulty`` is a free-form level as written (``medium-hard``).
     """
 
     path: Path
@@ -179,10 +186,7 @@ def load_task(path: Path, data: Any = None) -> Task:
     if data.get("timeout") is not None:
         kw["timeout"] = positive_number(path, "timeout", data["timeout"])
     if data.get("difficulty") is not None:
-        diff = typed(path, "difficulty", data["difficulty"], str)
-        if diff not in DIFFICULTIES:
-            raise SpecError(path, "difficulty", f"must be one of {', '.join(DIFFICULTIES)}, not {diff!r}")
-        kw["difficulty"] = diff
+        kw["difficulty"] = _difficulty(path, data["difficulty"])
     for key in ("verify_files", "solution_files"):
         files = str_mapping(path, key, data.get(key) or {})
         kw[key] = {relative_file(path, f"{key}.{k}", k): v for k, v in files.items()}
@@ -205,26 +209,59 @@ def load_task(path: Path, data: Any = None) -> Task:
     return Task(**kw)
 
 
+def _difficulty(path: Path, value: Any) -> str:
+    """A free-form difficulty level as written (``easy``, ``medium-hard``, ``expert``); a number is kept as its
+    text, as coderace does (``str(difficulty)``). Selection by ``--agentrace-difficulty`` is by name
+    (``spec.builtin.same_level``)."""
+    typed(path, "difficulty", value, str, int, float, fix="write a level such as easy, medium, hard or medium-hard")
+    level = str(value).strip()
+    if not level or "," in level:
+        raise SpecError(path, "difficulty", f"{value!r} cannot be a level: give a non-empty name without commas, "
+                                            "e.g. medium-hard")
+    return level
+
+
 def _scoring(path: Path, value: Any) -> dict[str, float]:
+    """Raw weights by short key. coderace's canonical keys (``tests_pass``, ``verify_passed``, ``exit_clean``,
+    ``lint_clean``, ``wall_time``, ``lines_changed``) are accepted beside the short ones and mean the same
+    component; naming one component both ways is an error."""
     typed(path, "scoring", value, dict)
-    check_keys(path, "scoring", value, SCORE_KEYS)
-    out = {}
+    check_keys(path, "scoring", value, (*SCORE_KEYS, *CANONICAL_SCORE_KEYS))
+    out: dict[str, float] = {}
+    written: dict[str, str] = {}
     for k, v in value.items():
         typed(path, f"scoring.{k}", v, int, float)
         if v < 0:
             raise SpecError(path, f"scoring.{k}", f"weight must be 0 or more, not {v}")
-        out[k] = float(v)
+        short = CANONICAL_SCORE_KEYS.get(k, k)
+        if short in written:
+            raise SpecError(path, f"scoring.{k}", f"the same weight as scoring.{written[short]}; keep one of the two")
+        written[short] = k
+        out[short] = float(v)
     if out and sum(out.values()) <= 0:
         raise SpecError(path, "scoring", "weights sum to 0; give at least one positive weight")
     return out
 
 
 def _pricing(path: Path, value: Any) -> dict[str, dict[str, float]]:
+    """``{agent or model name: {kind: USD per 1M tokens}}``. A kind is written ``input`` or, as coderace does,
+    ``input_per_1m`` (likewise ``output``, ``cache_read``, ``cache_write``); rates are 0 or more."""
     typed(path, "pricing", value, dict)
+    allowed = [*PRICE_KEYS, *(k + PER_1M for k in PRICE_KEYS)]
     out = {}
     for name, prices in value.items():
         key = f"pricing.{name}"
-        typed(path, key, prices, dict, fix="give USD per 1M tokens, e.g. {input: 3, output: 15}")
-        check_keys(path, key, prices, PRICE_KEYS)
-        out[str(name)] = {k: float(typed(path, f"{key}.{k}", v, int, float)) for k, v in prices.items()}
+        typed(path, key, prices, dict, fix="give USD per 1M tokens, e.g. {input_per_1m: 3, output_per_1m: 15}")
+        check_keys(path, key, prices, allowed)
+        rates: dict[str, float] = {}
+        for k, v in prices.items():
+            typed(path, f"{key}.{k}", v, int, float)
+            kind = k.removesuffix(PER_1M)
+            if kind in rates:
+                other = kind if k != kind else kind + PER_1M
+                raise SpecError(path, f"{key}.{k}", f"the same rate as {key}.{other}; keep one of the two")
+            if not v >= 0 or v == float("inf"):
+                raise SpecError(path, f"{key}.{k}", f"must be a price of 0 or more (USD per 1M tokens), not {v}")
+            rates[kind] = float(v)
+        out[str(name)] = rates
     return out

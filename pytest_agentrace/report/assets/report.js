@@ -1,4 +1,5 @@
-// pytest-agentrace HTML report: theme toggle, sortable tables, expandable run rows. Inlined; no network.
+// pytest-agentrace HTML report: theme toggle, sortable tables, expandable run rows, run filter and outcome
+// toggles. Inlined; no network.
 (function () {
   "use strict";
   var root = document.documentElement;
@@ -54,6 +55,30 @@
     decorated.forEach(function (d) { parent.appendChild(d.item); });
   }
 
+  // The runs table's filter: a run is shown when its status is toggled on and every word typed appears in its
+  // data-search text (case, kind, arm, agent, rep, status). A hidden run's details row hides with it (same tbody).
+  function filterRuns() {
+    var table = document.getElementById("runs");
+    if (!table) { return; }
+    var box = document.getElementById("run-filter-text");
+    var words = (box ? box.value : "").toLowerCase().split(/\s+/).filter(function (w) { return w.length > 0; });
+    var on = {};
+    Array.prototype.forEach.call(document.querySelectorAll("input.outcome-toggle"), function (t) {
+      on[t.value] = t.checked;
+    });
+    var runs = table.querySelectorAll("tbody.run");
+    var shown = 0;
+    Array.prototype.forEach.call(runs, function (run) {
+      var text = run.getAttribute("data-search") || "";
+      var visible = on[run.getAttribute("data-status")] !== false &&
+        words.every(function (w) { return text.indexOf(w) !== -1; });
+      run.hidden = !visible;
+      if (visible) { shown += 1; }
+    });
+    var count = document.getElementById("run-filter-count");
+    if (count) { count.textContent = shown + " of " + runs.length + " runs shown"; }
+  }
+
   function init() {
     setTheme(root.getAttribute("data-theme") || "light");
     var toggle = document.getElementById("theme-toggle");
@@ -72,6 +97,12 @@
         });
       });
     });
+    var box = document.getElementById("run-filter-text");
+    if (box) { box.addEventListener("input", filterRuns); }
+    Array.prototype.forEach.call(document.querySelectorAll("input.outcome-toggle"), function (t) {
+      t.addEventListener("change", filterRuns);
+    });
+    filterRuns();
     Array.prototype.forEach.call(document.querySelectorAll("button.expand"), function (button) {
       button.addEventListener("click", function () {
         var details = document.getElementById(button.getAttribute("aria-controls"));
