@@ -49,7 +49,6 @@ from pytest_agentrace.agents import auth
 from pytest_agentrace.agents.base import RunContext
 from pytest_agentrace.agents.cliadapter import (
     CliAdapter,
-    isolated_home,
     prompt_positional,
 )
 from pytest_agentrace.agents.parsing import (
@@ -113,7 +112,7 @@ class Codex(CliAdapter):
         """``TMPDIR`` inside the per-run HOME (when HOME is per run): codex 0.171.0 refuses to create its sandbox
         helper (``codex-linux-sandbox``, which bwrap starts) under the temp folder, where the per-run CODEX_HOME
         then lies, and every command fails ("bwrap: execvp codex-linux-sandbox: No such file or directory")."""
-        if not isolated_home(ctx):
+        if not ctx.options.isolated_home:
             return {}
         tmp = Path(ctx.home) / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
@@ -149,7 +148,7 @@ def copy_session_log(stdout: str, ctx: RunContext) -> Path | None:
     tid = thread_id(stdout)
     if tid is None:
         return None
-    if isolated_home(ctx):
+    if ctx.options.isolated_home:
         codex_home = Path(ctx.home) / ".codex"
     else:
         codex_home = Path(ctx.env.get("CODEX_HOME") or Path(ctx.env.get("HOME") or Path.home()) / ".codex")

