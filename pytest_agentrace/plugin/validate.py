@@ -52,6 +52,8 @@ def invalid_reason(outcome: Outcome) -> str | None:
     solution must apply. Noop: the verify check (tests when the task has no verify) must fail.
     """
     if outcome.status == Status.ERROR:
+        if missing := cannot_validate(outcome):
+            return missing
         return f"the {outcome.agent} run could not be made ({outcome.reason})"
     checks = outcome.checks
     if outcome.agent == "oracle":
@@ -73,6 +75,13 @@ def invalid_reason(outcome: Outcome) -> str | None:
             return f"{what} on the starting code: noop made no change and `{check.command}` exited 0"
         return None
     return f"agent {outcome.agent!r} is not a validation agent (oracle, noop)"
+
+
+def cannot_validate(outcome: Outcome) -> str | None:
+    """``"cannot validate here: ruff missing"`` when a check or setup command of ``outcome`` could not run its tool
+    (a fact about this machine, not about the task), else None."""
+    missing = sorted({c.missing for c in outcome.checks.values() if c.missing})
+    return f"cannot validate here: {', '.join(missing)} missing" if missing else None
 
 
 def check_validity(request: pytest.FixtureRequest, tmp_path: Path) -> None:
@@ -128,7 +137,10 @@ def verdict_rows(outcomes) -> tuple[tuple[tuple[str, ...], ...], int]:
     rows, invalid = [], 0
     for (_, case), runs in sorted(by_task.items()):
         reasons = [r for r in (invalid_reason(runs[a]) for a in VALIDATION_AGENTS if a in runs) if r]
-        if reasons:
+        here = next((r for r in reasons if r.startswith("cannot validate here")), None)
+        if here:
+            verdict = here
+        elif reasons:
             verdict, invalid = "invalid: " + "; ".join(reasons), invalid + 1
         elif all(a in runs for a in VALIDATION_AGENTS):
             verdict = "valid"

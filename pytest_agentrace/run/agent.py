@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.agents.base import RunContext, RunOptions, version_from
@@ -27,7 +27,9 @@ from pytest_agentrace.record.model import Usage
 from pytest_agentrace.record.redact import redact, secret_values
 from pytest_agentrace.run import process, workspace
 from pytest_agentrace.run.sandbox import needed_paths
-from pytest_agentrace.spec.matrix import RunSpec
+
+if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
+    from pytest_agentrace.spec.matrix import RunSpec
 
 
 @dataclass(frozen=True)

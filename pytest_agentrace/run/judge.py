@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.record.model import CheckResult, Usage
 from pytest_agentrace.run.checks import Box
-from pytest_agentrace.spec.matrix import RunSpec
+
+if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
+    from pytest_agentrace.spec.matrix import RunSpec
 
 
 @dataclass

@@ -30,7 +30,7 @@ import signal
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.errors import WorkspaceError
@@ -48,7 +48,9 @@ from pytest_agentrace.run.agent import AgentRun, make_context, run_agent
 from pytest_agentrace.run.judge import Judge, Judgement
 from pytest_agentrace.run.task import TaskJudge
 from pytest_agentrace.run.trial import TrialJudge
-from pytest_agentrace.spec.matrix import RunSpec
+
+if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
+    from pytest_agentrace.spec.matrix import RunSpec
 
 HARNESS_LOG = "harness-error.log"
 

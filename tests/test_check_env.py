@@ -1,0 +1,86 @@
+"""Check commands run with the session's interpreter first on PATH; a missing check tool is an error run, and
+``--agentrace-validate`` says "cannot validate here" for it (serial and -n 2).
+
+The venv is made unactivated: the session runs as ``<venv>/bin/python -m pytest`` with PATH not naming the venv. Its
+only extra is a module of our own, ``venvonlytool``, written into the venv's site-packages, so ``python -m
+venvonlytool`` works with the venv's interpreter and with no other."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from conftest import BUGGY_REPO, make_repo
+
+XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("venv") / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(root)], check=True)
+    purelib = subprocess.run([root / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    Path(purelib, "venvonlytool.py").write_text("import sys\nprint('venvonlytool: ok')\nsys.exit(0)\n")
+    return root
+
+
+def session(pytester: pytest.Pytester, python: Path | str, lint: str, *args: str) -> subprocess.CompletedProcess:
+    if not (pytester.path / "repo").exists():
+        make_repo(pytester.path / "repo", BUGGY_REPO)
+    (pytester.path / "task.yaml").write_text(
+        f"name: env\ndescription: nothing to do\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+        f"lint_command: {lint}\nsolution_files:\n  calc.py: \"def add(a, b):\\n    return a + b\\n\"\n"
+        "verify_command: python -c 'raise SystemExit(0 if open(\"calc.py\").read().count(\"+\") else 1)'\n"
+        "agents: [oracle]\n")
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if "/v/bin" not in p)
+    env = {**os.environ, "PATH": path, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "task.yaml", "--agentrace", "--agentrace-out",
+                           "out", *args], cwd=pytester.path, env=env, capture_output=True, text=True, timeout=300)
+
+
+def record(pytester: pytest.Pytester) -> dict:
+    return json.loads(next((pytester.path / "out").glob("runs/**/run.json")).read_text())
+
+
+def test_the_venv_tool_runs_through_an_unactivated_venv(pytester: pytest.Pytester, venv: Path) -> None:
+    res = session(pytester, venv / "bin" / "python", "python -m venvonlytool")
+    assert res.returncode == 0, res.stdout[-2000:]
+    rec = record(pytester)
+    assert rec["status"] == "passed" and rec["checks"]["lint"]["exit_code"] == 0
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_tool_missing_everywhere_is_an_error_naming_it(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    res = session(pytester, sys.executable, "python -m venvonlytool", *xdist)
+    assert res.returncode == 1
+    rec = record(pytester)
+    assert rec["status"] == "error"
+    assert rec["reason"] == "lint cannot run here: venvonlytool is missing (`python -m venvonlytool`)"
+    assert rec["checks"]["lint"]["missing"] == "venvonlytool"
+    res = session(pytester, sys.executable, "no-such-linter-xyz --check .", *xdist)
+    assert record(pytester)["reason"].startswith("lint cannot run here: no-such-linter-xyz is missing")
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_validate_tells_a_missing_tool_from_an_invalid_task(pytester: pytest.Pytester, venv: Path, xdist: list[str]) -> None:
+    res = session(pytester, venv / "bin" / "python", "python -m venvonlytool", "--agentrace-validate", *xdist)
+    assert "1 of 1 task(s) valid" in res.stdout, res.stdout[-3000:]
+    res = session(pytester, sys.executable, "python -m venvonlytool", "--agentrace-validate", *xdist)
+    assert "cannot validate here: venvonlytool missing" in res.stdout and "invalid:" not in res.stdout.split("agentrace validate")[-1]
+    assert "0 of 1 task(s) valid, 0 invalid" in res.stdout
+
+
+def test_sysconfig_is_the_session_interpreter() -> None:
+    """The folder put first on a check's PATH is the one of the running interpreter."""
+    from pytest_agentrace.run.checks import clean_env, session_bin
+
+    assert session_bin() == os.path.dirname(os.path.abspath(sys.executable))
+    assert clean_env({"PATH": "/usr/bin"})["PATH"].split(os.pathsep)[0] == session_bin()
+    assert sysconfig.get_paths()["scripts"]  # the interpreter has a scripts folder (the venv's bin)
