@@ -153,4 +153,7 @@ def verdict_rows(outcomes) -> tuple[tuple[tuple[str, ...], ...], int]:
 def table_lines(rows: list[list[str]] | tuple, invalid: int) -> list[str]:
     """The validation table (task, oracle, noop, verdict) and its closing count line."""
     table = tabulate([list(r) for r in rows], headers=["Task", "Oracle", "Noop", "Verdict"], tablefmt="github")
-    return [*table.splitlines(), f"{len(rows) - invalid} of {len(rows)} task(s) valid, {invalid} invalid"]
+    valid = sum(row[3] == "valid" for row in rows)
+    here = sum(row[3].startswith("cannot validate here") for row in rows)
+    return [*table.splitlines(), f"{valid} of {len(rows)} task(s) valid, {invalid} invalid"
+            + (f", {here} cannot be validated here (a tool is missing)" if here else "")]
