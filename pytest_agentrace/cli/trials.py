@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pytest_agentrace.errors import AgentraceError
 
-EXAMPLE = Path(__file__).parent / "example_trial"  # a link to example_suites/trials, shipped as package data
+EXAMPLE = Path(__file__).parents[1] / "example_trial"  # a link to example_suites/trials, shipped as package data
 EXAMPLE_PARTS = ("example-repo", "example-docs", "example-agents")
 EXAMPLE_FILE = "trial.toml"
 
