@@ -331,7 +331,7 @@ def test_setup_never_overlaps(project: pytest.Pytester, xdist: list[str]) -> Non
     run(project, *xdist).assert_outcomes(passed=4)
     spans = setup_intervals(project.path / "out/times.txt")
     assert len(spans) == 4
-    for (s1, e1), (s2, e2) in itertools.pairwise(spans):
+    for (_s1, e1), (s2, _e2) in itertools.pairwise(spans):
         assert e1 <= s2, f"setup runs overlap: {spans}"
 
 

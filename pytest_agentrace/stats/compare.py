@@ -321,7 +321,10 @@ def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Seq
              by_cell: dict[tuple[str, str], list[Outcome]], seed: int, resamples: int, confidence: float, alpha: float,
              target: str) -> ArmComparison:
     key = (kind, source, agent, arm, base, tuple(cases))
-    rng = lambda what: stats.rng_for(seed, what, *key)
+
+    def rng(what: str):
+        return stats.rng_for(seed, what, *key)
+
     arm_all = {c: by_cell[(c, arm)] for c in cases}
     base_all = {c: by_cell[(c, base)] for c in cases}
     arm_v = {c: [o for o in rs if o.is_sample] for c, rs in arm_all.items()}

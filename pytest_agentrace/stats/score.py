@@ -62,7 +62,7 @@ def normalised(values: Mapping[str, float]) -> dict[str, float]:
     snapped = {k: floor[v] for k, v in values.items()}
     lo, hi = min(snapped.values()), max(snapped.values())
     if hi == lo:
-        return {k: 1.0 for k in snapped}
+        return dict.fromkeys(snapped, 1.0)
     return {k: (hi - v) / (hi - lo) for k, v in snapped.items()}
 
 

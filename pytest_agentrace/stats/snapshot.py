@@ -233,7 +233,10 @@ def pooled_row(kind: str, arm: str, agent: str, found: Sequence[tuple[dict[str, 
     import math
 
     key = ("snapshot-pooled", kind, arm, agent, tuple(o["case"] for o, _ in found))
-    rng = lambda what: stats.rng_for(seed, what, *key)
+
+    def rng(what: str):
+        return stats.rng_for(seed, what, *key)
+
     tables = [(n["passed"], n["total"], o["passed"], o["total"]) for o, n in found if n["total"] and o["total"]]
     rates = None
     if tables:
