@@ -131,9 +131,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("agent_home", "HOME of the agent CLIs: 'run' (default) gives each run a fresh HOME (and CODEX_HOME, XDG_*) so runs "
            "cannot see each other's sessions or caches; 'user' keeps your HOME (needed for real logins)", AGENT_HOME_RUN,
            choices=(AGENT_HOME_RUN, AGENT_HOME_USER)),
-    Option("sandbox", "the filesystem sandbox (bubblewrap, Linux) around every agent and check command: 'auto' (default) "
-           "uses it where bwrap can run and says why not elsewhere; 'bwrap' makes a missing sandbox an error; 'off' never",
-           "auto", choices=SANDBOX_MODES),
+    Option("sandbox", "the filesystem sandbox (bubblewrap, Linux) around every agent and check command: 'auto' uses it "
+           "where bwrap can run and says why not elsewhere; 'bwrap' makes a missing sandbox an error; 'off' (default for "
+           "now) never", "off", choices=SANDBOX_MODES),
     Option("offline", "run each agent in a network namespace with only loopback (Linux, unshare -n); the model double "
            "runs inside it", False, flag=True),
     Option("model_double", "run every CLI agent against the scripted local model SCRIPT (YAML) unless its entry names a "

@@ -28,7 +28,7 @@ def test_bad_agents_never_break_the_session(pytester: pytest.Pytester, bin_dir: 
     res.assert_outcomes(passed=1, failed=4)
     runs = {p.parts[-3]: json.loads(p.read_text()) for p in (pytester.path / "o").glob("runs/t/default/*/1/run.json")}
     assert sorted(runs) == ["crasher", "fixer", "flooder", "garbler", "segfaulter"]
-    assert runs["segfaulter"]["exit_code"] == -11 and runs["segfaulter"]["reason"] == "tests failed (exit 1); the agent crashed (SIGSEGV)"
+    assert runs["segfaulter"]["exit_code"] == -11 and runs["segfaulter"]["reason"] == "tests failed (exit 1); agent crashed (SIGSEGV)"
     assert runs["crasher"]["exit_code"] == 1 and runs["crasher"]["status"] == "failed"
     assert "agent blew up" in (pytester.path / "o/runs/t/default/crasher/1/raw.err").read_text()
     flood_out = (pytester.path / "o/runs/t/default/flooder/1/raw.out").read_text()

@@ -217,7 +217,7 @@ def test_builtins_ship_in_the_wheel_and_run_from_an_install(tmp_path: Path) -> N
     assert proc.returncode == 0 and (work / "example-agents" / "reader_agent.py").stat().st_mode & 0o111, proc.stderr
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_agentrace.plugin", "-p", "no:cacheprovider", "--agentrace",
                            "t.toml", "--agentrace-out", "trial-out"], cwd=work, env=env, check=False, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and "16 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0 and "24 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
     # nothing is ever written inside the installed package: a task named by its installed path puts its results in
     # the invocation folder; run from inside the package, pytest stops with a usage error before any run
     task = site / "pytest_agentrace" / "builtin_tasks" / "fibonacci" / "task.yaml"

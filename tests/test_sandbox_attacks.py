@@ -1,4 +1,4 @@
-"""Sealed runs: a battery of hostile agents, one test per attack, under the default sandbox (serial and -n 2).
+"""Sealed runs: a battery of hostile agents, one test per attack, under the sandbox (serial and -n 2).
 
 The agent is a custom command (``hostile``) that tries one attack, named by ``$ATTACK``, and prints what it got as
 its answer. Each attack works against an unsandboxed run (``test_attacks_work_without_the_sandbox`` proves the agent
@@ -79,7 +79,8 @@ def run_attack(pytester: pytest.Pytester, attack: str, target: str, xdist: list[
         "    def test_x():\n        assert True\n"
         f"env: {{ATTACK: {attack}, TARGET: '{target}'}}\n"
         f"agents:\n  - {{name: hostile, command: '{pytester.path / 'hostile.py'}'}}\n")
-    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-reps", str(reps), *extra, *xdist)
+    sandbox = [] if "--agentrace-sandbox" in extra else ["--agentrace-sandbox", "bwrap"]
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-reps", str(reps), *sandbox, *extra, *xdist)
     outs = sorted((pytester.path / "out" / "runs").glob("sealed/default/hostile/*/raw.out"))
     results = [json.loads(line[len("RESULT "):]) for o in outs for line in o.read_text().splitlines() if line.startswith("RESULT ")]
     return res, results

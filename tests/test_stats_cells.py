@@ -17,9 +17,8 @@ R = 1000  # resamples: enough for the properties checked here
 
 def run(case: str, arm: str, agent: str, rep: int, status: str = "passed", tokens: int | None = 1000, kind: str = "trial",
         baseline: str | None = "base", session: str = "s1", **kw) -> Outcome:
-    extra = {"baseline_arm": baseline} if baseline else {}
     return Outcome(run_id=f"{kind}:{case}/{arm}/{agent}/r{rep}", kind=kind, source="t.toml", case=case, arm=arm, agent=agent, rep=rep,
-                   status=status, usage=Usage(total_tokens=tokens), extra=extra, session_id=session,
+                   status=status, usage=Usage(total_tokens=tokens), baseline_arm=baseline or None, session_id=session,
                    started=f"2026-01-01T00:{rep:02d}:00+00:00", **kw)
 
 

@@ -261,7 +261,7 @@ def test_key_lists_are_the_issue_keys() -> None:
     assert set(DEFAULTS_KEYS) == {"reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim"}
     assert set(REPO_KEYS) == {"name", "source", "ref"}
     assert set(ARM_KEYS) == {"name", "overlay", "repos", "setup", "parallel_setup", "prepare", "uses", "prompt_prefix", "prompt_suffix"}
-    assert set(AGENT_KEYS) == {"name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double"}
+    assert set(AGENT_KEYS) == {"name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double", "isolate"}
     assert set(QUESTION_KEYS) == {"id", "repo", "prompt", "expect", "min_recall", "forbid", "verify"}
 
 
