@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from reportkit import outcome
 
-from pytest_agentrace.plugin.controller import Aggregator
 from pytest_agentrace.record.model import CheckResult
 from pytest_agentrace.report.fit import fit, fit_lines, line_width, shorten
 from pytest_agentrace.report.matrix import matrix_lines
@@ -17,16 +16,15 @@ from pytest_agentrace.report.stats_text import report_lines
 from pytest_agentrace.report.summary import summary_lines
 from pytest_agentrace.report.trials import trial_tables
 from pytest_agentrace.stats.report import build_report
+from pytest_agentrace.stats.score import score_outcomes
 
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 TASKS = ["alpha", "bravo", "charlie", "delta", "echo"]
 
 
 def scored(*outcomes):
-    agg = Aggregator()
-    for o in outcomes:
-        agg.add(o)
-    return agg.scored()
+    """The outcomes as the session's controller scores them (one race per task and rep)."""
+    return score_outcomes(outcomes, per_session=False)
 
 
 def five_by_two():
