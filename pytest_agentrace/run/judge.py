@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ class Judgement:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-class Judge:
+class Judge(abc.ABC):
     """What a kind of case supplies to the pipeline (see the module docstring). One instance per run.
 
     Attributes set by subclasses: ``prompt`` (the exact text sent), ``edits`` (file changes allowed),
@@ -55,18 +56,18 @@ class Judge:
         """Template repositories of plain folders (``RunOptions.cache_dir``, else ``<out>/.cache/repos``)."""
         return Path(self.options.cache_dir or self.out / ".cache" / "repos")
 
+    @abc.abstractmethod
     def env(self, ws: Path) -> dict[str, str]:
         """The environment of setup, the agent and the checks."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def make_workspace(self, ws: Path) -> None:
         """Create the run's fresh workspace at ``ws``; raises ``WorkspaceError``."""
-        raise NotImplementedError
 
     def setup(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str]) -> tuple[dict[str, CheckResult], str | None]:
         """Prepare the workspace before the agent: ``(checks run, reason of an error or None)``."""
         return {}, None
 
+    @abc.abstractmethod
     def judge(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str], usage: Usage) -> Judgement:
         """Check the finished run (the agent's process group has exited)."""
-        raise NotImplementedError
