@@ -12,7 +12,7 @@ This module imports no pytest and nothing heavy: ``pytest --help`` and the CLI b
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -179,16 +179,12 @@ BY_NAME: Mapping[str, Option] = {o.name: o for o in OPTIONS}
 
 class Settings:
     """The resolved value of every pytest-side option, read-only: ``settings.reps``, ``settings.fail_on``.
+    An unknown name raises ``AttributeError``."""
 
-    An unknown name raises ``AttributeError``; ``given(name)`` tells whether the value came from the command line
-    or the ini file rather than the default.
-    """
+    __slots__ = ("_values",)
 
-    __slots__ = ("_values", "_given")
-
-    def __init__(self, values: Mapping[str, Any], given: Iterable[str] = ()):
+    def __init__(self, values: Mapping[str, Any]):
         object.__setattr__(self, "_values", dict(values))
-        object.__setattr__(self, "_given", frozenset(given))
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -198,12 +194,6 @@ class Settings:
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("settings are read-only")
-
-    def given(self, name: str) -> bool:
-        return name in self._given
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self._values)
 
 
 def add_pytest_options(parser: Any) -> None:
@@ -222,7 +212,7 @@ def add_pytest_options(parser: Any) -> None:
 def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
     """The pytest-side settings from ``config.getoption`` and ``config.getini``: command line, then ini, then the
     default. Raises ``ValueError`` naming the ini key when an ini value does not convert."""
-    values, given = {}, []
+    values = {}
     for opt in OPTIONS:
         if not opt.pytest:
             continue
@@ -233,10 +223,8 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
                 value = opt.from_ini(raw)
         if value is None:
             value = list(opt.default) if isinstance(opt.default, list) else opt.default
-        else:
-            given.append(opt.name)
         values[opt.name] = value
-    return Settings(values, given)
+    return Settings(values)
 
 
 def add_cli_options(parser: argparse.ArgumentParser, *names: str, suppress: bool = False) -> None:

@@ -234,3 +234,15 @@ def test_builtins_ship_in_the_wheel_and_run_from_an_install(tmp_path: Path) -> N
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "inside the installed pytest-agentrace package; run pytest from another folder or pass --agentrace-out DIR" in proc.stderr
     assert package_files() == before
+
+
+def test_builtin_ini_key_counts_only_in_an_agentrace_session(pytester: pytest.Pytester) -> None:
+    """``agentrace_builtin`` in an ini file adds the built-in tasks to an agentrace session and leaves a plain pytest
+    run alone (it used to be a usage error there: "--agentrace-builtin needs --agentrace")."""
+    pytester.makeini("[pytest]\nagentrace_builtin = fibonacci\n")
+    pytester.makepyfile(test_plain="def test_ok():\n    pass\n")
+    plain = pytester.runpytest("-p", "no:cacheprovider")
+    assert plain.ret == 0
+    plain.assert_outcomes(passed=1)
+    collected = pytester.runpytest("--agentrace", "--collect-only", "-q", "--agentrace-agent", "noop", "-p", "no:cacheprovider")
+    assert "fibonacci" in collected.stdout.str()

@@ -69,8 +69,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     been typed. Raises ``pytest.UsageError`` for an unknown name, or when the option is used without ``--agentrace``.
     """
     namespace = early_config.known_args_namespace
-    groups = getattr(namespace, "agentrace_builtin", None) or _options.BY_NAME["builtin"].from_ini(
-        early_config.getini("agentrace_builtin") or [])
+    groups = getattr(namespace, "agentrace_builtin", None)
+    if not groups and getattr(namespace, "agentrace", False):  # the ini key counts only for an agentrace session
+        groups = _options.BY_NAME["builtin"].from_ini(early_config.getini("agentrace_builtin") or [])
     if not groups:
         return
     if not getattr(namespace, "agentrace", False):

@@ -44,7 +44,6 @@ class Judge(abc.ABC):
         self.spec, self.out, self.session_id, self.options = spec, out, session_id, options
         self.fields: dict[str, Any] = {"extra": {}}
         self.box: Box | None = None  # set by the pipeline: setup and check commands run in the run's sandbox
-        self.borrowed: list[Path] = []  # template repositories whose objects the workspace borrows (shown read-only)
 
     def hidden(self) -> list[Path]:
         """Host folders the run's sandbox hides besides the session's: the task/trial file's folder, local source
