@@ -81,7 +81,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     try:
         return _run(spec, tmp, out, options, session_id)
     finally:  # nothing of a finished run stays where a later agent could read it
-        for scratch in ("ws", "home", "check-home"):
+        for scratch in ("ws", "home", "check-home", "input"):
             shutil.rmtree(tmp / scratch, ignore_errors=True)
 
 
