@@ -57,8 +57,8 @@ def agentrace(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str,
 def test_verify_passes_untouched_and_names_each_change(session, xdist, capsys) -> None:
     pytester, out = session
     run_session(pytester, *xdist).assert_outcomes(passed=2, xfailed=2)
-    manifests = list((out / MANIFEST_DIR).glob("*.json"))
-    assert len(manifests) == 1 and len(json.loads(manifests[0].read_text())["runs"]) == 4
+    entries = [json.loads(line) for m in (out / MANIFEST_DIR).glob("*.jsonl") for line in m.read_text().splitlines()]
+    assert sorted(e["dir"] for e in entries) == [f"runs/fix-add/default/{a}/{r}" for a in ("fixer", "noop") for r in (1, 2)]
     code, text, _ = agentrace(capsys, "verify", str(out))
     assert code == 0 and "4 records verified, 0 unverifiable" in text
 
@@ -89,7 +89,7 @@ def test_a_second_session_supersedes_the_first(session, capsys) -> None:
     pytester, out = session
     run_session(pytester).assert_outcomes(passed=2, xfailed=2)
     run_session(pytester).assert_outcomes(passed=2, xfailed=2)
-    assert len(list((out / MANIFEST_DIR).glob("*.json"))) == 2
+    assert len(list((out / MANIFEST_DIR).glob("*.jsonl"))) == 2
     assert agentrace(capsys, "verify", str(out))[0] == 0
 
 

@@ -33,7 +33,20 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return p.runpytest("--agentrace", "--agentrace-out", "out", *args)
+    """A session without the sandbox: these tests count agent starts by logs the fake agents write outside their
+    workspace (``test_resume_in_the_sandbox`` runs resume sandboxed)."""
+    return p.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-sandbox", "off", *args)
+
+
+@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
+def test_resume_in_the_sandbox(project: pytest.Pytester, xdist: list[str]) -> None:
+    """Under the default sandbox a resumed session reuses every verified record and starts no agent."""
+    project.runpytest("--agentrace", "--agentrace-out", "out", *xdist).assert_outcomes(passed=2, failed=2)
+    started = {str(p): p.stat().st_mtime_ns for p in (project.path / "out").glob("runs/**/raw.out")}
+    res = project.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-resume", *xdist)
+    res.assert_outcomes(passed=2, failed=2)
+    assert res.stdout.str().count("(2 reused)") == 2  # the trial table: runs per cell, all reused
+    assert {str(p): p.stat().st_mtime_ns for p in (project.path / "out").glob("runs/**/raw.out")} == started
 
 
 def agent_runs(p: pytest.Pytester) -> int:

@@ -25,6 +25,10 @@ from trialkit import (
 
 WAIT_SECONDS = 120  # upper bound for a state to appear on a loaded machine (not a timing assertion)
 
+# the blocking bot (trialkit BOT_WAIT_FOR) waits on files beside the results folder, which the sandbox hides; the
+# sandbox itself is tested in test_sandbox_attacks.py, resume in it in test_resume.py
+NO_SANDBOX = ("--agentrace-sandbox", "off")
+
 
 def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
@@ -32,7 +36,7 @@ def env() -> dict[str, str]:
 
 def start(project: Path, out: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "pytest", "--agentrace", "--agentrace-out", out, "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        [sys.executable, "-m", "pytest", "--agentrace", "--agentrace-out", out, *NO_SANDBOX, "-p", "no:cacheprovider", "-p", "no:randomly", *args],
         cwd=project, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
 
@@ -99,7 +103,7 @@ def interrupt_then_resume(tmp_path: Path, xdist: list[str], sig: int, group: boo
     seen_before = {p.name for p in (out / "agent-log").glob("*.json")}
     (root / "gate").write_text("")
     resumed = subprocess.run(
-        [sys.executable, "-m", "pytest", "--agentrace", "--agentrace-out", "out", "-p", "no:cacheprovider", "--agentrace-resume", *xdist],
+        [sys.executable, "-m", "pytest", "--agentrace", "--agentrace-out", "out", *NO_SANDBOX, "-p", "no:cacheprovider", "--agentrace-resume", *xdist],
         cwd=root, env=env(), capture_output=True, text=True, timeout=600, check=False,
     )
     assert resumed.returncode == pytest.ExitCode.TESTS_FAILED, resumed.stdout  # the baseline runs answer wrong
@@ -117,7 +121,7 @@ def interrupt_then_resume(tmp_path: Path, xdist: list[str], sig: int, group: boo
 def uninterrupted(tmp_path: Path) -> dict[str, dict]:
     root = project(tmp_path)
     (root / "gate").write_text("")
-    subprocess.run([sys.executable, "-m", "pytest", "--agentrace", "--agentrace-out", "out", "-p", "no:cacheprovider"], cwd=root, env=env(), capture_output=True, timeout=600, check=False)
+    subprocess.run([sys.executable, "-m", "pytest", "--agentrace", "--agentrace-out", "out", *NO_SANDBOX, "-p", "no:cacheprovider"], cwd=root, env=env(), capture_output=True, timeout=600, check=False)
     return runs(root / "out")
 
 

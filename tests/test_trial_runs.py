@@ -22,6 +22,7 @@ from trialkit import (
     trial_toml,
 )
 
+from pytest_agentrace.run.sandbox import probe
 from pytest_agentrace.stats.answers import CLAIM_REQUEST
 
 
@@ -134,21 +135,23 @@ def test_env_vars_for_setup_prepare_verify_and_agent(project: pytest.Pytester) -
     out = project.path / "out"
     (log,) = agent_logs(out)
     env = log["env"]
-    assert env["TRIAL_OUT"] == str(out)
+    run_dir = out / "runs" / "port" / "docs" / "bot" / "1" if probe()[0] else out
+    assert env["TRIAL_OUT"] == str(run_dir)  # in the sandbox the results folder is out of reach: its own folder
     assert env["TRIAL_DIR"] == log["cwd"]
     assert (env["TRIAL_QUESTION"], env["TRIAL_ARM"], env["TRIAL_AGENT"], env["TRIAL_REP"]) == ("port", "docs", "bot", "1")
     assert env["FOO"] == "bar"
     tid = env["TRIAL_ID"]
     assert tid.startswith("t_port_docs_bot_r1_") and tid.replace("_", "").isalnum() and tid.islower() and len(tid) <= 63
-    for phase in ("setup", "prepare", "verify"):
-        seen = dict(line.split("=", 1) for line in (out / f"{phase}-{tid}.env").read_text().splitlines())
-        assert seen == {k: v for k, v in env.items() if k.startswith("TRIAL_")}, phase
+    for phase in ("setup", "prepare", "verify"):  # setup and prepare (before the agent) see the results folder
+        folder = run_dir if phase == "verify" else out
+        seen = dict(line.split("=", 1) for line in (folder / f"{phase}-{tid}.env").read_text().splitlines())
+        assert seen == {**{k: v for k, v in env.items() if k.startswith("TRIAL_")}, "TRIAL_OUT": str(folder)}, phase
 
 
 def test_trial_id_is_unique_per_run_and_session(project: pytest.Pytester) -> None:
     write_trial(project, trial_toml(reps=2))
-    run(project)
-    run(project)
+    run(project, "--agentrace-sandbox", "off")  # the logs stay in $TRIAL_OUT across sessions without the sandbox
+    run(project, "--agentrace-sandbox", "off")
     ids = [log["env"]["TRIAL_ID"] for log in agent_logs(project.path / "out")]
     assert len(ids) == 8 and len(set(ids)) == 8
 

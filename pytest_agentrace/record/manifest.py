@@ -1,17 +1,17 @@
-"""Tamper-evident results: one manifest per session, ``agentrace verify``, and records that contradict themselves.
+"""Tamper-evident results: manifests of each session's runs, ``agentrace verify``, and records that contradict
+themselves.
 
-Each run's files are hashed right after its ``run.json`` is written, in the process that ran it, before any later
-agent starts (``digest_run``); the digests travel to the controller with the run's payload, never through the
-results folder, and the controller writes them as ``<out>/manifests/<session id>.json`` at the session's end::
+Each run's files are hashed right after its ``run.json`` is written, by the process that ran it (an xdist worker or
+the controller), before any later agent starts, and appended at once as one line to that process's manifest
+``<out>/manifests/<session id>-<worker>.jsonl`` (``record_run``; an interrupted session keeps what it finished)::
 
-    {"version": 1, "session_id": str, "written": ISO-8601 UTC,
-     "runs": {run_id: {"dir": "runs/<case>/<arm>/<agent>/<rep>", "files": {name: sha256 hex}}}}
+    {"run_id": str, "dir": "runs/<case>/<arm>/<agent>/<rep>", "files": {name: sha256 hex}, "written": ISO-8601 UTC}
 
-A record is *verified* when the newest manifest that names its run folder (by ``written``, then file name) lists
-exactly the files the folder holds, with the same sha256. ``verify`` names every record that was changed, added
-or removed after its session; ``contradictions`` names a record whose status contradicts its own evidence
-(``passed`` while ``tampered`` is non-empty, a tests or verify check failed, the answer key said incorrect, or the
-agent timed out). sha256 is ``hashlib.sha256`` (FIPS 180-4).
+``write_manifest`` writes the same entries as one JSON document (``<name>.json``: ``{"version": 1, "written", "runs":
+{run_id: {"dir", "files"}}}``; ``agentrace rescore`` uses it). A record is *verified* when the newest entry naming its
+run folder (by ``written``) lists exactly the files the folder holds, with the same sha256. ``verify`` names every
+record that was changed, added or removed after its session; ``model.contradictions`` a record whose status
+contradicts its own evidence. sha256 is ``hashlib.sha256`` (FIPS 180-4).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,6 @@ from pytest_agentrace.record.runfile import RUN_FILE, write_atomic
 
 MANIFEST_DIR = "manifests"
 MANIFEST_VERSION = 1
-DIGEST_PROPERTY = "agentrace.digest"  # the item's user property carrying {"dir": ..., "files": {...}}
 _CHUNK = 1 << 20
 
 
@@ -58,11 +58,31 @@ def digest_run(out: Path, run_dir: Path) -> dict[str, Any]:
     return {"dir": run_dir.resolve().relative_to(Path(out).resolve()).as_posix(), "files": files}
 
 
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")
+
+
+def record_run(out: Path, session_id: str, run_id: str, run_dir: Path) -> Path:
+    """Hash ``run_dir`` (``digest_run``) and append its entry to this process's manifest of the session (one line,
+    ``O_APPEND``, fsynced). The process is named by ``$PYTEST_XDIST_WORKER`` (``main`` without xdist)."""
+    worker = re.sub(r"[^\w.-]", "_", os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    path = Path(out) / MANIFEST_DIR / f"{session_id}-{worker}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"run_id": run_id, **digest_run(out, run_dir), "written": _now()}, sort_keys=True) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
 def write_manifest(out: Path, session_id: str, digests: Mapping[str, Mapping[str, Any]]) -> Path:
     """Write ``<out>/manifests/<session_id>.json`` (atomically) for ``digests`` (run id -> ``digest_run``)."""
     path = Path(out) / MANIFEST_DIR / f"{session_id}.json"
     doc = {"version": MANIFEST_VERSION, "session_id": session_id,
-           "written": _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds"),
+           "written": _now(),
            "runs": {rid: {"dir": d["dir"], "files": dict(d["files"])} for rid, d in sorted(digests.items())}}
     write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return path
@@ -88,10 +108,12 @@ class Verification:
 
 
 def load_manifests(out: Path) -> tuple[dict[str, dict[str, str]], list[str]]:
-    """``(run folder -> {file: sha256} from the newest manifest naming it, errors)`` for ``out``."""
+    """``(run folder -> {file: sha256} from the newest entry naming it, errors)`` for ``out``'s manifests (``*.json``
+    documents and ``*.jsonl`` per-process lines)."""
     entries: list[tuple[str, str, dict[str, Any]]] = []
     errors: list[str] = []
-    for path in sorted((Path(out) / MANIFEST_DIR).glob("*.json")):
+    folder = Path(out) / MANIFEST_DIR
+    for path in sorted(folder.glob("*.json")):
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
             if doc.get("version") != MANIFEST_VERSION or not isinstance(doc.get("runs"), dict):
@@ -99,6 +121,18 @@ def load_manifests(out: Path) -> tuple[dict[str, dict[str, str]], list[str]]:
             entries += [(str(doc.get("written", "")), path.name, run) for run in doc["runs"].values()]
         except (OSError, ValueError, AttributeError) as exc:
             errors.append(f"{path}: unreadable manifest ({exc})")
+    for path in sorted(folder.glob("*.jsonl")):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            errors.append(f"{path}: unreadable manifest ({exc})")
+            continue
+        for number, line in enumerate(lines, 1):
+            try:
+                run = json.loads(line)
+                entries.append((str(run["written"]), path.name, run))
+            except (ValueError, KeyError, TypeError):
+                errors.append(f"{path}:{number}: unreadable manifest line")
     known: dict[str, dict[str, str]] = {}
     for _written, _name, run in sorted(entries, key=lambda e: (e[0], e[1])):
         if isinstance(run, dict) and isinstance(run.get("files"), dict) and isinstance(run.get("dir"), str):
