@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "comment": "pytest_agentrace.cli.reports:register",
     "init-trial": "pytest_agentrace.cli.trials:register",
     "context-eval": "pytest_agentrace.cli.trials:register",
+    "model-double": "pytest_agentrace.cli.double:register",
 }
 
 
