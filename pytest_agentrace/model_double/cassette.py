@@ -69,6 +69,8 @@ VOLATILE_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
     (re.compile(r"\b[0-9a-f]{16,}\b"), "<hex>"),
     (re.compile(r"\b\d+\.\d+\s?(?:ms|s|seconds?|milliseconds?)\b"), "<duration>"),
+    (re.compile(r"\bChunk ID: \w+"), "Chunk ID: <id>"),  # Codex 0.171.0 exec_command output: a random id per call
+    (re.compile(r"\b(PGID|PID|pid)(:? ?)\d+"), r"\1\2<pid>"),  # Gemini CLI 0.61.0 shell output: "Process Group PGID: N"
 )
 
 
@@ -252,6 +254,17 @@ def _show(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def _differ(recorded: Any, live: Any) -> str:
+    """``recorded X, got Y``; for two strings, from a little before the first character that differs."""
+    if not (isinstance(recorded, str) and isinstance(live, str)):
+        return f"recorded {_show(recorded)}, got {_show(live)}"
+    at = next((i for i, (a, b) in enumerate(zip(recorded, live, strict=False)) if a != b), min(len(recorded), len(live)))
+    start = max(0, at - 20)
+    cut = "..." if start else ""
+    return (f"differs at character {at}: recorded {cut}{_show(recorded[start:], 60)}, "
+            f"got {cut}{_show(live[start:], 60)}")
+
+
 def first_difference(recorded: Any, live: Any, where: str = "") -> tuple[str, str] | None:
     """``(field, "recorded X, got Y")`` for the first place two JSON values differ (depth first, dict keys in
     recorded order then new ones, list items by index), or None when equal. ``field`` is a path such as
@@ -276,7 +289,7 @@ def first_difference(recorded: Any, live: Any, where: str = "") -> tuple[str, st
             return f"{where}[{min(len(recorded), len(live))}]", f"recorded {len(recorded)} items, got {len(live)}"
         return None
     if recorded != live:
-        return where or "(value)", f"recorded {_show(recorded)}, got {_show(live)}"
+        return where or "(value)", _differ(recorded, live)
     return None
 
 
