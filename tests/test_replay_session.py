@@ -104,6 +104,31 @@ def test_record_replay_and_mismatch_sessions(pytester: pytest.Pytester, model_do
     assert marks == [("passed", 0)] * 2 + [("passed", 1)] * 2 + [("error", 1)] * 2 + [("passed", 1)] * 2
 
 
+@pytest.mark.parametrize("box", [[], ["--agentrace-sandbox", "bwrap"]], ids=["netns", "bwrap"])
+def test_replay_offline(pytester: pytest.Pytester, model_double, box: list[str]) -> None:
+    """With ``--agentrace-offline`` the double that plays the cassette runs inside the loopback-only namespace
+    (``netns --cassette``), in the bubblewrap sandbox too (the cassette folder, hidden with the task's, is shown)."""
+    from pytest_agentrace.model_double.netns import probe
+    from pytest_agentrace.model_double.script import parse_script
+    from pytest_agentrace.run.sandbox import probe as sandbox_probe
+
+    if probe()[0] is None:
+        pytest.skip(probe()[1])
+    if box and sandbox_probe(True)[0] is None:
+        pytest.skip(sandbox_probe(True)[1])
+    model_double.use(parse_script(__import__("yaml").safe_load(SCRIPT), "script.yaml"))
+    make(pytester)
+    session(pytester, "out1", "--agentrace-record", "cassettes", "--agentrace-record-upstream", model_double.url)
+    model_double.stop()
+    rep = session(pytester, "out2", *box, "--agentrace-offline", "--agentrace-replay", "cassettes")
+    for r in rep.values():
+        assert (r["status"], r["usage"]["answer"]) == ("passed", "the recorded answer"), r["reason"]
+        assert r["extra"]["replay"]["turns_played"] == 1
+    make(pytester, prompt="say something else")
+    bad = session(pytester, "out3", *box, "--agentrace-offline", "--agentrace-replay", "cassettes")
+    assert {r["reason"].split(":")[0] for r in bad.values()} == {"cassette mismatch"}
+
+
 def test_replay_without_a_cassette_for_the_run_is_an_error(pytester: pytest.Pytester) -> None:
     make(pytester)
     (pytester.path / "empty").mkdir()

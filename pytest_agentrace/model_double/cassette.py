@@ -136,20 +136,29 @@ class Cassette:
 @dataclass(frozen=True)
 class Scrubber:
     """Makes recorded values safe and portable: ``secrets`` (literal values) redacted, ``paths`` (workspace
-    and HOME, as given and resolved) written as their placeholders; ``restore`` puts live paths back."""
+    and HOME, as given and resolved) written as their placeholders; ``restore`` puts this run's paths back
+    (``targets``: placeholder -> the path the CLI sees)."""
 
     secrets: tuple[str, ...] = ()
     paths: tuple[tuple[str, str], ...] = ()  # (local path, placeholder), longest path first
+    targets: tuple[tuple[str, str], ...] = ()  # (placeholder, path)
 
     @classmethod
-    def make(cls, secrets: Iterable[str], workspace: Path | str | None, home: Path | str | None) -> Scrubber:
+    def make(cls, secrets: Iterable[str], workspace: Path | str | None, home: Path | str | None,
+             other_homes: Iterable[Path | str] = ()) -> Scrubber:
+        """``home`` is the HOME the CLI sees (restored on replay); ``other_homes`` are only scrubbed (the per-run
+        HOME outside a sandbox whose CLI sees another)."""
         pairs: dict[str, str] = {}
-        for value, mark in ((home, HOME), (workspace, WORKSPACE)):  # the workspace wins where both fit
+        for value, mark in ((h, HOME) for h in (*other_homes, home)):
             if value:
                 for p in {str(value), os.path.realpath(value)}:
                     pairs[p.rstrip("/")] = mark
+        if workspace:  # the workspace wins where both fit
+            for p in {str(workspace), os.path.realpath(workspace)}:
+                pairs[p.rstrip("/")] = WORKSPACE
         ordered = tuple(sorted(pairs.items(), key=lambda kv: len(kv[0]), reverse=True))
-        return cls(tuple(sorted({s for s in secrets if s}, key=len, reverse=True)), ordered)
+        targets = tuple((mark, str(v).rstrip("/")) for v, mark in ((workspace, WORKSPACE), (home, HOME)) if v)
+        return cls(tuple(sorted({s for s in secrets if s}, key=len, reverse=True)), ordered, targets)
 
     def text(self, value: str) -> str:
         for path, mark in self.paths:
@@ -166,8 +175,8 @@ class Scrubber:
         return value
 
     def restore(self, value: str) -> str:
-        """``value`` with the placeholders replaced by this run's paths (the first path given for each)."""
-        for path, mark in reversed(self.paths):  # shortest first, so the chosen path is the plain one
+        """``value`` with the placeholders replaced by this run's paths."""
+        for mark, path in self.targets:
             value = value.replace(mark, path)
         return value
 

@@ -47,6 +47,7 @@ from pytest_agentrace.model_double.script import TurnUsage, load_script
 from pytest_agentrace.model_double.server import ModelDouble, path_model
 from pytest_agentrace.record.model import AgentStatus, Usage
 from pytest_agentrace.record.redact import secret_values
+from pytest_agentrace.run.sandbox import SANDBOX_HOME
 
 REQUEST_LOG = "model-double-requests.jsonl"
 INFO_FILE = "model-double.json"
@@ -124,7 +125,9 @@ class AgentSession:
         self.proxy: RecordingProxy | None = None
         self.replayer: Replayer | None = None
         opts = ctx.options
-        scrub = Scrubber.make([*secret_values(ctx.env), DUMMY_KEY], ctx.workspace, ctx.home)
+        # inside the sandbox the CLI's HOME is SANDBOX_HOME: both are scrubbed, the one the CLI sees is restored
+        home, homes = (SANDBOX_HOME, [ctx.home]) if opts.sandbox is not None else (ctx.home, [])
+        scrub = Scrubber.make([*secret_values(ctx.env), DUMMY_KEY], ctx.workspace, home, homes)
         if opts.replay:
             self.cassette = cassette_path(opts.replay, spec.id)
             try:
@@ -157,7 +160,7 @@ class AgentSession:
         if opts.record:
             upstream = opts.record_upstream or self.base_url or provider_url(spec.agent.adapter)
             key = record_key(opts.record_upstream or self.base_url, upstream, ctx.env)
-            scrub = Scrubber.make([*scrub.secrets, *([key] if key else [])], ctx.workspace, ctx.home)
+            scrub = Scrubber.make([*scrub.secrets, *([key] if key else [])], ctx.workspace, home, homes)
             self.proxy = RecordingProxy(upstream, scrub, key).start()
             self.cassette = cassette_path(opts.record, spec.id)
             self.upstream = upstream
@@ -176,7 +179,8 @@ class AgentSession:
             log = str(self.run_dir / REQUEST_LOG) if self.script_path or self.replayer else None
             replay = None
             if self.replayer is not None:
-                replay = (str(self.cassette), self.replayer.match, str(self.ctx.workspace), str(self.ctx.home))
+                home = SANDBOX_HOME if self.sandboxed else str(self.ctx.home)
+                replay = (str(self.cassette), self.replayer.match, str(self.ctx.workspace), home)
             argv = netns.wrap(argv, self.script_path, log, self.port, unshare=not self.sandboxed, replay=replay)
         self.info = {
             "script": self.script_path, "script_name": getattr(getattr(self, "script", None), "name", None),
@@ -205,6 +209,10 @@ class AgentSession:
             except OSError:
                 pass
         self._write_info()
+
+    def needs(self) -> list[Path]:
+        """Files the agent's command reads that a sandbox must show: the cassette a double in the namespace plays."""
+        return [self.cassette] if self.replayer is not None and self.offline else []
 
     def fault(self) -> str | None:
         """The first cassette mismatch of a replayed run (``cassette mismatch: turn N: FIELD: ...``), or None."""

@@ -133,7 +133,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         (ctx.run_dir / "argv.json").write_text(redact(_json(run_argv), secrets), encoding="utf-8")
         if ctx.options.sandbox is not None:
             needs = [*needed_paths(argv[0], inv_env.get("PATH")), *needed_paths(run_argv[0], inv_env.get("PATH")),
-                     *named_files(spec)]
+                     *named_files(spec), *(session.needs() if session is not None else [])]
             run_argv, inv_env = ctx.options.sandbox.wrap(run_argv, writable=[ctx.workspace, ctx.run_dir],
                                                          home=Path(ctx.home), env=dict(inv_env), needs=needs)
         try:
