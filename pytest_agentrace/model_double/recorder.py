@@ -92,6 +92,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._forward()
 
     def _forward(self) -> None:
+        with self.server.proxy.busy:
+            self._exchange()
+
+    def _exchange(self) -> None:
         proxy = self.server.proxy
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -163,6 +167,27 @@ class _Handler(BaseHTTPRequestHandler):
                 pass
 
 
+class _InFlight:
+    """Counts exchanges in progress (a context manager per exchange); ``wait_idle`` waits for none."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._cond = threading.Condition()
+
+    def __enter__(self) -> None:
+        with self._cond:
+            self._n += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._n -= 1
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._n == 0, timeout)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -182,6 +207,7 @@ class RecordingProxy:
         self._records: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._server: _Server | None = None
+        self.busy = _InFlight()
 
     def add(self, record: dict[str, Any], status: int, headers: Mapping[str, str], chunks: list[bytes],
             stream: bool) -> None:
@@ -216,8 +242,11 @@ class RecordingProxy:
                              name="recording-proxy", daemon=True).start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, drain: float = 5.0) -> None:
+        """Stop serving; an exchange still streaming (the CLI left early) may finish for ``drain`` seconds, so
+        the cassette holds its whole answer."""
         if self._server is not None:
+            self.busy.wait_idle(drain)
             self._server.shutdown()
             self._server.server_close()
             self._server = None

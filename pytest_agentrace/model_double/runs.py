@@ -31,6 +31,7 @@ import json
 import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.errors import AgentError, SpecError
@@ -99,6 +100,12 @@ def script_mismatch(log: list[dict[str, Any]], edits: bool) -> str | None:
     return None
 
 
+def _without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@`` (a gateway URL may carry credentials)."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -163,7 +170,7 @@ class AgentSession:
             scrub = Scrubber.make([*scrub.secrets, *([key] if key else [])], ctx.workspace, home, homes)
             self.proxy = RecordingProxy(upstream, scrub, key).start()
             self.cassette = cassette_path(opts.record, spec.id)
-            self.upstream = upstream
+            self.upstream = scrub.text(_without_userinfo(upstream))
             self.base_url = self.proxy.url
 
     def apply(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
