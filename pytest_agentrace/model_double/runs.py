@@ -201,15 +201,15 @@ class AgentSession:
 
     def close(self) -> None:
         """Stop the double (and recording proxy, writing the run's cassette); record how many requests it served."""
-        if self.double is not None:
-            self.double.stop()
-        if self.proxy is not None:
+        if self.proxy is not None:  # first: a stream still in flight may need the double behind it
             self.proxy.stop()
             agent = self.spec.agent
             self.proxy.cassette(self.spec.id, {"agent": agent.id, "adapter": agent.adapter, "model": agent.model,
                                                "upstream": self.upstream}).save(self.cassette)
             self.proxy = None
-        if self.script_path:
+        if self.double is not None:
+            self.double.stop()
+        if self.script_path or self.replayer is not None:
             log = self.run_dir / REQUEST_LOG
             try:
                 self.info["requests"] = sum(1 for line in log.open(encoding="utf-8") if line.strip()) if log.exists() else 0
