@@ -180,10 +180,11 @@ def test_recording_proxy_streams_records_and_replays_the_same_bytes(tmp_path: Pa
     with ModelDouble(replayer=Replayer(Cassette.load(path), scrub=Scrubber.make([DUMMY], ws, home))) as double:
         again = call(double.url, "/v1/messages", STREAM_BODY, headers={"x-api-key": "another"})
         changed = call(double.url, "/v1/messages", {**STREAM_BODY, "messages": [{"role": "user", "content": "ho"}]})
-    assert again.status == 200 and again.body == live.body
+        head = call(double.url, "/", method="HEAD")
+    assert again.status == 200 and again.body == live.body and head.status == 200
     assert changed.status == 400 and "cassette mismatch: turn 2: request" in changed.json()["error"]["message"]
     kinds = [(r["answer"]["kind"], r["answer"].get("turn")) for r in double.requests()]
-    assert kinds == [("replay", 1), ("mismatch", 2)]
+    assert kinds == [("replay", 1), ("mismatch", 2), ("replay", None)]  # the probe as recorded
 
 
 class _Capture(BaseHTTPRequestHandler):

@@ -177,7 +177,53 @@ def test_standalone_model_double_serves_and_stops_cleanly(tmp_path: Path, sig: s
     assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 1
 
 
-def test_standalone_model_double_bad_script_and_fixed_port(tmp_path: Path) -> None:
+def test_standalone_model_double_serves_a_cassette(tmp_path: Path) -> None:
+    from doublekit import call
+
+    from pytest_agentrace.model_double.cassette import Cassette
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    reply = '{"choices": [{"message": {"role": "assistant", "content": "recorded"}}]}'
+    Cassette("r", [{"turn": 1, "request": {"method": "POST", "path": "/v1/chat/completions", "query": {}, "body": body},
+                    "response": {"status": 200, "headers": {"Content-Type": "application/json"}, "stream": False,
+                                 "chunks": [reply], "encoding": "utf-8"}}]).save(tmp_path / "c.json")
+    proc, line = _start([str(tmp_path / "c.json")])
+    try:
+        url = line.removeprefix("listening on ")
+        assert call(url, "/v1/chat/completions", body).body.decode() == reply
+        again = call(url, "/v1/chat/completions", body)  # played once: the next request is not in the cassette
+        assert again.status == 400 and "cassette mismatch: turn 2" in again.json()["error"]["message"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+
+
+def test_record_an_agents_own_model_double(pytester: pytest.Pytester) -> None:
+    """Without an upstream, an agent with a ``model_double:`` script records its run's double."""
+    make(pytester)
+    (pytester.path / "script.yaml").write_text(SCRIPT)
+    for n in range(2):
+        path = pytester.path / f"t{n}.yaml"
+        path.write_text(path.read_text().replace('agents: [{name: fake, command:',
+                                                 'agents: [{name: fake, model_double: script.yaml, command:'))
+    found = session(pytester, "out", "--agentrace-record", "cassettes")
+    for r in found.values():
+        assert (r["status"], r["usage"]["answer"]) == ("passed", "the recorded answer"), r["reason"]
+        cas = json.loads(Path(r["extra"]["cassette"]).read_text())
+        assert cas["upstream"].startswith("http://127.0.0.1:")
+        assert '"the recorded answer"' in "".join(cas["interactions"][0]["response"]["chunks"])
+
+
+def test_standalone_model_double_fixed_port_and_bad_script(tmp_path: Path) -> None:
+    import socket
+
+    (tmp_path / "s.yaml").write_text(SCRIPT)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc, line = _start([str(tmp_path / "s.yaml"), "--host", "127.0.0.1", "--port", str(port)])
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0 and line == f"listening on http://127.0.0.1:{port}"
     (tmp_path / "bad.yaml").write_text("steps: [{dance: 1}]\n")
     proc, _ = _start([str(tmp_path / "bad.yaml")])
     assert proc.wait(timeout=30) == 2
