@@ -39,8 +39,8 @@ def req(text: str, **extra) -> dict:
 
 def turn(n: int, text: str, answer: str) -> dict:
     chunks = [f'data: {{"choices":[{{"delta":{{"content":"{answer}"}}}}]}}\n\n', "data: [DONE]\n\n"]
-    return {"turn": n, "request": req(text), "response": {"status": 200, "headers": {"Content-Type": "text/event-stream"},
-                                                          "chunks": chunks, "encoding": "utf-8"}}
+    response = {"status": 200, "headers": {"Content-Type": "text/event-stream"}, "chunks": chunks, "encoding": "utf-8"}
+    return {"turn": n, "request": req(text), "response": response}
 
 
 def raw(r: dict) -> bytes:
@@ -49,11 +49,14 @@ def raw(r: dict) -> bytes:
 
 def test_normalise_drops_volatile_keys_and_text() -> None:
     body = {"metadata": {"user_id": "u1"}, "prompt_cache_key": "abc", "messages": [
-        {"role": "user", "id": "msg_1", "content": [{"type": "text", "text": "Today is 2026-12-01, Monday, December 1, 2026 "
-                                                     "at 12:03:44; session 1b4e28ba-2fa1-11d2-883f-0016d3cca427",
-                                                     "cache_control": {"type": "ephemeral"}}]},
+        {"role": "user", "id": "msg_1", "content": [{
+            "type": "text", "cache_control": {"type": "ephemeral"},
+            "text": "Today is 2026-12-01, Monday, December 1, 2026 at 12:03:44; "
+                    "session 1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+        }]},
         {"role": "tool", "tool_call_id": "call_9", "content": "Chunk ID: a7c267\nWall time: 0.0123 seconds\nPGID: 77"},
-        {"role": "assistant", "tool_calls": [{"function": {"arguments": '{"command": "sleep 2", "ts": "2026-12-01T12:00:00Z"}'}}]},
+        {"role": "assistant",
+         "tool_calls": [{"function": {"arguments": '{"command": "sleep 2", "ts": "2026-12-01T12:00:00Z"}'}}]},
     ]}
     assert normalise(body) == {"messages": [
         {"role": "user", "content": [{"type": "text", "text": "Today is <date>, <date> at <time>; session <uuid>"}]},
@@ -110,7 +113,8 @@ def test_strict_mismatch_on_path_and_changed_prompt_loose_by_turn() -> None:
 def test_scrubber_keeps_secrets_out_and_paths_portable(tmp_path: Path) -> None:
     ws, home = tmp_path / "ws", tmp_path / "home"
     s = Scrubber.make([DUMMY, "hunter2-secret-value"], ws, home)
-    text = f"write {ws}/hello.txt from {home}/.claude key {DUMMY} and hunter2-secret-value and sk-ant-abcdefghijklmnop12"
+    text = (f"write {ws}/hello.txt from {home}/.claude key {DUMMY} and hunter2-secret-value and "
+            "sk-ant-abcdefghijklmnop12")
     assert s.text(text) == (f"write {WORKSPACE}/hello.txt from {HOME}/.claude key <redacted> and <redacted> and "
                             "<redacted>")
     other = Scrubber.make([], tmp_path / "elsewhere", tmp_path / "h2")
@@ -156,8 +160,9 @@ def test_record_key_and_with_key() -> None:
         "Authorization": "Bearer real", "X-Api-Key": "real", "Accept": "*/*"}
 
 
+BASH = {"name": "Bash", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
 STREAM_BODY = {"model": "m", "max_tokens": 10, "stream": True, "messages": [{"role": "user", "content": "hi"}],
-               "tools": [{"name": "Bash", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]}
+               "tools": [BASH]}
 
 
 def test_recording_proxy_streams_records_and_replays_the_same_bytes(tmp_path: Path) -> None:

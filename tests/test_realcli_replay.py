@@ -55,11 +55,12 @@ def make_repo(path: Path) -> None:
 
 def start_double(script: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
     """``agentrace model-double`` in a subprocess; its URL from the first stdout line."""
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_agentrace.cli", "model-double", str(script), "--log", str(log)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    argv = [sys.executable, "-m", "pytest_agentrace.cli", "model-double", str(script), "--log", str(log)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
-    assert line.startswith("listening on http://127.0.0.1:"), (line, proc.stderr.read() if proc.poll() is not None else "")
+    why = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+    assert line.startswith("listening on http://127.0.0.1:"), (line, why)
     return proc, line.removeprefix("listening on ")
 
 
@@ -77,7 +78,8 @@ def session(pytester: pytest.Pytester, cli: str, out: str, prompt: str, *args: s
 def summary(run: dict) -> dict:
     """What a replay must reproduce: status, tokens, tool calls, answer, diff."""
     u = run["usage"]
-    tokens = {k: u[k] for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens")}
+    names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens")
+    tokens = {k: u[k] for k in names}
     calls = [(c["name"], c.get("summary")) for c in u.get("tool_calls") or []]
     return {"status": run["status"], "tokens": tokens, "turns": u.get("turns"), "tool_calls": calls,
             "answer": u.get("answer"), "diff": run["_diff"], "lines_changed": run["lines_changed"]}

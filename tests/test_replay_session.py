@@ -134,7 +134,8 @@ def test_replay_without_a_cassette_for_the_run_is_an_error(pytester: pytest.Pyte
     (pytester.path / "empty").mkdir()
     found = session(pytester, "out", "--agentrace-replay", "empty")
     for r in found.values():
-        assert r["status"] == "error" and r["reason"].startswith("--agentrace-replay: ") and "no cassette" in r["reason"]
+        assert r["status"] == "error"
+        assert r["reason"].startswith("--agentrace-replay: ") and "no cassette" in r["reason"]
 
 
 @pytest.mark.parametrize(("args", "message"), [

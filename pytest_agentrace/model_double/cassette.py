@@ -121,7 +121,8 @@ class Cassette:
             raise CassetteError(f"{path}: not a readable JSON cassette: {exc}") from None
         if not isinstance(data, dict) or data.get("version") != VERSION:
             got = data.get("version") if isinstance(data, dict) else None
-            raise CassetteError(f"{path}: key 'version': cassette version {got!r}, this package reads version {VERSION}")
+            raise CassetteError(f"{path}: key 'version': cassette version {got!r}, this package reads version "
+                                f"{VERSION}")
         inter = data.pop("interactions", None)
         if not isinstance(inter, list) or not all(isinstance(i, dict) and isinstance(i.get("request"), dict)
                                                   and isinstance(i.get("response"), dict) for i in inter):
@@ -267,7 +268,8 @@ def _differ(recorded: Any, live: Any) -> str:
     """``recorded X, got Y``; for two strings, from a little before the first character that differs."""
     if not (isinstance(recorded, str) and isinstance(live, str)):
         return f"recorded {_show(recorded)}, got {_show(live)}"
-    at = next((i for i, (a, b) in enumerate(zip(recorded, live, strict=False)) if a != b), min(len(recorded), len(live)))
+    pairs = enumerate(zip(recorded, live, strict=False))
+    at = next((i for i, (a, b) in pairs if a != b), min(len(recorded), len(live)))
     start = max(0, at - 20)
     cut = "..." if start else ""
     return (f"differs at character {at}: recorded {cut}{_show(recorded[start:], 60)}, "
@@ -348,7 +350,8 @@ class Replayer:
         """How many recorded turns were played."""
         return len(self._used)
 
-    def answer(self, method: str, path: str, query: Mapping[str, list[str]], raw_body: bytes) -> Reply | Mismatch | None:
+    def answer(self, method: str, path: str, query: Mapping[str, list[str]],
+               raw_body: bytes) -> Reply | Mismatch | None:
         """The reply to one live request; None for a HEAD/GET the cassette does not hold (the double answers
         those itself)."""
         live = {"method": method, "path": path, "query": self.scrub.query(query),

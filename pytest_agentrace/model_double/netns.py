@@ -116,7 +116,8 @@ def main(args: list[str] | None = None) -> int:
         double = ModelDouble(load_script(ns.script), log, port=ns.port).start()
     elif ns.cassette:  # the agent's environment holds its keys: scrubbed from live requests as when recorded
         scrub = Scrubber.make(secret_values(), ns.workspace, ns.home)
-        double = ModelDouble(log=log, port=ns.port, replayer=Replayer(Cassette.load(ns.cassette), ns.match, scrub)).start()
+        replayer = Replayer(Cassette.load(ns.cassette), ns.match, scrub)
+        double = ModelDouble(log=log, port=ns.port, replayer=replayer).start()
     try:
         child = subprocess.Popen(argv)
     except OSError as exc:

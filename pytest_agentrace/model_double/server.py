@@ -376,8 +376,8 @@ class ModelDouble:
     an unknown token are logged in ``unrouted``. Thread-safe.
     """
 
-    def __init__(self, script: Script | None = None, log: Path | str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 replayer: Replayer | None = None):
+    def __init__(self, script: Script | None = None, log: Path | str | None = None, host: str = "127.0.0.1",
+                 port: int = 0, replayer: Replayer | None = None):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the model double binds to loopback only, not {host!r}")
 

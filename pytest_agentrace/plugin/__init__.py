@@ -149,7 +149,8 @@ def _cassette_options(config: pytest.Config, found: _options.Settings) -> dict[s
     if found.record_upstream and not record:
         raise pytest.UsageError("--agentrace-record-upstream needs --agentrace-record DIR")
     if found.record_upstream and not found.record_upstream.startswith(("http://", "https://")):
-        raise pytest.UsageError(f"--agentrace-record-upstream {found.record_upstream!r}: give an http:// or https:// URL")
+        raise pytest.UsageError(f"--agentrace-record-upstream {found.record_upstream!r}: give an http:// or "
+                                "https:// URL")
     if record and found.offline:
         raise pytest.UsageError("--agentrace-record needs the network to reach its upstream; drop --agentrace-offline "
                                 "(replay offline instead)")
