@@ -54,13 +54,14 @@ def test_normalise_drops_volatile_keys_and_text() -> None:
             "text": "Today is 2026-12-01, Monday, December 1, 2026 at 12:03:44; "
                     "session 1b4e28ba-2fa1-11d2-883f-0016d3cca427",
         }]},
-        {"role": "tool", "tool_call_id": "call_9", "content": "Chunk ID: a7c267\nWall time: 0.0123 seconds\nPGID: 77"},
+        {"role": "tool", "tool_call_id": "call_9", "content": "Chunk ID: a7c267\nWall time: 0.0123 seconds\nPGID: 77 "
+                                                              "on Linux 6.8.0-49-generic"},
         {"role": "assistant",
          "tool_calls": [{"function": {"arguments": '{"command": "sleep 2", "ts": "2026-12-01T12:00:00Z"}'}}]},
     ]}
     assert normalise(body) == {"messages": [
         {"role": "user", "content": [{"type": "text", "text": "Today is <date>, <date> at <time>; session <uuid>"}]},
-        {"role": "tool", "content": "Chunk ID: <id>\nWall time: <duration>\nPGID: <pid>"},
+        {"role": "tool", "content": "Chunk ID: <id>\nWall time: <duration>\nPGID: <pid> on Linux <version>"},
         {"role": "assistant", "tool_calls": [{"function": {"arguments": {"command": "sleep 2", "ts": "<time>"}}}]},
     ]}
     # substance stays: a different count of seconds to sleep is a different request

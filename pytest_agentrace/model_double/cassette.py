@@ -24,7 +24,8 @@ put back on replay, so a cassette replays in another folder (a path split across
 Matching (``Replayer``): the k-th POST to a path is compared with the next unused recorded POST to that path.
 ``strict`` compares method, path, query and body after ``normalise``: volatile keys (``VOLATILE_KEYS``: ids,
 timestamps, cache-control, user and session fields, prompt-cache keys) are dropped at any depth and volatile
-text (``VOLATILE_TEXT``: dates, times, UUIDs, long hex ids, durations) is replaced by a mark; headers are never
+text (``VOLATILE_TEXT``: dates, times, UUIDs, long hex ids, durations, process ids, kernel versions) is replaced
+by a mark; headers are never
 compared (user agents, session and request ids live there). ``loose`` matches by turn only.
 """
 
@@ -71,6 +72,8 @@ VOLATILE_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b\d+\.\d+\s?(?:ms|s|seconds?|milliseconds?)\b"), "<duration>"),
     (re.compile(r"\bChunk ID: \w+"), "Chunk ID: <id>"),  # Codex 0.171.0 exec_command output: a random id per call
     (re.compile(r"\b(PGID|PID|pid)(:? ?)\d+"), r"\1\2<pid>"),  # Gemini CLI 0.61.0 shell output: "Process Group PGID: N"
+    # the host's kernel in the CLIs' environment prompts ("OS Version: Linux 6.8.0-49-generic"): another machine
+    (re.compile(r"\b(Linux|Darwin) \d+\.\d+[\w.+~-]*"), r"\1 <version>"),
 )
 
 
