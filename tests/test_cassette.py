@@ -26,7 +26,7 @@ from pytest_agentrace.model_double.cassette import (
     first_difference,
     normalise,
 )
-from pytest_agentrace.model_double.recorder import KEY_ENV, RecordingProxy, record_key, with_key
+from pytest_agentrace.model_double.recorder import KEY_ENV, RecordingProxy, provider_url, record_key, with_key
 from pytest_agentrace.model_double.server import ModelDouble
 
 DUMMY = "sk-agentrace-model-double"
@@ -152,6 +152,8 @@ def test_cassette_file_round_trip_and_errors(tmp_path: Path) -> None:
 
 
 def test_record_key_and_with_key() -> None:
+    assert [provider_url(a) for a in ("claude", "gemini", "codex", "opencode", "copilot", "aider")] == [
+        "https://api.anthropic.com", "https://generativelanguage.googleapis.com", *["https://api.openai.com"] * 4]
     env = {"ANTHROPIC_API_KEY": "real-anthropic", "OPENAI_API_KEY": "real-openai"}
     assert record_key(None, "https://api.anthropic.com", env) == "real-anthropic"
     assert record_key(None, "https://api.openai.com", env) == "real-openai"
