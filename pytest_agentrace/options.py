@@ -138,6 +138,16 @@ OPTIONS: tuple[Option, ...] = (
            "runs inside it", False, flag=True),
     Option("model_double", "run every CLI agent against the scripted local model SCRIPT (YAML) unless its entry names a "
            "model_double of its own", None, metavar="SCRIPT"),
+    Option("record", "record each CLI agent's model traffic as a cassette per run under DIR, through a local recording "
+           "proxy on 127.0.0.1 to the CLI's provider or --agentrace-record-upstream (docs/cassettes.md)", None,
+           metavar="DIR"),
+    Option("record_upstream", "with --agentrace-record: send the recorded traffic to URL (a gateway such as LiteLLM or "
+           "OpenRouter, or a model double) instead of each CLI's provider", None, metavar="URL"),
+    Option("replay", "replay each CLI agent's run from its cassette under DIR against the model double (no network, "
+           "no key); a request the cassette does not hold makes the run an error (cassette mismatch)", None,
+           metavar="DIR"),
+    Option("replay_match", "how --agentrace-replay matches requests: 'strict' (default) compares each request with the "
+           "recorded one, volatile fields aside; 'loose' matches by turn only", "strict", choices=("strict", "loose")),
     # where results go
     Option("out", "results folder (default: .agentrace under the rootdir)", None, metavar="DIR"),
     Option("db", f"SQLite history file (default: ${DB_ENV}, else {DEFAULT_OUT}/{DB_NAME} under the rootdir)", None,

@@ -25,7 +25,10 @@ class RunOptions:
     ``isolated_home``: each CLI gets a fresh HOME (False: the user's own, ``--agentrace-agent-home user``);
     ``offline``: the agent runs in a loopback-only network namespace; ``model_double``: a model script (absolute
     path) every CLI agent runs against unless its own entry names one; ``on_stdout``: called with each chunk of
-    the agent's stdout as it arrives (a live display), or None; ``sandbox``: the session's bubblewrap profile.
+    the agent's stdout as it arrives (a live display), or None; ``sandbox``: the session's bubblewrap profile;
+    ``record``: a folder where each CLI run's model traffic is recorded as a cassette (through a recording proxy
+    to ``record_upstream``, else the CLI's provider); ``replay``: a folder of cassettes each CLI run replays
+    against the model double, matched ``replay_match`` (``strict`` or ``loose``).
     """
 
     cache_dir: Path | None = None
@@ -34,6 +37,10 @@ class RunOptions:
     model_double: str | None = None
     on_stdout: Callable[[bytes], None] | None = None
     sandbox: Sandbox | None = None  # every agent and check command runs inside it (None: no sandbox)
+    record: str | None = None
+    record_upstream: str | None = None
+    replay: str | None = None
+    replay_match: str = "strict"
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "init-trial": "pytest_agentrace.cli.trials:register",
     "context-eval": "pytest_agentrace.cli.trials:register",
     "verify": "pytest_agentrace.cli.verify:register",
+    "model-double": "pytest_agentrace.cli.double:register",
 }
 
 

@@ -5,6 +5,8 @@
   Gemini wire protocols, logging every request;
 - ``tools``: reading requests and mapping steps onto the tools a CLI offered; ``wire``: the encoders;
 - ``environment``: per-CLI offline settings (``offline_env``); ``netns``: ``--agentrace-offline``;
+- ``cassette``: recorded traffic (``--agentrace-record``/``--agentrace-replay``) as JSON, its scrubbing and
+  matching (``Replayer``); ``recorder``: the recording proxy in front of a CLI's provider or an upstream URL;
 - ``runs``: what the runner calls for an agent with ``model_double:``; ``fixtures``: the ``model_double``
   pytest fixture.
 

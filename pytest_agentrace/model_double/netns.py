@@ -13,6 +13,8 @@ root inside) where the kernel allows it. ``probe`` finds out once per process wh
 Usage inside the namespace (built by ``wrap``)::
 
     python -m pytest_agentrace.model_double.netns [--script S.yaml --log L.jsonl --port P] -- AGENT ARGV...
+    python -m pytest_agentrace.model_double.netns --cassette C.json --match strict --workspace W --home H \
+        --log L.jsonl --port P -- AGENT ARGV...        # the double replays a cassette instead
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ import signal
 import subprocess
 import sys
 
+from pytest_agentrace.model_double.cassette import Cassette, Replayer, Scrubber
 from pytest_agentrace.model_double.script import load_script
 from pytest_agentrace.model_double.server import ModelDouble
+from pytest_agentrace.record.redact import secret_values
 
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
@@ -55,11 +59,12 @@ def probe() -> tuple[tuple[str, ...] | None, str]:
 
 
 def wrap(argv: list[str], script: str | None = None, log: str | None = None, port: int | None = None,
-         unshare: bool = True) -> list[str]:
+         unshare: bool = True, replay: tuple[str, str, str, str] | None = None) -> list[str]:
     """``argv`` run inside a new loopback-only network namespace, with the model double inside it when
     ``script`` is given (``log``: its JSONL request log, ``port``: the port the run's config names).
     ``unshare=False``: the caller makes the namespace (the sandbox's ``--unshare-net``); only this module's helper
-    is put in front of ``argv``.
+    is put in front of ``argv``. ``replay``: ``(cassette, match, workspace, home)``: the double inside plays that
+    cassette (``cassette.Replayer``) instead of a script.
 
     Raises ``RuntimeError`` (with ``probe``'s reason) when namespaces are not permitted."""
     prefix: tuple[str, ...] | None = ()
@@ -70,6 +75,10 @@ def wrap(argv: list[str], script: str | None = None, log: str | None = None, por
     inner = [sys.executable, "-m", "pytest_agentrace.model_double.netns"]
     if script:
         inner += ["--script", script, "--log", str(log or os.devnull), "--port", str(port)]
+    elif replay:
+        cassette, match, workspace, home = replay
+        inner += ["--cassette", cassette, "--match", match, "--workspace", workspace, "--home", home,
+                  "--log", str(log or os.devnull), "--port", str(port)]
     return [*prefix, *inner, "--", *argv]
 
 
@@ -91,6 +100,10 @@ def main(args: list[str] | None = None) -> int:
     parser.add_argument("--script")
     parser.add_argument("--log")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--cassette")
+    parser.add_argument("--match", default="strict")
+    parser.add_argument("--workspace")
+    parser.add_argument("--home")
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     ns = parser.parse_args(args)
     argv = ns.argv[1:] if ns.argv[:1] == ["--"] else ns.argv
@@ -98,8 +111,13 @@ def main(args: list[str] | None = None) -> int:
         parser.error("no agent command after --")
     loopback_up()
     double = None
+    log = None if ns.log == os.devnull else ns.log
     if ns.script:
-        double = ModelDouble(load_script(ns.script), None if ns.log == os.devnull else ns.log, port=ns.port).start()
+        double = ModelDouble(load_script(ns.script), log, port=ns.port).start()
+    elif ns.cassette:  # the agent's environment holds its keys: scrubbed from live requests as when recorded
+        scrub = Scrubber.make(secret_values(), ns.workspace, ns.home)
+        replayer = Replayer(Cassette.load(ns.cassette), ns.match, scrub)
+        double = ModelDouble(log=log, port=ns.port, replayer=replayer).start()
     try:
         child = subprocess.Popen(argv)
     except OSError as exc:

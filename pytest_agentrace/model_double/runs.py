@@ -12,6 +12,13 @@ costs about a millisecond, so every run gets its own and shares nothing), and re
   the CLI or its mode, which is not the agent's wrong answer), and tokens the CLI reports that differ from what
   the double served get a parse warning (``served_usage``).
 
+With ``--agentrace-record DIR`` the CLI is pointed at a recording proxy (``recorder``) in front of
+``--agentrace-record-upstream``, the run's own model double when it has a script, or the CLI's provider; ``close()``
+writes the run's cassette (``cassette.cassette_path(DIR, run id)``). With ``--agentrace-replay DIR`` the double
+plays the run's cassette instead of a script; ``fault()`` then names the first request that did not match
+(``cassette mismatch: turn N: FIELD: ...``, which makes the run an ``error``), and ``extra()`` the fields the
+run record keeps (``replay``: cassette, match mode, turns played and recorded; ``cassette``: the one recorded).
+
 Files in the run folder (beside ``run.json``): ``model-double-requests.jsonl`` (every request the CLI sent,
 auth headers redacted, with the double's answer) and ``model-double.json`` (script, URL, offline mode, config
 files written, request count).
@@ -24,18 +31,24 @@ import json
 import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.errors import AgentError, SpecError
 from pytest_agentrace.model_double import netns
+from pytest_agentrace.model_double.cassette import Cassette, CassetteError, Replayer, Scrubber, cassette_path
 from pytest_agentrace.model_double.environment import (
+    DUMMY_KEY,
     apply_env,
     insert_argv,
     offline_env,
 )
+from pytest_agentrace.model_double.recorder import RecordingProxy, provider_url, record_key
 from pytest_agentrace.model_double.script import TurnUsage, load_script
 from pytest_agentrace.model_double.server import ModelDouble, path_model
 from pytest_agentrace.record.model import AgentStatus, Usage
+from pytest_agentrace.record.redact import secret_values
+from pytest_agentrace.run.sandbox import SANDBOX_HOME
 
 REQUEST_LOG = "model-double-requests.jsonl"
 INFO_FILE = "model-double.json"
@@ -87,6 +100,12 @@ def script_mismatch(log: list[dict[str, Any]], edits: bool) -> str | None:
     return None
 
 
+def _without_userinfo(url: str) -> str:
+    """``url`` without ``user:password@`` (a gateway URL may carry credentials)."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -110,6 +129,28 @@ class AgentSession:
         self.base_url: str | None = None
         self.port: int | None = None
         self.info: dict[str, Any] = {}
+        self.proxy: RecordingProxy | None = None
+        self.replayer: Replayer | None = None
+        opts = ctx.options
+        # inside the sandbox the CLI's HOME is SANDBOX_HOME: both are scrubbed, the one the CLI sees is restored
+        home, homes = (SANDBOX_HOME, [ctx.home]) if opts.sandbox is not None else (ctx.home, [])
+        scrub = Scrubber.make([*secret_values(ctx.env), DUMMY_KEY], ctx.workspace, home, homes)
+        if opts.replay:
+            self.cassette = cassette_path(opts.replay, spec.id)
+            try:
+                self.replayer = Replayer(Cassette.load(self.cassette), opts.replay_match, scrub)
+            except CassetteError as exc:
+                raise AgentError(f"--agentrace-replay: {exc}") from None
+            log = self.run_dir / REQUEST_LOG
+            log.unlink(missing_ok=True)
+            self.script_path = None
+            if self.offline:  # the double starts inside the namespace (netns --cassette), on a port free there
+                self.port = _free_port()
+            else:
+                self.double = ModelDouble(log=log, replayer=self.replayer).start()
+                self.port = self.double.port
+            self.base_url = f"http://127.0.0.1:{self.port}"
+            return
         if self.script_path:
             try:
                 self.script = load_script(self.script_path)
@@ -123,6 +164,14 @@ class AgentSession:
                 self.double = ModelDouble(self.script, log).start()
                 self.port = self.double.port
             self.base_url = f"http://127.0.0.1:{self.port}"
+        if opts.record:
+            upstream = opts.record_upstream or self.base_url or provider_url(spec.agent.adapter)
+            key = record_key(opts.record_upstream or self.base_url, upstream, ctx.env)
+            scrub = Scrubber.make([*scrub.secrets, *([key] if key else [])], ctx.workspace, home, homes)
+            self.proxy = RecordingProxy(upstream, scrub, key).start()
+            self.cassette = cassette_path(opts.record, spec.id)
+            self.upstream = scrub.text(_without_userinfo(upstream))
+            self.base_url = self.proxy.url
 
     def apply(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         """``(argv, env)`` pointed at the double and, with ``--agentrace-offline``, in a namespace.
@@ -134,27 +183,64 @@ class AgentSession:
             env = apply_env(env, updates)
             argv = insert_argv(argv, extra, self.ctx.prompt)
         if self.offline:
-            log = str(self.run_dir / REQUEST_LOG) if self.script_path else None
-            argv = netns.wrap(argv, self.script_path, log, self.port, unshare=not self.sandboxed)
+            log = str(self.run_dir / REQUEST_LOG) if self.script_path or self.replayer else None
+            replay = None
+            if self.replayer is not None:
+                home = SANDBOX_HOME if self.sandboxed else str(self.ctx.home)
+                replay = (str(self.cassette), self.replayer.match, str(self.ctx.workspace), home)
+            argv = netns.wrap(argv, self.script_path, log, self.port, unshare=not self.sandboxed, replay=replay)
         self.info = {
             "script": self.script_path, "script_name": getattr(getattr(self, "script", None), "name", None),
             "url": self.base_url, "adapter": self.spec.agent.adapter, "offline": self.offline,
             "offline_unavailable": self.netns_reason or None, "files": [str(p) for p in files],
         }
+        if self.proxy is not None or self.replayer is not None:
+            self.info["cassette"] = str(self.cassette)
         self._write_info()
         return argv, env
 
     def close(self) -> None:
-        """Stop the double; record how many requests it served."""
+        """Stop the double (and recording proxy, writing the run's cassette); record how many requests it served."""
+        if self.proxy is not None:  # first: a stream still in flight may need the double behind it
+            self.proxy.stop()
+            agent = self.spec.agent
+            self.proxy.cassette(self.spec.id, {"agent": agent.id, "adapter": agent.adapter, "model": agent.model,
+                                               "upstream": self.upstream}).save(self.cassette)
+            self.proxy = None
         if self.double is not None:
             self.double.stop()
-        if self.script_path:
+        if self.script_path or self.replayer is not None:
             log = self.run_dir / REQUEST_LOG
             try:
                 self.info["requests"] = sum(1 for line in log.open(encoding="utf-8") if line.strip()) if log.exists() else 0
             except OSError:
                 pass
         self._write_info()
+
+    def needs(self) -> list[Path]:
+        """Files the agent's command reads that a sandbox must show: the cassette a double in the namespace plays."""
+        return [self.cassette] if self.replayer is not None and self.offline else []
+
+    def fault(self) -> str | None:
+        """The first cassette mismatch of a replayed run (``cassette mismatch: turn N: FIELD: ...``), or None."""
+        if self.replayer is None:
+            return None
+        for rec in read_log(self.run_dir / REQUEST_LOG):
+            if rec["answer"].get("kind") == "mismatch":
+                return str(rec["answer"].get("error"))
+        return None
+
+    def extra(self) -> dict[str, Any]:
+        """Fields for the run record's ``extra``: ``replay`` (``cassette``, ``match``, ``turns_played``,
+        ``turns_recorded``) for a replayed run, ``cassette`` (the file written) for a recorded one."""
+        if self.replayer is not None:
+            log = read_log(self.run_dir / REQUEST_LOG)
+            played = sum(1 for r in log if r["answer"].get("kind") == "replay" and r["answer"].get("turn") is not None)
+            return {"replay": {"cassette": str(self.cassette), "match": self.replayer.match,
+                               "turns_played": played, "turns_recorded": len(self.replayer.cassette.turns)}}
+        if self.ctx.options.record and self.base_url:
+            return {"cassette": str(self.cassette)}
+        return {}
 
     def settle(self, usage: Usage) -> Usage:
         """``usage`` checked against the request log (see the module docstring); unchanged without a script."""
@@ -174,7 +260,7 @@ class AgentSession:
         return usage
 
     def _write_info(self) -> None:
-        if not (self.script_path or self.offline or self.netns_reason):
+        if not (self.script_path or self.offline or self.netns_reason or self.info.get("cassette")):
             return
         (self.run_dir / INFO_FILE).write_text(json.dumps(self.info, indent=1), encoding="utf-8")
 

@@ -20,6 +20,10 @@ results in the request (``tools.count_tool_results``), so the server keeps no co
 runs are safe. The one exception is ``error.times``: failures are counted per conversation (``conversation_key``)
 and step, so "a 429 then success" works.
 
+A route can play a cassette instead of a script (``cassette.Replayer``): each request gets its recorded reply,
+status, headers and chunks as recorded, or, when it does not match, HTTP 400 with ``cassette mismatch: turn N:
+FIELD: ...`` (logged as answer kind ``mismatch``; answer kind ``replay`` for a match).
+
 Every request is appended to the route's JSONL log: ``{ts, method, path, query, headers, body, protocol,
 answer}`` with auth headers replaced by ``<redacted>`` and strings longer than ``LOG_STRING_LIMIT``
 characters shortened (``"...<N chars>"``, as in the recorded samples).
@@ -41,6 +45,7 @@ from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 from pytest_agentrace.model_double import tools, wire
+from pytest_agentrace.model_double.cassette import Mismatch, Replayer
 from pytest_agentrace.model_double.script import Script, Step, TurnUsage, parse_script
 from pytest_agentrace.model_double.tools import ANTHROPIC, CHAT, GEMINI, RESPONSES
 from pytest_agentrace.model_double.wire import Answer
@@ -58,11 +63,13 @@ _GEMINI_RE = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateConten
 
 @dataclass
 class Route:
-    """A registered run: its ``script``, request ``log`` file (JSONL; None: memory only) and the records."""
+    """A registered run: its ``script`` (or ``replayer``: a cassette played in its place), request ``log`` file
+    (JSONL; None: memory only) and the records."""
 
     token: str
     script: Script
     log: Path | None = None
+    replayer: Replayer | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -227,9 +234,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
-    def _read_body(self) -> Any:
+    def _read_raw(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        return self.rfile.read(length) if length else b""
+
+    def _read_body(self, raw: bytes | None = None) -> Any:
+        raw = self._read_raw() if raw is None else raw
         if self.headers.get("Content-Encoding", "").lower() in ("gzip", "zstd", "br", "deflate"):
             return {"_undecoded": f"{len(raw)} bytes, Content-Encoding {self.headers['Content-Encoding']}"}
         if not raw:
@@ -239,8 +249,42 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return raw.decode("utf-8", errors="replace")
 
+    def _replay(self, route: Route, path: str) -> bool:
+        """Answer from the route's cassette; False when it holds nothing for this HEAD/GET (answered as usual)."""
+        assert route.replayer is not None
+        raw = self._read_raw() if self.command == "POST" else b""
+        got = route.replayer.answer(self.command, path, parse_qs(urlsplit(self.path).query), raw)
+        body = self._read_body(raw) if raw else None
+        protocol = protocol_of(path)
+        if got is None:
+            return False
+        if isinstance(got, Mismatch):
+            self._record(route, path, body, protocol, {"kind": "mismatch", "turn": got.turn, "field": got.field,
+                                                       "error": got.message, "status": 400})
+            self._send_json(400, wire.error_body(protocol or CHAT, 400, f"model double: {got.message}"))
+            return True
+        self._record(route, path, body, protocol, {"kind": "replay", "turn": got.turn, "status": got.status})
+        self.send_response(got.status)
+        for k, v in got.headers.items():
+            self.send_header(k, v)
+        if got.stream:
+            self.close_connection = True
+            self.send_header("Connection", "close")
+        else:
+            self.send_header("Content-Length", str(sum(len(c) for c in got.chunks)))
+        self.end_headers()
+        try:
+            for chunk in got.chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        return True
+
     def do_HEAD(self) -> None:
         route, path = self._route()
+        if route is not None and route.replayer is not None and self._replay(route, path):
+            return
         self._record(route, path, None, None, {"kind": "probe"})
         self.send_response(200)
         self.send_header("Content-Length", "0")
@@ -248,6 +292,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         route, path = self._route()
+        if route is not None and route.replayer is not None and self._replay(route, path):
+            return
         if path.rstrip("/").endswith("/models"):
             data: Any = {"object": "list", "data": [{"id": "test", "object": "model", "created": 0, "owned_by": "agentrace"}],
                          "models": [{"name": "models/test", "displayName": "scripted"}]}
@@ -259,6 +305,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         route, path = self._route()
+        if route is not None and route.replayer is not None:
+            self._replay(route, path)
+            return
         body = self._read_body()
         protocol = protocol_of(path)
         if route is None or protocol is None or not isinstance(body, dict):
@@ -319,19 +368,21 @@ class _Server(ThreadingHTTPServer):
 
 class ModelDouble:
     """A model double server on ``host`` (127.0.0.1) and ``port`` (0: a free port), serving ``script`` on
-    paths without a run token and logging those requests to ``log`` (JSONL; None: memory only).
+    paths without a run token and logging those requests to ``log`` (JSONL; None: memory only); with
+    ``replayer`` those paths play its cassette instead (``cassette.Replayer``).
 
     Use as a context manager or call ``start()`` / ``stop()``. ``url`` is ``http://127.0.0.1:PORT``;
     ``register(script, log)`` adds a run and returns its base URL (``url + "/r/<token>"``). Requests that name
     an unknown token are logged in ``unrouted``. Thread-safe.
     """
 
-    def __init__(self, script: Script | None = None, log: Path | str | None = None, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, script: Script | None = None, log: Path | str | None = None, host: str = "127.0.0.1",
+                 port: int = 0, replayer: Replayer | None = None):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the model double binds to loopback only, not {host!r}")
 
         default = script or parse_script({"steps": [{"text": "DONE"}]}, "<default>")
-        self.default = Route("default", default, Path(log) if log else None)
+        self.default = Route("default", default, Path(log) if log else None, replayer)
         self.unrouted = Route("unrouted", default, None)
         self.decider = Decider()
         self._routes: dict[str, Route] = {}
@@ -375,10 +426,12 @@ class ModelDouble:
         """``http://127.0.0.1:PORT`` (no trailing slash)."""
         return f"http://127.0.0.1:{self.port}"
 
-    def register(self, script: Script, log: Path | str | None = None, token: str | None = None) -> str:
-        """Serve ``script`` under a new run token; returns that run's base URL (``url/r/<token>``)."""
+    def register(self, script: Script, log: Path | str | None = None, token: str | None = None,
+                 replayer: Replayer | None = None) -> str:
+        """Serve ``script`` (or the cassette of ``replayer``) under a new run token; returns that run's base URL
+        (``url/r/<token>``)."""
         token = token or uuid.uuid4().hex[:16]
-        self._routes[token] = Route(token, script, Path(log) if log else None)
+        self._routes[token] = Route(token, script, Path(log) if log else None, replayer)
         return f"{self.url}/r/{token}"
 
     def use(self, script: Script) -> None:

@@ -104,7 +104,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_OPTIONS_KEY] = RunOptions(
         cache_dir=out_dir(config) / ".cache" / "repos", isolated_home=found.agent_home != _options.AGENT_HOME_USER,
         offline=found.offline, sandbox=session_sandbox(config, found),
-        model_double=str((Path(config.invocation_params.dir) / model_double).resolve()) if model_double else None)
+        model_double=str((Path(config.invocation_params.dir) / model_double).resolve()) if model_double else None,
+        **_cassette_options(config, found))
     _check_model_double(config)
     if is_worker(config):
         return
@@ -134,6 +135,29 @@ def _check_settings(found: _options.Settings) -> None:
         raise pytest.UsageError("--agentrace-snapshot-update needs --agentrace-snapshot PATH (the file to write)")
     if found.resamples < MIN_RESAMPLES:
         raise pytest.UsageError(f"--agentrace-resamples must be at least {MIN_RESAMPLES}")
+
+
+def _cassette_options(config: pytest.Config, found: _options.Settings) -> dict[str, str | None]:
+    """``RunOptions`` fields of ``--agentrace-record`` / ``--agentrace-replay`` (folders made absolute). Raises
+    ``pytest.UsageError`` for settings that cannot work together or a replay folder that does not exist."""
+    base = Path(config.invocation_params.dir)
+    record = str((base / found.record).resolve()) if found.record else None
+    replay = str((base / found.replay).resolve()) if found.replay else None
+    if record and replay:
+        raise pytest.UsageError("--agentrace-record and --agentrace-replay cannot be used together (record once, "
+                                "then replay in another session)")
+    if found.record_upstream and not record:
+        raise pytest.UsageError("--agentrace-record-upstream needs --agentrace-record DIR")
+    if found.record_upstream and not found.record_upstream.startswith(("http://", "https://")):
+        raise pytest.UsageError(f"--agentrace-record-upstream {found.record_upstream!r}: give an http:// or "
+                                "https:// URL")
+    if record and found.offline:
+        raise pytest.UsageError("--agentrace-record needs the network to reach its upstream; drop --agentrace-offline "
+                                "(replay offline instead)")
+    if replay and not Path(replay).is_dir():
+        raise pytest.UsageError(f"--agentrace-replay {found.replay}: no such folder of cassettes ({replay})")
+    return {"record": record, "record_upstream": found.record_upstream, "replay": replay,
+            "replay_match": found.replay_match}
 
 
 def session_sandbox(config: pytest.Config, found: _options.Settings) -> Sandbox | None:

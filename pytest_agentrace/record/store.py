@@ -13,7 +13,9 @@ Schema (``PRAGMA user_version`` holds its version; ``MIGRATIONS[i]`` takes a dat
               lines_added, lines_removed, lines_changed, files_changed, tampered (JSON), input_tokens,
               output_tokens, cache_read_tokens, cache_write_tokens, total_tokens, cost_usd, cost_source,
               turns, tool_calls (count), cli_version, agent_status, answer_correct, answer_recall, used_tool,
-              claim_status, score, reused, outcome (the whole ``Outcome.to_dict`` as JSON: nothing is lost)
+              claim_status, score, reused, replayed (1: the agent ran against a recorded cassette,
+              ``--agentrace-replay``; its ``extra.replay`` names the cassette), outcome (the whole
+              ``Outcome.to_dict`` as JSON: nothing is lost)
               UNIQUE (session_id, run_id): saving the same session twice replaces its runs.
     meta      key TEXT PK, value: the store's own settings; ``ratings_since`` (ISO-8601 UTC) is when the Elo
               ratings were last reset (``agentrace ratings --reset``)
@@ -56,6 +58,7 @@ RUN_COLUMNS = (
     "lines_changed", "files_changed", "tampered", "input_tokens", "output_tokens", "cache_read_tokens",
     "cache_write_tokens", "total_tokens", "cost_usd", "cost_source", "turns", "tool_calls", "cli_version",
     "agent_status", "answer_correct", "answer_recall", "used_tool", "claim_status", "score", "reused", "outcome",
+    "replayed",
 )
 SESSION_COLUMNS = ("id", "started", "finished", "git_sha", "args", "host", "version", "rootdir", "out", "python")
 
@@ -83,6 +86,9 @@ MIGRATIONS: list[list[str]] = [
     ],
     [  # 1 -> 2: settings of the store itself (e.g. ratings_since, when the Elo ratings were last reset)
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ],
+    [  # 2 -> 3: runs replayed from a cassette (--agentrace-replay) are marked as such
+        "ALTER TABLE runs ADD COLUMN replayed INTEGER NOT NULL DEFAULT 0",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -176,7 +182,7 @@ def run_row(session_id: str, o: Outcome) -> tuple:
         "agent_status": str(u.status), "answer_correct": b(a.get("correct")) if a else None,
         "answer_recall": a.get("recall") if a else None, "used_tool": b(o.used_tool),
         "claim_status": (o.claim or {}).get("status"), "score": o.score, "reused": b(o.reused),
-        "outcome": json.dumps(o.to_dict(), sort_keys=True),
+        "outcome": json.dumps(o.to_dict(), sort_keys=True), "replayed": int(bool((o.extra or {}).get("replay"))),
     }
     return tuple(values[c] for c in RUN_COLUMNS)
 

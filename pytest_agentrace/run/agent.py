@@ -42,6 +42,7 @@ class AgentRun:
     usage: Usage
     error: str | None = None  # our side could not start it
     output_bytes: dict[str, int] | None = None  # {"stdout": n, "stderr": n}: all it printed, also what was dropped
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # for the record's extra (replay, cassette)
 
 
 def resolve_executable(spec: RunSpec) -> str | None:
@@ -121,7 +122,8 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
                 inv = adapter.invocation(ctx)
                 argv, inv_env, stdin = [*inv.argv, *spec.agent.args], inv.env, inv.stdin
             run_argv = argv
-            if spec.agent.model_double or ctx.options.model_double or ctx.options.offline:
+            opts = ctx.options
+            if spec.agent.model_double or opts.model_double or opts.offline or opts.record or opts.replay:
                 session = start_session(spec, ctx)
                 run_argv, inv_env = session.apply(argv, inv_env)
         except AgentError as exc:
@@ -131,7 +133,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         (ctx.run_dir / "argv.json").write_text(redact(_json(run_argv), secrets), encoding="utf-8")
         if ctx.options.sandbox is not None:
             needs = [*needed_paths(argv[0], inv_env.get("PATH")), *needed_paths(run_argv[0], inv_env.get("PATH")),
-                     *named_files(spec), Path(ctx.prompt_file)]
+                     *named_files(spec), Path(ctx.prompt_file), *(session.needs() if session is not None else [])]
             run_argv, inv_env = ctx.options.sandbox.wrap(run_argv, writable=[ctx.workspace, ctx.run_dir],
                                                          home=Path(ctx.home), env=dict(inv_env), needs=needs)
         try:
@@ -155,11 +157,14 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     if spec.agent.command is None and adapter.executable is not None and usage.cli_version is None:
         usage = dataclasses.replace(usage, cli_version=cli_version(adapter, argv[0], inv_env, ctx.workspace))
     usage = apply_pricing(usage, spec.agent, getattr(spec.spec, "pricing", None), ctx.prompt)
-    if session is not None:  # the double's request log: a script that did not fit, tokens it served
+    extra: dict[str, Any] = {}
+    fault = None
+    if session is not None:  # the double's request log: a script that did not fit, tokens it served, a mismatch
         usage = session.settle(usage)
+        extra, fault = session.extra(), session.fault()
     if cut:  # raw.out/raw.err lost their middle: the record says so (usage.parse_warnings)
         usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, *process.cut_notes(cut, output_bytes)))
-    return AgentRun(code, seconds, timed_out, usage, output_bytes=output_bytes)
+    return AgentRun(code, seconds, timed_out, usage, error=fault, output_bytes=output_bytes, extra=extra)
 
 
 _CLI_VERSIONS: dict[str, str | None] = {}  # resolved executable path -> version, probed once per process

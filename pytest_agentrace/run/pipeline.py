@@ -8,8 +8,9 @@ Everything else, and the status rule, is here once.
 The status rule (``decide``), first match wins; ``error`` is our side's fault and never a sample:
 
 1. ``error``: the workspace could not be made or set up (clone, overlay, prepare, setup), the agent could not
-   be started, its CLI reported a fault of its environment (no login, model provider down), its output stops
-   without a terminal event although it exited 0, or a check could not run its tool (``checks.missing_tool``);
+   be started, a replayed run sent a request its cassette does not hold (``cassette mismatch``), its CLI
+   reported a fault of its environment (no login, model provider down), its output stops without a terminal
+   event although it exited 0, or a check could not run its tool (``checks.missing_tool``);
 2. ``timeout``: the agent ran out of time (its checks still run and are recorded);
 3. ``failed``: the agent left the workspace unreadable to git, or changed a protected file (``tampered``);
 4. ``failed``: the case's checks say no (task: tests or verify; trial: answer key or verify);
@@ -135,6 +136,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     ctx = make_context(spec, tmp, run_dir, ws, judge.prompt, env, judge.edits, options)
     agent = run_agent(spec, ctx)
     fields["usage"] = agent.usage
+    fields["extra"] = {**fields["extra"], **agent.extra}
     if agent.error:
         return finish(Status.ERROR, agent.error)
     fields.update(seconds=round(agent.seconds, 3), exit_code=agent.exit_code, timed_out=agent.timed_out)

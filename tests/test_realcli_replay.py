@@ -1,0 +1,127 @@
+"""Record once, replay offline, with each real CLI (marker ``realcli``).
+
+A standalone model double (``agentrace model-double SCRIPT``, a subprocess) acts as the upstream of a session
+that records with ``--agentrace-record DIR --agentrace-record-upstream URL``. The double is then stopped (SIGTERM,
+exit 0), and a second session replays the cassette (``--agentrace-replay DIR``): status, tokens, tool calls,
+answer and diff equal the recorded run's, and the history store marks the replayed run. A third session with a
+changed prompt against the same cassette is an ``error`` run whose reason is a cassette mismatch naming turn 1.
+No cassette holds the dummy key the CLI sent while recording.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from realclikit import CLIS, outcomes, require_cli, session_args
+
+from pytest_agentrace.model_double.environment import DUMMY_KEY
+
+pytestmark = pytest.mark.realcli
+
+SCRIPT = """\
+side: {usage: {input: 310, output: 7}}
+steps:
+  - write: {path: hello.txt, content: "hi\\n"}
+    usage: {input: 1000, output: 50, cache_read: 200}
+  - shell: cat hello.txt
+    usage: {input: 1100, output: 40}
+  - text: "DONE: hello.txt holds hi."
+    usage: {input: 1200, output: 10}
+"""
+TASK = """\
+name: hello
+description: {prompt}
+repo: repo
+test_command: grep -qx hi hello.txt
+agents: [{cli}]
+"""
+PROMPT = "Create hello.txt containing hi, then show it."
+CHANGED = "Create hello.txt containing hi, then show it twice."
+
+
+def make_repo(path: Path) -> None:
+    path.mkdir()
+    (path / "README.md").write_text("hello\n")
+    for argv in (["git", "init", "-q"], ["git", "add", "."],
+                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+        subprocess.run(argv, cwd=path, check=True)
+
+
+def start_double(script: Path, log: Path) -> tuple[subprocess.Popen[str], str]:
+    """``agentrace model-double`` in a subprocess; its URL from the first stdout line."""
+    argv = [sys.executable, "-m", "pytest_agentrace.cli", "model-double", str(script), "--log", str(log)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    why = proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+    assert line.startswith("listening on http://127.0.0.1:"), (line, why)
+    return proc, line.removeprefix("listening on ")
+
+
+def session(pytester: pytest.Pytester, cli: str, out: str, prompt: str, *args: str) -> dict:
+    (pytester.path / "task.yaml").write_text(TASK.format(cli=cli, prompt=prompt))
+    res = pytester.runpytest(*session_args(pytester), "--agentrace-out", out, "--agentrace-db", "history.db", *args,
+                             "task.yaml")
+    run = outcomes(pytester.path / out)[f"task:hello/default/{cli}/r1"]
+    run["_stdout"] = res.stdout.str()[-3000:]
+    diff = Path(run["_dir"]) / "diff.patch"
+    run["_diff"] = diff.read_text() if diff.exists() else None
+    return run
+
+
+def summary(run: dict) -> dict:
+    """What a replay must reproduce: status, tokens, tool calls, answer, diff."""
+    u = run["usage"]
+    names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens")
+    tokens = {k: u[k] for k in names}
+    calls = [(c["name"], c.get("summary")) for c in u.get("tool_calls") or []]
+    return {"status": run["status"], "tokens": tokens, "turns": u.get("turns"), "tool_calls": calls,
+            "answer": u.get("answer"), "diff": run["_diff"], "lines_changed": run["lines_changed"]}
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_record_then_replay_offline(cli: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    require_cli(cli, monkeypatch)
+    make_repo(pytester.path / "repo")
+    script = pytester.path / "script.yaml"
+    script.write_text(SCRIPT)
+    double, url = start_double(script, pytester.path / "upstream-requests.jsonl")
+    try:
+        rec = session(pytester, cli, "out-record", PROMPT, "--agentrace-record", "cassettes",
+                      "--agentrace-record-upstream", url)
+    finally:
+        double.send_signal(signal.SIGTERM)
+        assert double.wait(timeout=30) == 0  # the standalone double stops cleanly
+    assert rec["status"] == "passed", (rec["reason"], rec["_stdout"])
+    upstream = [json.loads(line) for line in (pytester.path / "upstream-requests.jsonl").read_text().splitlines()]
+    assert upstream and all(r["answer"]["kind"] != "not_found" for r in upstream)
+    cassettes = sorted((pytester.path / "cassettes").iterdir())
+    assert [p.name for p in cassettes] == [f"task__hello__default__{cli}__r1.json"]
+    data = json.loads(cassettes[0].read_text())
+    assert data["version"] == 1 and data["run_id"] == f"task:hello/default/{cli}/r1"
+    posts = [r for r in upstream if r["method"] == "POST"]
+    assert len([i for i in data["interactions"] if i["turn"] is not None]) == len(posts)
+    assert rec["extra"]["cassette"] == str(cassettes[0])
+
+    # the upstream is gone: the replay is served by the cassette alone
+    rep = session(pytester, cli, "out-replay", PROMPT, "--agentrace-replay", "cassettes")
+    assert rep["status"] == "passed", (rep["reason"], rep["_stdout"])
+    assert summary(rep) == summary(rec)
+    assert rep["extra"]["replay"]["turns_played"] == rep["extra"]["replay"]["turns_recorded"] == len(posts)
+
+    # a changed prompt does not match the first recorded request
+    bad = session(pytester, cli, "out-changed", CHANGED, "--agentrace-replay", "cassettes")
+    assert bad["status"] == "error", (bad["reason"], bad["_stdout"])
+    assert bad["reason"].startswith("cassette mismatch: turn 1: body."), bad["reason"]
+
+    for path in (pytester.path / "cassettes").rglob("*"):
+        assert DUMMY_KEY not in path.read_text(), path
+    with sqlite3.connect(pytester.path / "history.db") as conn:
+        rows = conn.execute("SELECT status, replayed FROM runs ORDER BY id").fetchall()
+    assert rows == [("passed", 0), ("passed", 1), ("error", 1)]
