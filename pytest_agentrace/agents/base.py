@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_agentrace.record.model import Usage
+from pytest_agentrace.run.cgroup import Parent
+from pytest_agentrace.run.limits import DEFAULTS as DEFAULT_LIMITS
+from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.sandbox import Sandbox
 
 
@@ -25,7 +28,9 @@ class RunOptions:
     ``isolated_home``: each CLI gets a fresh HOME (False: the user's own, ``--agentrace-agent-home user``);
     ``offline``: the agent runs in a loopback-only network namespace; ``model_double``: a model script (absolute
     path) every CLI agent runs against unless its own entry names one; ``on_stdout``: called with each chunk of
-    the agent's stdout as it arrives (a live display), or None; ``sandbox``: the session's bubblewrap profile.
+    the agent's stdout as it arrives (a live display), or None; ``sandbox``: the session's bubblewrap profile;
+    ``limits``: the session's resource limits of a run (``run.limits``; a file's or agent's own ``limits`` override
+    them); ``cgroup``: the folder each run's control group is made in (None: rlimits only).
     """
 
     cache_dir: Path | None = None
@@ -34,6 +39,8 @@ class RunOptions:
     model_double: str | None = None
     on_stdout: Callable[[bytes], None] | None = None
     sandbox: Sandbox | None = None  # every agent and check command runs inside it (None: no sandbox)
+    limits: Limits = DEFAULT_LIMITS
+    cgroup: Parent | None = None
 
 
 @dataclass(frozen=True)
