@@ -94,7 +94,8 @@ def test_runaway_agents_are_stopped_and_recorded(pytester: pytest.Pytester, bin_
               "limits: {disk: 5M}}, {name: spinner, command: spinner, limits: {cpu_time: 1}}, "
               "{name: fixer2, command: fixer}")
     (pytester.path / "task.yaml").write_text(f"name: t\ndescription: fix add\nrepo: repo\n{TEST}\nagents: [{agents}]\n")
-    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-no-save", *xdist)
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-no-save", "--agentrace-html", "r.html",
+                             "--agentrace-md", "r.md", *xdist)
     res.assert_outcomes(passed=2, failed=4)
     runs = runs_of(pytester.path)
     assert sorted(runs) == ["bigfile", "fixer", "fixer2", "hog", "manyfiles", "spinner"]
@@ -120,6 +121,11 @@ def test_runaway_agents_are_stopped_and_recorded(pytester: pytest.Pytester, bin_
         assert memory["limit"] == DEFAULTS.memory and "RLIMIT_DATA 4 GiB per process" in memory["by"]
     out = res.stdout.str()
     assert "limit hits: 4 (cpu 1, disk 2, memory 1)" in out
+    assert "| failed (memory limit) |" in out and "| failed (cpu limit)" in out
+    md, page = (pytester.path / "r.md").read_text(), (pytester.path / "r.html").read_text()
+    assert "6 runs: 2 passed, 4 failed, 0 timed out, 0 errors · limit hits: 4 (cpu 1, disk 2, memory 1)" in md
+    assert "limit hits: 4 (cpu 1, disk 2, memory 1)" in page
+    assert page.count('class="status-failed">failed (disk limit)<') == 2
 
 
 @pytest.mark.parametrize("xdist", XDIST)
