@@ -65,6 +65,12 @@ for i in range(200):  # 200 MB at most, each file far below the largest-file lim
     time.sleep(0.05)
 print("wrote 200 files without being stopped")
 """
+BURST = """\
+import os
+for i in range(8):  # 8 MB in a blink, then a clean exit: the look after the run still counts it
+    with open(f"burst{i}.bin", "wb") as fh:
+        fh.write(os.urandom(1_000_000))
+"""
 SPINNER = """\
 import time
 end = time.monotonic() + 60
@@ -87,22 +93,24 @@ def runs_of(root: Path, task: str = "t") -> dict[str, dict]:
 def test_runaway_agents_are_stopped_and_recorded(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     for name, body in (("hog", HOG), ("bigfile", BIG_FILE), ("manyfiles", MANY_FILES), ("spinner", SPINNER),
-                       ("fixer", FIXER)):
+                       ("burst", BURST), ("fixer", FIXER)):
         write_script(bin_dir / name, body)
     agents = ("{name: hog, command: hog, limits: {memory: 200M}}, {name: fixer, command: fixer}, "
               "{name: bigfile, command: bigfile, limits: {disk: 5M}}, {name: manyfiles, command: manyfiles, "
               "limits: {disk: 5M}}, {name: spinner, command: spinner, limits: {cpu_time: 1}}, "
+              "{name: burst, command: burst, limits: {disk: 5M}}, "
               "{name: fixer2, command: fixer}")
     (pytester.path / "task.yaml").write_text(f"name: t\ndescription: fix add\nrepo: repo\n{TEST}\nagents: [{agents}]\n")
     res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-no-save", "--agentrace-html", "r.html",
                              "--agentrace-md", "r.md", *xdist)
-    res.assert_outcomes(passed=2, failed=4)
+    res.assert_outcomes(passed=2, failed=5)
     runs = runs_of(pytester.path)
-    assert sorted(runs) == ["bigfile", "fixer", "fixer2", "hog", "manyfiles", "spinner"]
+    assert sorted(runs) == ["bigfile", "burst", "fixer", "fixer2", "hog", "manyfiles", "spinner"]
     for name, limit, reason in (("hog", "memory", "resource limit: memory (200 MiB; "),
                                 ("bigfile", "disk", "resource limit: disk (5 MiB; 'File too large' in the agent's output)"),
-                                ("manyfiles", "disk", "resource limit: disk (5 MiB; the workspace grew past it"),
-                                ("spinner", "cpu_time", "resource limit: cpu (1 s; killed by SIGXCPU)")):
+                                ("manyfiles", "disk", "resource limit: disk (5 MiB; the workspace grew past it)"),
+                                ("spinner", "cpu_time", "resource limit: cpu (1 s; killed by SIGXCPU)"),
+                                ("burst", "disk", "resource limit: disk (5 MiB; the workspace grew past it)")):
         run = runs[name]
         assert run["status"] == "failed", (name, run["reason"])
         assert run["reason"].startswith(reason), (name, run["reason"])
@@ -120,12 +128,13 @@ def test_runaway_agents_are_stopped_and_recorded(pytester: pytest.Pytester, bin_
         memory = runs[name]["extra"]["limits"]["memory"]
         assert memory["limit"] == DEFAULTS.memory and "RLIMIT_DATA 4 GiB per process" in memory["by"]
     out = res.stdout.str()
-    assert "limit hits: 4 (cpu 1, disk 2, memory 1)" in out
+    assert "limit hits: 5 (cpu 1, disk 3, memory 1)" in out
     assert "| failed (memory limit) |" in out and "| failed (cpu limit)" in out
     md, page = (pytester.path / "r.md").read_text(), (pytester.path / "r.html").read_text()
-    assert "6 runs: 2 passed, 4 failed, 0 timed out, 0 errors · limit hits: 4 (cpu 1, disk 2, memory 1)" in md
-    assert "limit hits: 4 (cpu 1, disk 2, memory 1)" in page
-    assert page.count('class="status-failed">failed (disk limit)<') == 2
+    assert "7 runs: 2 passed, 5 failed, 0 timed out, 0 errors · limit hits: 5 (cpu 1, disk 3, memory 1)" in md
+    assert "limit hits: 5 (cpu 1, disk 3, memory 1)" in page
+    assert page.count('class="status-failed">failed (disk limit)<') == 3
+    assert runs["burst"]["exit_code"] == 0 and runs["burst"]["extra"]["limits"]["disk"]["workspace_growth"] > 5 * 2**20
 
 
 @pytest.mark.parametrize("xdist", XDIST)

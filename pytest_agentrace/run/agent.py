@@ -158,6 +158,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
                                on_stdout=ctx.options.on_stdout, preexec_fn=confined.preexec,
                                watch=confined.watch if confined.disk_watch is not None else None)
             events = confined.hits()
+            stopped = pres.stopped or confined.final_check()
         finally:
             confined.close()
             if session is not None:
@@ -165,7 +166,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
         output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
         limit_record = confined.record()
-        hit = diagnose(limits, code, stderr + "\n" + stdout[-65536:], pres.stopped, events)
+        hit = diagnose(limits, code, stderr + "\n" + stdout[-65536:], stopped, events)
     (ctx.run_dir / "raw.out").write_text(redact(stdout, secrets), encoding="utf-8")
     (ctx.run_dir / "raw.err").write_text(redact(stderr, secrets), encoding="utf-8")
     if err:

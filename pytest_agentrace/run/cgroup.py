@@ -181,6 +181,17 @@ class RunGroup:
                     found[limit] = int(count)
         return found
 
+    def peaks(self) -> dict[str, int]:
+        """``{"processes": most tasks at once, "memory": most bytes at once}`` where the kernel keeps them
+        (``pids.peak``, ``memory.peak``; Linux 5.19+/6.1+)."""
+        found = {}
+        for limit, name in (("processes", "pids.peak"), ("memory", "memory.peak")):
+            try:
+                found[limit] = int((self.path / name).read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+        return found
+
     def pids(self) -> list[int]:
         try:
             return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]

@@ -118,6 +118,7 @@ class Confinement:
                  watch: DiskWatch | None, enforced: dict[str, str], unenforced: dict[str, str]):
         self.limits, self.group, self.rlimits, self.disk_watch = limits, group, rlimits, watch
         self.enforced, self.unenforced = enforced, unenforced
+        self.peaks: dict[str, int] = {}  # the cgroup's pids.peak / memory.peak, read by ``hits``
 
     def preexec(self) -> None:
         """Runs in the child between fork and exec: join the run's group, set the rlimits (raises ``OSError``)."""
@@ -130,9 +131,18 @@ class Confinement:
         """The limit name when the run must be stopped now (``"disk"``), else None."""
         return self.disk_watch.check() if self.disk_watch is not None else None
 
+    def final_check(self) -> str | None:
+        """After the run: ``"disk"`` when the workspace grew past the limit (also when it never was looked at while
+        the run went: a short run), else None."""
+        return self.disk_watch.check(force=True) if self.disk_watch is not None else None
+
     def hits(self) -> dict[str, int]:
-        """What the run's cgroup refused (``RunGroup.hits``), ``{}`` without one."""
-        return self.group.hits() if self.group is not None else {}
+        """What the run's cgroup refused (``RunGroup.hits``), ``{}`` without one; also keeps its peaks for
+        ``record``."""
+        if self.group is None:
+            return {}
+        self.peaks = self.group.peaks()
+        return self.group.hits()
 
     def close(self) -> None:
         """Kill what is left in the run's group and remove it."""
@@ -140,13 +150,19 @@ class Confinement:
             self.group.remove()
 
     def record(self) -> dict[str, Any]:
-        """The run.json ``extra.limits`` entry: ``{name: {"limit": value, "by": how}}`` (``"not enforced: why"``)."""
+        """The run.json ``extra.limits`` entry: ``{name: {"limit": value, "by": how}}`` (``"not enforced: why"``),
+        plus ``peak`` (the cgroup's most tasks / bytes at once) and, for disk, ``workspace_growth`` (bytes at the
+        last look) where known."""
         out: dict[str, Any] = {}
         for name in NAMES:
             value = getattr(self.limits, name) or 0
             how = self.enforced.get(name) or (f"not enforced: {self.unenforced[name]}" if name in self.unenforced
                                               else "off")
             out[name] = {"limit": value, "by": how}
+            if name in self.peaks:
+                out[name]["peak"] = self.peaks[name]
+            if name == "disk" and self.disk_watch is not None:
+                out[name]["workspace_growth"] = self.disk_watch.grown
         return out
 
 
@@ -161,9 +177,10 @@ class DiskWatch:
         self.grown = 0
         self._next = 0.0
 
-    def check(self) -> str | None:
+    def check(self, force: bool = False) -> str | None:
+        """``"disk"`` when the workspace has grown past the limit (looked at now when ``force``), else None."""
         now = self._clock()
-        if now < self._next:
+        if now < self._next and not force:
             return None
         self.grown = tree_bytes(self.root) - self.start
         took = self._clock() - now
@@ -281,7 +298,7 @@ def diagnose(limits: Limits, exit_code: int | None, output: str, stopped: str | 
         return bool(getattr(limits, name))
 
     if stopped and on(stopped):
-        return Hit(stopped, getattr(limits, stopped), "the workspace grew past it; the run was stopped")
+        return Hit(stopped, getattr(limits, stopped), "the workspace grew past it")
     for name in ("memory", "processes"):
         if events.get(name) and on(name):
             what = "out-of-memory kills" if name == "memory" else "refused forks"
