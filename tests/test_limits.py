@@ -249,3 +249,59 @@ def test_tree_bytes_counts_allocated_blocks(tmp_path: Path) -> None:
         fh.seek(50_000_000)
         fh.write(b"x")
     assert 300_000 <= tree_bytes(tmp_path) < 300_000 + 200_000
+
+
+def test_limits_hold_inside_the_sandbox(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    """Under ``--agentrace-sandbox bwrap`` the agent's child joins its group and gets its rlimits before bwrap
+    starts, so the sandboxed tree is bounded the same way."""
+    from pytest_agentrace.run.sandbox import probe
+
+    if probe()[0] is None:
+        pytest.skip(f"no sandbox here: {probe()[1]}")
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "hog", HOG)
+    write_script(bin_dir / "forker", FORKER)
+    write_script(bin_dir / "fixer", FIXER)
+    forker = ", {name: forker, command: forker, limits: {max_procs: 64}}" if processes_enforceable() else ""
+    (pytester.path / "task.yaml").write_text(
+        f"name: t\ndescription: fix add\nrepo: repo\n{TEST}\n"
+        f"agents: [{{name: hog, command: hog, limits: {{memory: 200M}}}}, {{name: fixer, command: fixer}}{forker}]\n")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-no-save", "--agentrace-sandbox", "bwrap")
+    res.assert_outcomes(passed=1, failed=2 if forker else 1)
+    runs = runs_of(pytester.path)
+    assert runs["hog"]["reason"].startswith("resource limit: memory (200 MiB; 'MemoryError'")
+    if forker:
+        assert runs["forker"]["reason"].startswith("resource limit: processes (64 processes; ")
+    assert runs["fixer"]["status"] == "passed"
+
+
+def test_without_a_cgroup_root_records_the_process_limit_as_not_enforced(pytester: pytest.Pytester,
+                                                                         bin_dir: Path) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "fixer", FIXER)
+    (pytester.path / "task.yaml").write_text(f"name: t\ndescription: fix add\nrepo: repo\n{TEST}\n"
+                                             "agents: [{name: fixer, command: fixer}]\n")
+    pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-no-save", "--agentrace-cgroup", "off",
+                       "--agentrace-max-procs", "100").assert_outcomes(passed=1)
+    processes = runs_of(pytester.path)["fixer"]["extra"]["limits"]["processes"]
+    assert processes["limit"] == 100
+    if os.getuid() == 0:
+        assert processes["by"].startswith("not enforced: running as root, where the kernel ignores RLIMIT_NPROC")
+    else:
+        assert processes["by"].startswith("RLIMIT_NPROC ")
+
+
+def test_a_cgroup_folder_that_cannot_be_used_is_a_usage_error(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    (pytester.path / "task.yaml").write_text(f"name: t\ndescription: d\n{TEST}\nagents: [noop]\n")
+    res = pytester.runpytest("--agentrace", "--agentrace-cgroup", str(tmp_path))
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines([f"*--agentrace-cgroup: {tmp_path} is no writable cgroup folder with memory and pids*"])
+
+
+def test_rlimit_nproc_budget_for_a_user_without_a_cgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a group a non-root user's process limit is RLIMIT_NPROC at the user's tasks now plus the limit (the
+    kernel counts per user); here a user id that runs nothing, so the budget is the limit itself."""
+    monkeypatch.setattr(os, "getuid", lambda: 54321)
+    confined = confine(Limits(memory=0, processes=64, disk=0, cpu_time=0), None, None)
+    assert confined.rlimits == [(resource.RLIMIT_NPROC, 64, 64)]
+    assert confined.enforced["processes"] == "RLIMIT_NPROC 64 (this user's tasks at the start + 64)"

@@ -259,7 +259,8 @@ def confine(limits: Limits, workspace: Path | None, parent: Parent | None) -> Co
 # errno text and shell messages a process prints when the kernel refused it (only read for a non-zero exit)
 EVIDENCE: Mapping[str, re.Pattern[str]] = {
     "memory": re.compile(r"MemoryError|Cannot allocate memory|\bENOMEM\b|std::bad_alloc|out of memory|"
-                         r"Allocation failed|failed to allocate|memory allocation of \d+ bytes failed", re.IGNORECASE),
+                         r"Allocation failed|failed to allocate|memory allocation of \d+ bytes failed|"
+                         r"memory is exhausted|MemoryExhaustion", re.IGNORECASE),
     "processes": re.compile(r"Resource temporarily unavailable|\bEAGAIN\b|fork: retry|Cannot fork|"
                             r"can't fork|BlockingIOError|Too many processes", re.IGNORECASE),
     "disk": re.compile(r"File too large|\bEFBIG\b|File size limit exceeded|Disk quota exceeded"),
