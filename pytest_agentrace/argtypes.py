@@ -73,7 +73,8 @@ def byte_size(value: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a size; write e.g. 512M, 4G or 0 (no limit)") from None
     if not math.isfinite(amount) or amount <= 0:
-        raise argparse.ArgumentTypeError(f"must be a size greater than 0 (e.g. 512M, 4G) or 0 for no limit, not {value}")
+        raise argparse.ArgumentTypeError(
+            f"must be a size greater than 0 (e.g. 512M, 4G) or 0 for no limit, not {value}")
     return max(1, int(amount * _SIZE_UNITS[unit]))
 
 

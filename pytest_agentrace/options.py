@@ -145,8 +145,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("model_double", "run every CLI agent against the scripted local model SCRIPT (YAML) unless its entry names a "
            "model_double of its own", None, metavar="SCRIPT"),
     # resource limits of each run's agent (kernel-enforced; 0 or none: no limit; a file's or agent's limits win)
-    Option("memory", f"memory each run's agent may use (e.g. 512M, 4G; default {human_bytes(LIMITS.memory)}): the whole "
-           "process tree in a delegated cgroup, and RLIMIT_DATA per process", LIMITS.memory, type=byte_size,
+    Option("memory", f"memory each run's agent may use (e.g. 512M, 4G; default {human_bytes(LIMITS.memory)}): the "
+           "whole process tree in a delegated cgroup, and RLIMIT_DATA per process", LIMITS.memory, type=byte_size,
            metavar="SIZE"),
     Option("max_procs", f"processes (threads included) each run's agent may have at once (default {LIMITS.processes}): "
            "cgroup pids.max, else RLIMIT_NPROC (not enforced as root without a cgroup)", LIMITS.processes,

@@ -107,7 +107,8 @@ def test_runaway_agents_are_stopped_and_recorded(pytester: pytest.Pytester, bin_
     runs = runs_of(pytester.path)
     assert sorted(runs) == ["bigfile", "burst", "fixer", "fixer2", "hog", "manyfiles", "spinner"]
     for name, limit, reason in (("hog", "memory", "resource limit: memory (200 MiB; "),
-                                ("bigfile", "disk", "resource limit: disk (5 MiB; 'File too large' in the agent's output)"),
+                                ("bigfile", "disk",
+                                 "resource limit: disk (5 MiB; 'File too large' in the agent's output)"),
                                 ("manyfiles", "disk", "resource limit: disk (5 MiB; the workspace grew past it)"),
                                 ("spinner", "cpu_time", "resource limit: cpu (1 s; killed by SIGXCPU)"),
                                 ("burst", "disk", "resource limit: disk (5 MiB; the workspace grew past it)")):
@@ -138,7 +139,8 @@ def test_runaway_agents_are_stopped_and_recorded(pytester: pytest.Pytester, bin_
 
 
 @pytest.mark.parametrize("xdist", XDIST)
-def test_fork_loop_is_stopped_at_a_small_process_limit(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
+def test_fork_loop_is_stopped_at_a_small_process_limit(pytester: pytest.Pytester, bin_dir: Path,
+                                                       xdist: list[str]) -> None:
     if not processes_enforceable():
         pytest.skip("running as root without a delegated cgroup: the kernel enforces no process limit here")
     make_repo(pytester.path / "repo", BUGGY_REPO)
@@ -188,9 +190,11 @@ def test_sizes(text: str, value: int) -> None:
 
 
 @pytest.mark.parametrize(("value", "message"), [
-    ({"memry": "1G"}, "key 'limits.memry': unknown key (did you mean 'memory'?); valid keys: memory, max_procs, disk, cpu_time"),
+    ({"memry": "1G"},
+     "key 'limits.memry': unknown key (did you mean 'memory'?); valid keys: memory, max_procs, disk, cpu_time"),
     ({"memory": "lots"}, "key 'limits.memory': 'lots' is not a size; write e.g. 512M, 4G or 0 (no limit)"),
-    ({"max_procs": -1}, "key 'limits.max_procs': must be greater than 0 (and finite), not -1; write e.g. 512, or 0 for no limit"),
+    ({"max_procs": -1},
+     "key 'limits.max_procs': must be greater than 0 (and finite), not -1; write e.g. 512, or 0 for no limit"),
     ({"disk": True}, "key 'limits.disk': must be a number or a string, not bool True; write e.g. 2G"),
     ("4G", "key 'limits': must be a mapping, not str '4G'"),
 ])
@@ -266,7 +270,8 @@ def test_limits_hold_inside_the_sandbox(pytester: pytest.Pytester, bin_dir: Path
     (pytester.path / "task.yaml").write_text(
         f"name: t\ndescription: fix add\nrepo: repo\n{TEST}\n"
         f"agents: [{{name: hog, command: hog, limits: {{memory: 200M}}}}, {{name: fixer, command: fixer}}{forker}]\n")
-    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-no-save", "--agentrace-sandbox", "bwrap")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-no-save",
+                             "--agentrace-sandbox", "bwrap")
     res.assert_outcomes(passed=1, failed=2 if forker else 1)
     runs = runs_of(pytester.path)
     assert runs["hog"]["reason"].startswith("resource limit: memory (200 MiB; 'MemoryError'")

@@ -261,8 +261,8 @@ def test_key_lists_are_the_issue_keys() -> None:
     assert set(DEFAULTS_KEYS) == {"reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim", "limits"}
     assert set(REPO_KEYS) == {"name", "source", "ref"}
     assert set(ARM_KEYS) == {"name", "overlay", "repos", "setup", "parallel_setup", "prepare", "uses", "prompt_prefix", "prompt_suffix"}
-    assert set(AGENT_KEYS) == {"name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double", "isolate",
-                               "limits"}
+    assert set(AGENT_KEYS) == {"name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double",
+                               "isolate", "limits"}
     assert set(QUESTION_KEYS) == {"id", "repo", "prompt", "expect", "min_recall", "forbid", "verify"}
 
 

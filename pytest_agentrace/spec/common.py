@@ -18,8 +18,8 @@ from pytest_agentrace.strict import check_keys, str_list, str_mapping, typed
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.:+-]+")
 PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workspace}", "{run_dir}")
-AGENT_KEYS = ("name", "command", "kind", "model", "env", "args", "edits", "sandbox", "model_double", "expect", "isolate",
-              "limits")
+AGENT_KEYS = ("name", "command", "kind", "model", "env", "args", "edits", "sandbox", "model_double", "expect",
+              "isolate", "limits")
 # a ``limits`` mapping's keys (named like the options --agentrace-memory ...) -> (Limits field, parser, example)
 LIMIT_KEYS = {
     "memory": ("memory", byte_size, "4G or 512M"),
@@ -155,7 +155,8 @@ def parse_limits(path: Path, key: str, value: Any) -> Limits:
     """A ``limits`` mapping (``memory``, ``max_procs``, ``disk``, ``cpu_time``; sizes as bytes or ``512M``/``4G``,
     ``0`` or ``"none"`` for no limit) -> ``Limits`` with the keys given. Raises ``SpecError`` naming ``key`` for a
     value that is no mapping, an unknown key, or a value that does not convert (with an example of a good one)."""
-    typed(path, key, value, dict, fix="write a mapping, e.g. limits: {memory: 4G, max_procs: 512, disk: 2G, cpu_time: 600}")
+    typed(path, key, value, dict,
+          fix="write a mapping, e.g. limits: {memory: 4G, max_procs: 512, disk: 2G, cpu_time: 600}")
     check_keys(path, key, value, LIMIT_KEYS)
     given: dict[str, Any] = {}
     for name, raw in value.items():

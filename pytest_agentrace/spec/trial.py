@@ -48,7 +48,8 @@ TOP_KEYS = ("name", "defaults", "repos", "arms", "agents", "questions")
 DEFAULTS_KEYS = ("reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim", "limits")
 REPO_KEYS = ("name", "source", "ref")
 ARM_KEYS = ("name", "overlay", "repos", "setup", "parallel_setup", "prepare", "uses", "prompt_prefix", "prompt_suffix")
-AGENT_KEYS = ("name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double", "isolate", "limits")
+AGENT_KEYS = ("name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double", "isolate",
+              "limits")
 QUESTION_KEYS = ("id", "repo", "prompt", "expect", "min_recall", "forbid", "verify")
 DEFAULT_TIMEOUT = 300.0
 SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")  # codex exec --sandbox
