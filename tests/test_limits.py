@@ -310,3 +310,37 @@ def test_rlimit_nproc_budget_for_a_user_without_a_cgroup(tmp_path: Path, monkeyp
     confined = confine(Limits(memory=0, processes=64, disk=0, cpu_time=0), None, None)
     assert confined.rlimits == [(resource.RLIMIT_NPROC, 64, 64)]
     assert confined.enforced["processes"] == "RLIMIT_NPROC 64 (this user's tasks at the start + 64)"
+
+
+def test_checks_run_the_agents_code_within_the_same_limits(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    """The test command runs what the agent left; a test that allocates without end is stopped at the run's memory
+    limit too, and its log says so."""
+    make_repo(pytester.path / "repo", {**BUGGY_REPO, "test_calc.py": "def test_hog():\n" + "".join(
+        f"    {line}\n" for line in HOG.splitlines())})
+    write_script(bin_dir / "fixer", FIXER)
+    (pytester.path / "task.yaml").write_text(
+        f"name: t\ndescription: fix add\nrepo: repo\n{TEST}\nlimits: {{memory: 200M}}\n"
+        "agents: [{name: fixer, command: fixer}]\n")
+    pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-no-save").assert_outcomes(failed=1)
+    run = runs_of(pytester.path)["fixer"]
+    assert run["status"] == "failed" and run["reason"] == "tests failed (exit 1)"
+    log = (pytester.path / "o/runs/t/default/fixer/1/tests.log").read_text()
+    assert "allocated 2 GiB" not in log
+    assert log.rstrip().splitlines()[-1].startswith("--- exit 1; resource limit: memory (200 MiB; 'MemoryError' in ")
+
+
+def test_cgroup_counts_are_read_from_its_event_files(tmp_path: Path) -> None:
+    """``memory.events`` ``oom_kill`` and ``pids.events`` ``max`` (cgroup v2 format; v1 pids writes the same
+    ``max N`` line) become hits; ``pids.peak`` / ``memory.peak`` the peaks. A folder standing in for the group."""
+    from pytest_agentrace.run.cgroup import Parent, RunGroup
+
+    group = RunGroup(Parent(tmp_path, 2, frozenset({"memory", "pids"})), tmp_path / "g")
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "memory.events").write_text("low 0\nhigh 0\nmax 17\noom 1\noom_kill 1\noom_group_kill 1\n")
+    (tmp_path / "g" / "pids.events").write_text("max 0\n")
+    (tmp_path / "g" / "pids.peak").write_text("12\n")
+    assert group.hits() == {"memory": 1} and group.peaks() == {"processes": 12}
+    assert group.limits == {"memory", "processes"}
+    assert RunGroup(Parent(tmp_path, 1, frozenset({"pids"})), tmp_path / "g").limits == {"processes"}
+    hit = diagnose(Limits(memory=2**30), -9, "", events=group.hits())
+    assert hit.reason == "resource limit: memory (1 GiB; 1 out-of-memory kills counted by its cgroup)"

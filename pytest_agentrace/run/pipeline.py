@@ -47,8 +47,9 @@ from pytest_agentrace.record.model import (
 from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.run import workspace
-from pytest_agentrace.run.agent import AgentRun, make_context, run_agent
+from pytest_agentrace.run.agent import AgentRun, make_context, run_agent, run_limits
 from pytest_agentrace.run.judge import Judge, Judgement
+from pytest_agentrace.run.limits import confine
 from pytest_agentrace.run.task import TaskJudge
 from pytest_agentrace.run.trial import TrialJudge
 
@@ -123,6 +124,8 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
 
         judge.box = in_box
         options = dataclasses.replace(options, sandbox=sandbox)
+    check_limits = run_limits(spec, options.limits)
+    judge.limits = lambda: confine(check_limits, ws, options.cgroup)  # the checks run the agent's code
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:
