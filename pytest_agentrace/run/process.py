@@ -6,7 +6,9 @@ descendant that left the group with ``setsid`` (``reaper``), so no descendant ou
 by threads while the command runs; each stream keeps its first ``head`` and last ``tail`` bytes and counts the
 total, and is decoded as UTF-8 with replacement. A cut stream holds one marker line where the bytes were dropped
 (``CUT_MARKER``: ``[agentrace: output cut here: N of T bytes dropped, kept the first H and the last L]``), and
-``ProcessResult.cut`` says how many bytes each stream lost.
+``ProcessResult.cut`` says how many bytes each stream lost. A ``preexec_fn`` runs in the child before exec (the run's
+resource limits and cgroup, ``run.limits``), and a ``watch`` callback may stop the group while it runs
+(``ProcessResult.stopped``: the workspace outgrew its disk limit).
 """
 
 from __future__ import annotations
