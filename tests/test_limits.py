@@ -108,7 +108,7 @@ def test_runaway_agents_are_stopped_and_recorded(pytester: pytest.Pytester, bin_
     assert sorted(runs) == ["bigfile", "burst", "fixer", "fixer2", "hog", "manyfiles", "spinner"]
     for name, limit, reason in (("hog", "memory", "resource limit: memory (200 MiB; "),
                                 ("bigfile", "disk",
-                                 "resource limit: disk (5 MiB; 'File too large' in the agent's output)"),
+                                 "resource limit: disk (5 MiB; 'File too large' in the output)"),
                                 ("manyfiles", "disk", "resource limit: disk (5 MiB; the workspace grew past it)"),
                                 ("spinner", "cpu_time", "resource limit: cpu (1 s; killed by SIGXCPU)"),
                                 ("burst", "disk", "resource limit: disk (5 MiB; the workspace grew past it)")):
@@ -323,7 +323,9 @@ def test_checks_run_the_agents_code_within_the_same_limits(pytester: pytest.Pyte
         "agents: [{name: fixer, command: fixer}]\n")
     pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-no-save").assert_outcomes(failed=1)
     run = runs_of(pytester.path)["fixer"]
-    assert run["status"] == "failed" and run["reason"] == "tests failed (exit 1)"
+    assert run["status"] == "failed"
+    assert run["reason"].startswith("resource limit: memory (200 MiB; 'MemoryError' in the output) in the tests")
+    assert run["checks"]["tests"]["limit"].startswith("resource limit: memory (200 MiB; ")
     log = (pytester.path / "o/runs/t/default/fixer/1/tests.log").read_text()
     assert "allocated 2 GiB" not in log
     assert log.rstrip().splitlines()[-1].startswith("--- exit 1; resource limit: memory (200 MiB; 'MemoryError' in ")

@@ -86,7 +86,8 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
     body += f"\n--- {status} after {res.seconds:.2f}s ---\n"
     log.write_text(redact(body, secrets), encoding="utf-8")
     missing = None if res.timed_out else missing_tool(command, res.exit_code, res.stdout + "\n" + res.stderr)
-    return CheckResult(name, command, res.exit_code, round(res.seconds, 3), log.name, res.timed_out, missing)
+    return CheckResult(name, command, res.exit_code, round(res.seconds, 3), log.name, res.timed_out, missing,
+                       hit.reason if hit is not None else None)
 
 
 def run_commands(name: str, commands: tuple[str, ...], cwd: Path, env: Mapping[str, str], timeout: float, log: Path,

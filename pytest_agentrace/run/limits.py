@@ -279,7 +279,7 @@ class Hit:
 
     @property
     def reason(self) -> str:
-        """``"resource limit: memory (64 MiB; MemoryError in the agent's output)"``."""
+        """``"resource limit: memory (64 MiB; MemoryError in the output)"``."""
         return f"{REASON.format(REASON_WORD[self.limit])} ({describe(self.limit, self.value)}; {self.evidence})"
 
     def to_dict(self) -> dict[str, Any]:
@@ -312,7 +312,7 @@ def diagnose(limits: Limits, exit_code: int | None, output: str, stopped: str | 
     for name in ("memory", "processes", "disk", "cpu_time"):
         found = EVIDENCE[name].search(output) if on(name) else None
         if found:
-            return Hit(name, getattr(limits, name), f"{found.group(0)!r} in the agent's output")
+            return Hit(name, getattr(limits, name), f"{found.group(0)!r} in the output")
     return None
 
 

@@ -9,7 +9,8 @@ The status rule (``decide``), first match wins; ``error`` is our side's fault an
 
 1. ``failed``: the agent hit a resource limit (``run.limits``; reason ``resource limit: memory`` / ``processes`` /
    ``disk`` / ``cpu``): first, since what a CLI reports after the kernel refused it is a consequence; its checks
-   do not run, its output and diff are kept;
+   do not run, its output and diff are kept. A check (tests, lint, verify: they run the agent's code, within the
+   same limits) that hits one fails the run the same way, after rule 2's missing tool (``... in the tests check``);
 2. ``error``: the workspace could not be made or set up (clone, overlay, prepare, setup), the agent could not
    be started, its CLI reported a fault of its environment (no login, model provider down), its output stops
    without a terminal event although it exited 0, or a check could not run its tool (``checks.missing_tool``);
@@ -189,6 +190,9 @@ def decide(agent: AgentRun, judgement: Judgement, timeout: float) -> tuple[Statu
     missing = next((c for c in judgement.checks.values() if c.missing), None)
     if missing is not None:
         return Status.ERROR, f"{missing.name} cannot run here: {missing.missing} is missing (`{missing.command}`)"
+    limited = next((c for c in judgement.checks.values() if c.limit), None)
+    if limited is not None:  # a check ran the agent's code into a resource limit
+        return Status.FAILED, f"{limited.limit} in the {limited.name} check"
     if agent.timed_out:
         return Status.TIMEOUT, f"agent timed out after {timeout:g}s"
     crash = crash_note(agent.exit_code)
