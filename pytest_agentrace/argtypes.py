@@ -48,3 +48,45 @@ def _number(value: str) -> float:
         return float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+
+
+OFF_WORDS = ("0", "none", "off", "unlimited")  # a resource limit switched off (stored as 0)
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def byte_size(value: str) -> int:
+    """argparse ``type``: a size in bytes, ``512M``/``4G``/``1.5G``/``100000`` (binary units: K = 1024 bytes, also
+    ``KiB``/``KB``, case-insensitive); ``0``, ``none``, ``off`` or ``unlimited`` give 0 (no limit). Raises
+    ``ArgumentTypeError`` for anything else."""
+    text = str(value).strip()
+    if text.lower() in OFF_WORDS:
+        return 0
+    upper = text.upper().replace(" ", "")
+    for suffix in ("IB", "B"):
+        if upper.endswith(suffix) and upper[:-len(suffix)][-1:] in "KMGT" and len(upper) > len(suffix):
+            upper = upper[:-len(suffix)]
+            break
+    unit = upper[-1:] if upper[-1:] in "KMGTB" else ""
+    number = upper[:-1] if unit else upper
+    try:
+        amount = float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a size; write e.g. 512M, 4G or 0 (no limit)") from None
+    if not math.isfinite(amount) or amount <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a size greater than 0 (e.g. 512M, 4G) or 0 for no limit, not {value}")
+    return max(1, int(amount * _SIZE_UNITS[unit]))
+
+
+def limit_count(value: str) -> int:
+    """argparse ``type``: a count > 0, or ``0``/``none``/``off``/``unlimited`` for no limit (0)."""
+    if str(value).strip().lower() in OFF_WORDS:
+        return 0
+    return positive_int(str(value).strip())
+
+
+def limit_seconds(value: str) -> float:
+    """argparse ``type``: seconds > 0, or ``0``/``none``/``off``/``unlimited`` for no limit (0)."""
+    if str(value).strip().lower() in OFF_WORDS:
+        return 0.0
+    return positive_float(str(value).strip())

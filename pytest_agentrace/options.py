@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.argtypes import (
+    byte_size,
+    limit_count,
+    limit_seconds,
     non_negative_float,
     positive_float,
     positive_int,
@@ -25,6 +28,9 @@ from pytest_agentrace.argtypes import (
 )
 from pytest_agentrace.record.store import DEFAULT_NAME as DB_NAME
 from pytest_agentrace.record.store import ENV_VAR as DB_ENV
+from pytest_agentrace.run.cgroup import CGROUP_AUTO
+from pytest_agentrace.run.limits import DEFAULTS as LIMITS
+from pytest_agentrace.run.limits import human_bytes
 from pytest_agentrace.run.sandbox import MODES as SANDBOX_MODES
 from pytest_agentrace.spec.builtin import difficulty_list, name_list
 from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES as RESAMPLES
@@ -148,6 +154,21 @@ OPTIONS: tuple[Option, ...] = (
            metavar="DIR"),
     Option("replay_match", "how --agentrace-replay matches requests: 'strict' (default) compares each request with the "
            "recorded one, volatile fields aside; 'loose' matches by turn only", "strict", choices=("strict", "loose")),
+    # resource limits of each run's agent (kernel-enforced; 0 or none: no limit; a file's or agent's limits win)
+    Option("memory", f"memory each run's agent may use (e.g. 512M, 4G; default {human_bytes(LIMITS.memory)}): the "
+           "whole process tree in a delegated cgroup, and RLIMIT_DATA per process", LIMITS.memory, type=byte_size,
+           metavar="SIZE"),
+    Option("max_procs", f"processes (threads included) each run's agent may have at once (default {LIMITS.processes}): "
+           "cgroup pids.max, else RLIMIT_NPROC (not enforced as root without a cgroup)", LIMITS.processes,
+           type=limit_count, metavar="N"),
+    Option("disk", f"largest file and total bytes each run's agent may write in its workspace (default "
+           f"{human_bytes(LIMITS.disk)}): RLIMIT_FSIZE, and the workspace's growth checked while it runs", LIMITS.disk,
+           type=byte_size, metavar="SIZE"),
+    Option("cpu_time", f"CPU seconds each process of a run's agent may use (default {LIMITS.cpu_time:g}): RLIMIT_CPU",
+           LIMITS.cpu_time, type=limit_seconds, metavar="SECONDS"),
+    Option("cgroup", "where each run's control group is made: 'auto' (default) finds a delegated cgroup v2 folder "
+           "(memory, pids) or a writable v1 pids one and falls back to rlimits alone; 'off'; or a folder's path",
+           CGROUP_AUTO, metavar="auto|off|PATH"),
     # where results go
     Option("out", "results folder (default: .agentrace under the rootdir)", None, metavar="DIR"),
     Option("db", f"SQLite history file (default: ${DB_ENV}, else {DEFAULT_OUT}/{DB_NAME} under the rootdir)", None,

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_agentrace.record.model import Usage
+from pytest_agentrace.run.cgroup import Parent
+from pytest_agentrace.run.limits import DEFAULTS as DEFAULT_LIMITS
+from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.sandbox import Sandbox
 
 
@@ -29,6 +32,8 @@ class RunOptions:
     ``record``: a folder where each CLI run's model traffic is recorded as a cassette (through a recording proxy
     to ``record_upstream``, else the CLI's provider); ``replay``: a folder of cassettes each CLI run replays
     against the model double, matched ``replay_match`` (``strict`` or ``loose``).
+    ``limits``: the session's resource limits of a run (``run.limits``; a file's or agent's own ``limits`` override
+    them); ``cgroup``: the folder each run's control group is made in (None: rlimits only).
     """
 
     cache_dir: Path | None = None
@@ -41,6 +46,8 @@ class RunOptions:
     record_upstream: str | None = None
     replay: str | None = None
     replay_match: str = "strict"
+    limits: Limits = DEFAULT_LIMITS
+    cgroup: Parent | None = None
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ from pytest_agentrace.plugin.session import (
     report_path,
     settings,
 )
+from pytest_agentrace.run.cgroup import Parent, find_parent
+from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.resume import install_sigterm
 from pytest_agentrace.run.sandbox import Sandbox
 from pytest_agentrace.run.sandbox import probe as sandbox_probe
@@ -103,7 +105,8 @@ def pytest_configure(config: pytest.Config) -> None:
     model_double = found.model_double
     config.stash[RUN_OPTIONS_KEY] = RunOptions(
         cache_dir=out_dir(config) / ".cache" / "repos", isolated_home=found.agent_home != _options.AGENT_HOME_USER,
-        offline=found.offline, sandbox=session_sandbox(config, found),
+        offline=found.offline, sandbox=session_sandbox(config, found), cgroup=session_cgroup(found),
+        limits=Limits(memory=found.memory, processes=found.max_procs, disk=found.disk, cpu_time=found.cpu_time),
         model_double=str((Path(config.invocation_params.dir) / model_double).resolve()) if model_double else None,
         **_cassette_options(config, found))
     _check_model_double(config)
@@ -158,6 +161,15 @@ def _cassette_options(config: pytest.Config, found: _options.Settings) -> dict[s
         raise pytest.UsageError(f"--agentrace-replay {found.replay}: no such folder of cassettes ({replay})")
     return {"record": record, "record_upstream": found.record_upstream, "replay": replay,
             "replay_match": found.replay_match}
+
+
+def session_cgroup(found: _options.Settings) -> Parent | None:
+    """The folder each run's control group is made in (``run.cgroup.find_parent``), or None (rlimits only).
+    Raises ``pytest.UsageError`` when ``--agentrace-cgroup PATH`` names a folder that cannot be used."""
+    try:
+        return find_parent(found.cgroup)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--agentrace-cgroup: {exc}") from None
 
 
 def session_sandbox(config: pytest.Config, found: _options.Settings) -> Sandbox | None:

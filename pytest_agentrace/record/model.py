@@ -141,7 +141,8 @@ class Usage:
 @dataclass(frozen=True)
 class CheckResult:
     """One check command (tests / verify / lint / setup / prepare): exit code, wall ``seconds``, log path, and
-    ``missing``: the tool the command could not run (``checks.missing_tool``; the run is then an ``error``)."""
+    ``missing``: the tool the command could not run (``checks.missing_tool``; the run is then an ``error``);
+    ``limit``: the resource limit it hit (``run.limits.Hit.reason``: ``resource limit: memory (...)``), or None."""
 
     name: str
     command: str
@@ -150,6 +151,7 @@ class CheckResult:
     log: str | None = None
     timed_out: bool = False
     missing: str | None = None
+    limit: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -175,6 +177,7 @@ class CheckResult:
             log=d.get("log"),
             timed_out=bool(d.get("timed_out", False)),
             missing=d.get("missing"),
+            limit=d.get("limit"),
         )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.report import charts
 from pytest_agentrace.report.leaderboard import RACE_NOTE
+from pytest_agentrace.report.limits import status_text
 from pytest_agentrace.report.markdown import (
     COMPARISON_HEADERS,
     LEADERBOARD_HEADERS,
@@ -173,8 +174,8 @@ def elo_series(steps: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float
 # -- tables -------------------------------------------------------------------------------------------------
 
 
-def _status(status: str) -> Cell:
-    return Cell(status, cls=f"status-{status}")
+def _status(status: str, text: str | None = None) -> Cell:
+    return Cell(text or status, cls=f"status-{status}")
 
 
 def _ci_cell(x: Any, ci: Any, fmt, **kw: Any) -> Cell:
@@ -326,12 +327,13 @@ def _runs(doc: Mapping[str, Any]) -> str:
         did = f"run-{i}"
         cells = [
             Cell(html=f'<button type="button" class="expand" aria-expanded="false" aria-controls="{did}" title="show prompt, answer, tool calls, diff and logs">▸</button>'),
-            Cell(r["case"]), Cell(r["kind"]), Cell(r["arm"]), Cell(r["agent"]), _cell(r["rep"]), _status(r["status"]),
+            Cell(r["case"]), Cell(r["kind"]), Cell(r["arm"]), Cell(r["agent"]), _cell(r["rep"]),
+            _status(r["status"], status_text(r)),
             Cell(num(r.get("score")), r.get("score"), "num"), Cell(tokens(u.get("total_tokens")), u.get("total_tokens"), "num"),
             Cell(usd(u.get("cost_usd")), u.get("cost_usd"), "num"), _cell(len(u.get("tool_calls") or [])),
             Cell(num(r.get("seconds")), r.get("seconds"), "num"),
         ]
-        search = " ".join(str(x) for x in (r["case"], r["kind"], r["arm"], r["agent"], f"r{r['rep']}", r["status"]))
+        search = " ".join(str(x) for x in (r["case"], r["kind"], r["arm"], r["agent"], f"r{r['rep']}", status_text(r)))
         groups.append(f'<tbody class="run" data-run-id="{escape(r["run_id"])}" data-status="{escape(str(r["status"]))}"'
                       f' data-search="{escape(search.lower())}"><tr>' + "".join(c.render() for c in cells) + "</tr>"
                       f'<tr class="details" id="{did}" hidden><td colspan="{len(headers)}">{run_details(r, run_dir)}</td></tr></tbody>')

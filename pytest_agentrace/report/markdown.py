@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_agentrace.report.leaderboard import RACE_NOTE
+from pytest_agentrace.report.limits import hits_line
 from pytest_agentrace.stats.verdict import FIXED, TARGET_TEXT
 
 COMMENT_MARKER = "<!-- agentrace-report -->"
@@ -158,6 +159,9 @@ def not_passed(doc: Mapping[str, Any]) -> list[str]:
 def headline(doc: Mapping[str, Any]) -> str:
     t = doc["totals"]
     parts = [f"{t['runs']} runs: {t['passed']} passed, {t['failed']} failed, {t['timeout']} timed out, {t['error']} errors"]
+    hits = hits_line(doc.get("runs") or [])
+    if hits:  # failed runs stopped at a resource limit
+        parts.append(hits)
     s = doc.get("session") or {}
     if s.get("id"):
         parts.append(f"session {s['id']}")

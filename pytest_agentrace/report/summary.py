@@ -3,7 +3,8 @@
 With up to ``DETAIL_TASKS`` tasks, or when asked (``verbose``, pytest's ``-v``), one ranked table per task
 (``report.text``); with two tasks or more, the task x agent matrix with per-agent totals and the overall winner
 (``report.matrix``) — so a session of many tasks prints one table, not one per task; then one table per trial file
-(``report.trials``). Every line fits ``width`` characters (``report.fit``; None: no limit). Pure function.
+(``report.trials``); then, when runs were stopped at a resource limit, their count by limit (``report.limits``).
+Every line fits ``width`` characters (``report.fit``; None: no limit). Pure function.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Iterable
 
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.report.fit import fit_lines
+from pytest_agentrace.report.limits import hits_line
 from pytest_agentrace.report.matrix import matrix_lines
 from pytest_agentrace.report.text import task_tables
 from pytest_agentrace.report.trials import trial_tables
@@ -34,4 +36,6 @@ def summary_lines(
         lines += matrix_lines(outcomes, show_cost=show_cost, width=width, notes=not detail)
         if not detail:
             lines += [f"(one table per task with -v; shown without it up to {DETAIL_TASKS} tasks)", ""]
-    return fit_lines(lines + trial_tables(outcomes, show_cost=show_cost, width=width), width)
+    lines += trial_tables(outcomes, show_cost=show_cost, width=width)
+    hits = hits_line(outcomes)  # runs stopped at a resource limit, by limit (their reasons are in the tables)
+    return fit_lines(lines + ([hits, ""] if hits else []), width)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.report.fit import dropped_note, fit, fit_lines, shorten
+from pytest_agentrace.report.limits import status_text
 from pytest_agentrace.run.process import CUT_NOTE_PREFIX
 from pytest_agentrace.stats.score import rank
 
@@ -121,7 +122,7 @@ def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int 
             for o in runs:
                 row = [
                     ranks[o.run_id] or "-", o.agent, "-" if o.score is None else f"{o.score:.1f}",
-                    o.status + (" (reused)" if o.reused else ""), _check(o, "tests"), _check(o, "verify"),
+                    status_text(o) + (" (reused)" if o.reused else ""), _check(o, "tests"), _check(o, "verify"),
                     "-" if o.exit_code is None else o.exit_code, _check(o, "lint"), f"{o.seconds:.1f}", o.lines_changed,
                 ]
                 if show_cost:

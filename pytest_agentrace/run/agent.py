@@ -26,6 +26,7 @@ from pytest_agentrace.model_double.runs import start_session
 from pytest_agentrace.record.model import Usage
 from pytest_agentrace.record.redact import redact, secret_values
 from pytest_agentrace.run import process, workspace
+from pytest_agentrace.run.limits import Hit, Limits, confine, diagnose
 from pytest_agentrace.run.sandbox import needed_paths
 
 if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
@@ -43,6 +44,16 @@ class AgentRun:
     error: str | None = None  # our side could not start it
     output_bytes: dict[str, int] | None = None  # {"stdout": n, "stderr": n}: all it printed, also what was dropped
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # for the record's extra (replay, cassette)
+    limit: Hit | None = None  # the resource limit it hit (run.limits.diagnose)
+    limits: dict[str, Any] | None = None  # how each limit was enforced (run.json extra.limits)
+
+
+def run_limits(spec: RunSpec, base: Limits) -> Limits:
+    """The limits of ``spec``'s run: the agent entry's ``limits``, then its task/trial file's, then ``base`` (the
+    session's, from the options)."""
+    file_level = getattr(spec.spec, "limits", None) or Limits()
+    agent_level = getattr(spec.agent, "limits", None) or Limits()
+    return agent_level.over(file_level.over(base))
 
 
 def resolve_executable(spec: RunSpec) -> str | None:
@@ -112,6 +123,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         seconds = time.monotonic() - start
         output_bytes = {"stdout": len(stdout.encode()), "stderr": len(stderr.encode())}
         cut: dict[str, int] = {}
+        hit, limit_record = None, None
     else:
         try:
             if spec.agent.command is not None:
@@ -136,14 +148,27 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
                      *named_files(spec), Path(ctx.prompt_file), *(session.needs() if session is not None else [])]
             run_argv, inv_env = ctx.options.sandbox.wrap(run_argv, writable=[ctx.workspace, ctx.run_dir],
                                                          home=Path(ctx.home), env=dict(inv_env), needs=needs)
+        limits = run_limits(spec, ctx.options.limits)
+        try:
+            confined = confine(limits, ctx.workspace, ctx.options.cgroup)
+        except OSError as exc:
+            if session is not None:
+                session.close()
+            return AgentRun(None, 0.0, False, Usage(), error=f"could not make the run's cgroup: {exc}")
         try:
             pres = process.run(run_argv, cwd=ctx.workspace, env=inv_env, timeout=ctx.timeout, stdin=stdin,
-                               on_stdout=ctx.options.on_stdout)
+                               on_stdout=ctx.options.on_stdout, preexec_fn=confined.preexec,
+                               watch=confined.watch if confined.disk_watch is not None else None)
+            events = confined.hits()
+            stopped = pres.stopped or confined.final_check()
         finally:
+            confined.close()
             if session is not None:
                 session.close()
         stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
         output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
+        limit_record = confined.record()
+        hit = diagnose(limits, code, stderr + "\n" + stdout[-65536:], stopped, events)
     (ctx.run_dir / "raw.out").write_text(redact(stdout, secrets), encoding="utf-8")
     (ctx.run_dir / "raw.err").write_text(redact(stderr, secrets), encoding="utf-8")
     if err:
@@ -164,7 +189,8 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         extra, fault = session.extra(), session.fault()
     if cut:  # raw.out/raw.err lost their middle: the record says so (usage.parse_warnings)
         usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, *process.cut_notes(cut, output_bytes)))
-    return AgentRun(code, seconds, timed_out, usage, error=fault, output_bytes=output_bytes, extra=extra)
+    return AgentRun(code, seconds, timed_out, usage, error=fault, output_bytes=output_bytes, extra=extra, limit=hit,
+                    limits=limit_record)
 
 
 _CLI_VERSIONS: dict[str, str | None] = {}  # resolved executable path -> version, probed once per process

@@ -26,6 +26,7 @@ from pathlib import Path
 from pytest_agentrace.record.model import CheckResult
 from pytest_agentrace.record.redact import redact
 from pytest_agentrace.run import process
+from pytest_agentrace.run.limits import Confinement, diagnose
 
 NOT_FOUND_EXIT = 127  # POSIX shells: command not found
 NOT_EXECUTABLE_EXIT = 126  # POSIX shells: found but cannot be executed
@@ -50,12 +51,14 @@ def clean_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str] | 
 
 
 Box = Callable[[list[str], dict[str, str]], tuple[list[str], dict[str, str]]]  # (argv, env) -> sandboxed (argv, env)
+Confine = Callable[[], Confinement]  # a fresh confinement (run.limits.confine) for one command
 
 
 def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout: float, log: Path, secrets=(),
-              box: Box | None = None) -> CheckResult:
+              box: Box | None = None, limits: Confine | None = None) -> CheckResult:
     """Run ``command`` through ``/bin/sh -c`` in ``ws`` with ``timeout`` seconds (inside ``box``, the run's sandbox,
-    when given); write its output to ``log``.
+    when given; within the run's resource limits when ``limits`` makes them: checks run the agent's code); write its
+    output to ``log``, which names a limit the command hit on its last line.
 
     Returns a ``CheckResult`` whose ``missing`` names the tool when the command could not run it
     (``missing_tool``). The log starts with the command line and ends with the exit status.
@@ -63,15 +66,28 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
     argv: str | list[str] = command
     if box is not None:
         argv, env = box(["/bin/sh", "-c", command], dict(env))
-    res = process.run(argv, cwd=ws, env=env, timeout=timeout, head=LOG_HEAD, tail=LOG_TAIL)
+    confined = limits() if limits is not None else None
+    try:
+        res = process.run(argv, cwd=ws, env=env, timeout=timeout, head=LOG_HEAD, tail=LOG_TAIL,
+                          preexec_fn=confined.preexec if confined else None,
+                          watch=confined.watch if confined and confined.disk_watch else None)
+        events, stopped = (confined.hits(), res.stopped or confined.final_check()) if confined else ({}, None)
+    finally:
+        if confined is not None:
+            confined.close()
+    hit = diagnose(confined.limits, res.exit_code, res.stderr + "\n" + res.stdout[-65536:], stopped, events) \
+        if confined is not None else None
     status = "timed out" if res.timed_out else (res.error or f"exit {res.exit_code}")
+    if hit is not None:
+        status += f"; {hit.reason}"
     body = f"$ {command}\n{res.stdout}"
     if res.stderr:
         body += f"\n--- stderr ---\n{res.stderr}"
     body += f"\n--- {status} after {res.seconds:.2f}s ---\n"
     log.write_text(redact(body, secrets), encoding="utf-8")
     missing = None if res.timed_out else missing_tool(command, res.exit_code, res.stdout + "\n" + res.stderr)
-    return CheckResult(name, command, res.exit_code, round(res.seconds, 3), log.name, res.timed_out, missing)
+    return CheckResult(name, command, res.exit_code, round(res.seconds, 3), log.name, res.timed_out, missing,
+                       hit.reason if hit is not None else None)
 
 
 def run_commands(name: str, commands: tuple[str, ...], cwd: Path, env: Mapping[str, str], timeout: float, log: Path,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.record.model import CheckResult, Usage
-from pytest_agentrace.run.checks import Box
+from pytest_agentrace.run.checks import Box, Confine
 
 if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
     from pytest_agentrace.spec.matrix import RunSpec
@@ -44,6 +44,7 @@ class Judge(abc.ABC):
         self.spec, self.out, self.session_id, self.options = spec, out, session_id, options
         self.fields: dict[str, Any] = {"extra": {}}
         self.box: Box | None = None  # set by the pipeline: setup and check commands run in the run's sandbox
+        self.limits: Confine | None = None  # set by the pipeline: checks after the agent run in its resource limits
 
     def hidden(self) -> list[Path]:
         """Host folders the run's sandbox hides besides the session's: the task/trial file's folder, local source

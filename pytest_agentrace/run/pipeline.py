@@ -7,16 +7,20 @@ Everything else, and the status rule, is here once.
 
 The status rule (``decide``), first match wins; ``error`` is our side's fault and never a sample:
 
-1. ``error``: the workspace could not be made or set up (clone, overlay, prepare, setup), the agent could not
+1. ``failed``: the agent hit a resource limit (``run.limits``; reason ``resource limit: memory`` / ``processes`` /
+   ``disk`` / ``cpu``): first, since what a CLI reports after the kernel refused it is a consequence; its checks
+   do not run, its output and diff are kept. A check (tests, lint, verify: they run the agent's code, within the
+   same limits) that hits one fails the run the same way, after rule 2's missing tool (``... in the tests check``);
+2. ``error``: the workspace could not be made or set up (clone, overlay, prepare, setup), the agent could not
    be started, a replayed run sent a request its cassette does not hold (``cassette mismatch``), its CLI
    reported a fault of its environment (no login, model provider down), its output stops without a terminal
    event although it exited 0, or a check could not run its tool (``checks.missing_tool``);
-2. ``timeout``: the agent ran out of time (its checks still run and are recorded);
-3. ``failed``: the agent left the workspace unreadable to git, or changed a protected file (``tampered``);
-4. ``failed``: the case's checks say no (task: tests or verify; trial: answer key or verify);
-5. ``failed``: the agent crashed (a non-zero exit code or a signal) or reported a failure itself (claude
+3. ``timeout``: the agent ran out of time (its checks still run and are recorded);
+4. ``failed``: the agent left the workspace unreadable to git, or changed a protected file (``tampered``);
+5. ``failed``: the case's checks say no (task: tests or verify; trial: answer key or verify);
+6. ``failed``: the agent crashed (a non-zero exit code or a signal) or reported a failure itself (claude
    ``is_error``, codex ``turn.failed``), even when its checks pass: the agent did not finish its work;
-6. ``passed``.
+7. ``passed``.
 
 A fault in this code is recorded as an ``error`` run with its traceback in ``harness-error.log`` (``execute``
 never raises, except ``KeyboardInterrupt``, which leaves no ``run.json``).
@@ -45,9 +49,10 @@ from pytest_agentrace.record.model import (
 from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.run import workspace
-from pytest_agentrace.run.agent import AgentRun, make_context, run_agent
+from pytest_agentrace.run.agent import AgentRun, make_context, run_agent, run_limits
 from pytest_agentrace.run.checks import Box
 from pytest_agentrace.run.judge import Judge, Judgement
+from pytest_agentrace.run.limits import confine
 from pytest_agentrace.run.sandbox import Sandbox
 from pytest_agentrace.run.task import TaskJudge
 from pytest_agentrace.run.trial import TrialJudge
@@ -119,6 +124,8 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         # workspace and its own run's folder, like the agent
         judge.box = boxed(sandbox.showing(Path(spec.source).resolve().parent), [ws, out], tmp / "check-home")
         options = dataclasses.replace(options, sandbox=sandbox)
+    check_limits = run_limits(spec, options.limits)
+    judge.limits = lambda: confine(check_limits, ws, options.cgroup)  # the checks run the agent's code
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:
@@ -141,6 +148,10 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         return finish(Status.ERROR, agent.error)
     fields.update(seconds=round(agent.seconds, 3), exit_code=agent.exit_code, timed_out=agent.timed_out)
     fields["extra"] = {**fields["extra"], "output_bytes": agent.output_bytes}
+    if agent.limits is not None:
+        fields["extra"]["limits"] = agent.limits
+    if agent.limit is not None:
+        fields["extra"]["limit_hit"] = agent.limit.to_dict()
     unreadable = None
     try:
         change = workspace.change(ws, before, workspace.snapshot_tree(ws))
@@ -153,7 +164,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     tampered = workspace.tampered(guarded, workspace.protected_state(ws, judge.protected_globs))
     fields["tampered"] = tuple(tampered)
 
-    early = agent_fault(agent)
+    early = (Status.FAILED, agent.limit.reason) if agent.limit is not None else agent_fault(agent)
     if early is None and unreadable:
         early = (Status.FAILED, unreadable)
     if early is None and tampered:
@@ -177,7 +188,7 @@ def boxed(profile: Sandbox, writable: list[Path], home: Path) -> Box:
 
 
 def agent_fault(agent: AgentRun) -> tuple[Status, str] | None:
-    """Rule 1's agent part: an ``error`` when the agent's CLI reported a fault of its environment, or its output
+    """Rule 2's agent part: an ``error`` when the agent's CLI reported a fault of its environment, or its output
     stopped without a terminal event although it exited 0 (see the module docstring)."""
     usage = agent.usage
     if usage.status == AgentStatus.ERROR:
@@ -188,11 +199,14 @@ def agent_fault(agent: AgentRun) -> tuple[Status, str] | None:
 
 
 def decide(agent: AgentRun, judgement: Judgement, timeout: float) -> tuple[Status, str | None]:
-    """Rules 1 (missing check tool), 2, 4, 5 and 6 of the status rule for a run whose agent finished and whose
+    """Rules 2 (missing check tool), 3, 5, 6 and 7 of the status rule for a run whose agent finished and whose
     workspace was judged: ``(status, reason)``."""
     missing = next((c for c in judgement.checks.values() if c.missing), None)
     if missing is not None:
         return Status.ERROR, f"{missing.name} cannot run here: {missing.missing} is missing (`{missing.command}`)"
+    limited = next((c for c in judgement.checks.values() if c.limit), None)
+    if limited is not None:  # a check ran the agent's code into a resource limit
+        return Status.FAILED, f"{limited.limit} in the {limited.name} check"
     if agent.timed_out:
         return Status.TIMEOUT, f"agent timed out after {timeout:g}s"
     crash = crash_note(agent.exit_code)

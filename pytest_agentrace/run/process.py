@@ -6,7 +6,9 @@ descendant that left the group with ``setsid`` (``reaper``), so no descendant ou
 by threads while the command runs; each stream keeps its first ``head`` and last ``tail`` bytes and counts the
 total, and is decoded as UTF-8 with replacement. A cut stream holds one marker line where the bytes were dropped
 (``CUT_MARKER``: ``[agentrace: output cut here: N of T bytes dropped, kept the first H and the last L]``), and
-``ProcessResult.cut`` says how many bytes each stream lost.
+``ProcessResult.cut`` says how many bytes each stream lost. A ``preexec_fn`` runs in the child before exec (the run's
+resource limits and cgroup, ``run.limits``), and a ``watch`` callback may stop the group while it runs
+(``ProcessResult.stopped``: the workspace outgrew its disk limit).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from pytest_agentrace.run import reaper
 DEFAULT_HEAD = 8 * 1024 * 1024  # bytes kept from the start of a stream
 DEFAULT_TAIL = 2 * 1024 * 1024  # bytes kept from the end of a stream
 GRACE_SECONDS = 3.0
+WATCH_EVERY = 0.5  # seconds between two calls of ``run``'s ``watch``
 CUT_MARKER = ("[agentrace: output cut here: {dropped} of {total} bytes dropped, "
               "kept the first {head} and the last {tail}]")
 CUT_RE = re.compile(
@@ -112,6 +115,7 @@ class ProcessResult:
     interrupted: bool = False
     error: str | None = None
     cut: dict[str, int] = field(default_factory=dict)
+    stopped: str | None = None  # what ``watch`` returned when it stopped the command (e.g. ``"disk"``)
 
 
 class _DeferredSignals:
@@ -159,6 +163,8 @@ def run(
     tail: int = DEFAULT_TAIL,
     grace: float = GRACE_SECONDS,
     on_stdout=None,
+    preexec_fn: Callable[[], None] | None = None,
+    watch: Callable[[], str | None] | None = None,
 ) -> ProcessResult:
     """Run ``argv`` (a list; a string runs through ``/bin/sh -c``) and wait at most ``timeout`` seconds.
 
@@ -166,6 +172,9 @@ def run(
     command's own failure: a command that cannot start returns ``exit_code=None`` with ``error`` set.
     ``KeyboardInterrupt`` during the wait terminates the group, then re-raises. ``on_stdout(chunk: bytes)``, when
     given, sees stdout as it arrives (from the reader thread; an exception in it only stops the calls).
+    ``preexec_fn`` runs in the child before exec (resource limits, a cgroup; an exception there is an ``error``
+    result). ``watch()``, when given, is called about every ``WATCH_EVERY`` seconds while the command runs; a
+    non-None answer stops the group at once (SIGKILL) and is the result's ``stopped``.
     """
     shell = isinstance(argv, str)
     start = time.monotonic()
@@ -181,20 +190,22 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,  # own session and process group
+            preexec_fn=preexec_fn,
         )
         out, err = _Capture(proc.stdout, head, tail, on_stdout), _Capture(proc.stderr, head, tail)
         if stdin is not None:
             threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:  # SubprocessError: preexec_fn raised in the child
         deferred.release()
         return ProcessResult(tuple(argv) if not shell else argv, None, 0.0, "", "", 0, 0, error=f"{type(exc).__name__}: {exc}")
     except BaseException:
         deferred.release()
         raise
     timed_out = interrupted = False
+    stopped = None
     try:
         deferred.release()  # a signal that came while spawning is delivered here, where the group gets cleaned up
-        proc.wait(timeout=timeout)
+        stopped = _wait(proc, timeout, start, watch)
     except subprocess.TimeoutExpired:
         timed_out = True
     except KeyboardInterrupt:
@@ -214,7 +225,7 @@ def run(
         cap.thread.join(timeout=5)
     if interrupted:
         raise KeyboardInterrupt
-    code = None if timed_out else proc.returncode
+    code = None if timed_out or stopped else proc.returncode
     return ProcessResult(
         argv=argv if shell else tuple(argv),
         exit_code=code,
@@ -225,7 +236,32 @@ def run(
         stderr_bytes=err.total,
         timed_out=timed_out,
         cut={name: cap.dropped for name, cap in (("stdout", out), ("stderr", err)) if cap.dropped},
+        stopped=stopped,
     )
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None, start: float, watch) -> str | None:
+    """Wait for ``proc`` (``TimeoutExpired`` after ``timeout`` seconds from ``start``); with ``watch``, look every
+    ``WATCH_EVERY`` seconds and SIGKILL the group when it answers. Returns ``watch``'s answer, or None."""
+    if watch is None:
+        proc.wait(timeout=timeout)
+        return None
+    while True:
+        left = None if timeout is None else timeout - (time.monotonic() - start)
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        try:
+            proc.wait(timeout=WATCH_EVERY if left is None else min(WATCH_EVERY, left))
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            stop = watch()
+        except Exception:  # noqa: BLE001 - a broken watch must not cost the run; it stops watching
+            watch, stop = (lambda: None), None
+        if stop:
+            _kill_group(proc.pid, signal.SIGKILL)
+            return stop
 
 
 def cut_notes(cut: Mapping[str, int], totals: Mapping[str, int]) -> tuple[str, ...]:

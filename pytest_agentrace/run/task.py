@@ -61,11 +61,14 @@ class TaskJudge(Judge):
 
     def judge(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str], usage: Usage) -> Judgement:
         task, checks = self.task, {}
-        checks["tests"] = run_check("tests", task.test_command, ws, env, task.timeout, run_dir / "tests.log", secrets, self.box)
+        checks["tests"] = run_check("tests", task.test_command, ws, env, task.timeout, run_dir / "tests.log", secrets,
+                                    self.box, self.limits)
         if task.lint_command:  # lint sees the agent's tree, before the hidden verify files are written into it
-            checks["lint"] = run_check("lint", task.lint_command, ws, env, task.timeout, run_dir / "lint.log", secrets, self.box)
+            checks["lint"] = run_check("lint", task.lint_command, ws, env, task.timeout, run_dir / "lint.log", secrets,
+                                       self.box, self.limits)
         if task.verify_command:
             workspace.write_files(ws, task.verify_files)
-            checks["verify"] = run_check("verify", task.verify_command, ws, env, task.timeout, run_dir / "verify.log", secrets, self.box)
+            checks["verify"] = run_check("verify", task.verify_command, ws, env, task.timeout, run_dir / "verify.log",
+                                         secrets, self.box, self.limits)
         failed = [c for c in (checks.get("tests"), checks.get("verify")) if c is not None and not c.passed]
         return Judgement(checks, f"{failed[0].name} failed ({failed[0].why})" if failed else None)

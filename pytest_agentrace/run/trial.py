@@ -180,7 +180,8 @@ class TrialJudge(Judge):
         fields: dict[str, Any] = {"answer_score": score, "used_tool": tool_used(self.arm.uses, usage.tool_calls)}
         checks, verify = {}, None
         if question.verify is not None:
-            verify = checks["verify"] = run_check("verify", question.verify, ws, env, trial.timeout, run_dir / "verify.log", secrets, self.box)
+            verify = checks["verify"] = run_check("verify", question.verify, ws, env, trial.timeout, run_dir / "verify.log", secrets,
+                                                  self.box, self.limits)
         if trial.claim:
             fields["claim"] = judge_claim(parse_claim(usage.answer), None if verify is None else verify.passed)
         failure = None

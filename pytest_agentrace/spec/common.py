@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -10,12 +11,22 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.agents import ADAPTERS
+from pytest_agentrace.argtypes import byte_size, limit_count, limit_seconds
 from pytest_agentrace.errors import SpecError, did_you_mean
+from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.strict import check_keys, str_list, str_mapping, typed
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.:+-]+")
 PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workspace}", "{run_dir}")
-AGENT_KEYS = ("name", "command", "kind", "model", "env", "args", "edits", "sandbox", "model_double", "expect", "isolate")
+AGENT_KEYS = ("name", "command", "kind", "model", "env", "args", "edits", "sandbox", "model_double", "expect",
+              "isolate", "limits")
+# a ``limits`` mapping's keys (named like the options --agentrace-memory ...) -> (Limits field, parser, example)
+LIMIT_KEYS = {
+    "memory": ("memory", byte_size, "4G or 512M"),
+    "max_procs": ("processes", limit_count, "512"),
+    "disk": ("disk", byte_size, "2G"),
+    "cpu_time": ("cpu_time", limit_seconds, "600 (seconds)"),
+}
 
 
 @dataclass(frozen=True)
@@ -27,6 +38,7 @@ class AgentSpec:
     ``edits``: allow file changes (None: the adapter's default for the file type).
     ``expect``: ``"fail"`` marks a baseline expected to fail (xfail), ``noop`` has it by default.
     ``isolate``: folders (absolute) hidden from the agent's sandbox besides the ones every run hides.
+    ``limits``: the agent's own resource limits (``parse_limits``), over its file's and the session's.
     """
 
     name: str
@@ -41,6 +53,7 @@ class AgentSpec:
     model_double: str | None = None
     expect: str | None = None
     isolate: tuple[str, ...] = ()  # more host folders the agent must not see (absolute paths)
+    limits: Limits | None = None  # this agent's resource limits (over its file's and the session's)
 
     @property
     def adapter(self) -> str:
@@ -134,7 +147,29 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
         expect=expect,
         isolate=tuple(str(((base or path.parent) / Path(p).expanduser()).resolve())
                       for p in str_list(path, f"{key}.isolate", value.get("isolate") or [], allow_str=False)),
+        limits=parse_limits(path, f"{key}.limits", value["limits"]) if value.get("limits") is not None else None,
     )
+
+
+def parse_limits(path: Path, key: str, value: Any) -> Limits:
+    """A ``limits`` mapping (``memory``, ``max_procs``, ``disk``, ``cpu_time``; sizes as bytes or ``512M``/``4G``,
+    ``0`` or ``"none"`` for no limit) -> ``Limits`` with the keys given. Raises ``SpecError`` naming ``key`` for a
+    value that is no mapping, an unknown key, or a value that does not convert (with an example of a good one)."""
+    typed(path, key, value, dict,
+          fix="write a mapping, e.g. limits: {memory: 4G, max_procs: 512, disk: 2G, cpu_time: 600}")
+    check_keys(path, key, value, LIMIT_KEYS)
+    given: dict[str, Any] = {}
+    for name, raw in value.items():
+        field_name, parse, example = LIMIT_KEYS[name]
+        if isinstance(raw, bool) or not isinstance(raw, (str, int, float, type(None))):
+            raise SpecError(path, f"{key}.{name}", f"must be a number or a string, not {type(raw).__name__} {raw!r}; "
+                                                   f"write e.g. {example}")
+        try:
+            given[field_name] = parse("none" if raw is None else str(raw))
+        except argparse.ArgumentTypeError as exc:
+            fix = "" if "write e.g." in str(exc) else f"; write e.g. {example}, or 0 for no limit"
+            raise SpecError(path, f"{key}.{name}", f"{exc}{fix}") from None
+    return Limits(**given)
 
 
 def flow_mapping(path: Path, key: str, text: str) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.spec.common import AgentSpec, parse_agent, unique_agent_ids
+from pytest_agentrace.run.limits import Limits
+from pytest_agentrace.spec.common import AgentSpec, parse_agent, parse_limits, unique_agent_ids
 from pytest_agentrace.strict import (
     check_keys,
     positive_number,
@@ -28,7 +29,7 @@ from pytest_agentrace.strict import (
 TASK_KEYS = (
     "name", "description", "repo", "test_command", "lint_command", "verify_command", "verify_files",
     "timeout", "agents", "scoring", "pricing", "difficulty", "setup", "solution_files", "solution_patch",
-    "protected", "env",
+    "protected", "env", "limits",
 )
 REQUIRED = ("name", "description", "test_command")
 SCORE_KEYS = ("tests", "verify", "exit", "lint", "time", "lines")
@@ -71,6 +72,7 @@ class Task:
     solution_patch: str | None = None
     protected: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    limits: Limits | None = None  # resource limits of the task's runs (over the session's)
     content_hash: str = ""
 
     def solution_patch_text(self) -> str | None:
@@ -187,6 +189,8 @@ def load_task(path: Path, data: Any = None) -> Task:
         kw["timeout"] = positive_number(path, "timeout", data["timeout"])
     if data.get("difficulty") is not None:
         kw["difficulty"] = _difficulty(path, data["difficulty"])
+    if data.get("limits") is not None:
+        kw["limits"] = parse_limits(path, "limits", data["limits"])
     for key in ("verify_files", "solution_files"):
         files = str_mapping(path, key, data.get(key) or {})
         kw[key] = {relative_file(path, f"{key}.{k}", k): v for k, v in files.items()}

@@ -7,13 +7,14 @@ nearest valid name)::
 
     name = "docs-layer"                           # top level: name + the arrays/tables below
     [defaults]   reps (1), parallel (advisory), timeout (seconds per run, 300), baseline (arm name,
-                 default the first arm), prompt_suffix, claim (bool, default false)
+                 default the first arm), prompt_suffix, claim (bool, default false), limits
+                 (table: memory, max_procs, disk, cpu_time; see ``spec.common.parse_limits``)
     [[repos]]    name, source (local path, file:// URL or remote URL), ref (optional)
     [[arms]]     name, overlay (folder copied over the clone), repos = {app = "other"},
                  setup (commands per fresh clone), parallel_setup (bool), prepare (commands once per
                  session), uses (regex over tool calls), prompt_prefix, prompt_suffix
     [[agents]]   name, model, args, env, edits (default false), sandbox, command ({prompt}), kind,
-                 model_double
+                 model_double, isolate, limits (the agent's own; over [defaults] limits)
     [[questions]] id, repo, prompt, expect (regexes), min_recall (0..1, default 1.0), forbid (regexes),
                   verify (shell command)
 
@@ -31,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.errors import SpecError, did_you_mean
+from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.workspace import folder_hash
-from pytest_agentrace.spec.common import AgentSpec, parse_agent, unique_agent_ids
+from pytest_agentrace.spec.common import AgentSpec, parse_agent, parse_limits, unique_agent_ids
 from pytest_agentrace.strict import (
     check_keys,
     positive_number,
@@ -43,10 +45,11 @@ from pytest_agentrace.strict import (
 )
 
 TOP_KEYS = ("name", "defaults", "repos", "arms", "agents", "questions")
-DEFAULTS_KEYS = ("reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim")
+DEFAULTS_KEYS = ("reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim", "limits")
 REPO_KEYS = ("name", "source", "ref")
 ARM_KEYS = ("name", "overlay", "repos", "setup", "parallel_setup", "prepare", "uses", "prompt_prefix", "prompt_suffix")
-AGENT_KEYS = ("name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double", "isolate")
+AGENT_KEYS = ("name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double", "isolate",
+              "limits")
 QUESTION_KEYS = ("id", "repo", "prompt", "expect", "min_recall", "forbid", "verify")
 DEFAULT_TIMEOUT = 300.0
 SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")  # codex exec --sandbox
@@ -117,6 +120,7 @@ class Trial:
     baseline: str = ""
     prompt_suffix: str | None = None
     claim: bool = False
+    limits: Limits | None = None  # [defaults] limits: resource limits of every run (over the session's)
     content_hash: str = ""
 
     def repo(self, name: str) -> Repo:
@@ -180,6 +184,8 @@ def load_trial(path: Path, data: Any = None) -> Trial:
         kw["prompt_suffix"] = typed(path, "[defaults].prompt_suffix", defaults["prompt_suffix"], str)
     if "claim" in defaults:
         kw["claim"] = typed(path, "[defaults].claim", defaults["claim"], bool)
+    if "limits" in defaults:
+        kw["limits"] = parse_limits(path, "[defaults].limits", defaults["limits"])
     baseline = arms[0].name
     if "baseline" in defaults:
         baseline = typed(path, "[defaults].baseline", defaults["baseline"], str)

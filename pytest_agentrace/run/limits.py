@@ -1,0 +1,321 @@
+"""Resource limits of one run: what an agent's process tree may use, how the kernel enforces it, and which limit a
+finished run hit.
+
+The four limits (``Limits``; 0 switches one off):
+
+- ``memory`` (bytes): a cgroup v2 ``memory.max`` on the whole tree where a delegated group exists (``run.cgroup``),
+  and always ``RLIMIT_DATA`` on each process (setrlimit(2)). Not ``RLIMIT_AS``: node/V8 (Gemini CLI's WebAssembly)
+  reserves address space far beyond what it uses, and ``RLIMIT_AS`` at 4 GiB stops ``gemini --version``, while
+  ``RLIMIT_DATA`` at 1 GiB starts every supported CLI (claude, codex, gemini, opencode, copilot, aider);
+- ``processes`` (tasks, threads included): the group's ``pids.max`` (v2, or v1 pids); without a group,
+  ``RLIMIT_NPROC`` set to this user's current task count plus the limit (the kernel counts per user, not per tree,
+  and exempts root: as root without a group the limit is recorded as not enforced);
+- ``disk`` (bytes): ``RLIMIT_FSIZE`` bounds the largest file any process writes (SIGXFSZ / EFBIG), and the harness
+  checks the workspace's total growth while the run goes (``DiskWatch``, stopping the run's process group);
+- ``cpu_time`` (seconds of CPU per process): ``RLIMIT_CPU`` (SIGXCPU at the limit, SIGKILL 5 s of CPU later).
+
+``diagnose`` names the limit a run hit from the kernel's own evidence first (the disk watch stopped it, the group's
+``memory.events``/``pids.events``, death by SIGXCPU/SIGXFSZ) and, for an agent that exited non-zero, from the errno
+text its processes printed (``MemoryError``, ``Cannot allocate memory``, ``Resource temporarily unavailable``,
+``File too large``, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import resource
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_agentrace.run.cgroup import Parent, RunGroup
+
+NAMES = ("memory", "processes", "disk", "cpu_time")
+REASON = "resource limit: {}"  # a run's reason: "resource limit: memory" (processes, disk, cpu)
+REASON_WORD = {"memory": "memory", "processes": "processes", "disk": "disk", "cpu_time": "cpu"}
+REASON_RE = re.compile(r"^resource limit: (memory|processes|disk|cpu)\b")
+CPU_GRACE = 5  # seconds of CPU between SIGXCPU (soft limit) and SIGKILL (hard limit)
+DISK_EVERY = 1.0  # seconds between two looks at the workspace's size (at least; longer for big trees)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A run's limits; ``None``: not given here (a less specific level decides), 0: no limit.
+
+    ``memory`` and ``disk`` are bytes, ``processes`` a count of tasks, ``cpu_time`` seconds."""
+
+    memory: int | None = None
+    processes: int | None = None
+    disk: int | None = None
+    cpu_time: float | None = None
+
+    def over(self, base: Limits) -> Limits:
+        """These limits where given, ``base``'s elsewhere."""
+        return Limits(**{n: getattr(base, n) if getattr(self, n) is None else getattr(self, n) for n in NAMES})
+
+    def given(self) -> dict[str, Any]:
+        """``{name: value}`` of the limits that are set (not None)."""
+        return {n: getattr(self, n) for n in NAMES if getattr(self, n) is not None}
+
+
+# memory 4 GiB: every CLI starts at 1 GiB of RLIMIT_DATA and a run's tests rarely need more; two parallel runs
+# (-n 2) then stay far below a 24 GiB runner. processes 512: node CLIs run ~10-20 threads each, a test run with
+# workers some dozens. disk 2 GiB: a repository plus its dependencies. cpu_time 3600 s: only a backstop (the
+# run's timeout bounds wall time; one process spinning for an hour of CPU is a runaway).
+DEFAULTS = Limits(memory=4 * 1024**3, processes=512, disk=2 * 1024**3, cpu_time=3600.0)
+
+
+def human_bytes(n: int) -> str:
+    """``4294967296`` -> ``"4 GiB"``, ``1536 * 1024**2`` -> ``"1.5 GiB"``, ``100`` -> ``"100 B"``."""
+    for unit, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+def describe(name: str, value: float) -> str:
+    """One limit's value for people: ``"4 GiB"``, ``"512 processes"``, ``"3600 s"``, ``"off"``."""
+    if not value:
+        return "off"
+    if name in ("memory", "disk"):
+        return human_bytes(int(value))
+    return f"{int(value)} processes" if name == "processes" else f"{value:g} s"
+
+
+def _user_tasks(uid: int) -> int:
+    """Tasks (threads included) of real user ``uid`` now, read from /proc (what ``RLIMIT_NPROC`` counts)."""
+    total = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for pid in entries:
+        if not pid.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        uid_line = re.search(r"^Uid:\s+(\d+)", status, re.MULTILINE)
+        threads = re.search(r"^Threads:\s+(\d+)", status, re.MULTILINE)
+        if uid_line and int(uid_line.group(1)) == uid:
+            total += int(threads.group(1)) if threads else 1
+    return total
+
+
+class Confinement:
+    """How one run is confined: the rlimits and the cgroup its child gets before exec (``preexec``), the
+    workspace watch (``watch``), and how each limit is enforced (``enforced``: ``{name: "how"}``, and
+    ``unenforced``: ``{name: why}``). Make it with ``confine``; call ``close`` after the run."""
+
+    def __init__(self, limits: Limits, group: RunGroup | None, rlimits: list[tuple[int, int, int]],
+                 watch: DiskWatch | None, enforced: dict[str, str], unenforced: dict[str, str]):
+        self.limits, self.group, self.rlimits, self.disk_watch = limits, group, rlimits, watch
+        self.enforced, self.unenforced = enforced, unenforced
+        self.peaks: dict[str, int] = {}  # the cgroup's pids.peak / memory.peak, read by ``hits``
+
+    def preexec(self) -> None:
+        """Runs in the child between fork and exec: join the run's group, set the rlimits (raises ``OSError``)."""
+        if self.group is not None:
+            self.group.join()
+        for res, soft, hard in self.rlimits:
+            resource.setrlimit(res, (soft, hard))
+
+    def watch(self) -> str | None:
+        """The limit name when the run must be stopped now (``"disk"``), else None."""
+        return self.disk_watch.check() if self.disk_watch is not None else None
+
+    def final_check(self) -> str | None:
+        """After the run: ``"disk"`` when the workspace grew past the limit (also when it never was looked at while
+        the run went: a short run), else None."""
+        return self.disk_watch.check(force=True) if self.disk_watch is not None else None
+
+    def hits(self) -> dict[str, int]:
+        """What the run's cgroup refused (``RunGroup.hits``), ``{}`` without one; also keeps its peaks for
+        ``record``."""
+        if self.group is None:
+            return {}
+        self.peaks = self.group.peaks()
+        return self.group.hits()
+
+    def close(self) -> None:
+        """Kill what is left in the run's group and remove it."""
+        if self.group is not None:
+            self.group.remove()
+
+    def record(self) -> dict[str, Any]:
+        """The run.json ``extra.limits`` entry: ``{name: {"limit": value, "by": how}}`` (``"not enforced: why"``),
+        plus ``peak`` (the cgroup's most tasks / bytes at once) and, for disk, ``workspace_growth`` (bytes at the
+        last look) where known."""
+        out: dict[str, Any] = {}
+        for name in NAMES:
+            value = getattr(self.limits, name) or 0
+            how = self.enforced.get(name) or (f"not enforced: {self.unenforced[name]}" if name in self.unenforced
+                                              else "off")
+            out[name] = {"limit": value, "by": how}
+            if name in self.peaks:
+                out[name]["peak"] = self.peaks[name]
+            if name == "disk" and self.disk_watch is not None:
+                out[name]["workspace_growth"] = self.disk_watch.grown
+        return out
+
+
+class DiskWatch:
+    """The workspace's growth in bytes (allocated blocks of every file below it) over its size when the run
+    started; ``check`` returns ``"disk"`` once it exceeds ``limit``. Looks at most every ``DISK_EVERY`` seconds, and
+    waits ten times as long as a look took (a big tree is walked less often)."""
+
+    def __init__(self, root: Path, limit: int, clock=None):
+        self.root, self.limit, self._clock = root, limit, clock or time.monotonic
+        self.start = tree_bytes(root)
+        self.grown = 0
+        self._next = 0.0
+
+    def check(self, force: bool = False) -> str | None:
+        """``"disk"`` when the workspace has grown past the limit (looked at now when ``force``), else None."""
+        now = self._clock()
+        if now < self._next and not force:
+            return None
+        self.grown = tree_bytes(self.root) - self.start
+        took = self._clock() - now
+        self._next = self._clock() + max(DISK_EVERY, 10 * took)
+        return "disk" if self.grown > self.limit else None
+
+
+def tree_bytes(root: Path) -> int:
+    """Bytes allocated to the files below ``root`` (``st_blocks`` * 512, so sparse files count what they use;
+    symlinks not followed; unreadable entries skipped)."""
+    total = 0
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                for entry in it:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += getattr(st, "st_blocks", 0) * 512 or st.st_size
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return total
+
+
+def confine(limits: Limits, workspace: Path | None, parent: Parent | None) -> Confinement:
+    """The confinement of one run with ``limits`` (0 fields: off), its ``workspace`` (the disk watch's root; None:
+    no watch) and the session's cgroup ``parent`` (None: rlimits only). Raises ``OSError`` when the run's group
+    cannot be made. rlimits never exceed the harness's own hard limits."""
+    enforced: dict[str, str] = {}
+    unenforced: dict[str, str] = {}
+    group = None
+    if parent is not None and (limits.memory or limits.processes):
+        group = RunGroup.create(parent, memory=limits.memory or 0, processes=limits.processes or 0)
+    rlimits: list[tuple[int, int, int]] = []
+
+    def add(value: int, soft: int, hard: int | None = None) -> None:
+        cur_hard = resource.getrlimit(value)[1]
+        hard = soft if hard is None else hard
+        if cur_hard != resource.RLIM_INFINITY:
+            soft, hard = min(soft, cur_hard), min(hard, cur_hard)
+        rlimits.append((value, soft, hard))
+
+    if limits.memory:
+        add(resource.RLIMIT_DATA, limits.memory)
+        per = f"RLIMIT_DATA {human_bytes(limits.memory)} per process"
+        enforced["memory"] = (f"cgroup v2 memory.max (whole tree) + {per}" if group and "memory" in group.limits
+                              else per)
+    if limits.processes:
+        if group is not None and "processes" in group.limits:
+            enforced["processes"] = f"cgroup v{group.parent.version} pids.max (whole tree)"
+        elif hasattr(resource, "RLIMIT_NPROC") and os.getuid() != 0:
+            budget = _user_tasks(os.getuid()) + limits.processes
+            add(resource.RLIMIT_NPROC, budget)
+            enforced["processes"] = f"RLIMIT_NPROC {budget} (this user's tasks at the start + {limits.processes})"
+        else:
+            unenforced["processes"] = ("running as root, where the kernel ignores RLIMIT_NPROC, and no delegated "
+                                       "cgroup (pids) was found; see --agentrace-cgroup")
+    if limits.disk:
+        add(resource.RLIMIT_FSIZE, limits.disk)
+        enforced["disk"] = f"RLIMIT_FSIZE {human_bytes(limits.disk)} (largest file)"
+        if workspace is not None:
+            enforced["disk"] += " + workspace growth checked every second"
+    if limits.cpu_time:
+        seconds = max(1, int(limits.cpu_time))
+        add(resource.RLIMIT_CPU, seconds, seconds + CPU_GRACE)
+        enforced["cpu_time"] = f"RLIMIT_CPU {seconds} s per process"
+    watch = DiskWatch(workspace, limits.disk) if limits.disk and workspace is not None else None
+    return Confinement(limits, group, rlimits, watch, enforced, unenforced)
+
+
+# errno text and shell messages a process prints when the kernel refused it (only read for a non-zero exit)
+EVIDENCE: Mapping[str, re.Pattern[str]] = {
+    "memory": re.compile(r"MemoryError|Cannot allocate memory|\bENOMEM\b|std::bad_alloc|out of memory|"
+                         r"Allocation failed|failed to allocate|memory allocation of \d+ bytes failed|"
+                         r"memory is exhausted|MemoryExhaustion", re.IGNORECASE),
+    "processes": re.compile(r"Resource temporarily unavailable|\bEAGAIN\b|fork: retry|Cannot fork|"
+                            r"can't fork|BlockingIOError|Too many processes", re.IGNORECASE),
+    "disk": re.compile(r"File too large|\bEFBIG\b|File size limit exceeded|Disk quota exceeded"),
+    "cpu_time": re.compile(r"CPU time limit exceeded|SIGXCPU"),
+}
+_SIGNALS = {"cpu_time": getattr(signal, "SIGXCPU", None), "disk": getattr(signal, "SIGXFSZ", None)}
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A limit a run hit: ``limit`` (a ``NAMES`` entry), its ``value`` and the ``evidence`` (for people)."""
+
+    limit: str
+    value: float
+    evidence: str
+
+    @property
+    def reason(self) -> str:
+        """``"resource limit: memory (64 MiB; MemoryError in the output)"``."""
+        return f"{REASON.format(REASON_WORD[self.limit])} ({describe(self.limit, self.value)}; {self.evidence})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def diagnose(limits: Limits, exit_code: int | None, output: str, stopped: str | None = None,
+             events: Mapping[str, int] | None = None) -> Hit | None:
+    """The limit a finished run hit, or None. ``exit_code`` is the agent's (negative: the signal that killed it;
+    None: stopped by us), ``output`` its stderr and the end of its stdout, ``stopped`` the limit the harness
+    stopped it for (``Confinement.watch``), ``events`` the cgroup's counts (``Confinement.hits``). Text evidence
+    counts only for a limit that is on and a run that exited non-zero (a process that recovered from a refused
+    fork and finished its work did not fail)."""
+    events = events or {}
+
+    def on(name: str) -> bool:
+        return bool(getattr(limits, name))
+
+    if stopped and on(stopped):
+        return Hit(stopped, getattr(limits, stopped), "the workspace grew past it")
+    for name in ("memory", "processes"):
+        if events.get(name) and on(name):
+            what = "out-of-memory kills" if name == "memory" else "refused forks"
+            return Hit(name, getattr(limits, name), f"{events[name]} {what} counted by its cgroup")
+    for name, sig in _SIGNALS.items():
+        if sig is not None and exit_code == -sig and on(name):
+            return Hit(name, getattr(limits, name), f"killed by {signal.Signals(sig).name}")
+    if exit_code in (0, None) or not output:
+        return None
+    for name in ("memory", "processes", "disk", "cpu_time"):
+        found = EVIDENCE[name].search(output) if on(name) else None
+        if found:
+            return Hit(name, getattr(limits, name), f"{found.group(0)!r} in the output")
+    return None
+
+
+def limits_supported() -> bool:
+    """Whether this platform has the rlimits used here (POSIX ``resource`` with ``RLIMIT_DATA``)."""
+    return sys.platform != "win32" and hasattr(resource, "RLIMIT_DATA")
