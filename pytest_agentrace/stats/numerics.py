@@ -427,11 +427,11 @@ def bounded(interval: tuple[float, float] | None, lo: float, hi: float) -> tuple
 
 def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
     """Student t interval for a mean (coderace's ``ci_95``, with exact t quantiles). None for fewer than 2."""
-    from scipy.stats import t as student_t
-
     n = len(values)
     if n < 2:
         return None
+    from scipy.stats import t as student_t
+
     m = sum(values) / n
     half = float(student_t.ppf(1.0 - (1.0 - confidence) / 2.0, n - 1)) * math.sqrt(_var(values) / n)
     return (m - half, m + half)
