@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUGGY_REPO, FIXER, make_repo, write_script
+from pytest_agentrace.record import index
 
 REAL_GIT = shutil.which("git")
 LOGGING_GIT = f"""\
@@ -64,6 +65,7 @@ def test_a_run_without_setup_starts_six_git_processes(pytester: pytest.Pytester,
     patch = next((pytester.path / "out").glob("runs/**/diff.patch")).read_text()
     assert "-    return a - b" in patch and "+    return a + b" in patch
     assert not list((pytester.path / "bt").glob("**/ws"))  # every workspace deleted as its run was recorded
+    assert len(index.read_index(pytester.path / "out") or {}) == 3  # the controller kept the results index
 
 
 def test_a_run_with_setup_hashes_its_before_snapshot(pytester: pytest.Pytester, git_log: Path) -> None:
