@@ -38,7 +38,8 @@ def make_folder(out: Path, runs: int, cases: int) -> None:
                 if i >= runs:
                     return
                 tokens = (2000 if arm == "plain" else 1400) + (i * 7919) % 600 + c % 50
-                o = outcome(case=f"q{c:04d}", arm=arm, agent="claude", rep=rep, kind="trial", source="/suite/trial.toml",
+                o = outcome(case=f"q{c:04d}", arm=arm, agent="claude", rep=rep, kind="trial",
+                            source="/suite/trial.toml",
                             status="passed" if (i * 31) % 10 < 7 else "failed", tokens=tokens, cost=tokens * 1e-5,
                             session_id=f"s{rep % 5}", baseline_arm="plain", has_verify=True,
                             checks={"verify": CheckResult("verify", "python check.py", 0, 0.2, "verify.log")},

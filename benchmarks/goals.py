@@ -85,7 +85,8 @@ def aggregation(root: Path, runs: int, cases: int) -> None:
     first = timed_report(out)
     second = timed_report(out)
     print(f"report: {runs:,} runs ({cases:,} cases; folder made in {made:.0f} s): index rebuilt {first[0]:.1f} s, "
-          f"from the index {second[0]:.1f} s, peak RSS {second[1]:.0f} MiB | floor: read every run.json {floor:.1f} s | "
+          f"from the index {second[0]:.1f} s, peak RSS {second[1]:.0f} MiB | "
+          f"floor: read every run.json {floor:.1f} s | "
           f"goal <= 10 s, <= 300 MiB | same output: {first[2] == second[2]} | {load()}")
 
 
@@ -112,7 +113,8 @@ def main() -> None:
     only = set(args.only or ["start", "run", "report", "xdist"])
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for name, step in (("start", lambda d: start(d, args.runs)), ("run", lambda d: per_run(d, args.files, args.runs)),
+        for name, step in (("start", lambda d: start(d, args.runs)),
+                           ("run", lambda d: per_run(d, args.files, args.runs)),
                            ("report", lambda d: aggregation(d, args.agg_runs, args.agg_cases)),
                            ("xdist", lambda d: xdist(d, args.sleep))):
             if name in only:

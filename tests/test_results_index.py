@@ -19,8 +19,9 @@ def folder(out: Path) -> Path:
     for c in range(3):
         for arm, scale in (("base", 1.0), ("docs", 0.6)):
             for rep in range(1, 5):
+                status = "passed" if (rep + c) % 3 else "failed"
                 o = outcome(case=f"q{c}", arm=arm, agent="a", rep=rep, kind="trial", source="t.toml",
-                            tokens=int((1000 + 37 * rep + 11 * c) * scale), status="passed" if (rep + c) % 3 else "failed",
+                            tokens=int((1000 + 37 * rep + 11 * c) * scale), status=status,
                             extra={"baseline_arm": "base", "trial": "ports"})
                 write_run(out / "runs" / o.case / arm / "a" / str(rep), o)
     for agent in ("x", "y"):

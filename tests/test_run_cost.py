@@ -17,7 +17,8 @@ REAL_GIT = shutil.which("git")
 LOGGING_GIT = f"""\
 import os, sys
 with open(os.environ["GIT_CALLS_LOG"], "a") as fh:  # the parent's pid first: the harness or a check's tool
-    fh.write(str(os.getppid()) + " " + " ".join(a for a in sys.argv[1:] if not a.startswith(("commit.gpgsign", "core.hooksPath")) and a != "-c") + "\\n")
+    args = [a for a in sys.argv[1:] if not a.startswith(("commit.gpgsign", "core.hooksPath")) and a != "-c"]
+    fh.write(str(os.getppid()) + " " + " ".join(args) + "\\n")
 os.execv({REAL_GIT!r}, [{REAL_GIT!r}, *sys.argv[1:]])
 """
 
@@ -70,7 +71,8 @@ def test_a_run_without_setup_starts_six_git_processes(pytester: pytest.Pytester,
 
 def test_a_run_with_setup_hashes_its_before_snapshot(pytester: pytest.Pytester, git_log: Path) -> None:
     """Setup may write into the workspace: what it wrote is not the agent's change."""
-    (pytester.path / "task.yaml").write_text(task("setup:\n  - python -c \"open('made_by_setup.txt','w').write('s\\\\n')\"\n"))
+    setup = "setup:\n  - python -c \"open('made_by_setup.txt','w').write('s\\\\n')\"\n"
+    (pytester.path / "task.yaml").write_text(task(setup))
     res = pytester.runpytest("--agentrace", f"--agentrace-out={pytester.path / 'out'}")
     res.assert_outcomes(passed=1)
     calls = harness_calls(git_log)
