@@ -289,8 +289,8 @@ def pass_result(tables: Sequence[tuple[int, int, int, int]], target: str = FIXED
     none = stats.Interval.none(confidence)
     if len(tables) == 1:
         p = stats.boschloo_p(ka, na, kb, nb) if na and nb else None
-        return PassResult(pooled, stats.newcombe_interval(ka, na, kb, nb, confidence), stats.exact_test_name(na, nb), p, None, none,
-                          test_verdict(p, pooled, alpha))
+        return PassResult(pooled, stats.newcombe_interval(ka, na, kb, nb, confidence), stats.exact_test_name(na, nb),
+                          p, None, none, test_verdict(p, pooled, alpha))
     if target == FIXED:
         diff = sum(a / n - b / m for a, n, b, m in tables) / len(tables)
         ci = strata.stratified_pass_interval(tables, confidence)
