@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from reportkit import outcome
 
+from conftest import make_repo
 from pytest_agentrace import cli
 from pytest_agentrace.record import index, runfile
 from pytest_agentrace.record.runfile import write_run
@@ -98,3 +99,15 @@ def test_a_changed_or_new_run_json_replaces_its_entry(tmp_path: Path) -> None:
     assert got == from_files(out)
     assert {o.run_id: o.status for _, o in got}[old.run_id] == "failed" and len(got) == 26
     assert index.read_index(out) is not None and len(index.read_index(out)) == 27  # 26 readable + 1 unreadable
+
+
+@pytest.mark.parametrize("xdist", [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")])
+def test_the_session_keeps_the_index(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    make_repo(pytester.path / "repo", {"a.py": "A = 1\n"})
+    (pytester.path / "task.yaml").write_text("name: idx\ndescription: nothing\nrepo: repo\ntest_command: 'true'\n"
+                                             "agents: [{name: noop, expect: pass}]\ntimeout: 60\n")
+    out = pytester.path / "out"
+    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-reps=3", f"--agentrace-out={out}", *xdist).assert_outcomes(passed=3)
+    stored = index.read_index(out)
+    assert stored is not None and sorted(stored) == [f"idx/default/noop/{rep}/run.json" for rep in (1, 2, 3)]
+    assert list(index.iter_runs(out)) == from_files(out)
