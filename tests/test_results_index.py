@@ -107,7 +107,8 @@ def test_the_session_keeps_the_index(pytester: pytest.Pytester, xdist: list[str]
     (pytester.path / "task.yaml").write_text("name: idx\ndescription: nothing\nrepo: repo\ntest_command: 'true'\n"
                                              "agents: [{name: noop, expect: pass}]\ntimeout: 60\n")
     out = pytester.path / "out"
-    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-reps=3", f"--agentrace-out={out}", *xdist).assert_outcomes(passed=3)
+    res = pytester.runpytest("--agentrace", "task.yaml", "--agentrace-reps=3", f"--agentrace-out={out}", *xdist)
+    res.assert_outcomes(passed=3)
     stored = index.read_index(out)
     assert stored is not None and sorted(stored) == [f"idx/default/noop/{rep}/run.json" for rep in (1, 2, 3)]
     assert list(index.iter_runs(out)) == from_files(out)
