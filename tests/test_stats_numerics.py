@@ -175,3 +175,15 @@ def test_resample_batch_equals_one_at_a_time() -> None:
     assert batch == pytest.approx([stats.permutation_p(a[i], b[i]) for i in range(7)])
     d = rng.normal(0, 1, (6, 8))
     assert resample.sign_flip_p(d) == pytest.approx([stats.sign_flip_p(row) for row in d])
+
+
+def test_large_tables_use_fisher_which_is_never_below_boschloo() -> None:
+    """Above ``BOSCHLOO_MAX_TABLE`` Boschloo's test (memory and time growing with n1 * n0) gives way to Fisher's
+    exact test, whose p is never smaller, so a verdict keeps its level; small tables stay Boschloo."""
+    assert stats.exact_test_name(200, 200) == "Boschloo" and stats.exact_test_name(201, 200) == "Fisher"
+    assert stats.boschloo_p(140, 201, 120, 200) == pytest.approx(sps.fisher_exact([[140, 120], [61, 80]]).pvalue)
+    boschloo = sps.boschloo_exact([[140, 120], [61, 80]]).pvalue
+    assert boschloo <= stats.boschloo_p(140, 201, 120, 200) < boschloo + 0.02
+    less = stats.boschloo_p(30_000, 50_000, 30_400, 50_000, "less")  # 100,000 runs: milliseconds, not 20 GB
+    assert less == pytest.approx(sps.fisher_exact([[30_000, 30_400], [20_000, 19_600]], alternative="less").pvalue)
+    assert less < 0.01

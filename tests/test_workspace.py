@@ -83,3 +83,54 @@ def test_same_size_edit_right_after_checkout_is_seen(tmp_path: Path) -> None:
         time.sleep(1.1)  # the after-snapshot happens in a later second than checkout and edit
         ch = workspace.change(ws, before, workspace.snapshot_tree(ws))
         assert (ch.lines_added, ch.lines_removed) == (1, 1), i
+
+
+def test_clone_tree_is_the_snapshot_of_the_fresh_workspace(tmp_path: Path) -> None:
+    """The "before" snapshot taken from the clone's commit equals hashing the fresh workspace's files, also for
+    committed files a .gitignore names, executables, symlinks, nested folders and a plain-folder source."""
+    import os
+
+    src = make_repo(tmp_path / "src", {".gitignore": "*.log\nbuild/\n", "a.py": "A = 1\n", "deep/er/b.txt": "b\n",
+                                        "run.sh": "#!/bin/sh\necho hi\n"})
+    (src / "run.sh").chmod(0o755)
+    os.symlink("a.py", src / "link.py")
+    (src / "kept.log").write_text("tracked although ignored\n")
+    git(src, "add", "-A", "--force")
+    git(src, "commit", "-q", "-m", "more")
+    plain = make_repo(tmp_path / "plain", {"x.py": "x = 1\n", ".gitignore": "x.py\n"}, commit=False)
+    for i, source in enumerate((src, plain)):
+        ws = tmp_path / f"ws{i}"
+        made = workspace.clone(str(source), ws, tmp_path / "cache")
+        assert made.tree is not None and made.tree == workspace.snapshot_tree(ws), source
+        assert made.commit == workspace.create(str(source), tmp_path / f"again{i}", tmp_path / "cache")
+    assert workspace.clone(None, tmp_path / "empty", tmp_path / "cache").tree is None  # no template: hashed
+
+
+def test_a_removed_git_folder_is_a_workspace_error(tmp_path: Path) -> None:
+    import shutil
+
+    import pytest
+
+    ws = tmp_path / "ws"
+    workspace.create(str(make_repo(tmp_path / "src", {"a.txt": "1\n"})), ws, tmp_path / "cache")
+    folder = workspace.git_dir(ws)
+    assert folder == (ws / ".git").absolute()
+    shutil.rmtree(ws / ".git")
+    with pytest.raises(workspace.WorkspaceError, match="scratch index"):
+        workspace.snapshot_tree(ws, folder)
+
+
+def test_change_reads_numstat_and_patch_from_one_diff(tmp_path: Path) -> None:
+    """``change`` splits one ``git diff -z --numstat -p`` into counts and patch: the patch is byte for byte
+    ``git diff --binary``, names with tabs and newlines included."""
+    src = make_repo(tmp_path / "src", {"a.txt": "1\n2\n", "bin.dat": "x"})
+    ws = tmp_path / "ws"
+    workspace.create(str(src), ws, tmp_path / "cache")
+    before = workspace.snapshot_tree(ws)
+    (ws / "a.txt").write_text("1\nTWO\nthree\n")
+    (ws / "bin.dat").write_bytes(b"\x00\x01")
+    (ws / "odd\tna\nme.txt").write_text("o\n")
+    after = workspace.snapshot_tree(ws)
+    ch = workspace.change(ws, before, after)
+    assert (ch.lines_added, ch.lines_removed, ch.files_changed, ch.binary_files) == (3, 1, 3, 1)
+    assert ch.patch == git(ws, "diff", "--binary", "--no-renames", before, after)

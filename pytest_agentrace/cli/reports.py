@@ -19,7 +19,7 @@ from typing import Any
 from pytest_agentrace.argtypes import positive_float
 from pytest_agentrace.cli.verify import warn_unverifiable
 from pytest_agentrace.options import add_cli_options
-from pytest_agentrace.record.runfile import iter_runs
+from pytest_agentrace.record.index import iter_runs
 from pytest_agentrace.record.store import Store, StoreError, default_path
 from pytest_agentrace.report.html import render_report, table_page
 from pytest_agentrace.report.json_export import build_export

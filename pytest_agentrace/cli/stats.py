@@ -20,9 +20,10 @@ from pytest_agentrace.argtypes import non_negative_float, positive_int
 from pytest_agentrace.cli.verify import refuse_gate, warn_unverifiable
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import add_cli_options
+from pytest_agentrace.record.index import iter_runs
 from pytest_agentrace.record.manifest import digest_run, verify, write_manifest
 from pytest_agentrace.record.model import Status
-from pytest_agentrace.record.runfile import iter_runs, last_session_ids, write_run
+from pytest_agentrace.record.runfile import last_session_ids, write_run
 from pytest_agentrace.record.store import Store, StoreError, default_path
 from pytest_agentrace.report.fit import stdout_width
 from pytest_agentrace.report.stats_text import (

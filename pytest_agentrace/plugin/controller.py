@@ -39,6 +39,7 @@ from pytest_agentrace.plugin import validate
 from pytest_agentrace.plugin.collect import planned_reps
 from pytest_agentrace.plugin.progress import Progress
 from pytest_agentrace.plugin.session import SANDBOX_WHY_KEY, report_path
+from pytest_agentrace.record import index
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.runfile import write_last_session
 from pytest_agentrace.record.store import SessionInfo, Store, StoreError, default_path
@@ -217,6 +218,10 @@ class Controller:
             write_last_session(self.out, self.session_id, [o.run_id for o in outcomes])
         except OSError as exc:
             notes.append((f"agentrace: last-session record not written: {exc}", True))
+        try:  # the results-folder index, so that reports read one file instead of every run.json
+            index.refresh(self.out)
+        except OSError as exc:
+            notes.append((f"agentrace: results index not written: {exc}", True))
         path = self.store_path()
         fresh = [o for o in outcomes if not o.reused]  # a resumed run is in the history of the session that ran it
         if path is None or not fresh:

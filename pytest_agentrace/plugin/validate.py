@@ -20,7 +20,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tabulate import tabulate
 
 from pytest_agentrace.plugin.collect import (
     OUTCOME_KEY,
@@ -152,6 +151,8 @@ def verdict_rows(outcomes) -> tuple[tuple[tuple[str, ...], ...], int]:
 
 def table_lines(rows: list[list[str]] | tuple, invalid: int) -> list[str]:
     """The validation table (task, oracle, noop, verdict) and its closing count line."""
+    from tabulate import tabulate  # third-party, loaded only when a validation table is printed
+
     table = tabulate([list(r) for r in rows], headers=["Task", "Oracle", "Noop", "Verdict"], tablefmt="github")
     valid = sum(row[3] == "valid" for row in rows)
     here = sum(row[3].startswith("cannot validate here") for row in rows)

@@ -39,6 +39,10 @@ class Judge(abc.ABC):
     edits: bool = True
     where: str = ""  # what a workspace error names besides the cause (a trial's repo: " (app)")
     protected_globs: tuple[str, ...] = ()
+    # the tree of the fresh workspace when ``make_workspace`` knows it without reading the files (a clone of a local
+    # template with nothing written over it, ``workspace.Clone.tree``): the pipeline takes it as the "before" snapshot
+    # when setup ran nothing, instead of hashing every file
+    start_tree: str | None = None
 
     def __init__(self, spec: RunSpec, out: Path, session_id: str, options: RunOptions):
         self.spec, self.out, self.session_id, self.options = spec, out, session_id, options

@@ -135,7 +135,9 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         if "TRIAL_OUT" in env:  # the results folder is out of the agent's reach: its own run's folder stands in
             env = {**env, "TRIAL_OUT": str(run_dir)}
     try:
-        before = workspace.snapshot_tree(ws)
+        git_folder = workspace.git_dir(ws)
+        # a clone that setup wrote nothing into holds exactly its commit's tree: no need to hash its files
+        before = judge.start_tree if judge.start_tree and not done else workspace.snapshot_tree(ws, git_folder)
     except WorkspaceError as exc:
         return finish(Status.ERROR, f"workspace: {exc}")
     guarded = workspace.protected_state(ws, judge.protected_globs)
@@ -154,7 +156,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         fields["extra"]["limit_hit"] = agent.limit.to_dict()
     unreadable = None
     try:
-        change = workspace.change(ws, before, workspace.snapshot_tree(ws))
+        change = workspace.change(ws, before, workspace.snapshot_tree(ws, git_folder))
     except WorkspaceError as exc:
         unreadable = f"the agent left the workspace unreadable to git: {exc}"
     else:

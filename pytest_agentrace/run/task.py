@@ -40,7 +40,7 @@ class TaskJudge(Judge):
         if self.task.repo and not self.task.repo.startswith(("http", "git@", "ssh:")):
             own = workspace.inside(Path(self.task.repo), Path(self.task.path))
             exclude += [own] if own else []
-        workspace.create(self.task.repo, ws, self.cache_dir, exclude=exclude)
+        self.start_tree = workspace.clone(self.task.repo, ws, self.cache_dir, exclude=exclude).tree
 
     def hidden(self) -> list[Path]:
         repo = self.task.repo

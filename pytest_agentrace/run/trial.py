@@ -154,9 +154,12 @@ class TrialJudge(Judge):
         """A clone of the question's repo (or the one the arm maps it to) at its ``ref``, the arm's overlay over it."""
         repo = self.trial.repo(self.repo_name)
         own = workspace.inside(Path(repo.source), Path(self.trial.path)) if Path(repo.source).is_dir() else None
-        self.fields["extra"]["commit"] = workspace.create(repo.source, ws, self.cache_dir, repo.ref, exclude=[own] if own else [])
+        made = workspace.clone(repo.source, ws, self.cache_dir, repo.ref, exclude=[own] if own else [])
+        self.fields["extra"]["commit"] = made.commit
         if self.arm.overlay:
             workspace.overlay(Path(self.arm.overlay), ws)
+        else:
+            self.start_tree = made.tree
 
     def setup(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str]) -> tuple[dict[str, CheckResult], str | None]:
         """The arm's ``prepare`` (once per session) and ``setup`` commands; the first that fails is the error."""

@@ -116,33 +116,61 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
     return target, commit
 
 
+_TEMPLATE_TREES: dict[str, str] = {}  # template folder -> its commit's tree: a template never changes once built
+
+
+def template_tree(template: Path) -> str:
+    """The tree sha of the one commit of ``template`` (from ``template_repo``), looked up once per process: a
+    template's folder name is its content's digest, so its tree never changes."""
+    key = str(template)
+    if key not in _TEMPLATE_TREES:
+        _TEMPLATE_TREES[key] = git(["rev-parse", "HEAD^{tree}"], template).strip()
+    return _TEMPLATE_TREES[key]
+
+
+@dataclass(frozen=True)
+class Clone:
+    """A fresh workspace: ``commit`` is the source commit (or the clone's HEAD); ``tree`` the tree of its checked
+    out files when known without reading them (a clone of a local template), else None. A clone's files are its
+    HEAD's tree, so until anything is written into it ``tree`` equals what ``snapshot_tree`` would hash."""
+
+    commit: str
+    tree: str | None = None
+
+
 def create(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None, exclude: Iterable[str] = ()) -> str:
+    """``clone(...).commit``: make ``dest`` a fresh clone of ``repo`` and return the source commit (see ``clone``)."""
+    return clone(repo, dest, cache_dir, ref, exclude).commit
+
+
+def clone(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None, exclude: Iterable[str] = ()) -> Clone:
     """Make ``dest`` a fresh clone of ``repo`` (path, URL or None for an empty repository) with no remote.
 
     A local repository or folder is cloned from its template (``template_repo``: its files at ``ref``, without
-    ``exclude``); a URL is cloned as is and ``ref`` checked out. Returns the source commit (or the clone's HEAD).
-    Raises ``WorkspaceError`` when the source is missing or git fails.
+    ``exclude``); a URL is cloned as is and ``ref`` checked out. Returns a ``Clone`` (source commit or the clone's
+    HEAD; the template's tree). Raises ``WorkspaceError`` when the source is missing or git fails.
     """
     if repo is None:
         dest.mkdir(parents=True, exist_ok=True)
         git(["init", "-q", "-b", "main"], dest)
         git(["commit", "-q", "--allow-empty", "-m", "agentrace: empty start"], dest)
-        return git(["rev-parse", "HEAD"], dest).strip()
+        return Clone(git(["rev-parse", "HEAD"], dest).strip())
     is_url = "://" in repo or ("@" in repo and ":" in repo and not Path(repo).exists())
     parent = dest.parent if dest.parent.exists() else Path.cwd()
     if is_url:
         git(["clone", "-q", repo, str(dest)], parent)
         if ref:
             git(["checkout", "-q", "--detach", ref], dest)
-        commit = None
+        commit, tree = None, None
     else:
         path = Path(repo)
         if not path.is_dir():
             raise WorkspaceError(f"repo {repo} does not exist or is not a directory")
         template, commit = template_repo(path, cache_dir, exclude, ref)
         git(["clone", "-q", "--shared", str(template), str(dest)], parent)
+        tree = template_tree(template)
     git(["remote", "remove", "origin"], dest)  # nothing to push to: the source is never reachable from the clone
-    return commit or git(["rev-parse", "HEAD"], dest).strip()
+    return Clone(commit or git(["rev-parse", "HEAD"], dest).strip(), tree)
 
 
 def borrowed_objects(ws: Path) -> list[Path]:
@@ -189,27 +217,43 @@ def exclude(ws: Path, patterns: Iterable[str]) -> None:
     patterns = [p for p in patterns if p]
     if not patterns:
         return
-    info = Path(git(["rev-parse", "--absolute-git-dir"], ws).strip()) / "info"
+    info = git_dir(ws) / "info"
     info.mkdir(exist_ok=True)
     with open(info / "exclude", "a", encoding="utf-8") as fh:
         fh.write("".join(f"{p}\n" for p in patterns))
 
 
-def snapshot_tree(ws: Path) -> str:
+def git_dir(ws: Path) -> Path:
+    """The git folder of the workspace ``ws``: ``ws/.git`` when that is a real folder (a clone's own; no git
+    process), else what ``git rev-parse --absolute-git-dir`` finds. Raises ``WorkspaceError`` when there is none."""
+    own = ws / ".git"
+    if own.is_dir() and not own.is_symlink():
+        return own.absolute()
+    return Path(git(["rev-parse", "--absolute-git-dir"], ws).strip())
+
+
+def snapshot_tree(ws: Path, git_folder: Path | None = None) -> str:
     """Record the workspace's files (tracked and untracked, ignored ones excluded) as a git tree; return its sha.
 
-    Uses a temporary index file, so HEAD, branches and ``.git/index`` stay as the agent left them.
+    ``git_folder``: the workspace's git folder when already looked up (``git_dir``). Uses a temporary index file,
+    so HEAD, branches and ``.git/index`` stay as the agent left them. Raises ``WorkspaceError`` when git fails.
     """
-    git_dir = Path(git(["rev-parse", "--absolute-git-dir"], ws).strip())
-    fd, tmp_index = tempfile.mkstemp(prefix="agentrace-index.", dir=git_dir)
+    folder = git_folder if git_folder is not None else git_dir(ws)
+    try:
+        fd, tmp_index = tempfile.mkstemp(prefix="agentrace-index.", dir=folder)
+    except OSError as exc:  # the git folder is gone or is no folder any more (an agent removed or replaced it)
+        raise WorkspaceError(f"cannot write a scratch index into {folder}: {exc}") from exc
     os.close(fd)
     try:
-        real = git_dir / "index"
+        real = folder / "index"
         if real.exists():
             # copy2 keeps the index file's mtime: git's racy-clean check (an entry as new as the index is
             # re-hashed) only works against the real index time; a fresh mtime hid same-size edits made in
             # the same second as the checkout (e.g. "a - b" -> "a + b" by a fast agent)
-            shutil.copy2(real, tmp_index)
+            try:
+                shutil.copy2(real, tmp_index)
+            except OSError as exc:
+                raise WorkspaceError(f"cannot read the index {real}: {exc}") from exc
         else:
             os.unlink(tmp_index)
         env = {"GIT_INDEX_FILE": tmp_index}
@@ -236,17 +280,24 @@ class Change:
 
 
 def change(ws: Path, before: str, after: str) -> Change:
-    """Compare two trees from ``snapshot_tree``; binary files count as changed files with 0 lines."""
+    """Compare two trees from ``snapshot_tree``; binary files count as changed files with 0 lines.
+
+    One git process: ``git diff -z --numstat -p --binary`` prints the NUL-terminated numstat records, one more
+    NUL, then the patch (the same bytes as ``git diff --binary``). Raises ``WorkspaceError`` when git fails.
+    """
     added = removed = files = binary = 0
-    for line in git(["diff", "--numstat", "--no-renames", before, after], ws).splitlines():
-        a, r, _ = line.split("\t", 2)
+    out = git(["diff", "-z", "--numstat", "-p", "--binary", "--no-renames", before, after], ws)
+    pos = 0
+    while pos < len(out) and out[pos] != "\0":
+        end = out.index("\0", pos)
+        a, r, _ = out[pos:end].split("\t", 2)
+        pos = end + 1
         files += 1
         if a == "-":
             binary += 1
         else:
             added, removed = added + int(a), removed + int(r)
-    patch = git(["diff", "--binary", "--no-renames", before, after], ws)
-    return Change(added, removed, files, binary, patch)
+    return Change(added, removed, files, binary, out[pos + 1:])
 
 
 def _matches(rel: str, pattern: str) -> bool:

@@ -144,7 +144,8 @@ def summarize_cell(runs: Sequence[Outcome], seed: int = 0, resamples: int = stat
         pass_ci_errors_as_failures=stats.wilson_interval(passed, len(runs), confidence),
         tokens_n=len(tokens), tokens_unknown=n - len(tokens), tokens_mean=_mean(tokens),
         tokens_sd=math.sqrt(stats._var(tokens)) if len(tokens) >= 2 else None,
-        tokens_ci=stats.mean_interval(tokens, confidence, resamples, stats.rng_for(seed, "tokens", *key)),
+        tokens_ci=(stats.mean_interval(tokens, confidence, resamples, stats.rng_for(seed, "tokens", *key))
+                   if len(tokens) >= 2 else stats.Interval.none(confidence)),  # fewer than 2: no generator, no numpy
         turns_mean=_mean(turns), used_tool=sum(o.used_tool is True for o in valid),
         used_tool_known=sum(o.used_tool is not None for o in valid),
         seconds_mean=_mean([o.seconds for o in valid]), cost_mean=_mean(costs),

@@ -289,7 +289,8 @@ def pass_result(tables: Sequence[tuple[int, int, int, int]], target: str = FIXED
     none = stats.Interval.none(confidence)
     if len(tables) == 1:
         p = stats.boschloo_p(ka, na, kb, nb) if na and nb else None
-        return PassResult(pooled, stats.newcombe_interval(ka, na, kb, nb, confidence), "Boschloo", p, None, none, test_verdict(p, pooled, alpha))
+        return PassResult(pooled, stats.newcombe_interval(ka, na, kb, nb, confidence), stats.exact_test_name(na, nb),
+                          p, None, none, test_verdict(p, pooled, alpha))
     if target == FIXED:
         diff = sum(a / n - b / m for a, n, b, m in tables) / len(tables)
         ci = strata.stratified_pass_interval(tables, confidence)
@@ -423,7 +424,7 @@ def with_bh(comparisons: list[ArmComparison], decide: bool = False, alpha: float
         for j, i in enumerate(idx):
             c = dataclasses.replace(out[i], cost_p_adj=cost[j], pass_p_adj=passed[j], score_p_adj=score[j])
             pass_ci = stats.Interval(c.pass_diff_ci[0], c.pass_diff_ci[1], "newcombe", c.relative_cost_ci.confidence)
-            if c.pass_test == "Boschloo":
+            if c.pass_test in ("Boschloo", "Fisher"):
                 pass_v = test_verdict(c.pass_p_adj, c.pass_diff, alpha)
             else:
                 pass_v = difference_verdict(c.paired_pass_ci if c.pass_test == "sign-flip" else pass_ci, c.pass_p_adj, alpha)

@@ -124,8 +124,23 @@ def newcombe_interval(k1: int, n1: int, k0: int, n0: int, confidence: float = 0.
     return (max(-1.0, lo), min(1.0, hi))
 
 
+# n1 * n0 above which Boschloo's test gives way to Fisher's: scipy's boschloo_exact works on (n1 + 1) x (n0 + 1)
+# arrays and its time grows about as (n1 n0)^1.5 (0.8 s at 200 x 200 runs, 2.6 s at 300 x 300; 50,000 runs a side
+# would need 20 GB)
+BOSCHLOO_MAX_TABLE = 200 * 200
+
+
+def exact_test_name(n1: int, n0: int) -> str:
+    """The exact test ``boschloo_p`` uses for samples of ``n1`` and ``n0`` runs: ``Boschloo`` or ``Fisher``."""
+    return "Boschloo" if n1 * n0 <= BOSCHLOO_MAX_TABLE else "Fisher"
+
+
 def boschloo_p(k1: int, n1: int, k0: int, n0: int, alternative: str = "two-sided") -> float:
-    """p-value of Boschloo's exact unconditional test of ``p1 = p0`` (``scipy.stats.boschloo_exact``).
+    """p-value of Boschloo's exact unconditional test of ``p1 = p0`` (``scipy.stats.boschloo_exact``); for tables
+    larger than ``BOSCHLOO_MAX_TABLE`` (``n1 * n0``), Fisher's exact test (``scipy.stats.fisher_exact``): exact
+    too, and never smaller than Boschloo's p (Boschloo's test is Fisher's p used as a statistic, maximised over the
+    nuisance parameter: R. D. Boschloo, Statistica Neerlandica 24, 1970), so a verdict stays at its level; at these
+    sizes the two differ little (``exact_test_name`` says which ran).
 
     ``alternative``: ``two-sided``, ``less`` (``p1 < p0``) or ``greater`` (``p1 > p0``). Returns 1.0 when a
     table carries no information (an empty side, or all runs passed / all failed). Cached by table, with the
@@ -147,6 +162,11 @@ def _boschloo(table: tuple[int, int, int, int], alternative: str) -> float:
     from scipy.stats import boschloo_exact
 
     k1, n1, k0, n0 = table
+    if exact_test_name(n1, n0) == "Fisher":
+        from scipy.stats import fisher_exact
+
+        p = fisher_exact([[k1, k0], [n1 - k1, n0 - k0]], alternative=alternative).pvalue
+        return 1.0 if not math.isfinite(p) else float(min(1.0, max(0.0, p)))
     p = boschloo_exact([[k1, k0], [n1 - k1, n0 - k0]], alternative=alternative).pvalue
     return 1.0 if not math.isfinite(p) else float(min(1.0, max(0.0, p)))
 
@@ -427,11 +447,11 @@ def bounded(interval: tuple[float, float] | None, lo: float, hi: float) -> tuple
 
 def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
     """Student t interval for a mean (coderace's ``ci_95``, with exact t quantiles). None for fewer than 2."""
-    from scipy.stats import t as student_t
-
     n = len(values)
     if n < 2:
         return None
+    from scipy.stats import t as student_t
+
     m = sum(values) / n
     half = float(student_t.ppf(1.0 - (1.0 - confidence) / 2.0, n - 1)) * math.sqrt(_var(values) / n)
     return (m - half, m + half)

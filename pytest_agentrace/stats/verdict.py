@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_agentrace.stats.numerics import boschloo_p
+from pytest_agentrace.stats.numerics import boschloo_p, exact_test_name
 
 PROVISIONAL_RUNS = 8  # a cost verdict with fewer runs per arm in some case than this is marked provisional
 SNAPSHOT_MIN_RUNS = 4  # a snapshot token verdict needs at least this many runs a side
@@ -145,7 +145,8 @@ def snapshot_verdicts(old_passed: int, old_total: int, new_passed: int, new_tota
         if pass_test is not None:
             name, p = pass_test[0], pass_test[1] if side == "less" else pass_test[2]
         else:
-            name, p = "Boschloo", boschloo_p(new_passed, new_total, old_passed, old_total, side)
+            name = exact_test_name(new_total, old_total)
+            p = boschloo_p(new_passed, new_total, old_passed, old_total, side)
         p = 1.0 if p is None else p
         if new_rate < old_rate:
             regressed = p < alpha

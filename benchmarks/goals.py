@@ -1,0 +1,126 @@
+"""Every speed goal beside its floor, in one run. Prints figures; asserts nothing.
+
+Usage: python benchmarks/goals.py [--files 1000] [--runs 5] [--agg-runs 100000] [--agg-cases 1000] [--sleep 2]
+
+- start: a one-run session (``noop`` agent, ``test_command: 'true'``) against pytest's bare start
+  (``pytest --collect-only -q`` in an empty folder, this plugin disabled); goal <= 1.5x;
+- per run: the harness overhead of a ``noop`` run (``total_seconds`` minus agent and checks) against a bare
+  ``git clone --shared`` of the same ``--files``-file repository; goal <= 1.5x;
+- aggregation: ``agentrace report`` over ``--agg-runs`` run records (``benchmarks/aggregate.py``), from the index,
+  and its peak RSS; the floor is reading every ``run.json`` without parsing; goal <= 10 s and <= 300 MiB at
+  100,000 runs;
+- xdist: a session of 8 runs whose agent sleeps ``--sleep`` seconds, serial and with ``-n 2``; goal >= 1.85x.
+
+Each figure is a median of ``--runs`` repetitions where it is cheap; the load average is printed with it, since the
+machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from aggregate import make_folder, read_floor, timed_report
+from overhead import make_repo, timed
+
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+OFF = ["-p", "no:agentrace", "-p", "no:agentrace_model_double"]
+
+
+def timed_any(argv: list[str], cwd: Path) -> float:
+    """Wall seconds of ``argv`` whatever its exit status (pytest exits 5 when it collects nothing)."""
+    t = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, check=False, capture_output=True)
+    return time.perf_counter() - t
+
+
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+
+
+def start(root: Path, runs: int) -> None:
+    empty = root / "empty"
+    empty.mkdir()
+    bare = statistics.median(timed_any([*PYTEST, "--collect-only", *OFF], empty) for _ in range(runs))
+    (root / "one").mkdir()
+    make_repo(root / "one", 10)
+    (root / "one" / "task.yaml").write_text("name: one\ndescription: nothing\nrepo: repo\ntest_command: 'true'\n"
+                                            "agents: [{name: noop, expect: pass}]\ntimeout: 60\n")
+    session = statistics.median(timed([*PYTEST, "--agentrace", "task.yaml", "--agentrace-no-save"], root / "one")
+                                for _ in range(runs))
+    print(f"start:  1-run session {session:.2f} s | floor: bare pytest start {bare:.2f} s | "
+          f"{session / bare:.2f}x (goal <= 1.5x) | {load()}")
+
+
+def per_run(root: Path, files: int, runs: int) -> None:
+    repo = make_repo(root, files)
+    clones = [timed(["git", "clone", "-q", "--shared", str(repo), str(root / f"c{i}")], root) for i in range(runs)]
+    (root / "task.yaml").write_text("name: bench\ndescription: nothing\nrepo: repo\ntest_command: 'true'\n"
+                                    "agents: [{name: noop, expect: pass}]\ntimeout: 60\n")
+    out = root / "out"
+    subprocess.run([*PYTEST, "--agentrace", "task.yaml", f"--agentrace-reps={runs}", f"--agentrace-out={out}",
+                    "--agentrace-no-save", f"--basetemp={root / 'bt'}"], cwd=root, check=True, capture_output=True)
+    records = [json.loads(p.read_text()) for p in out.glob("runs/**/run.json")]
+    over = [r["total_seconds"] - sum(c["seconds"] for c in r["checks"].values()) - r["seconds"] for r in records]
+    clone = statistics.median(clones)
+    print(f"run:    harness overhead per run {statistics.median(over):.3f} s | floor: git clone --shared of {files} "
+          f"files {clone:.3f} s | {statistics.median(over) / clone:.2f}x (goal <= 1.5x) | {load()}")
+
+
+def aggregation(root: Path, runs: int, cases: int) -> None:
+    out = root / "agg"
+    t = time.perf_counter()
+    make_folder(out, runs, cases)
+    made = time.perf_counter() - t
+    floor = read_floor(out)
+    first = timed_report(out)
+    second = timed_report(out)
+    print(f"report: {runs:,} runs ({cases:,} cases; folder made in {made:.0f} s): index rebuilt {first[0]:.1f} s, "
+          f"from the index {second[0]:.1f} s, peak RSS {second[1]:.0f} MiB | "
+          f"floor: read every run.json {floor:.1f} s | "
+          f"goal <= 10 s, <= 300 MiB | same output: {first[2] == second[2]} | {load()}")
+
+
+def xdist(root: Path, sleep: float) -> None:
+    make_repo(root, 10)
+    (root / "task.yaml").write_text(f"name: x\ndescription: wait\nrepo: repo\ntest_command: 'true'\ntimeout: 60\n"
+                                    f"agents: [{{name: sleeper, command: 'sleep {sleep:g}'}}]\n")
+    base = [*PYTEST, "--agentrace", "task.yaml", "--agentrace-reps=8", "--agentrace-no-save"]
+    serial = timed(base, root)
+    two = timed([*base, "-p", "xdist", "-n", "2"], root)
+    print(f"xdist:  8 runs of a {sleep:g} s agent: serial {serial:.1f} s, -n 2 {two:.1f} s | {serial / two:.2f}x "
+          f"(floor: 2.00x, goal >= 1.85x) | {load()}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--agg-runs", type=int, default=100_000)
+    ap.add_argument("--agg-cases", type=int, default=1000)
+    ap.add_argument("--sleep", type=float, default=2.0)
+    ap.add_argument("--only", choices=["start", "run", "report", "xdist"], action="append")
+    args = ap.parse_args()
+    only = set(args.only or ["start", "run", "report", "xdist"])
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name, step in (("start", lambda d: start(d, args.runs)),
+                           ("run", lambda d: per_run(d, args.files, args.runs)),
+                           ("report", lambda d: aggregation(d, args.agg_runs, args.agg_cases)),
+                           ("xdist", lambda d: xdist(d, args.sleep))):
+            if name in only:
+                (root / name).mkdir()
+                step(root / name)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""The results-folder index: ``<out>/index.jsonl``, a cache of every ``run.json`` under ``<out>/runs``.
+
+Reports over a results folder read the index instead of opening and parsing each ``run.json``. The files stay the
+record: the index is rebuilt from them whenever it is missing, damaged or out of date, and an entry is trusted only
+while its file's ``(mtime_ns, size, inode)`` are what they were when it was parsed (``os.replace``, which
+``runfile.write_run`` uses, gives a new inode), so a changed file is parsed again. Nothing is ever read from the
+index that its file does not say.
+
+Format (UTF-8 lines): a header ``{"agentrace_index": 1, "schema_version": N}``, then one line per ``run.json`` in
+sorted path order: ``<crc32 hex>\t<key>\t<entry>`` with ``key`` the JSON ``[path, mtime_ns, size, inode]``
+(``path`` relative to ``<out>/runs``, POSIX), ``entry`` the JSON ``{"record": Outcome.to_dict()}`` of a readable
+file or ``{"error": why}`` of an unreadable one, and the checksum over ``key\tentry``. A line whose checksum does
+not match, a bad header or a line that cannot be split makes the whole index damaged: it is rebuilt from the files.
+Checking the index reads only checksums and keys; the records are parsed one at a time as a report reads them, so
+memory holds the outcomes, never every record's JSON at once.
+
+The controller refreshes the index at the end of each session (``refresh``); ``iter_runs`` refreshes it on demand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pytest_agentrace.record.model import SCHEMA_VERSION, Outcome
+from pytest_agentrace.record.runfile import RUN_FILE, read_run
+from pytest_agentrace.record.runfile import iter_runs as runfile_iter_runs
+
+INDEX_FILE = "index.jsonl"
+INDEX_FORMAT = 1
+
+
+def run_files(out: Path) -> list[tuple[str, os.stat_result]]:
+    """``(path relative to out/runs, stat)`` of every ``run.json`` file under ``out/runs`` (symlinked folders not
+    followed), in the order of ``sorted(Path.glob('**/run.json'))`` (by path components)."""
+    root = Path(out) / "runs"
+    found: list[tuple[tuple[str, ...], str, os.stat_result]] = []
+    for dirpath, _dirs, files in os.walk(root):
+        if RUN_FILE in files:
+            path = os.path.join(dirpath, RUN_FILE)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            rel = Path(path).relative_to(root).as_posix()
+            found.append((tuple(rel.split("/")), rel, st))
+    found.sort(key=lambda f: f[0])
+    return [(rel, st) for _parts, rel, st in found]
+
+
+def _line(key: list[Any], entry: dict[str, Any]) -> str:
+    body = json.dumps(key, separators=(",", ":")) + "\t" + json.dumps(entry, sort_keys=True, separators=(",", ":"))
+    return f"{zlib.crc32(body.encode('utf-8')):08x}\t{body}\n"
+
+
+def _header() -> str:
+    return json.dumps({"agentrace_index": INDEX_FORMAT, "schema_version": SCHEMA_VERSION}, sort_keys=True) + "\n"
+
+
+def read_index(out: Path) -> dict[str, tuple[tuple[int, int, int], int, int]] | None:
+    """``{path: ((mtime_ns, size, inode), offset, length)}`` of the lines of ``<out>/index.jsonl`` (entries not
+    parsed, nor kept); None when it is missing or damaged (a bad header, checksum or key), or was written for
+    another record schema."""
+    try:
+        with open(Path(out) / INDEX_FILE, "rb") as fh:
+            head = fh.readline()
+            if head.decode("utf-8") != _header():
+                return None
+            found: dict[str, tuple[tuple[int, int, int], int, int]] = {}
+            offset = len(head)
+            for line in fh:
+                crc, body = line.rstrip(b"\n").split(b"\t", 1)
+                if not line.endswith(b"\n") or int(crc, 16) != zlib.crc32(body):
+                    return None
+                path, mtime, size, inode = json.loads(body.split(b"\t", 1)[0])
+                if not isinstance(path, str) or not all(type(v) is int for v in (mtime, size, inode)):
+                    return None
+                found[path] = ((mtime, size, inode), offset, len(line))
+                offset += len(line)
+            return found
+    except (OSError, ValueError, TypeError, UnicodeDecodeError):  # missing, cut short, not ours
+        return None
+
+
+def _entry(path: Path) -> dict[str, Any]:
+    try:
+        return {"record": read_run(path).to_dict()}
+    except ValueError as exc:  # kept without the path: the folder may move, the message names where it is now
+        return {"error": str(exc).removeprefix(f"{path}: ")}
+
+
+def refresh(out: Path) -> int:
+    """Bring ``<out>/index.jsonl`` up to date with the ``run.json`` files, parsing only those that are new or
+    changed (all when the index is missing or damaged); rewritten (streamed to a temp file, then ``os.replace``)
+    only when something changed. Returns the number of files indexed. Raises ``OSError`` when the index cannot be
+    written."""
+    stored = read_index(out)
+    root, path = Path(out) / "runs", Path(out) / INDEX_FILE
+    keys = [(rel, (st.st_mtime_ns, st.st_size, st.st_ino)) for rel, st in run_files(out)]
+    if stored is not None and len(stored) == len(keys) and all(stored.get(rel, ((),))[0] == key for rel, key in keys):
+        return len(keys)
+    stored = stored or {}
+    fd, tmp = tempfile.mkstemp(prefix=f".{INDEX_FILE}.", dir=out)
+    try:
+        with os.fdopen(fd, "wb") as new, open(path, "rb") if stored else contextlib.nullcontext() as old:
+            new.write(_header().encode("utf-8"))
+            for rel, key in keys:
+                kept = stored.get(rel)
+                if kept is not None and kept[0] == key and old is not None:
+                    old.seek(kept[1])
+                    new.write(old.read(kept[2]))
+                else:
+                    new.write(_line([rel, *key], _entry(root / rel)).encode("utf-8"))
+            new.flush()
+            os.fsync(new.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return len(keys)
+
+
+def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
+    """``runfile.iter_runs`` from the index: ``(path, outcome)`` for every readable ``run.json`` under ``out/runs``
+    in sorted path order, unreadable ones skipped with the same line on stderr. The index is refreshed first; when
+    it cannot be written (a read-only folder) the files are read as they are (``runfile.iter_runs``)."""
+    try:
+        refresh(out)
+        fh = open(Path(out) / INDEX_FILE, encoding="utf-8")
+    except OSError:
+        yield from runfile_iter_runs(out)
+        return
+    root = Path(out) / "runs"
+    memo: dict[str, str] = {}
+    with fh:
+        fh.readline()
+        for line in fh:
+            _crc, key, entry = line.rstrip("\n").split("\t", 2)
+            rel = json.loads(key)[0]
+            data = json.loads(entry)
+            if "record" not in data:
+                print(f"agentrace: skipped {root / rel}: {data.get('error')}", file=sys.stderr)
+                continue
+            yield root / rel, Outcome.from_dict(_shared(data["record"], memo))
+
+
+def _shared(value: Any, memo: dict[str, str]) -> Any:
+    """``value`` (parsed JSON) with each short string replaced by an equal one seen before: the runs of a folder
+    repeat their names, sources, models, commands and tool calls, and one copy of each saves about a third of the
+    memory the outcomes take (5.0 -> 3.4 KiB per run)."""
+    kind = type(value)
+    if kind is str:
+        return memo.setdefault(value, value) if len(value) <= 256 else value
+    if kind is dict:
+        return {memo.setdefault(k, k): _shared(v, memo) for k, v in value.items()}
+    if kind is list:
+        return [_shared(v, memo) for v in value]
+    return value

@@ -1,0 +1,114 @@
+"""The results-folder index (``record.index``): a cache of every run.json, never the record. Reports from the index
+equal reports from parsing the files; a missing, damaged or stale index is rebuilt from the files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from reportkit import outcome
+
+from conftest import make_repo
+from pytest_agentrace import cli
+from pytest_agentrace.record import index, runfile
+from pytest_agentrace.record.runfile import write_run
+
+
+def folder(out: Path) -> Path:
+    """Two arms x 3 cases x 4 reps of a trial, two task runs and one unreadable run.json."""
+    for c in range(3):
+        for arm, scale in (("base", 1.0), ("docs", 0.6)):
+            for rep in range(1, 5):
+                status = "passed" if (rep + c) % 3 else "failed"
+                o = outcome(case=f"q{c}", arm=arm, agent="a", rep=rep, kind="trial", source="t.toml",
+                            tokens=int((1000 + 37 * rep + 11 * c) * scale), status=status,
+                            extra={"baseline_arm": "base", "trial": "ports"})
+                write_run(out / "runs" / o.case / arm / "a" / str(rep), o)
+    for agent in ("x", "y"):
+        write_run(out / "runs" / "fix" / "default" / agent / "1", outcome(agent=agent, score=None))
+    bad = out / "runs" / "q0" / "base" / "a" / "9" / "run.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"run_id": "cut sh')
+    return out
+
+
+def from_files(out: Path) -> list:
+    return list(runfile.iter_runs(out))
+
+
+def report(capsys: pytest.CaptureFixture[str], out: Path) -> tuple[str, str]:
+    code = cli.main(["report", str(out), "--format", "json", "--resamples", "300"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out, captured.err
+
+
+def test_report_from_the_index_equals_report_from_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    out = folder(tmp_path / "out")
+    with monkeypatch.context() as m:  # the report as it was: every run.json parsed
+        m.setattr("pytest_agentrace.cli.stats.iter_runs", runfile.iter_runs)
+        parsed = report(capsys, out)
+    assert not (out / index.INDEX_FILE).exists()
+    built = report(capsys, out)  # no index yet: built from the files, then written
+    assert (out / index.INDEX_FILE).is_file()
+
+    def no_parsing(path: Path):
+        raise AssertionError(f"{path} parsed although the index is up to date")
+
+    monkeypatch.setattr(index, "read_run", no_parsing)
+    cached = report(capsys, out)  # from the index alone
+    assert parsed == built == cached
+    assert "skipped" in cached[1] and "q0/base/a/9/run.json: not a valid run record" in cached[1]
+    assert list(index.iter_runs(out)) == from_files(out)
+
+
+@pytest.mark.parametrize("damage", ["missing", "flipped byte", "cut short", "not an index", "other schema"])
+def test_a_missing_or_damaged_index_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    out = folder(tmp_path / "out")
+    assert index.refresh(out) == 27
+    path = out / index.INDEX_FILE
+    text = path.read_text()
+    if damage == "missing":
+        path.unlink()
+    elif damage == "flipped byte":  # a token count changed inside one entry: its checksum no longer matches
+        path.write_text(text.replace('"total_tokens":1037', '"total_tokens":9037', 1))
+        assert path.read_text() != text
+    elif damage == "cut short":
+        path.write_text(text[: len(text) // 2])
+    elif damage == "not an index":
+        path.write_text(json.dumps({"runs": []}) + "\n")
+    else:
+        path.write_text(text.replace('"schema_version":', '"schema_version":9', 1))
+    if damage != "cut short":
+        assert index.read_index(out) is None
+    assert list(index.iter_runs(out)) == from_files(out)
+    assert path.read_text() == text  # written again, exactly as built from the files
+
+
+def test_a_changed_or_new_run_json_replaces_its_entry(tmp_path: Path) -> None:
+    out = folder(tmp_path / "out")
+    index.refresh(out)
+    run_dir = out / "runs" / "q1" / "docs" / "a" / "2"
+    old = runfile.read_run(run_dir / "run.json")
+    write_run(run_dir, old.replace(status="failed", reason="rescored"))  # as `agentrace rescore` rewrites a run
+    write_run(out / "runs" / "q9" / "base" / "a" / "1", outcome(case="q9", arm="base", kind="trial", source="t.toml"))
+    (out / "runs" / "fix" / "default" / "y" / "1" / "run.json").unlink()
+    got = list(index.iter_runs(out))
+    assert got == from_files(out)
+    assert {o.run_id: o.status for _, o in got}[old.run_id] == "failed" and len(got) == 26
+    assert index.read_index(out) is not None and len(index.read_index(out)) == 27  # 26 readable + 1 unreadable
+
+
+@pytest.mark.parametrize("xdist", [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")])
+def test_the_session_keeps_the_index(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    make_repo(pytester.path / "repo", {"a.py": "A = 1\n"})
+    (pytester.path / "task.yaml").write_text("name: idx\ndescription: nothing\nrepo: repo\ntest_command: 'true'\n"
+                                             "agents: [{name: noop, expect: pass}]\ntimeout: 60\n")
+    out = pytester.path / "out"
+    res = pytester.runpytest("--agentrace", "task.yaml", "--agentrace-reps=3", f"--agentrace-out={out}", *xdist)
+    res.assert_outcomes(passed=3)
+    stored = index.read_index(out)
+    assert stored is not None and sorted(stored) == [f"idx/default/noop/{rep}/run.json" for rep in (1, 2, 3)]
+    assert list(index.iter_runs(out)) == from_files(out)

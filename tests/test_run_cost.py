@@ -1,0 +1,81 @@
+"""Harness cost per run: the git processes a task run starts (counted through a logging ``git`` on PATH), the
+"before" snapshot taken from the clone's commit, and the workspace gone once the run is recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import BUGGY_REPO, FIXER, make_repo, write_script
+from pytest_agentrace.record import index
+
+REAL_GIT = shutil.which("git")
+LOGGING_GIT = f"""\
+import os, sys
+with open(os.environ["GIT_CALLS_LOG"], "a") as fh:  # the parent's pid first: the harness or a check's tool
+    args = [a for a in sys.argv[1:] if not a.startswith(("commit.gpgsign", "core.hooksPath")) and a != "-c"]
+    fh.write(str(os.getppid()) + " " + " ".join(args) + "\\n")
+os.execv({REAL_GIT!r}, [{REAL_GIT!r}, *sys.argv[1:]])
+"""
+
+
+def task(setup: str = "") -> str:
+    return ("name: fix-add\ndescription: Fix add() in calc.py so that it adds.\nrepo: repo\n"
+            "test_command: python -m pytest -q test_calc.py\ntimeout: 60\n"
+            "agents:\n  - {name: fixer, command: 'fixer {prompt}'}\n" + setup)
+
+
+@pytest.fixture
+def git_log(pytester: pytest.Pytester, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "fixer", FIXER)
+    write_script(bin_dir / "git", LOGGING_GIT)
+    log = pytester.path / "git-calls.log"
+    monkeypatch.setenv("GIT_CALLS_LOG", str(log))
+    return log
+
+
+def harness_calls(log: Path) -> list[str]:
+    """The git subcommands the harness (this process: pytester runs in-process) started, not a check's tools."""
+    me = str(os.getpid())
+    return [line.split()[1] for line in log.read_text().splitlines() if line.split()[0] == me]
+
+
+def runs(out: Path) -> list[dict]:
+    return sorted((json.loads(p.read_text()) for p in out.glob("runs/**/run.json")), key=lambda r: r["rep"])
+
+
+def test_a_run_without_setup_starts_six_git_processes(pytester: pytest.Pytester, git_log: Path) -> None:
+    (pytester.path / "task.yaml").write_text(task())
+    res = pytester.runpytest("--agentrace", "--agentrace-reps=3", f"--agentrace-out={pytester.path / 'out'}",
+                             f"--basetemp={pytester.path / 'bt'}")
+    res.assert_outcomes(passed=3)
+    calls = harness_calls(git_log)
+    # per run: rev-parse (the source commit), clone, remote remove, add + write-tree (the "after" snapshot only),
+    # diff (numstat and patch at once); the middle run of three is clear of what a session does once
+    starts = [i for i, c in enumerate(calls) if c == "clone"]
+    assert len(starts) == 3, calls
+    assert calls[starts[1] - 1:starts[2] - 1] == ["rev-parse", "clone", "remote", "add", "write-tree", "diff"], calls
+    assert calls.count("write-tree") == 3  # the template's tree is looked up once: no "before" hashing at all
+    for r in runs(pytester.path / "out"):  # behaviour kept: the change is measured against the clone's commit
+        assert (r["lines_added"], r["lines_removed"], r["files_changed"], r["status"]) == (1, 1, 1, "passed")
+    patch = next((pytester.path / "out").glob("runs/**/diff.patch")).read_text()
+    assert "-    return a - b" in patch and "+    return a + b" in patch
+    assert not list((pytester.path / "bt").glob("**/ws"))  # every workspace deleted as its run was recorded
+    assert len(index.read_index(pytester.path / "out") or {}) == 3  # the controller kept the results index
+
+
+def test_a_run_with_setup_hashes_its_before_snapshot(pytester: pytest.Pytester, git_log: Path) -> None:
+    """Setup may write into the workspace: what it wrote is not the agent's change."""
+    setup = "setup:\n  - python -c \"open('made_by_setup.txt','w').write('s\\\\n')\"\n"
+    (pytester.path / "task.yaml").write_text(task(setup))
+    res = pytester.runpytest("--agentrace", f"--agentrace-out={pytester.path / 'out'}")
+    res.assert_outcomes(passed=1)
+    calls = harness_calls(git_log)
+    assert calls.count("write-tree") == 2  # before and after setup's files are hashed
+    (r,) = runs(pytester.path / "out")
+    assert (r["lines_added"], r["lines_removed"], r["files_changed"]) == (1, 1, 1)
