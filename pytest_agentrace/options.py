@@ -27,6 +27,7 @@ from pytest_agentrace.record.store import DEFAULT_NAME as DB_NAME
 from pytest_agentrace.record.store import ENV_VAR as DB_ENV
 from pytest_agentrace.run.sandbox import MODES as SANDBOX_MODES
 from pytest_agentrace.spec.builtin import difficulty_list, name_list
+from pytest_agentrace.spec.shard import shard_arg
 from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES as RESAMPLES
 from pytest_agentrace.stats.verdict import FIXED, GATE_HELP, TARGETS
 
@@ -125,6 +126,10 @@ OPTIONS: tuple[Option, ...] = (
            "and fail a task whose oracle does not pass every check or whose hidden checks pass without a change", False, flag=True),
     Option("resume", "reuse complete run.json records of unchanged task/trial files in the results folder instead of "
            "running them again", False, flag=True),
+    Option("shard", "run only shard K of N (1-based) of the collected runs, split by run id and balanced by the history's "
+           "durations; 'auto' reads CI_NODE_INDEX/CI_NODE_TOTAL (GitLab), CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL or "
+           "BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT; merge the shards' folders with `agentrace merge`", None,
+           type=shard_arg, metavar="K/N|auto"),
     Option("retry_failed", "like --agentrace-resume, but run again what did not finish cleanly (error, timeout, crashed "
            "agent)", False, flag=True),
     # where agents run
@@ -194,6 +199,12 @@ class Settings:
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("settings are read-only")
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` (names of settings; an unknown one raises ``AttributeError``)."""
+        for name in changes:
+            getattr(self, name)
+        return Settings({**self._values, **changes})
 
 
 def add_pytest_options(parser: Any) -> None:
