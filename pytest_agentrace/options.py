@@ -132,6 +132,11 @@ OPTIONS: tuple[Option, ...] = (
            type=shard_arg, metavar="K/N|auto"),
     Option("retry_failed", "like --agentrace-resume, but run again what did not finish cleanly (error, timeout, crashed "
            "agent)", False, flag=True),
+    Option("race", "race the agents of each task (per arm and rep): they start together, the first to meet the win "
+           "condition (verify passes, else tests pass, else a clean exit) wins, the others are stopped after the grace "
+           "window and recorded as 'stopped' (not a sample)", False, flag=True),
+    Option("race_grace", "seconds the other agents of a race may still finish after the winner (default 5)", 5.0,
+           type=non_negative_float, metavar="SECONDS"),
     # where agents run
     Option("agent_home", "HOME of the agent CLIs: 'run' (default) gives each run a fresh HOME (and CODEX_HOME, XDG_*) so runs "
            "cannot see each other's sessions or caches; 'user' keeps your HOME (needed for real logins)", AGENT_HOME_RUN,

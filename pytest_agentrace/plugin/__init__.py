@@ -27,6 +27,7 @@ from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.script import load_script
 from pytest_agentrace.plugin import collect, validate
+from pytest_agentrace.plugin import race as _race
 from pytest_agentrace.plugin import shard as _shard
 from pytest_agentrace.plugin.controller import Controller
 from pytest_agentrace.plugin.session import (
@@ -221,6 +222,18 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return _shard.header(config) if enabled(config) else []
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Under ``--agentrace-race``: one line per race (winner and time, runner-up and gap, stopped agents)."""
+    if not enabled(config) or is_worker(config) or not settings(config).race:
+        return
+    lines = _race.summary_lines(config)
+    if lines:
+        terminalreporter.section("agentrace race")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
     """pytest-xdist: give workers the controller's session id."""
@@ -283,15 +296,19 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         warnings.warn(pytest.PytestConfigWarning(
             f"--agentrace-difficulty: no collected task has difficulty {', '.join(unmatched)}{hint}; the tasks' levels "
             f"are {', '.join(known) or 'none'} ({SAME_NAME_NOTE})"), stacklevel=1)
-    _shard.deselect(config, found, items, lambda item: item.stash.get(collect.RUNSPEC_KEY, None))
+    _shard.deselect(config, found, items, lambda item: item.stash.get(collect.RUNSPEC_KEY, None),
+                    unit=_race.race_unit if found.race else None)
     collect.mark_collisions(items)
     if found.stop_when_decided:
         items.sort(key=lambda it: spec.rep if (spec := it.stash.get(collect.RUNSPEC_KEY, None)) is not None else 0)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Under ``--agentrace-stop-when-decided`` note the cases selected per trial and agent (after ``-k`` and other
-    deselection): a look over fixed cases needs a record of each. Workers note the same."""
+    """Under ``--agentrace-race`` note the races of the selected runs (``plugin.race``); under
+    ``--agentrace-stop-when-decided`` the cases selected per trial and agent (after ``-k`` and other deselection): a
+    look over fixed cases needs a record of each. Workers note the same."""
+    if enabled(session.config) and settings(session.config).race:
+        _race.note_groups(session.config, [s for i in session.items if (s := i.stash.get(collect.RUNSPEC_KEY, None))])
     if not enabled(session.config) or not settings(session.config).stop_when_decided:
         return
     cases: dict[tuple[str, str], set[str]] = {}

@@ -53,18 +53,20 @@ def history_path(config: pytest.Config, found: Settings) -> Path:
     return Path(found.db).expanduser().resolve() if found.db else default_path(config.rootpath)
 
 
-def deselect(config: pytest.Config, found: Settings, items: list[pytest.Item], spec_of) -> None:
+def deselect(config: pytest.Config, found: Settings, items: list[pytest.Item], spec_of, unit=None) -> None:
     """Keep only this shard's run items (``spec_of(item)``: its RunSpec, or None for a plain pytest test, which only
-    shard 1 keeps, so it too runs once over all shards); the others go to ``pytest_deselected``."""
+    shard 1 keeps, so it too runs once over all shards); the others go to ``pytest_deselected``. ``unit(spec)``: the
+    id a shard assigns as a whole (default the run id; a race's runs stay together)."""
     shard = config.stash.get(SHARD_KEY, None)
     if shard is None or shard.total == 1:
         return
-    ids = [spec.id for item in items if (spec := spec_of(item)) is not None]
+    unit = unit or (lambda spec: spec.id)
+    ids = [unit(spec) for item in items if (spec := spec_of(item)) is not None]
     mine = select(ids, shard, cell_seconds(history_path(config, found)))
     keep, drop = [], []
     for item in items:
         spec = spec_of(item)
-        kept = spec.id in mine if spec is not None else shard.index == 1
+        kept = unit(spec) in mine if spec is not None else shard.index == 1
         (keep if kept else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

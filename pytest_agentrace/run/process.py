@@ -27,6 +27,8 @@ from pytest_agentrace.run import reaper
 DEFAULT_HEAD = 8 * 1024 * 1024  # bytes kept from the start of a stream
 DEFAULT_TAIL = 2 * 1024 * 1024  # bytes kept from the end of a stream
 GRACE_SECONDS = 3.0
+POLL_SECONDS = 0.1  # how often a wait looks at its thread's stop event
+_STOP = threading.local()  # .event: a threading.Event that stops every command of this thread (``stop_on``)
 CUT_MARKER = ("[agentrace: output cut here: {dropped} of {total} bytes dropped, "
               "kept the first {head} and the last {tail}]")
 CUT_RE = re.compile(
@@ -110,6 +112,7 @@ class ProcessResult:
     stderr_bytes: int
     timed_out: bool = False
     interrupted: bool = False
+    stopped: bool = False  # ended by the thread's stop event (``stop_on``), not by itself or its timeout
     error: str | None = None
     cut: dict[str, int] = field(default_factory=dict)
 
@@ -141,6 +144,37 @@ class _DeferredSignals:
         self.pending = []
 
 
+def stop_on(event: threading.Event | None) -> None:
+    """Make ``event`` the calling thread's stop signal: once it is set, the command ``run`` is waiting for (and any
+    later one of this thread) is terminated like a timeout and reported with ``stopped=True`` (race mode stops the
+    losers this way). ``None`` removes it.
+
+    While a thread has a stop event its commands run beside other threads' (a race), so ``run`` does not sweep
+    escaped descendants after each command: a sweep kills every new child of this process, and the other threads'
+    commands are new children too. The caller sweeps once when all of them have ended (``run.race``)."""
+    _STOP.event = event
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None) -> bool:
+    """Wait for ``proc`` at most ``timeout`` seconds (raises ``subprocess.TimeoutExpired``); returns True when the
+    thread's stop event (``stop_on``) ended the wait first."""
+    stop = getattr(_STOP, "event", None)
+    if stop is None:
+        proc.wait(timeout=timeout)
+        return False
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not stop.is_set():
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        try:
+            proc.wait(timeout=POLL_SECONDS if left is None else min(POLL_SECONDS, left))
+            return False
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.poll() is None
+
+
 def _kill_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -169,7 +203,8 @@ def run(
     """
     shell = isinstance(argv, str)
     start = time.monotonic()
-    sweep = reaper.Sweep()  # descendants that leave the group (setsid) are killed too
+    # descendants that leave the group (setsid) are killed too; not beside other threads' commands (see stop_on)
+    sweep = reaper.Sweep() if getattr(_STOP, "event", None) is None else None
     deferred = _DeferredSignals()  # a Ctrl-C while spawning must not lose the child's pid (it would outlive the run)
     try:
         proc = subprocess.Popen(
@@ -191,16 +226,16 @@ def run(
     except BaseException:
         deferred.release()
         raise
-    timed_out = interrupted = False
+    timed_out = interrupted = stopped = False
     try:
         deferred.release()  # a signal that came while spawning is delivered here, where the group gets cleaned up
-        proc.wait(timeout=timeout)
+        stopped = _wait(proc, timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
     except KeyboardInterrupt:
         interrupted = True
     seconds = time.monotonic() - start
-    if timed_out or interrupted:
+    if timed_out or interrupted or stopped:
         _kill_group(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=grace)
@@ -209,12 +244,13 @@ def run(
     # whatever is left in the group (also after a normal exit: background grandchildren) is killed
     _kill_group(proc.pid, signal.SIGKILL)
     proc.wait()
-    sweep.kill_new()
+    if sweep is not None:
+        sweep.kill_new()
     for cap in (out, err):
         cap.thread.join(timeout=5)
     if interrupted:
         raise KeyboardInterrupt
-    code = None if timed_out else proc.returncode
+    code = None if timed_out or stopped else proc.returncode
     return ProcessResult(
         argv=argv if shell else tuple(argv),
         exit_code=code,
@@ -224,6 +260,7 @@ def run(
         stdout_bytes=out.total,
         stderr_bytes=err.total,
         timed_out=timed_out,
+        stopped=stopped,
         cut={name: cap.dropped for name, cap in (("stdout", out), ("stderr", err)) if cap.dropped},
     )
 
