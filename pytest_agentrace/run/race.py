@@ -29,14 +29,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.record.runfile import write_atomic, write_run
 from pytest_agentrace.run import process, reaper
 from pytest_agentrace.run.pipeline import execute
-from pytest_agentrace.spec.matrix import RunSpec
+
+if TYPE_CHECKING:
+    from pytest_agentrace.spec.matrix import RunSpec
 
 DEFAULT_GRACE = 5.0
 RACE_DIR = ".race"
