@@ -18,6 +18,7 @@ import pytest
 
 from pytest_agentrace.plugin.session import RUN_OPTIONS_KEY, SESSION_ID_KEY, out_dir, settings
 from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.run.agent import agent_path_error, missing_executable
 from pytest_agentrace.run.race import (
     Race,
     claim,
@@ -41,10 +42,12 @@ def race_unit(spec: RunSpec) -> str:
 
 
 def note_groups(config: pytest.Config, specs: list[RunSpec]) -> None:
-    """Record the races of the selected runs (the same on the controller and on every xdist worker)."""
+    """Record the races of the selected runs (the same on the controller and on every xdist worker). A run whose
+    agent cannot start here (not installed, a bad path: its item is skipped or fails in setup) is in no race."""
     groups: dict[str, list[RunSpec]] = {}
     for spec in specs:
-        groups.setdefault(group_id(spec), []).append(spec)
+        if agent_path_error(spec) is None and missing_executable(spec) is None:
+            groups.setdefault(group_id(spec), []).append(spec)
     config.stash[GROUPS_KEY] = groups
 
 
