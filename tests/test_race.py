@@ -15,6 +15,7 @@ from pytest_agentrace.record.store import Store
 from pytest_agentrace.run.race import won
 from pytest_agentrace.stats.cells import summarize_cell
 from pytest_agentrace.stats.score import score_group
+from pytest_agentrace.stats.snapshot import cell_record
 
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 SLEEPER = """\
@@ -101,4 +102,6 @@ def test_stopped_runs_are_no_samples() -> None:
     assert score_group(runs, False, False)["task:t/default/b/r1"] is None
     cell = summarize_cell([runs[0], runs[1].replace(agent="a")], resamples=200)
     assert (cell.passed, cell.valid, cell.runs, cell.errors) == (1, 1, 1, 0)  # the stopped run neither passes nor fails
+    rec = cell_record([runs[0], runs[1].replace(agent="a")])
+    assert (rec["passed"], rec["total"], rec["errors"]) == (1, 1, 0)  # the snapshot does not count it as an error
     assert Status.STOPPED == "stopped"
