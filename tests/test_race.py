@@ -94,6 +94,7 @@ def test_win_condition_is_coderaces() -> None:
     assert not won(outcome("failed", {"verify": bad, "tests": ok}))
     assert won(outcome("passed", {"tests": ok})) and not won(outcome("failed", {"tests": bad}))
     assert won(outcome("failed", {}, exit_code=0)) and not won(outcome("failed", {}, exit_code=3))
+    assert not won(outcome("failed", {}).replace(kind="trial")) and won(outcome("passed", {}).replace(kind="trial"))
 
 
 def test_stopped_runs_are_no_samples() -> None:
@@ -105,3 +106,16 @@ def test_stopped_runs_are_no_samples() -> None:
     rec = cell_record([runs[0], runs[1].replace(agent="a")])
     assert (rec["passed"], rec["total"], rec["errors"]) == (1, 1, 0)  # the snapshot does not count it as an error
     assert Status.STOPPED == "stopped"
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_race_stays_on_one_shard(race_project: pytest.Pytester, xdist: list[str]) -> None:
+    seen = []
+    for k in (1, 2, 3):
+        res = race_project.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-race", "--agentrace-reps", "3",
+                                     "--agentrace-shard", f"{k}/3", "--collect-only", "-q", *xdist)
+        ids = sorted(x for x in res.outlines if x.startswith("task.yaml::"))
+        reps = {x.rsplit("-r", 1)[1] for x in ids}
+        assert len(ids) == 2 and len(reps) == 1  # both agents of one rep: the race's runs start together
+        seen += ids
+    assert len(set(seen)) == 6

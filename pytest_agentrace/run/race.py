@@ -2,7 +2,7 @@
 and the others are stopped after a grace window.
 
 The win condition is coderace's (``race`` command): the verify check passes when the case has one, else the tests
-pass, else the agent exits cleanly (exit code 0, no timeout). A member is judged when its whole run (agent, then
+pass, else the agent exits cleanly (exit code 0, no timeout); a trial run wins when it passed (its answer key). A member is judged when its whole run (agent, then
 checks) has finished; the first in wall-clock order to meet the condition is the winner, and its ``finished``
 time (seconds from the race's start) is its race time. Members still running ``grace`` seconds later are stopped
 (their process groups terminated through ``process.stop_on``) and recorded with status ``stopped``: neither a
@@ -52,7 +52,10 @@ def group_id(spec: RunSpec) -> str:
 
 
 def won(outcome: Outcome) -> bool:
-    """coderace's win condition: verify passed if there is a verify check, else tests passed, else a clean exit."""
+    """coderace's win condition: verify passed if there is a verify check, else tests passed, else a clean exit.
+    A trial run (no tests; its answer is graded) wins when it passed (answer key and verify)."""
+    if outcome.kind == "trial":
+        return outcome.status == Status.PASSED
     for name in ("verify", "tests"):
         check = outcome.checks.get(name)
         if check is not None:
