@@ -142,8 +142,8 @@ OPTIONS: tuple[Option, ...] = (
            "cannot see each other's sessions or caches; 'user' keeps your HOME (needed for real logins)", AGENT_HOME_RUN,
            choices=(AGENT_HOME_RUN, AGENT_HOME_USER)),
     Option("sandbox", "the filesystem sandbox (bubblewrap, Linux) around every agent and check command: 'auto' uses it "
-           "where bwrap can run and says why not elsewhere; 'bwrap' makes a missing sandbox an error; 'off' (default for "
-           "now) never", "off", choices=SANDBOX_MODES),
+           "where bwrap can run and says why not elsewhere (default); 'bwrap' makes a missing sandbox an error; 'off' "
+           "never", "auto", choices=SANDBOX_MODES),
     Option("offline", "run each agent in a network namespace with only loopback (Linux, unshare -n); the model double "
            "runs inside it", False, flag=True),
     Option("model_double", "run every CLI agent against the scripted local model SCRIPT (YAML) unless its entry names a "

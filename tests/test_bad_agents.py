@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUGGY_REPO, FIXER, make_repo, write_script
+from pytest_agentrace.run.sandbox import probe
 
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 
@@ -41,25 +42,33 @@ def test_bad_agents_never_break_the_session(pytester: pytest.Pytester, bin_dir: 
     assert runs["fixer"]["status"] == "passed"
 
 
-def test_prompt_file_and_model_placeholders(pytester: pytest.Pytester, bin_dir: Path) -> None:
+@pytest.mark.parametrize("sandbox", ["off", pytest.param("bwrap", marks=pytest.mark.skipif(
+    probe()[0] is None, reason=f"no sandbox here: {probe()[1]}"))])
+def test_prompt_file_and_model_placeholders(pytester: pytest.Pytester, bin_dir: Path, sandbox: str) -> None:
+    """``{prompt_file}`` names a file with the exact prompt (a key-shaped word in it too, as ``{prompt}`` gives it),
+    outside the results folder; the record's ``prompt.txt`` has the key redacted."""
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "echoer", """\
         import json, pathlib, sys
         pathlib.Path("calc.py").write_text("def add(a, b):\\n    return a + b\\n")
         print(json.dumps(sys.argv[1:]))
-        print(pathlib.Path(sys.argv[2]).read_text())
+        print("same" if pathlib.Path(sys.argv[2]).read_text() == sys.argv[1] else "differs")
     """)
+    key = "sk-ant-" + "k" * 30
     (pytester.path / "task.yaml").write_text(
-        "name: t\ndescription: the prompt text\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+        f"name: t\ndescription: the prompt text {key}\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
         "env: {TASK_VAR: from-task}\n"
         "agents: [{name: echoer, command: 'echoer {prompt} {prompt_file} --model={model}', model: m-1}]\n"
     )
-    res = pytester.runpytest("--agentrace", "--agentrace-out", "o")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-sandbox", sandbox)
     res.assert_outcomes(passed=1)
-    out = (pytester.path / "o/runs/t/default/echoer:m-1/1/raw.out").read_text().splitlines()
+    run_dir = pytester.path / "o/runs/t/default/echoer:m-1/1"
+    out = (run_dir / "raw.out").read_text().splitlines()
     argv = json.loads(out[0])
-    assert argv[0] == "the prompt text" and argv[1].endswith("prompt.txt") and argv[2] == "--model=m-1"
-    assert out[1] == "the prompt text"
+    assert argv[0] == "the prompt text <redacted>" and argv[1].endswith("prompt.txt") and argv[2] == "--model=m-1"
+    assert not argv[1].startswith(str(pytester.path / "o"))  # the agent's input is not the record
+    assert out[1] == "same"
+    assert (run_dir / "prompt.txt").read_text() == "the prompt text <redacted>"
 
 
 def test_task_env_reaches_the_agent_and_pytest_vars_do_not(pytester: pytest.Pytester, bin_dir: Path) -> None:

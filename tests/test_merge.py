@@ -12,6 +12,7 @@ import pytest
 from trialkit import XDIST, XDIST_IDS, make_project, runs, trial_toml
 
 from pytest_agentrace import cli
+from pytest_agentrace.record.manifest import digest_run, write_manifest
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.record.store import SessionInfo, Store
@@ -56,6 +57,8 @@ def test_merged_shards_equal_one_session(project: pytest.Pytester, xdist: list[s
     assert code == 0, err
     assert "12 runs copied into" in text and "history" in text
     assert sorted(runs(root / "merged")) == sorted(runs(root / "single"))
+    code, text, _ = main(capsys, "verify", str(root / "merged"))  # the shards' manifests came along
+    assert code == 0 and "12 records verified, 0 unverifiable" in text
     reports = {}
     for name in ("single", "merged"):
         code, text, err = main(capsys, "report", str(root / name), "--format", "json", "--resamples", "500")
@@ -125,11 +128,17 @@ def test_merge_refuses_unreadable_records_and_missing_folders(tmp_path: Path, ca
     assert code == 2 and "nowhere: no such results folder" in err
 
 
-def test_merge_notes_an_unchecked_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_merge_refuses_a_forged_shard_and_notes_an_unchecked_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = folder(tmp_path / "a", run_record(1))
-    (a / "manifest.json").write_text("{}")
     code, text, _ = main(capsys, "merge", str(a), "--to", str(tmp_path / "m"))
-    assert code == 0 and "manifest.json: not checked" in text
+    assert code == 0 and "no manifests" in text  # a folder from before manifests: merged, and said so
+    b = folder(tmp_path / "b", run_record(2, status="failed"))
+    run_dir = b / "runs/q/base/a/2"
+    write_manifest(b, "sb", {"trial:q/base/a/r2": digest_run(b, run_dir)})
+    write_run(run_dir, run_record(2))  # failed -> passed after the session
+    code, _, err = main(capsys, "merge", str(b), "--to", str(tmp_path / "m2"))
+    assert code == 2 and "unverifiable records" in err and "run.json changed" in err
+    assert not (tmp_path / "m2").exists()
 
 
 def test_histories_merge_and_conflicts_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

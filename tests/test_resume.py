@@ -17,6 +17,7 @@ from trialkit import (
 )
 
 from conftest import BUGGY_REPO, make_repo, write_script
+from pytest_agentrace.record.manifest import digest_run, write_manifest
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.run.resume import needs_retry, stored_outcome
@@ -180,11 +181,34 @@ def test_stored_outcome_rules(tmp_path: Path, changes: dict, reuse: bool, reuse_
     out = tmp_path / "out"
     o = outcome(spec, **changes)
     write_run(spec.run_dir(out), o)
+    write_manifest(out, "s1", {o.run_id: digest_run(out, spec.run_dir(out))})
     got = stored_outcome(spec, out)
     assert (got is not None) == reuse
     if got is not None:
         assert got.reused is True and got.replace(reused=False) == o
     assert (stored_outcome(spec, out, retry_failed=True) is not None) == reuse_retry
+
+
+@pytest.mark.parametrize("forge", ["edit", "no-manifest", "extra-file", "contradiction"])
+def test_an_unverifiable_record_is_run_again(tmp_path: Path, forge: str) -> None:
+    """A record changed or added after its session, or one whose status contradicts its evidence, is never
+    reused: a rewritten ``failed`` -> ``passed`` would otherwise count as the agent's pass."""
+    spec = spec_for(tmp_path)
+    out = tmp_path / "out"
+    run_dir = spec.run_dir(out)
+    o = outcome(spec, status="failed", tampered=("tests/test_calc.py",) if forge == "contradiction" else ())
+    write_run(run_dir, o)
+    if forge != "no-manifest":
+        write_manifest(out, "s1", {o.run_id: digest_run(out, run_dir)})
+    assert forge == "no-manifest" or stored_outcome(spec, out) is not None  # untouched: reused
+    if forge == "edit":
+        write_run(run_dir, o.replace(status="passed"))
+    elif forge == "extra-file":
+        (run_dir / "verify.log").write_text("all good\n")
+    elif forge == "contradiction":
+        write_run(run_dir, o.replace(status="passed"))
+        write_manifest(out, "s2", {o.run_id: digest_run(out, run_dir)})  # even a manifest cannot bless it
+    assert stored_outcome(spec, out) is None
 
 
 def test_stored_outcome_missing_or_garbage(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ written here; ``regress`` runs a real pytest session and is in ``test_stats_sess
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentrace import cli
+from pytest_agentrace.record.manifest import digest_run, write_manifest
 from pytest_agentrace.record.model import Outcome, Usage
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.record.store import SessionInfo, Store
@@ -19,7 +21,10 @@ NOISE = [1.0, 1.04, 0.96, 1.02, 0.98, 1.01, 0.99, 1.03]
 
 
 def write(out: Path, o: Outcome) -> None:
-    write_run(out / "runs" / o.case / o.arm / o.agent / str(o.rep), o)
+    """Write ``o`` as a session would: its run.json, and a manifest naming it (so the folder verifies)."""
+    run_dir = out / "runs" / o.case / o.arm / o.agent / str(o.rep)
+    write_run(run_dir, o)
+    write_manifest(out, re.sub(r"\W", "_", o.run_id), {o.run_id: digest_run(out, run_dir)})
 
 
 def trial_run(case: str, arm: str, rep: int, tokens: int | None, status: str = "passed", agent: str = "a", answer: str | None = None,

@@ -114,7 +114,9 @@ def runs(out: Path) -> dict[str, dict]:
 
 
 def agent_logs(out: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((out / "agent-log").glob("*.json"))]
+    """What the fake agents logged: in ``$TRIAL_OUT/agent-log``, the results folder (no sandbox) or, in the sandbox,
+    each run's own folder under it."""
+    return [json.loads(p.read_text()) for p in sorted(out.glob("**/agent-log/*.json"), key=lambda p: p.name)]
 
 
 def trial_rows(text: str) -> list[list[str]]:

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "merge": "pytest_agentrace.cli.merge:register",
     "init-trial": "pytest_agentrace.cli.trials:register",
     "context-eval": "pytest_agentrace.cli.trials:register",
+    "verify": "pytest_agentrace.cli.verify:register",
 }
 
 

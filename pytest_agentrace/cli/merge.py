@@ -16,8 +16,9 @@ Because the statistics read only the run records, ``agentrace report/snapshot/co
 give what one session that ran every run would have given (the run ids, and so rep numbers, never collide: each
 shard ran its own part of one partition, ``spec.shard``).
 
-Manifests: a folder sealed with ``manifest.json`` (sha256 per ``run.json``) should be checked against it before
-its runs are merged; ``manifest_problems`` is that hook (see its docstring).
+Manifests: every input is verified against its sessions' manifests first (``record.manifest``); an unverifiable
+record stops the merge (exit 2). The manifests are copied into ``MERGED/manifests``, so ``agentrace verify MERGED``
+checks the merged folder too.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.record.manifest import MANIFEST_DIR, verify
 from pytest_agentrace.record.runfile import LAST_SESSION_FILE, RUN_FILE, read_json, read_run, write_last_session
 from pytest_agentrace.record.store import DEFAULT_NAME, Store, StoreError
 
-MANIFEST_FILE = "manifest.json"
 
 
 class MergeError(Exception):
@@ -67,19 +68,39 @@ def register(sub: Any) -> None:
 
 
 def manifest_problems(out: Path) -> list[str]:
-    """Problems of ``out`` against its ``manifest.json`` (empty: nothing to object to).
-
-    TODO(manifest): when ``record.manifest`` (sha256 per ``run.json``) has landed, verify every run of ``out`` with it
-    here and return one line per missing, extra or changed record; ``merge`` already refuses a folder with problems.
-    Until then a folder with a manifest is merged unchecked and ``merge`` says so (``manifest_note``)."""
-    return []
+    """Why ``out``'s records are unverifiable against its sessions' manifests (``record.manifest.verify``; empty:
+    every record matches). A folder with no manifest at all (written before manifests existed) has none to check."""
+    if not (out / MANIFEST_DIR).is_dir():
+        return []
+    return verify(out).lines()
 
 
 def manifest_note(out: Path) -> str | None:
-    """The line ``merge`` prints for a folder that has a manifest it cannot check yet (None: no manifest)."""
-    if (out / MANIFEST_FILE).is_file():
-        return f"agentrace merge: {out / MANIFEST_FILE}: not checked (manifest checks are not built into merge yet)"
+    """The line ``merge`` prints for a folder it could not check (None: it was checked)."""
+    if not (out / MANIFEST_DIR).is_dir():
+        return f"agentrace merge: {out}: no manifests (written before they existed): its runs are merged unchecked"
     return None
+
+
+def copy_manifests(outs: list[Path], target: Path) -> int:
+    """Copy every input's ``manifests/*.json`` into ``target/manifests`` (a run folder's path relative to its results
+    folder is the same in MERGED, so the entries hold as they are); a name taken by a different file gets a suffix.
+    Returns how many were copied."""
+    folder = target / MANIFEST_DIR
+    copied = 0
+    for out in outs:
+        for src in sorted((out / MANIFEST_DIR).glob("*.json")):
+            if out == target:
+                continue
+            dest, n = folder / src.name, 1
+            while dest.exists() and dest.read_bytes() != src.read_bytes():
+                n += 1
+                dest = folder / f"{src.stem}.{n}.json"
+            if not dest.exists():
+                folder.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dest)
+                copied += 1
+    return copied
 
 
 def gather(out: Path) -> list[Found]:
@@ -147,7 +168,8 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
         if not out.is_dir():
             raise MergeError(f"{out}: no such results folder")
         if problems := manifest_problems(out):
-            raise MergeError(f"{out / MANIFEST_FILE}: " + "; ".join(problems))
+            raise MergeError(f"{out}: {len(problems)} unverifiable records ({problems[0]}); run `agentrace verify {out}`, "
+                             "and re-run or remove what it names")
     copies, same = plan(outs, target)
     lines = [note for out in outs if (note := manifest_note(out))]
     histories = [d for d in dict.fromkeys([*(o / DEFAULT_NAME for o in outs), *dbs]) if d.is_file() and d != to_db]
@@ -162,6 +184,7 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
     target.mkdir(parents=True, exist_ok=True)
     for f in copies:
         shutil.copytree(f.folder, target / f.rel, dirs_exist_ok=True)
+    copy_manifests(outs, target)
     lines.append(f"agentrace merge: {len(copies)} runs copied into {target}" + (f" ({same} identical duplicates skipped)" if same else ""))
     found = last_session([o for o in outs if o != target])
     if found is not None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.argtypes import positive_float
+from pytest_agentrace.cli.verify import warn_unverifiable
 from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.runfile import iter_runs
 from pytest_agentrace.record.store import Store, StoreError, default_path
@@ -201,6 +202,8 @@ def load_results(out: Path) -> list:
 
 def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
     out = Path(args.out).resolve()
+    if (out / "runs").is_dir():
+        warn_unverifiable(out)
     outcomes = load_results(out)
     if not outcomes:
         print(f"agentrace: no run records under {out / 'runs'}", file=sys.stderr)

@@ -17,8 +17,10 @@ from typing import Any
 from tabulate import tabulate
 
 from pytest_agentrace.argtypes import non_negative_float, positive_int
+from pytest_agentrace.cli.verify import refuse_gate, warn_unverifiable
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import add_cli_options
+from pytest_agentrace.record.manifest import digest_run, verify, write_manifest
 from pytest_agentrace.record.model import Status
 from pytest_agentrace.record.runfile import iter_runs, last_session_ids, write_run
 from pytest_agentrace.record.store import Store, StoreError, default_path
@@ -146,19 +148,24 @@ def run(func, args: argparse.Namespace) -> int:
         return 2
 
 
-def load_outcomes(out: str | Path, last_session: bool = False) -> list[Any]:
-    """Every readable run record under ``out/runs`` (``last_session``: only those of ``last-session.json``);
-    raises ``CliError`` when there is none."""
+def load_outcomes(out: str | Path, last_session: bool = False, gate: bool = False) -> list[Any]:
+    """Every readable run record under ``out/runs`` (``last_session``: only those of ``last-session.json``), after a
+    warning about unverifiable records (``cli.verify``). Raises ``CliError`` when there is none, and with ``gate``
+    when a record it returns is unverifiable (a gate never decides on those)."""
     path = Path(out)
     if not path.is_dir():
         raise CliError(f"{path}: no such results folder; run `pytest --agentrace --agentrace-out {path}` first")
-    outcomes = [o for _, o in iter_runs(path)]
+    found = warn_unverifiable(path)
+    runs = [(p.parent.relative_to(path).as_posix(), o) for p, o in iter_runs(path)]
     if last_session:
         try:
             ids = last_session_ids(path)
         except ValueError as exc:
             raise CliError(str(exc)) from None
-        outcomes = [o for o in outcomes if o.run_id in ids]
+        runs = [(w, o) for w, o in runs if o.run_id in ids]
+    if gate and (why := refuse_gate(found, path, None if not last_session else [w for w, _ in runs])):
+        raise CliError(why)
+    outcomes = [o for _, o in runs]
     if not outcomes:
         raise CliError(f"{path}: no run.json records under {path / 'runs'}; run `pytest --agentrace --agentrace-out {path}` first")
     return outcomes
@@ -283,7 +290,7 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    return run(lambda a: compare_and_gate(load_outcomes(a.out, getattr(a, "last_session", False)), a), args)
+    return run(lambda a: compare_and_gate(load_outcomes(a.out, getattr(a, "last_session", False), gate=bool(a.fail_on)), a), args)
 
 
 def cmd_ratings(args: argparse.Namespace) -> int:
@@ -351,10 +358,15 @@ def _rescore(args: argparse.Namespace) -> int:
     questions = {q.id: q for q in trial.questions}
     out = Path(args.out)
     load_outcomes(out)
+    unverifiable = verify(out).problems
     seen = changed = 0
     unknown: set[str] = set()
+    digests: dict[str, dict] = {}
     for path, o in iter_runs(out):
         if o.kind != "trial" or (o.extra.get("trial") != trial.name and Path(o.source).resolve() != trial.path.resolve()):
+            continue
+        if (where := path.parent.relative_to(out).as_posix()) in unverifiable:  # never re-bless a forged record
+            print(f"{o.run_id}: not rescored, unverifiable: {unverifiable[where]}", file=sys.stderr)
             continue
         q = questions.get(o.case)
         if q is None:
@@ -368,6 +380,9 @@ def _rescore(args: argparse.Namespace) -> int:
                 print(f"{o.run_id}: {o.status} -> {new.status}")
                 changed += 1
             write_run(path.parent, new.replace(extra=extra))
+            digests[o.run_id] = digest_run(out, path.parent)
+    if digests:  # the rescored records are verified by a manifest of their own
+        write_manifest(out, "rescore-" + _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%fZ"), digests)
     if not seen:
         raise CliError(f"{out}: no runs of trial {trial.name!r} ({args.trial})")
     print(f"rescored {seen} runs of trial {trial.name!r}: {changed} changed status" + (f"; questions no longer in the file: {', '.join(sorted(unknown))}" if unknown else ""))
@@ -405,5 +420,5 @@ def _regress(args: argparse.Namespace) -> int:
     if code not in (0, 1):  # interrupted, internal error, usage error, no tests
         print(f"agentrace regress: pytest exited with status {code}; no comparison made", file=sys.stderr)
         return code if code else 2
-    outcomes = [o for o in load_outcomes(out) if (o.started or "") >= started or o.reused]
+    outcomes = [o for o in load_outcomes(out, gate=True) if (o.started or "") >= started or o.reused]
     return compare_and_gate(outcomes, args)

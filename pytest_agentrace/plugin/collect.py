@@ -25,6 +25,7 @@ from pytest_agentrace.plugin.session import (
     out_dir,
     settings,
 )
+from pytest_agentrace.record.manifest import DIGEST_PROPERTY, digest_run
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.run.agent import agent_path_error, missing_executable
 from pytest_agentrace.run.checks import log_tail
@@ -341,6 +342,7 @@ class RunItem(pytest.Function):
         outcome = run(self.config, spec, tmp)
         self.stash[OUTCOME_KEY] = outcome
         self.user_properties.extend(outcome_properties(outcome))
+        self.user_properties.append(digest_property(out_dir(self.config), spec.run_dir(out_dir(self.config))))
         if outcome.status == Status.ERROR:
             # pytest.fail in setup: reported as an *error* with this one line (no traceback of our own code)
             pytest.fail(f"{spec.id}: infrastructure error: {outcome.reason}", pytrace=False)
@@ -367,6 +369,12 @@ class RunItem(pytest.Function):
 
     def reportinfo(self):
         return self.path, None, f"{self.name}"
+
+
+def digest_property(out: Path, run_dir: Path) -> tuple[str, str]:
+    """The run folder's digests (``record.manifest.digest_run``) as the item's ``agentrace.digest`` property, taken
+    as soon as its ``run.json`` is written; the controller puts them in the session's manifest."""
+    return DIGEST_PROPERTY, json.dumps(digest_run(out, run_dir), sort_keys=True)
 
 
 def outcome_properties(outcome: Outcome) -> list[tuple[str, Any]]:

@@ -39,6 +39,7 @@ from pytest_agentrace.plugin import validate
 from pytest_agentrace.plugin.collect import planned_reps
 from pytest_agentrace.plugin.progress import Progress
 from pytest_agentrace.plugin.session import SANDBOX_WHY_KEY, report_path
+from pytest_agentrace.record.manifest import DIGEST_PROPERTY, write_manifest
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.runfile import write_last_session
 from pytest_agentrace.record.store import SessionInfo, Store, StoreError, default_path
@@ -98,6 +99,7 @@ class Controller:
         self.outcomes: dict[str, Outcome] = {}  # by run id
         self.by_node: dict[str, Outcome] = {}  # by pytest node id, for the progress lines
         self.bad_payloads: list[str] = []
+        self.digests: dict[str, dict] = {}  # by run id: record.manifest.digest_run, for the session's manifest
         self.result: SessionResult | None = None
         self.written: list[tuple[str, bool]] = []
         self.progress = Progress(config)
@@ -120,17 +122,18 @@ class Controller:
         """Take a run's payload (on the controller these include every xdist worker's); the last one per run id
         wins. A payload that does not parse is kept as an error line for the summary."""
         if report.when == "setup":  # the item's run happens in its setup; later reports repeat the same payload
-            for name, value in getattr(report, "user_properties", ()):
-                if name != OUTCOME_PROPERTY:
-                    continue
+            props = dict(getattr(report, "user_properties", ()))
+            if OUTCOME_PROPERTY in props:
                 try:
-                    outcome = Outcome.from_dict(json.loads(value))
+                    outcome = Outcome.from_dict(json.loads(props[OUTCOME_PROPERTY]))
+                    digest = json.loads(props[DIGEST_PROPERTY]) if DIGEST_PROPERTY in props else None
                 except (ValueError, TypeError, KeyError, AttributeError) as exc:
                     self.bad_payloads.append(f"{report.nodeid}: {type(exc).__name__}: {exc}")
-                    break
-                self.outcomes[outcome.run_id] = outcome
-                self.by_node[report.nodeid] = outcome
-                break
+                else:
+                    self.outcomes[outcome.run_id] = outcome
+                    self.by_node[report.nodeid] = outcome
+                    if digest is not None:
+                        self.digests[outcome.run_id] = digest
         self.progress.reported(report, self.by_node.get(report.nodeid))
 
     # -- the session's end -------------------------------------------------------------------------------------
@@ -211,12 +214,17 @@ class Controller:
         return info
 
     def _record(self, outcomes: tuple[Outcome, ...]) -> list[tuple[str, bool]]:
-        """``last-session.json`` and the history store; returns note lines."""
+        """``last-session.json``, the session's manifest (``record.manifest``) and the history store; returns note lines."""
         notes: list[tuple[str, bool]] = []
         try:
             write_last_session(self.out, self.session_id, [o.run_id for o in outcomes])
         except OSError as exc:
             notes.append((f"agentrace: last-session record not written: {exc}", True))
+        try:
+            if self.digests:
+                write_manifest(self.out, self.session_id, self.digests)
+        except (OSError, KeyError, TypeError) as exc:
+            notes.append((f"agentrace: manifest not written ({exc}); `agentrace verify` will call these runs unverifiable", True))
         path = self.store_path()
         fresh = [o for o in outcomes if not o.reused]  # a resumed run is in the history of the session that ran it
         if path is None or not fresh:

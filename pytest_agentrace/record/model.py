@@ -295,3 +295,19 @@ def _check_types(kw: dict[str, Any]) -> None:
             raise ValueError(f"field 'usage.{name}' must be an integer or null, not {v!r}")
     if usage.cost_usd is not None and not _is_num(usage.cost_usd):
         raise ValueError(f"field 'usage.cost_usd' must be a number or null, not {usage.cost_usd!r}")
+
+
+def contradictions(outcome: Outcome) -> list[str]:
+    """Why ``outcome``'s status contradicts its own evidence (empty: it does not)."""
+    if outcome.status != Status.PASSED:
+        return []
+    why = []
+    if outcome.tampered:
+        why.append(f"passed while tampered ({', '.join(outcome.tampered)})")
+    why += [f"passed while its {name} check failed" for name in ("tests", "verify")
+            if (c := outcome.checks.get(name)) is not None and not c.passed]
+    if isinstance(outcome.answer_score, dict) and outcome.answer_score.get("correct") is False:
+        why.append("passed while its answer was scored incorrect")
+    if outcome.timed_out:
+        why.append("passed while the agent timed out")
+    return why

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.record.model import Outcome, contradictions
 
 RUN_FILE = "run.json"
 
@@ -43,11 +43,15 @@ def write_run(run_dir: Path, outcome: Outcome) -> Path:
 
 
 def read_run(path: Path) -> Outcome:
-    """Read one ``run.json``; raises ``ValueError`` (with the path) when it is not a valid record."""
+    """Read one ``run.json``; raises ``ValueError`` (with the path) when it is not a valid record, or when its status
+    contradicts its own evidence (``model.contradictions``: such a record is rejected, never counted)."""
     try:
-        return Outcome.from_dict(json.loads(path.read_text(encoding="utf-8")), validate=True)
+        outcome = Outcome.from_dict(json.loads(path.read_text(encoding="utf-8")), validate=True)
     except (OSError, json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError) as exc:  # AttributeError: not an object
         raise ValueError(f"{path}: not a valid run record: {exc}") from None
+    if why := contradictions(outcome):
+        raise ValueError(f"{path}: rejected, its status contradicts its evidence: {'; '.join(why)}")
+    return outcome
 
 
 def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:

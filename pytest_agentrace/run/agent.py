@@ -131,7 +131,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         (ctx.run_dir / "argv.json").write_text(redact(_json(run_argv), secrets), encoding="utf-8")
         if ctx.options.sandbox is not None:
             needs = [*needed_paths(argv[0], inv_env.get("PATH")), *needed_paths(run_argv[0], inv_env.get("PATH")),
-                     *named_files(spec)]
+                     *named_files(spec), Path(ctx.prompt_file)]
             run_argv, inv_env = ctx.options.sandbox.wrap(run_argv, writable=[ctx.workspace, ctx.run_dir],
                                                          home=Path(ctx.home), env=dict(inv_env), needs=needs)
         try:
@@ -200,11 +200,15 @@ def _json(obj: Any) -> str:
 
 def make_context(spec: RunSpec, tmp: Path, run_dir: Path, ws: Path, prompt: str, env: Mapping[str, str], edits: bool,
                  options: RunOptions) -> RunContext:
-    """Build the adapter's ``RunContext`` and write ``prompt.txt`` (the exact text sent)."""
+    """Build the adapter's ``RunContext``; write the prompt twice: the record's ``prompt.txt`` (secrets redacted) and
+    the agent's input (``tmp/input/prompt.txt``, the exact text, what ``{prompt_file}`` names; read-only in the
+    sandbox, deleted with the run's scratch folder)."""
     home = tmp / "home"
     home.mkdir(parents=True, exist_ok=True)
-    prompt_file = run_dir / "prompt.txt"
-    prompt_file.write_text(redact(prompt, secret_values(env)), encoding="utf-8")  # the agent gets it as given
+    (run_dir / "prompt.txt").write_text(redact(prompt, secret_values(env)), encoding="utf-8")
+    prompt_file = tmp / "input" / "prompt.txt"
+    prompt_file.parent.mkdir(parents=True, exist_ok=True)
+    prompt_file.write_text(prompt, encoding="utf-8")  # the agent gets it as given, as with {prompt}
     return RunContext(
         workspace=ws, run_dir=run_dir, home=home, prompt=prompt, prompt_file=prompt_file,
         model=spec.agent.model, edits=edits, env=env, timeout=spec.timeout, agent=spec.agent,

@@ -45,7 +45,9 @@ from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.run import workspace
 from pytest_agentrace.run.agent import AgentRun, make_context, run_agent
+from pytest_agentrace.run.checks import Box
 from pytest_agentrace.run.judge import Judge, Judgement
+from pytest_agentrace.run.sandbox import Sandbox
 from pytest_agentrace.run.task import TaskJudge
 from pytest_agentrace.run.trial import TrialJudge
 
@@ -81,7 +83,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     try:
         return _run(spec, tmp, out, options, session_id)
     finally:  # nothing of a finished run stays where a later agent could read it
-        for scratch in ("ws", "home", "check-home"):
+        for scratch in ("ws", "home", "check-home", "input"):
             shutil.rmtree(tmp / scratch, ignore_errors=True)
 
 
@@ -111,19 +113,19 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         return finish(Status.ERROR, f"workspace{judge.where}: {exc}")
     if sandbox is not None:  # the workspace reads its template's objects: shown read-only, like its own files
         sandbox = sandbox.showing(*workspace.borrowed_objects(ws))
-        check_home = tmp / "check-home"
-        check_home.mkdir(exist_ok=True)
-        box = sandbox
-
-        def in_box(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-            return box.wrap(argv, writable=[ws], home=check_home, env=env)
-
-        judge.box = in_box
+        # setup runs before any agent, on the user's own content: it sees the task/trial file's folder (read-only)
+        # and the results folder ($TRIAL_OUT); what runs after the agent may run the agent's code: it sees only the
+        # workspace and its own run's folder, like the agent
+        judge.box = boxed(sandbox.showing(Path(spec.source).resolve().parent), [ws, out], tmp / "check-home")
         options = dataclasses.replace(options, sandbox=sandbox)
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:
         return finish(Status.ERROR, error)
+    if sandbox is not None:
+        judge.box = boxed(sandbox, [ws, run_dir], tmp / "check-home")
+        if "TRIAL_OUT" in env:  # the results folder is out of the agent's reach: its own run's folder stands in
+            env = {**env, "TRIAL_OUT": str(run_dir)}
     try:
         before = workspace.snapshot_tree(ws)
     except WorkspaceError as exc:
@@ -160,6 +162,16 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     checks.update(judgement.checks)
     fields.update(judgement.fields)
     return finish(*decide(agent, judgement, spec.timeout))
+
+
+def boxed(profile: Sandbox, writable: list[Path], home: Path) -> Box:
+    """A check command's sandbox: ``profile`` with ``writable`` folders read-write and ``home`` as its HOME."""
+    home.mkdir(parents=True, exist_ok=True)
+
+    def wrap(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        return profile.wrap(argv, writable=writable, home=home, env=env)
+
+    return wrap
 
 
 def agent_fault(agent: AgentRun) -> tuple[Status, str] | None:

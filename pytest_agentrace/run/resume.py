@@ -3,6 +3,8 @@
 ``--agentrace-resume``: a run whose ``run.json`` in the results folder is complete (it parses as a run record
 of this schema), is for the same RunSpec id and has the same content hash as the task/trial file now, is not
 run again; its item reports the stored outcome with ``reused = True``.
+A record is reused only when it is verified against the results folder's manifests (``record.manifest``): one
+changed, added or removed after its session is run again.
 ``--agentrace-retry-failed`` (implies resume): the same, except runs that did not finish cleanly are run
 again: status ``error`` or ``timeout``, or an agent that crashed (non-zero exit code).
 
@@ -14,11 +16,13 @@ stops cleanly) instead of killing the process where it stands.
 
 from __future__ import annotations
 
+import functools
 import signal
 import threading
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.record.manifest import MANIFEST_DIR, check_run, load_manifests
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.record.runfile import RUN_FILE, read_run
 
@@ -31,12 +35,16 @@ def needs_retry(outcome: Outcome) -> bool:
 def stored_outcome(spec: Any, out: Path, retry_failed: bool = False) -> Outcome | None:
     """The stored outcome of ``spec`` (a RunSpec) to reuse, marked ``reused``; ``None`` when it must run.
 
-    ``None`` when ``run.json`` is missing or unreadable, records another run id or an older content hash (after
-    ``agentrace rescore``: the hash it was re-graded with, ``graded_hash``), has an
-    unknown status, or (with ``retry_failed``) ``needs_retry``.
+    ``None`` when ``run.json`` is missing or unreadable, is unverifiable (its folder does not match the newest
+    manifest naming it, or its status contradicts its evidence: ``record.manifest.check_run``), records another
+    run id or an older content hash (after ``agentrace rescore``: the hash it was re-graded with,
+    ``graded_hash``), has an unknown status, or (with ``retry_failed``) ``needs_retry``.
     """
     path = spec.run_dir(out) / RUN_FILE
     if not path.is_file():
+        return None
+    where = path.parent.resolve().relative_to(Path(out).resolve()).as_posix()
+    if check_run(path.parent, _manifests(Path(out).resolve(), _listing(Path(out))).get(where)):
         return None
     try:
         outcome = read_run(path)
@@ -50,6 +58,17 @@ def stored_outcome(spec: Any, out: Path, retry_failed: bool = False) -> Outcome 
     if retry_failed and needs_retry(outcome):
         return None
     return outcome.replace(reused=True)
+
+
+def _listing(out: Path) -> tuple[tuple[str, int], ...]:
+    """The manifests folder's files with their mtimes (ns): the cache key of ``_manifests``."""
+    folder = out / MANIFEST_DIR
+    return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in folder.glob("*.json"))) if folder.is_dir() else ()
+
+
+@functools.lru_cache(maxsize=4)
+def _manifests(out: Path, listing: tuple[tuple[str, int], ...]) -> dict[str, dict[str, str]]:
+    return load_manifests(out)[0]
 
 
 def graded_hash(outcome: Outcome) -> str:

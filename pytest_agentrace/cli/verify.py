@@ -1,0 +1,67 @@
+"""``agentrace verify OUT [--quick]``: check a results folder's records against its sessions' manifests.
+
+Exit status 0 when every ``run.json`` (and, without ``--quick``, every artifact beside it) matches the newest
+manifest naming its folder and no record's status contradicts its evidence; 1 naming each record that was
+changed, added or removed after its session; 2 when ``OUT`` is not a results folder. See ``record.manifest``.
+
+The other commands that read a results folder call ``warn_unverifiable``: ``report``, ``snapshot``, ``plan``,
+``export``, ``html`` and ``comment`` print a warning and go on; gates (``compare --fail-on``, ``regress``) refuse
+to decide on unverifiable records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_agentrace.record.manifest import Verification, verify
+
+SHOWN = 5  # unverifiable records named in a warning (``agentrace verify`` names them all)
+
+
+def register(sub: Any) -> None:
+    """Add the ``verify`` subcommand to the ``agentrace`` parser."""
+    p = sub.add_parser("verify", help="check that no run record was changed, added or removed after its session",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out)")
+    p.add_argument("--quick", action="store_true", help="hash run.json only, not the logs and artifacts beside it")
+    p.set_defaults(func=cmd_verify)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Print what ``record.manifest.verify`` found; 0 all verified, 1 any problem, 2 no results folder."""
+    out = Path(args.out)
+    if not (out / "runs").is_dir():
+        print(f"agentrace verify: {out}: no results folder (no runs/ inside)", file=sys.stderr)
+        return 2
+    found = verify(out, artifacts=not args.quick)
+    for line in found.lines():
+        print(line)
+    print(f"{found.verified} records verified, {len(found.problems)} unverifiable"
+          + (f", {len(found.manifest_errors)} unreadable manifests" if found.manifest_errors else ""))
+    return 0 if found.ok else 1
+
+
+def warn_unverifiable(out: Path) -> Verification:
+    """Verify ``out`` (``run.json`` only) and print one warning, with the first few records, when any record is
+    unverifiable. Returns the verification."""
+    found = verify(Path(out), artifacts=False)
+    if not found.ok:
+        lines = found.lines()
+        print(f"agentrace: warning: {len(lines)} unverifiable records in {out} (changed, added or removed "
+              f"after their session; `agentrace verify {out}` names them all):", file=sys.stderr)
+        for line in lines[:SHOWN]:
+            print(f"  {line}", file=sys.stderr)
+    return found
+
+
+def refuse_gate(found: Verification, out: Path, used: list[str] | None = None) -> str | None:
+    """The error a gate gives when a record it would decide on is unverifiable (None: it may decide). ``used``: the
+    run folders (relative to ``out``) the gate reads; None: all of them."""
+    bad = [w for w in found.problems if used is None or w in used] + list(found.manifest_errors)
+    if not bad:
+        return None
+    return (f"refusing to gate on {len(bad)} unverifiable records in {out} ({bad[0]}, ...); run `agentrace verify "
+            f"{out}`, and re-run or remove the records it names")
