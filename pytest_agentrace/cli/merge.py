@@ -36,7 +36,6 @@ from pytest_agentrace.record.runfile import LAST_SESSION_FILE, RUN_FILE, read_js
 from pytest_agentrace.record.store import DEFAULT_NAME, Store, StoreError
 
 
-
 class MergeError(Exception):
     """The folders cannot be merged (message names the files and the fix); exit status 2."""
 
