@@ -33,6 +33,7 @@ from pytest_agentrace.run.limits import DEFAULTS as LIMITS
 from pytest_agentrace.run.limits import human_bytes
 from pytest_agentrace.run.sandbox import MODES as SANDBOX_MODES
 from pytest_agentrace.spec.builtin import difficulty_list, name_list
+from pytest_agentrace.spec.shard import shard_arg
 from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES as RESAMPLES
 from pytest_agentrace.stats.verdict import FIXED, GATE_HELP, TARGETS
 
@@ -131,8 +132,17 @@ OPTIONS: tuple[Option, ...] = (
            "and fail a task whose oracle does not pass every check or whose hidden checks pass without a change", False, flag=True),
     Option("resume", "reuse complete run.json records of unchanged task/trial files in the results folder instead of "
            "running them again", False, flag=True),
+    Option("shard", "run only shard K of N (1-based) of the collected runs, split by run id and balanced by the history's "
+           "durations; 'auto' reads CI_NODE_INDEX/CI_NODE_TOTAL (GitLab), CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL or "
+           "BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT; merge the shards' folders with `agentrace merge`", None,
+           type=shard_arg, metavar="K/N|auto"),
     Option("retry_failed", "like --agentrace-resume, but run again what did not finish cleanly (error, timeout, crashed "
            "agent)", False, flag=True),
+    Option("race", "race the agents of each task (per arm and rep): they start together, the first to meet the win "
+           "condition (verify passes, else tests pass, else a clean exit) wins, the others are stopped after the grace "
+           "window and recorded as 'stopped' (not a sample)", False, flag=True),
+    Option("race_grace", "seconds the other agents of a race may still finish after the winner (default 5)", 5.0,
+           type=non_negative_float, metavar="SECONDS"),
     # where agents run
     Option("agent_home", "HOME of the agent CLIs: 'run' (default) gives each run a fresh HOME (and CODEX_HOME, XDG_*) so runs "
            "cannot see each other's sessions or caches; 'user' keeps your HOME (needed for real logins)", AGENT_HOME_RUN,
@@ -225,6 +235,12 @@ class Settings:
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("settings are read-only")
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` (names of settings; an unknown one raises ``AttributeError``)."""
+        for name in changes:
+            getattr(self, name)
+        return Settings({**self._values, **changes})
 
 
 def add_pytest_options(parser: Any) -> None:

@@ -27,6 +27,8 @@ from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.script import load_script
 from pytest_agentrace.plugin import collect, validate
+from pytest_agentrace.plugin import race as _race
+from pytest_agentrace.plugin import shard as _shard
 from pytest_agentrace.plugin.controller import Controller
 from pytest_agentrace.plugin.session import (
     RUN_OPTIONS_KEY,
@@ -98,7 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     controller (on the controller process only)."""
     if not enabled(config):
         return
-    found = settings(config)
+    found = _shard.configure(config, settings(config), warn=not is_worker(config))
     _check_settings(found)
     sid = config.workerinput.get("agentrace_session") if is_worker(config) else None
     config.stash[SESSION_ID_KEY] = sid or uuid.uuid4().hex[:12]
@@ -252,6 +254,22 @@ def _check_report_paths(config: pytest.Config, found: _options.Settings) -> None
             raise pytest.UsageError(f"--agentrace-{option} {value}: not writable")
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return _shard.header(config) if enabled(config) else []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Under ``--agentrace-race``: one line per race (winner and time, runner-up and gap, stopped agents)."""
+    if not enabled(config) or is_worker(config) or not settings(config).race:
+        return
+    lines = _race.summary_lines(config)
+    if lines:
+        terminalreporter.section("agentrace race")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
     """pytest-xdist: give workers the controller's session id."""
@@ -287,6 +305,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
     - deselect, through ``pytest_deselected``, task runs of other difficulties (``--agentrace-difficulty``) and,
       under ``--agentrace-validate``, trial runs;
+    - under ``--agentrace-shard K/N``, deselect the other shards' runs (``plugin.shard``);
     - mark runs of different files that would share a results folder (``collect.mark_collisions``);
     - under ``--agentrace-stop-when-decided``, order runs rep-major (stable), so every arm's early reps come first
       and later reps can be skipped once decided.
@@ -313,14 +332,19 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         warnings.warn(pytest.PytestConfigWarning(
             f"--agentrace-difficulty: no collected task has difficulty {', '.join(unmatched)}{hint}; the tasks' levels "
             f"are {', '.join(known) or 'none'} ({SAME_NAME_NOTE})"), stacklevel=1)
+    _shard.deselect(config, found, items, lambda item: item.stash.get(collect.RUNSPEC_KEY, None),
+                    unit=_race.race_unit if found.race else None)
     collect.mark_collisions(items)
     if found.stop_when_decided:
         items.sort(key=lambda it: spec.rep if (spec := it.stash.get(collect.RUNSPEC_KEY, None)) is not None else 0)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Under ``--agentrace-stop-when-decided`` note the cases selected per trial and agent (after ``-k`` and other
-    deselection): a look over fixed cases needs a record of each. Workers note the same."""
+    """Under ``--agentrace-race`` note the races of the selected runs (``plugin.race``); under
+    ``--agentrace-stop-when-decided`` the cases selected per trial and agent (after ``-k`` and other deselection): a
+    look over fixed cases needs a record of each. Workers note the same."""
+    if enabled(session.config) and settings(session.config).race:
+        _race.note_groups(session.config, [s for i in session.items if (s := i.stash.get(collect.RUNSPEC_KEY, None))])
     if not enabled(session.config) or not settings(session.config).stop_when_decided:
         return
     cases: dict[tuple[str, str], set[str]] = {}

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from pytest_agentrace.errors import SpecError, did_you_mean
+from pytest_agentrace.plugin import race
 from pytest_agentrace.plugin.session import (
     RUN_OPTIONS_KEY,
     SESSION_ID_KEY,
@@ -284,6 +285,8 @@ def run(config: pytest.Config, spec: RunSpec, tmp: Path) -> Outcome:
     """Run ``spec`` in the scratch folder ``tmp`` (``run.pipeline.execute``), or reuse its stored outcome under
     ``--agentrace-resume`` / ``--agentrace-retry-failed`` (``run.resume.stored_outcome``)."""
     found, out = settings(config), out_dir(config)
+    if found.race:  # the agents of a case, arm and rep run together (plugin.race)
+        return race.outcome(config, spec, tmp)
     if found.resume or found.retry_failed:
         reused = stored_outcome(spec, out, retry_failed=found.retry_failed)
         if reused is not None:
@@ -317,6 +320,8 @@ def should_skip(config: pytest.Config, spec: RunSpec) -> str | None:
 def check_outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The call phase of a run item: fail with the short report unless the run passed."""
     outcome = request.node.stash.get(OUTCOME_KEY, None)
+    if outcome is not None and outcome.status == Status.STOPPED:  # race mode: neither a failure nor a sample
+        pytest.skip(f"{request.node.stash[RUNSPEC_KEY].id}: {outcome.reason}")
     if outcome is not None and outcome.status != Status.PASSED:
         raise RunFailed(request.node.failure_text(outcome))
 

@@ -59,6 +59,7 @@ class Status(enum.StrEnum):
     FAILED = "failed"
     TIMEOUT = "timeout"
     ERROR = "error"
+    STOPPED = "stopped"  # race mode: stopped after another agent won and the grace window ran out; never a sample
 
 
 class CostSource(enum.StrEnum):
@@ -224,8 +225,9 @@ class Outcome:
 
     @property
     def is_sample(self) -> bool:
-        """True when the run counts for statistics (every status but ``error``)."""
-        return self.status != Status.ERROR
+        """True when the run counts for statistics (every status but ``error`` and ``stopped``: a run stopped by
+        race mode is neither a failure nor a success, so counting it either way would bias the pass rate)."""
+        return self.status not in (Status.ERROR, Status.STOPPED)
 
     def check(self, name: str) -> CheckResult | None:
         return self.checks.get(name)

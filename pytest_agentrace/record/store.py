@@ -313,6 +313,44 @@ class Store:
 
         return self._transaction(body)
 
+    def merge_from(self, other: Path | str) -> tuple[int, int]:
+        """Copy the sessions and runs of the history file ``other`` into this one (one transaction); returns
+        ``(sessions added, runs added)``.
+
+        A session or run already here (same session id; same session id and run id) is kept when the rows are equal
+        (a history restored on several machines holds the same old sessions); a run whose stored ``outcome`` differs
+        raises ``StoreError`` naming both files, the session and the run id, and nothing is written. A session row
+        that differs only in ``finished`` or other metadata keeps this file's. ``ratings_since`` becomes the later
+        of the two (the most recent reset wins). ``other`` is opened as a store (so an older schema is migrated)."""
+        with Store(other) as src:
+            sessions = [dict(r) for r in src.conn.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions")]
+            runs = [dict(r) for r in src.conn.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs")]
+            since = src.meta("ratings_since")
+        session_sql = (f"INSERT INTO sessions ({', '.join(SESSION_COLUMNS)}) VALUES ({', '.join('?' for _ in SESSION_COLUMNS)}) "
+                       "ON CONFLICT(id) DO NOTHING")
+        run_sql = f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({', '.join('?' for _ in RUN_COLUMNS)})"
+
+        def body(conn: sqlite3.Connection) -> tuple[int, int]:
+            added_sessions = sum(conn.execute(session_sql, tuple(row[c] for c in SESSION_COLUMNS)).rowcount
+                                 for row in sessions)
+            added_runs = 0
+            for row in runs:
+                here = conn.execute("SELECT outcome FROM runs WHERE session_id = ? AND run_id = ?",
+                                    (row["session_id"], row["run_id"])).fetchone()
+                if here is None:
+                    conn.execute(run_sql, tuple(row[c] for c in RUN_COLUMNS))
+                    added_runs += 1
+                elif json.loads(here[0]) != json.loads(row["outcome"]):
+                    raise StoreError(f"{other} and {self.path}: session {row['session_id']} has two different records of "
+                                     f"run {row['run_id']}; keep one of the files out of the merge")
+            mine = conn.execute("SELECT value FROM meta WHERE key = 'ratings_since'").fetchone()
+            if since and (mine is None or since > mine[0]):
+                conn.execute("INSERT INTO meta (key, value) VALUES ('ratings_since', ?) "
+                             "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (since,))
+            return added_sessions, added_runs
+
+        return self._transaction(body)
+
     # -- reading -------------------------------------------------------------------------------------------
 
     def sessions(self, since: str | None = None) -> list[dict[str, Any]]:

@@ -180,7 +180,8 @@ def build_export(
             "timeout": options.get("timeout"), "seed": seed, "resamples": resamples, "baseline": baseline,
             "generalize": stats.settings.get("target", target),
         },
-        "totals": {"runs": len(outcomes), **{s: statuses.get(s, 0) for s in ("passed", "failed", "timeout", "error")}},
+        "totals": {"runs": len(outcomes), **{s: statuses.get(s, 0) for s in ("passed", "failed", "timeout", "error")},
+                   **({"stopped": statuses["stopped"]} if statuses.get("stopped") else {})},  # race mode's stopped runs
         "leaderboard": [s.to_dict() for s in leaderboard(outcomes)],
         "cells": [c.to_dict() for c in stats.cells],
         "comparisons": [c.to_dict() for c in stats.comparisons],

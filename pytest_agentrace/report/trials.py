@@ -68,7 +68,7 @@ def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int
     for source, cells in sorted(by_trial.items()):
         rows = []
         for (case, arm, agent), runs in sorted(cells.items()):
-            samples = [o for o in runs if o.status != Status.ERROR]
+            samples = [o for o in runs if o.is_sample]
             scored = [o for o in samples if o.answer_score]
             recall = [o.answer_score["recall"] for o in scored]
             verify = [o.checks["verify"].passed for o in samples if "verify" in o.checks]

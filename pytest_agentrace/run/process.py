@@ -30,6 +30,8 @@ DEFAULT_HEAD = 8 * 1024 * 1024  # bytes kept from the start of a stream
 DEFAULT_TAIL = 2 * 1024 * 1024  # bytes kept from the end of a stream
 GRACE_SECONDS = 3.0
 WATCH_EVERY = 0.5  # seconds between two calls of ``run``'s ``watch``
+POLL_SECONDS = 0.1  # how often a wait looks at its thread's stop event
+_STOP = threading.local()  # .event: a threading.Event that stops every command of this thread (``stop_on``)
 CUT_MARKER = ("[agentrace: output cut here: {dropped} of {total} bytes dropped, "
               "kept the first {head} and the last {tail}]")
 CUT_RE = re.compile(
@@ -145,6 +147,17 @@ class _DeferredSignals:
         self.pending = []
 
 
+def stop_on(event: threading.Event | None) -> None:
+    """Make ``event`` the calling thread's stop signal: once it is set, the command ``run`` is waiting for (and any
+    later one of this thread) is terminated like a timeout, with no exit code (race mode stops the losers this
+    way). ``None`` removes it.
+
+    While a thread has a stop event its commands run beside other threads' (a race), so ``run`` does not sweep
+    escaped descendants after each command: a sweep kills every new child of this process, and the other threads'
+    commands are new children too. The caller sweeps once when all of them have ended (``run.race``)."""
+    _STOP.event = event
+
+
 def _kill_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -178,7 +191,8 @@ def run(
     """
     shell = isinstance(argv, str)
     start = time.monotonic()
-    sweep = reaper.Sweep()  # descendants that leave the group (setsid) are killed too
+    # descendants that leave the group (setsid) are killed too; not beside other threads' commands (see stop_on)
+    sweep = reaper.Sweep() if getattr(_STOP, "event", None) is None else None
     deferred = _DeferredSignals()  # a Ctrl-C while spawning must not lose the child's pid (it would outlive the run)
     try:
         proc = subprocess.Popen(
@@ -201,17 +215,17 @@ def run(
     except BaseException:
         deferred.release()
         raise
-    timed_out = interrupted = False
+    timed_out = interrupted = halted = False
     stopped = None
     try:
         deferred.release()  # a signal that came while spawning is delivered here, where the group gets cleaned up
-        stopped = _wait(proc, timeout, start, watch)
+        stopped, halted = _wait(proc, timeout, start, watch)
     except subprocess.TimeoutExpired:
         timed_out = True
     except KeyboardInterrupt:
         interrupted = True
     seconds = time.monotonic() - start
-    if timed_out or interrupted:
+    if timed_out or interrupted or stopped or halted:
         _kill_group(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=grace)
@@ -220,12 +234,13 @@ def run(
     # whatever is left in the group (also after a normal exit: background grandchildren) is killed
     _kill_group(proc.pid, signal.SIGKILL)
     proc.wait()
-    sweep.kill_new()
+    if sweep is not None:
+        sweep.kill_new()
     for cap in (out, err):
         cap.thread.join(timeout=5)
     if interrupted:
         raise KeyboardInterrupt
-    code = None if timed_out or stopped else proc.returncode
+    code = None if timed_out or stopped or halted else proc.returncode
     return ProcessResult(
         argv=argv if shell else tuple(argv),
         exit_code=code,
@@ -240,28 +255,38 @@ def run(
     )
 
 
-def _wait(proc: subprocess.Popen, timeout: float | None, start: float, watch) -> str | None:
-    """Wait for ``proc`` (``TimeoutExpired`` after ``timeout`` seconds from ``start``); with ``watch``, look every
-    ``WATCH_EVERY`` seconds and SIGKILL the group when it answers. Returns ``watch``'s answer, or None."""
-    if watch is None:
+def _wait(proc: subprocess.Popen, timeout: float | None, start: float, watch) -> tuple[str | None, bool]:
+    """Wait for ``proc`` (``TimeoutExpired`` after ``timeout`` seconds from ``start``). With ``watch``, look every
+    ``WATCH_EVERY`` seconds and SIGKILL the group when it answers; with the thread's stop event (``stop_on``), end
+    the wait when it is set. Returns ``(watch's answer or None, whether the stop event ended a running command)``."""
+    event = getattr(_STOP, "event", None)
+    if watch is None and event is None:
         proc.wait(timeout=timeout)
-        return None
+        return None, False
+    step = POLL_SECONDS if event is not None else WATCH_EVERY
+    next_look = time.monotonic() + WATCH_EVERY
     while True:
+        if event is not None and event.is_set():
+            return None, proc.poll() is None
         left = None if timeout is None else timeout - (time.monotonic() - start)
         if left is not None and left <= 0:
             raise subprocess.TimeoutExpired(proc.args, timeout)
         try:
-            proc.wait(timeout=WATCH_EVERY if left is None else min(WATCH_EVERY, left))
-            return None
+            proc.wait(timeout=step if left is None else min(step, left))
+            return None, False
         except subprocess.TimeoutExpired:
             pass
+        if watch is None or time.monotonic() < next_look:
+            continue
+        next_look = time.monotonic() + WATCH_EVERY
         try:
             stop = watch()
         except Exception:  # noqa: BLE001 - a broken watch must not cost the run; it stops watching
-            watch, stop = (lambda: None), None
+            watch, stop = None, None
         if stop:
             _kill_group(proc.pid, signal.SIGKILL)
-            return stop
+            return stop, False
+
 
 
 def cut_notes(cut: Mapping[str, int], totals: Mapping[str, int]) -> tuple[str, ...]:

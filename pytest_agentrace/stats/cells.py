@@ -124,8 +124,10 @@ def _group(outcomes: Iterable[Outcome]) -> dict[tuple[str, str, str, str, str], 
 
 
 def summarize_cell(runs: Sequence[Outcome], seed: int = 0, resamples: int = stats.DEFAULT_RESAMPLES, confidence: float = 0.95) -> CellSummary:
-    """Summarise the runs of one cell (all sharing kind, source, case, arm, agent). See ``CellSummary``."""
+    """Summarise the runs of one cell (all sharing kind, source, case, arm, agent). See ``CellSummary``. Runs stopped
+    by race mode (status ``stopped``) are left out entirely: neither samples nor errors."""
     first = runs[0]
+    runs = [o for o in runs if o.status != Status.STOPPED]
     valid = [o for o in runs if o.is_sample]
     passed = sum(o.status == Status.PASSED for o in valid)
     tokens = tokens_of(valid)

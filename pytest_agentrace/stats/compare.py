@@ -326,8 +326,9 @@ def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Seq
     def rng(what: str):
         return stats.rng_for(seed, what, *key)
 
-    arm_all = {c: by_cell[(c, arm)] for c in cases}
-    base_all = {c: by_cell[(c, base)] for c in cases}
+    # race mode's stopped runs are neither samples nor errors
+    arm_all = {c: [o for o in by_cell[(c, arm)] if o.status != Status.STOPPED] for c in cases}
+    base_all = {c: [o for o in by_cell[(c, base)] if o.status != Status.STOPPED] for c in cases}
     arm_v = {c: [o for o in rs if o.is_sample] for c, rs in arm_all.items()}
     base_v = {c: [o for o in rs if o.is_sample] for c, rs in base_all.items()}
     tok = [(tokens_of(arm_v[c]), tokens_of(base_v[c])) for c in cases]

@@ -83,7 +83,7 @@ def components(o: Outcome, has_verify: bool, has_lint: bool) -> dict[str, float]
 def score_group(outcomes: Iterable[Outcome], has_verify: bool, has_lint: bool, scoring: Mapping[str, float] | None = None) -> dict[str, float | None]:
     """Composite scores (0..100, 2 decimals) for the runs of one task and rep, keyed by run id.
 
-    ``error`` runs map to None.
+    ``error`` and ``stopped`` runs (not samples) map to None.
     """
     runs = list(outcomes)
     w = weights(has_verify, scoring)
@@ -92,7 +92,7 @@ def score_group(outcomes: Iterable[Outcome], has_verify: bool, has_lint: bool, s
     lines_n = normalised({o.run_id: float(o.lines_changed) for o in passing})
     out: dict[str, float | None] = {}
     for o in runs:
-        if o.status == Status.ERROR:
+        if not o.is_sample:
             out[o.run_id] = None
             continue
         comp = components(o, has_verify, has_lint)

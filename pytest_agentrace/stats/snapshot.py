@@ -54,8 +54,9 @@ def _cells(outcomes: Iterable[Outcome]) -> dict[str, list[Outcome]]:
 
 
 def cell_record(runs: Sequence[Outcome]) -> dict[str, Any]:
-    """The snapshot entry of one cell's runs."""
+    """The snapshot entry of one cell's runs (race mode's ``stopped`` runs left out: neither samples nor errors)."""
     first = runs[0]
+    runs = [o for o in runs if o.status != Status.STOPPED]
     valid = [o for o in runs if o.is_sample]
     return {
         "kind": first.kind, "case": first.case, "arm": first.arm, "agent": first.agent,

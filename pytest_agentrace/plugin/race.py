@@ -1,0 +1,83 @@
+"""``--agentrace-race`` in the session: which runs race each other, who runs a race, the race lines of the summary.
+
+The runs of one case, arm and rep (``run.race.group_id``) race: the first pytest process to set one of them up runs
+the whole group concurrently (``run.race.run_group``) and writes the result; every member's item, on whichever
+xdist worker, reports its own outcome from it. A ``stopped`` run is reported as skipped (neither a failure nor a
+sample). Under ``--agentrace-resume`` a race is reused only when every member has a stored record; otherwise it is
+run again in full (a race needs its members to start together). Under ``--agentrace-shard`` the runs of a race stay
+on one shard (``race_unit``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pytest_agentrace.plugin.session import RUN_OPTIONS_KEY, SESSION_ID_KEY, out_dir, settings
+from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.run.agent import agent_path_error, missing_executable
+from pytest_agentrace.run.race import (
+    Race,
+    claim,
+    group_id,
+    race_dir,
+    run_group,
+    session_races,
+    wait_result,
+    write_result,
+)
+from pytest_agentrace.run.resume import stored_outcome
+from pytest_agentrace.spec.matrix import RunSpec
+
+GROUPS_KEY = pytest.StashKey[dict]()  # {group id: [RunSpec, ...]} of the session's selected runs
+COMMANDS_PER_RUN = 4  # a run's commands that may each take the timeout (setup, agent, tests, verify), for a waiter
+
+
+def race_unit(spec: RunSpec) -> str:
+    """What a shard assigns as one unit under race mode: the race (its runs must start together)."""
+    return group_id(spec)
+
+
+def note_groups(config: pytest.Config, specs: list[RunSpec]) -> None:
+    """Record the races of the selected runs (the same on the controller and on every xdist worker). A run whose
+    agent cannot start here (not installed, a bad path: its item is skipped or fails in setup) is in no race."""
+    groups: dict[str, list[RunSpec]] = {}
+    for spec in specs:
+        if agent_path_error(spec) is None and missing_executable(spec) is None:
+            groups.setdefault(group_id(spec), []).append(spec)
+    config.stash[GROUPS_KEY] = groups
+
+
+def outcome(config: pytest.Config, spec: RunSpec, tmp: Path) -> Outcome:
+    """This run's outcome in its race: run the race when this process claims it first (members' scratch folders
+    under ``tmp/race/``), else wait for the process that did."""
+    found = settings(config)
+    members = config.stash.get(GROUPS_KEY, {}).get(group_id(spec), [spec])
+    out, session_id = out_dir(config), config.stash[SESSION_ID_KEY]
+    if found.resume or found.retry_failed:
+        stored = {s.id: stored_outcome(s, out, retry_failed=found.retry_failed) for s in members}
+        if all(o is not None for o in stored.values()):
+            return stored[spec.id]
+    folder = race_dir(out, session_id, group_id(spec))
+    if claim(folder):
+        scratch = [(s, _scratch(tmp, i, s)) for i, s in enumerate(members)]
+        race, outcomes = run_group(scratch, out, config.stash[RUN_OPTIONS_KEY], session_id, found.race_grace)
+        write_result(folder, race, outcomes)
+    else:
+        longest = max(s.timeout for s in members)
+        race, outcomes = wait_result(folder, COMMANDS_PER_RUN * longest + found.race_grace + 300)
+    return outcomes[spec.id]
+
+
+def _scratch(tmp: Path, index: int, spec: RunSpec) -> Path:
+    folder = tmp / "race" / f"{index}-{re.sub(r'[^A-Za-z0-9_.-]', '_', spec.agent.id)[:40]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def summary_lines(config: pytest.Config, races: Callable[[Path, str], list[Race]] = session_races) -> list[str]:
+    """The race lines of the session (winner and time, runner-up and gap, stopped agents), one per race."""
+    return [r.line() for r in races(out_dir(config), config.stash[SESSION_ID_KEY])]

@@ -1,0 +1,161 @@
+"""``agentrace merge``: the shards' results folders gathered into one give the statistics of one session that ran
+everything; conflicting duplicates are refused; histories are merged. Sessions serial and -n 2."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trialkit import XDIST, XDIST_IDS, make_project, runs, trial_toml
+
+from pytest_agentrace import cli
+from pytest_agentrace.record.manifest import digest_run, write_manifest
+from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.record.runfile import write_run
+from pytest_agentrace.record.store import SessionInfo, Store
+
+SECOND_QUESTION = '\n[[questions]]\nid = "port2"\nrepo = "other"\nprompt = "Which port?"\nexpect = ["9090"]\n'
+
+
+def main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def without_wall_time(value: Any) -> Any:
+    """``value`` without its wall-clock fields (``seconds_mean`` ...): measured, not determined by the agent."""
+    if isinstance(value, dict):
+        return {k: without_wall_time(v) for k, v in value.items() if "seconds" not in k}
+    if isinstance(value, list):
+        return [without_wall_time(v) for v in value]
+    return value
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    make_project(pytester.path)
+    (pytester.path / "trial.toml").write_text(trial_toml(reps=3, more=SECOND_QUESTION))
+    return pytester
+
+
+def session(p: pytest.Pytester, out: str, *args: str) -> None:
+    res = p.runpytest("--agentrace", "--agentrace-out", out, "--agentrace-db", f"{out}/history.db", *args)
+    assert res.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), res.stdout.str()
+
+
+@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
+def test_merged_shards_equal_one_session(project: pytest.Pytester, xdist: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    session(project, "single", *xdist)
+    for k in (1, 2, 3):
+        session(project, f"out{k}", "--agentrace-shard", f"{k}/3", *xdist)
+    root = project.path
+    code, text, err = main(capsys, "merge", str(root / "out1"), str(root / "out2"), str(root / "out3"), "--to", str(root / "merged"))
+    assert code == 0, err
+    assert "12 runs copied into" in text and "history" in text
+    assert sorted(runs(root / "merged")) == sorted(runs(root / "single"))
+    code, text, _ = main(capsys, "verify", str(root / "merged"))  # the shards' manifests came along
+    assert code == 0 and "12 records verified, 0 unverifiable" in text
+    reports = {}
+    for name in ("single", "merged"):
+        code, text, err = main(capsys, "report", str(root / name), "--format", "json", "--resamples", "500")
+        assert code == 0, err
+        reports[name] = without_wall_time(json.loads(text))
+    assert reports["merged"] == reports["single"]
+    assert reports["single"]["comparisons"]  # a real comparison of the two arms, not an empty report
+    snaps = {}
+    for name in ("single", "merged"):
+        assert main(capsys, "snapshot", str(root / name), "--to", str(root / f"{name}.snap.json"))[0] == 0
+        snaps[name] = without_wall_time(json.loads((root / f"{name}.snap.json").read_text()))
+        snaps[name].pop("created", None)
+    assert snaps["merged"] == snaps["single"]
+    code, text, _ = main(capsys, "compare", str(root / "merged"), "--snapshot", str(root / "single.snap.json"), "--format", "json",
+                         "--resamples", "500")
+    assert code == 0 and "regressed" not in {r.get("verdict") for r in json.loads(text)["rows"]}
+    with sqlite3.connect(root / "merged" / "history.db") as db:
+        assert db.execute("SELECT COUNT(*), COUNT(DISTINCT session_id) FROM runs").fetchone() == (12, 3)
+    last = json.loads((root / "merged" / "last-session.json").read_text())
+    assert sorted(last["run_ids"]) == sorted(runs(root / "single")) and last["session_id"].count("+") == 2
+
+
+def run_record(rep: int, status: str = "passed", session: str = "s1") -> Outcome:
+    return Outcome(run_id=f"trial:q/base/a/r{rep}", kind="trial", source="t.toml", case="q", arm="base", agent="a", rep=rep,
+                   status=status, session_id=session, started="2026-01-01T00:00:00+00:00", exit_code=0)
+
+
+def folder(root: Path, *outcomes: Outcome) -> Path:
+    for o in outcomes:
+        write_run(root / "runs" / o.case / o.arm / o.agent / str(o.rep), o)
+        (root / "runs" / o.case / o.arm / o.agent / str(o.rep) / "raw.out").write_text(f"log of {o.run_id}\n")
+    return root
+
+
+def test_merge_refuses_conflicting_duplicates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = folder(tmp_path / "a", run_record(1), run_record(2))
+    b = folder(tmp_path / "b", run_record(2, status="failed", session="s2"), run_record(3))
+    code, _, err = main(capsys, "merge", str(a), str(b), "--to", str(tmp_path / "m"))
+    assert code == 2
+    assert "run trial:q/base/a/r2 is in" in err and "with different records" in err
+    assert str(a / "runs/q/base/a/2/run.json") in err and str(b / "runs/q/base/a/2/run.json") in err
+    assert not (tmp_path / "m").exists()  # nothing written
+
+
+def test_merge_accepts_identical_duplicates_and_keeps_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = folder(tmp_path / "a", run_record(1), run_record(2))
+    b = folder(tmp_path / "b", run_record(2), run_record(3))
+    code, text, err = main(capsys, "merge", str(a), str(b), "--to", str(tmp_path / "m"))
+    assert code == 0, err
+    assert "3 runs copied" in text and "1 identical duplicates skipped" in text
+    assert sorted(runs(tmp_path / "m")) == [f"trial:q/base/a/r{r}" for r in (1, 2, 3)]
+    assert (tmp_path / "m/runs/q/base/a/3/raw.out").read_text() == "log of trial:q/base/a/r3\n"
+    # merging again into the same folder: what is there counts as an input, equal records are fine
+    code, text, _ = main(capsys, "merge", str(b), "--to", str(tmp_path / "m"))
+    assert code == 0 and "0 runs copied" in text
+    c = folder(tmp_path / "c", run_record(3, status="failed"))
+    code, _, err = main(capsys, "merge", str(c), "--to", str(tmp_path / "m"))
+    assert code == 2 and str(tmp_path / "m/runs/q/base/a/3/run.json") in err
+
+
+def test_merge_refuses_unreadable_records_and_missing_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = folder(tmp_path / "a", run_record(1))
+    (a / "runs/q/base/a/1/run.json").write_text('{"run_id": ')
+    code, _, err = main(capsys, "merge", str(a), "--to", str(tmp_path / "m"))
+    assert code == 2 and "not a valid run record" in err and "fix or remove that run folder" in err
+    code, _, err = main(capsys, "merge", str(tmp_path / "nowhere"), "--to", str(tmp_path / "m"))
+    assert code == 2 and "nowhere: no such results folder" in err
+
+
+def test_merge_refuses_a_forged_shard_and_notes_an_unchecked_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = folder(tmp_path / "a", run_record(1))
+    code, text, _ = main(capsys, "merge", str(a), "--to", str(tmp_path / "m"))
+    assert code == 0 and "no manifests" in text  # a folder from before manifests: merged, and said so
+    b = folder(tmp_path / "b", run_record(2, status="failed"))
+    run_dir = b / "runs/q/base/a/2"
+    write_manifest(b, "sb", {"trial:q/base/a/r2": digest_run(b, run_dir)})
+    write_run(run_dir, run_record(2))  # failed -> passed after the session
+    code, _, err = main(capsys, "merge", str(b), "--to", str(tmp_path / "m2"))
+    assert code == 2 and "unverifiable records" in err and "run.json changed" in err
+    assert not (tmp_path / "m2").exists()
+
+
+def test_histories_merge_and_conflicts_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shared = [run_record(1, session="old")]
+    for name, own in (("a", run_record(2, session="sa")), ("b", run_record(3, session="sb"))):
+        folder(tmp_path / name, own)
+        with Store(tmp_path / name / "history.db") as store:
+            store.save_session(SessionInfo(id="old", started="2026-01-01T00:00:00+00:00"), shared)  # restored on both
+            store.save_session(SessionInfo(id=own.session_id, started="2026-01-02T00:00:00+00:00"), [own])
+    code, text, err = main(capsys, "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--to", str(tmp_path / "m"))
+    assert code == 0, err
+    with Store(tmp_path / "m" / "history.db") as store:
+        assert [s["id"] for s in store.sessions()] == ["old", "sa", "sb"]
+        assert sorted((r["session_id"], r["run_id"]) for r in store.runs()) == [
+            ("old", "trial:q/base/a/r1"), ("sa", "trial:q/base/a/r2"), ("sb", "trial:q/base/a/r3")]
+    with Store(tmp_path / "b" / "history.db") as store:  # the same session's run recorded differently
+        store.save_session(SessionInfo(id="old", started="2026-01-01T00:00:00+00:00"), [run_record(1, "failed", "old")])
+    code, _, err = main(capsys, "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--to", str(tmp_path / "m2"))
+    assert code == 2 and "session old has two different records of run trial:q/base/a/r1" in err
+    assert not (tmp_path / "m2" / "runs").exists()  # no run copied
