@@ -82,19 +82,19 @@ def manifest_note(out: Path) -> str | None:
 
 
 def copy_manifests(outs: list[Path], target: Path) -> int:
-    """Copy every input's ``manifests/*.json`` into ``target/manifests`` (a run folder's path relative to its results
+    """Copy every input's manifests (``manifests/*.json``, ``*.jsonl``) into ``target/manifests`` (a run folder's path relative to its results
     folder is the same in MERGED, so the entries hold as they are); a name taken by a different file gets a suffix.
     Returns how many were copied."""
     folder = target / MANIFEST_DIR
     copied = 0
     for out in outs:
-        for src in sorted((out / MANIFEST_DIR).glob("*.json")):
+        for src in sorted(p for p in (out / MANIFEST_DIR).glob("*.json*") if p.suffix in (".json", ".jsonl")):
             if out == target:
                 continue
             dest, n = folder / src.name, 1
             while dest.exists() and dest.read_bytes() != src.read_bytes():
                 n += 1
-                dest = folder / f"{src.stem}.{n}.json"
+                dest = folder / f"{src.stem}.{n}{src.suffix}"
             if not dest.exists():
                 folder.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, dest)

