@@ -17,6 +17,11 @@ from typing import Any
 import pytest
 import yaml
 
+try:  # pytest >= 9.2 (there CallSpec2 is a deprecated alias)
+    from _pytest.python import CallSpec as _CallSpec
+except ImportError:  # pytest 8.x to 9.1
+    from _pytest.python import CallSpec2 as _CallSpec
+
 from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.plugin.session import (
     RUN_OPTIONS_KEY,
@@ -212,8 +217,15 @@ class SpecFile(pytest.File):
         return super().repr_failure(excinfo)
 
     def make_items(self, runs: list[RunSpec]):
+        """One ``RunItem`` per run, named ``case[<param ids>]`` (``RunSpec.item_name``) and built the way pytest
+        builds a parametrized test: ``originalname`` the case, a ``callspec`` whose ids are ``RunSpec.param_ids``
+        (no parameter values). pytest >= 9.2 compares structured node ids (path, names, params), and its last-failed,
+        stepwise and new-first caches parse stored ids into that structure; an item whose brackets were only part
+        of its name never matched them (``--lf`` re-ran everything). pytest has no public constructor for such an
+        item outside ``Metafunc``, so the callspec class is taken from ``_pytest.python``."""
         for spec in runs:
-            item = RunItem.from_parent(self, name=spec.item_name, callobj=check_outcome)
+            item = RunItem.from_parent(self, name=spec.item_name, originalname=spec.case, callobj=check_outcome,
+                                       callspec=_CallSpec(_idlist=list(spec.param_ids)))
             item.stash[RUNSPEC_KEY] = spec
             if spec.agent.expect == "fail" or (spec.agent.expect is None and spec.agent.name == "noop"):
                 item.add_marker(pytest.mark.xfail(reason=f"{spec.agent.label} is a baseline expected to fail", raises=RunFailed, strict=True))
