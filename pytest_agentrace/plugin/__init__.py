@@ -93,7 +93,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve and check the settings, give the session its id and its runs their options, and register the
-    controller (on the controller process only)."""
+    controller (on the controller process only). The run items' markers are registered in any session, so
+    ``--strict-markers`` with ``-m agentrace`` in an ini file is clean with or without ``--agentrace``."""
+    for name, text in collect.MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
     if not enabled(config):
         return
     found = settings(config)

@@ -205,6 +205,23 @@ def task_agents(listed, wanted):
     return tuple(a if a in listed else next(given) for a in chosen)
 
 
+MARKERS = {
+    "agentrace": "a run of pytest-agentrace (every run item); keyword arguments kind, case, arm, agent (its id, e.g. "
+                 "codex:gpt-5), agent_name (claude, codex, ...) and rep select runs: -m \"agentrace(agent='claude')\"",
+    "agentrace_task": "a run of a task file (the same keyword arguments as agentrace)",
+    "agentrace_trial": "a run of a trial file (the same keyword arguments as agentrace)",
+}
+
+
+def run_markers(spec: RunSpec) -> list[pytest.MarkDecorator]:
+    """The markers of a run item: ``agentrace`` and ``agentrace_task`` or ``agentrace_trial``, each with the keyword
+    arguments ``kind``, ``case``, ``arm``, ``agent`` (id), ``agent_name`` and ``rep`` (int) that pytest >= 8.3 matches
+    in ``-m "agentrace(agent='claude', rep=1)"``. Registered in ``MARKERS`` (``--strict-markers`` clean)."""
+    kwargs = {"kind": spec.kind, "case": spec.case, "arm": spec.arm, "agent": spec.agent.id,
+              "agent_name": spec.agent.name, "rep": spec.rep}
+    return [pytest.mark.agentrace(**kwargs), getattr(pytest.mark, f"agentrace_{spec.kind}")(**kwargs)]
+
+
 class SpecFile(pytest.File):
     """Base of task/trial files: a ``SpecError`` is shown as its one-line message."""
 
@@ -227,6 +244,8 @@ class SpecFile(pytest.File):
             item = RunItem.from_parent(self, name=spec.item_name, originalname=spec.case, callobj=check_outcome,
                                        callspec=_CallSpec(_idlist=list(spec.param_ids)))
             item.stash[RUNSPEC_KEY] = spec
+            for marker in run_markers(spec):
+                item.add_marker(marker)
             if spec.agent.expect == "fail" or (spec.agent.expect is None and spec.agent.name == "noop"):
                 item.add_marker(pytest.mark.xfail(reason=f"{spec.agent.label} is a baseline expected to fail", raises=RunFailed, strict=True))
             yield item
