@@ -297,6 +297,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     session.config.stash[collect.CASES_KEY] = {k: sorted(v) for k, v in cases.items()}
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    """A run's infrastructure error (``agentrace.status`` ``error``: clone or setup failed, a check's tool missing, ...)
+    fails its call phase, where the agent ran; it is shown and counted as an *error*, never as the agent's failure.
+    On the controller this is decided from the report alone, so it holds with pytest-xdist."""
+    props = getattr(report, "user_properties", ())
+    if report.when == "call" and report.failed and any(p[0] == "agentrace.status" and p[1] == "error" for p in props):
+        return "error", "E", ("ERROR", {"red": True})
+    return None
+
+
 SPEC_ERRORS_KEY = pytest.StashKey[set]()  # node ids of task/trial files whose collection failed
 
 

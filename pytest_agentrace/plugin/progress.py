@@ -165,7 +165,7 @@ class Progress:
         self.tr.currentfspath = -2
 
     def started(self, nodeid: str) -> None:
-        if self.mode == "plain" and _is_run_item(nodeid):
+        if self.mode == "plain" and is_run_item(nodeid):
             self._line(f"agentrace: started {nodeid.rsplit('::', 1)[-1]}")
 
     def reported(self, report: pytest.TestReport, outcome: Outcome | None) -> None:
@@ -188,7 +188,7 @@ class Progress:
                 pass
 
 
-def _is_run_item(nodeid: str) -> bool:
+def is_run_item(nodeid: str) -> bool:
     """Run items are named ``case[...-rN]`` inside a task/trial file (xdist gives the controller only node ids)."""
     head, _, name = nodeid.rpartition("::")
     return head.endswith((".yaml", ".yml", ".toml")) and name.endswith("]") and "-r" in name
