@@ -124,11 +124,34 @@ class Controller:
         with self.progress.running(item):
             return (yield)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logstart(self, nodeid: str, location: tuple) -> None:
-        self.progress.started(nodeid)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.progress.collected([item.nodeid for item in session.items])
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.progress.collected(ids)
+
+    # pytest's own writes of a test's start, report and end happen inside these wrappers, under the progress lock
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple):
+        with self.progress.lock:
+            self.progress.started(nodeid)
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: tuple):
+        with self.progress.lock:
+            self.progress.finished(nodeid)
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport):
+        with self.progress.lock:
+            self._take(report)
+            return (yield)
+
+    def _take(self, report: pytest.TestReport) -> None:
         """Take a run's payload (on the controller these include every xdist worker's); the last one per run id
         wins. A payload that does not parse is kept as an error line for the summary."""
         if report.when == "call":  # the item's agent runs in its call phase; the teardown report repeats the payload
