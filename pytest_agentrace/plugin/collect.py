@@ -35,6 +35,7 @@ from pytest_agentrace.run.agent import agent_path_error, missing_executable
 from pytest_agentrace.run.checks import log_tail
 from pytest_agentrace.run.pipeline import execute
 from pytest_agentrace.run.resume import stored_outcome
+from pytest_agentrace.run.slots import run_slot, slot_key
 from pytest_agentrace.spec.common import known_agent, parse_agent, unique_agent_ids
 from pytest_agentrace.spec.matrix import RunSpec, task_runs, trial_runs
 from pytest_agentrace.spec.task import _TASK_ONLY_KEYS, is_task_data, load_task
@@ -314,7 +315,8 @@ class TrialFile(SpecFile):
 
 def run(config: pytest.Config, spec: RunSpec, tmp: Path) -> Outcome:
     """Run ``spec`` in the scratch folder ``tmp`` (``run.pipeline.execute``), or reuse its stored outcome under
-    ``--agentrace-resume`` / ``--agentrace-retry-failed`` (``run.resume.stored_outcome``)."""
+    ``--agentrace-resume`` / ``--agentrace-retry-failed`` (``run.resume.stored_outcome``). A trial with
+    ``[defaults] parallel = N`` runs at most N of its runs at once, across xdist workers (``run.slots``)."""
     found, out = settings(config), out_dir(config)
     if found.resume or found.retry_failed:
         reused = stored_outcome(spec, out, retry_failed=found.retry_failed)
@@ -324,7 +326,11 @@ def run(config: pytest.Config, spec: RunSpec, tmp: Path) -> Outcome:
     feed = config.stash.get(FEED_KEY, None)
     if feed is not None:
         options = dataclasses.replace(options, on_stdout=feed(spec))
-    return execute(spec, tmp, out, options, config.stash[SESSION_ID_KEY])
+    cap = getattr(spec.spec, "parallel", None) if spec.kind == "trial" else None
+    if not cap:
+        return execute(spec, tmp, out, options, config.stash[SESSION_ID_KEY])
+    with run_slot(out, slot_key(spec.source), cap):
+        return execute(spec, tmp, out, options, config.stash[SESSION_ID_KEY])
 
 
 def planned_reps(config: pytest.Config, spec: Any) -> int:
