@@ -185,6 +185,8 @@ OPTIONS: tuple[Option, ...] = (
            metavar="PATH", cli="--db"),
     Option("lock_timeout", "seconds a session waits for another session that writes the same results folder before it "
            "stops with an error (default 600)", 600.0, type=positive_float, metavar="SECONDS"),
+    Option("progress_seconds", "seconds between the plain progress lines printed when the output is not a terminal "
+           "or under pytest-xdist (default 30)", 30.0, type=positive_float, metavar="SECONDS"),
     Option("no_save", "write nothing to the history store (no sessions, runs or ratings)", False, flag=True),
     Option("html", "write a self-contained HTML report (charts, sortable tables, run details)", None, metavar="PATH"),
     Option("md", f"write the summary as GitHub-flavoured Markdown (also appended to ${STEP_SUMMARY_ENV} when set)", None,

@@ -68,14 +68,16 @@ def test_nothing_without_verbose(pytester: pytest.Pytester, bin_dir: Path) -> No
     assert not [line for line in res.stdout.lines if line.startswith(("agentrace: started", "agentrace: task:"))]
 
 
-def test_live_status_on_a_terminal(tmp_path: Path) -> None:
-    """pytest on a real pseudo-terminal: the status after the item shows the agent, seconds and the tool calls
-    streamed so far, drawn with save/restore-cursor and erased before pytest writes PASSED."""
+@pytest.mark.parametrize("verbose", [["-v"], []], ids=["verbose", "plain"])
+def test_live_status_on_a_terminal(tmp_path: Path, verbose: list[str]) -> None:
+    """pytest on a real pseudo-terminal, with and without -v: the status after the item (after the dots without
+    -v, naming the run) shows runs done/total, the agent, seconds, the tool calls streamed so far and the ETA, drawn
+    with save/restore-cursor and erased before pytest writes the result."""
     bin_dir = tmp_path / "bin"
     project(tmp_path, bin_dir, "  - {name: slow, command: 'slowbot {prompt}', kind: claude}\n")
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "150", "LINES": "40", "TERM": "xterm"}
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--agentrace", "--agentrace-no-save", "-v"],
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--agentrace", "--agentrace-no-save", *verbose],
                             cwd=tmp_path, env=env, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
     os.close(slave)
     out = b""
@@ -97,10 +99,11 @@ def test_live_status_on_a_terminal(tmp_path: Path) -> None:
     text = out.decode("utf-8", "replace")
     assert proc.returncode == 0, text[-3000:]
     draws = [d.split("\x1b[K")[0] for d in text.split("\x1b7")[1:]]
-    assert any(d.startswith(" [slow ") for d in draws), text[-3000:]
+    prefix = " [0/1 runs done · slow " if verbose else " [0/1 runs done · fix-add[slow-r1]: slow "
+    assert any(d.startswith(prefix) and d.endswith(" · ETA unknown]") for d in draws), text[-3000:]
     assert any("tool call" in d for d in draws)  # figures streamed while the agent ran
     assert "" in draws  # the status is erased at the end of the run
-    assert "PASSED" in text and "1 passed" in text
+    assert ("PASSED" in text or not verbose) and "1 passed" in text
 
 
 def test_live_run_figures_from_partial_output(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -97,7 +97,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve and check the settings, give the session its id and its runs their options, and register the
-    controller (on the controller process only)."""
+    controller (on the controller process only). The run items' markers are registered in any session, so
+    ``--strict-markers`` with ``-m agentrace`` in an ini file is clean with or without ``--agentrace``."""
+    for name, text in collect.MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
     if not enabled(config):
         return
     found = _shard.configure(config, settings(config), warn=not is_worker(config))
@@ -352,6 +355,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if (spec := item.stash.get(collect.RUNSPEC_KEY, None)) is not None:
             cases.setdefault((str(spec.source), spec.agent.id), set()).add(spec.case)
     session.config.stash[collect.CASES_KEY] = {k: sorted(v) for k, v in cases.items()}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    """A run's infrastructure error (``agentrace.status`` ``error``: clone or setup failed, a check's tool missing, ...)
+    fails its call phase, where the agent ran; it is shown and counted as an *error*, never as the agent's failure.
+    On the controller this is decided from the report alone, so it holds with pytest-xdist."""
+    props = getattr(report, "user_properties", ())
+    if report.when == "call" and report.failed and any(p[0] == "agentrace.status" and p[1] == "error" for p in props):
+        return "error", "E", ("ERROR", {"red": True})
+    return None
 
 
 SPEC_ERRORS_KEY = pytest.StashKey[set]()  # node ids of task/trial files whose collection failed

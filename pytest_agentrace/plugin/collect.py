@@ -1,8 +1,8 @@
-"""pytest nodes: task files and the run item. Only wiring; the work is in ``runner``.
+"""pytest nodes: task files and the run item. Only wiring; the work is in ``run.pipeline``.
 
-A run item is a ``pytest.Function`` (so fixtures, markers and ``-k`` work as usual) whose whole run
-happens in ``setup``: an infrastructure fault there reports as a pytest *error*, an agent's failure as a
-*failure* of the call phase, and ``noop`` (or any agent with ``expect: fail``) is an expected failure.
+A run item is a ``pytest.Function`` (so fixtures, markers, ``-k`` and pytest's caches work as usual) whose agent
+runs in the call phase: an infrastructure fault reports as a pytest *error* (``pytest_report_teststatus``), an
+agent's failure as a *failure*, and ``noop`` (or any agent with ``expect: fail``) is an expected failure.
 """
 
 from __future__ import annotations
@@ -17,8 +17,14 @@ from typing import Any
 import pytest
 import yaml
 
+try:  # pytest >= 9.2 (there CallSpec2 is a deprecated alias)
+    from _pytest.python import CallSpec as _CallSpec
+except ImportError:  # pytest 8.x to 9.1
+    from _pytest.python import CallSpec2 as _CallSpec
+
 from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.plugin import race
+from pytest_agentrace.plugin.failure import LONG_TAIL, RunFailed, case_line, failure_repr
 from pytest_agentrace.plugin.session import (
     RUN_OPTIONS_KEY,
     SESSION_ID_KEY,
@@ -31,6 +37,7 @@ from pytest_agentrace.run.agent import agent_path_error, missing_executable
 from pytest_agentrace.run.checks import log_tail
 from pytest_agentrace.run.pipeline import execute
 from pytest_agentrace.run.resume import stored_outcome
+from pytest_agentrace.run.slots import run_slot, slot_key
 from pytest_agentrace.spec.common import known_agent, parse_agent, unique_agent_ids
 from pytest_agentrace.spec.matrix import RunSpec, task_runs, trial_runs
 from pytest_agentrace.spec.task import _TASK_ONLY_KEYS, is_task_data, load_task
@@ -47,10 +54,6 @@ SNIFF_KEY = pytest.StashKey[dict]()
 
 # errors a task/trial file's content can raise beyond SpecError (reported as one line, never a crash)
 LOAD_ERRORS = (OSError, ValueError, UnicodeError, RecursionError, RuntimeError, OverflowError, TypeError, LookupError)
-
-
-class RunFailed(AssertionError):
-    """The agent's run did not pass (a sample, not our fault). ``str()`` is the short report."""
 
 
 NAMED_KEY = pytest.StashKey[frozenset]()
@@ -202,6 +205,23 @@ def task_agents(listed, wanted):
     return tuple(a if a in listed else next(given) for a in chosen)
 
 
+MARKERS = {
+    "agentrace": "a run of pytest-agentrace (every run item); keyword arguments kind, case, arm, agent (its id, e.g. "
+                 "codex:gpt-5), agent_name (claude, codex, ...) and rep select runs: -m \"agentrace(agent='claude')\"",
+    "agentrace_task": "a run of a task file (the same keyword arguments as agentrace)",
+    "agentrace_trial": "a run of a trial file (the same keyword arguments as agentrace)",
+}
+
+
+def run_markers(spec: RunSpec) -> list[pytest.MarkDecorator]:
+    """The markers of a run item: ``agentrace`` and ``agentrace_task`` or ``agentrace_trial``, each with the keyword
+    arguments ``kind``, ``case``, ``arm``, ``agent`` (id), ``agent_name`` and ``rep`` (int) that pytest >= 8.3 matches
+    in ``-m "agentrace(agent='claude', rep=1)"``. Registered in ``MARKERS`` (``--strict-markers`` clean)."""
+    kwargs = {"kind": spec.kind, "case": spec.case, "arm": spec.arm, "agent": spec.agent.id,
+              "agent_name": spec.agent.name, "rep": spec.rep}
+    return [pytest.mark.agentrace(**kwargs), getattr(pytest.mark, f"agentrace_{spec.kind}")(**kwargs)]
+
+
 class SpecFile(pytest.File):
     """Base of task/trial files: a ``SpecError`` is shown as its one-line message."""
 
@@ -213,12 +233,26 @@ class SpecFile(pytest.File):
             return f"agentrace: {self.path}: cannot load this file: {type(excinfo.value).__name__}: {excinfo.value}"
         return super().repr_failure(excinfo)
 
-    def make_items(self, runs: list[RunSpec]):
+    def make_items(self, runs: list[RunSpec], judge: Any = None, baselines_xfail: bool = True):
+        """One ``RunItem`` per run, named ``case[<param ids>]`` (``RunSpec.item_name``) and built the way pytest
+        builds a parametrized test: ``originalname`` the case, a ``callspec`` whose ids are ``RunSpec.param_ids``
+        (no parameter values). pytest >= 9.2 compares structured node ids (path, names, params), and its last-failed,
+        stepwise and new-first caches parse stored ids into that structure; an item whose brackets were only part
+        of its name never matched them (``--lf`` re-ran everything). pytest has no public constructor for such an
+        item outside ``Metafunc``, so the callspec class is taken from ``_pytest.python``.
+
+        ``judge``: the item's function (default ``check_outcome``); ``baselines_xfail``: ``noop`` and agents with
+        ``expect: fail`` are strict expected failures."""
         for spec in runs:
-            item = RunItem.from_parent(self, name=spec.item_name, callobj=check_outcome)
+            item = RunItem.from_parent(self, name=spec.item_name, originalname=spec.case, callobj=judge or check_outcome,
+                                       callspec=_CallSpec(_idlist=list(spec.param_ids)))
             item.stash[RUNSPEC_KEY] = spec
-            if spec.agent.expect == "fail" or (spec.agent.expect is None and spec.agent.name == "noop"):
-                item.add_marker(pytest.mark.xfail(reason=f"{spec.agent.label} is a baseline expected to fail", raises=RunFailed, strict=True))
+            for marker in run_markers(spec):
+                item.add_marker(marker)
+            baseline = spec.agent.expect == "fail" or (spec.agent.expect is None and spec.agent.name == "noop")
+            if baselines_xfail and baseline:
+                item.add_marker(pytest.mark.xfail(reason=f"{spec.agent.label} is a baseline expected to fail",
+                                                  raises=RunFailed, strict=True))
             yield item
 
 
@@ -283,7 +317,8 @@ class TrialFile(SpecFile):
 
 def run(config: pytest.Config, spec: RunSpec, tmp: Path) -> Outcome:
     """Run ``spec`` in the scratch folder ``tmp`` (``run.pipeline.execute``), or reuse its stored outcome under
-    ``--agentrace-resume`` / ``--agentrace-retry-failed`` (``run.resume.stored_outcome``)."""
+    ``--agentrace-resume`` / ``--agentrace-retry-failed`` (``run.resume.stored_outcome``). A trial with
+    ``[defaults] parallel = N`` runs at most N of its runs at once, across xdist workers (``run.slots``)."""
     found, out = settings(config), out_dir(config)
     if found.race:  # the agents of a case, arm and rep run together (plugin.race)
         return race.outcome(config, spec, tmp)
@@ -295,7 +330,11 @@ def run(config: pytest.Config, spec: RunSpec, tmp: Path) -> Outcome:
     feed = config.stash.get(FEED_KEY, None)
     if feed is not None:
         options = dataclasses.replace(options, on_stdout=feed(spec))
-    return execute(spec, tmp, out, options, config.stash[SESSION_ID_KEY])
+    cap = getattr(spec.spec, "parallel", None) if spec.kind == "trial" else None
+    if not cap:
+        return execute(spec, tmp, out, options, config.stash[SESSION_ID_KEY])
+    with run_slot(out, slot_key(spec.source), cap):
+        return execute(spec, tmp, out, options, config.stash[SESSION_ID_KEY])
 
 
 def planned_reps(config: pytest.Config, spec: Any) -> int:
@@ -318,16 +357,21 @@ def should_skip(config: pytest.Config, spec: RunSpec) -> str | None:
 
 
 def check_outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """The call phase of a run item: fail with the short report unless the run passed."""
+    """The judgement at the end of a run item's call phase (after ``RunItem.runtest`` ran the agent): fail with the
+    run's report (``RunFailed``) unless the run passed."""
     outcome = request.node.stash.get(OUTCOME_KEY, None)
     if outcome is not None and outcome.status == Status.STOPPED:  # race mode: neither a failure nor a sample
         pytest.skip(f"{request.node.stash[RUNSPEC_KEY].id}: {outcome.reason}")
     if outcome is not None and outcome.status != Status.PASSED:
-        raise RunFailed(request.node.failure_text(outcome))
+        raise request.node.run_failed(outcome)
 
 
 class RunItem(pytest.Function):
-    """One run (RunSpec). The run happens in ``setup``; ``check_outcome`` judges it."""
+    """One run (RunSpec). ``setup`` decides whether it can run (a results-folder collision or a custom command's
+    missing path: error; an agent CLI not installed or a run no longer needed under stop-when-decided: skip); the
+    agent runs in the call phase (``runtest``), so ``--durations``, the JUnit time and timeout plugins measure it;
+    then the item's function (``check_outcome``, or validation's) judges the outcome. An infrastructure fault is a
+    pytest failure of the call phase that ``pytest_report_teststatus`` shows as an *error*."""
 
     def setup(self) -> None:
         super().setup()
@@ -336,8 +380,10 @@ class RunItem(pytest.Function):
             pytest.fail(error, pytrace=False)
         if reason := missing_executable(spec) or should_skip(self.config, spec):
             pytest.skip(reason)
-        # tmp_path_factory, not tmp_path: tmp_path's teardown raises KeyError after a Ctrl-C during setup
-        # (its result key is only set by makereport), which turned a clean interrupt into a crash (exit 1)
+
+    def runtest(self) -> None:
+        spec = self.stash[RUNSPEC_KEY]
+        # tmp_path_factory, not tmp_path: tmp_path's teardown raised KeyError after a Ctrl-C before makereport
         tmp = self.funcargs["tmp_path_factory"].mktemp(re.sub(r"\W", "_", self.name)[:30], numbered=True)
         outcome = run(self.config, spec, tmp)
         self.stash[OUTCOME_KEY] = outcome
@@ -345,27 +391,32 @@ class RunItem(pytest.Function):
         if not outcome.reused:  # hashed before any later agent starts (record.manifest)
             record_run(out_dir(self.config), self.config.stash[SESSION_ID_KEY], spec.id, spec.run_dir(out_dir(self.config)))
         if outcome.status == Status.ERROR:
-            # pytest.fail in setup: reported as an *error* with this one line (no traceback of our own code)
             pytest.fail(f"{spec.id}: infrastructure error: {outcome.reason}", pytrace=False)
+        super().runtest()
 
-    def failure_text(self, outcome: Outcome) -> str:
-        """Short failure report: status, reason, the failing check's exit code and its last 20 log lines."""
+    def run_failed(self, outcome: Outcome) -> RunFailed:
+        """The report of a run that did not pass: status and reason, the failing check's command, exit code and the
+        last lines of its log, and what an answer missed."""
         spec = self.stash[RUNSPEC_KEY]
-        lines = [f"{spec.id}: {outcome.status}: {outcome.reason or ''}".rstrip(": ")]
+        head = f"{spec.id}: {outcome.status}: {outcome.reason or ''}".rstrip(": ")
         run_dir = spec.run_dir(out_dir(self.config))
+        check_line, log = None, []
         for name in ("tests", "verify"):
             check = outcome.checks.get(name)
             if check is not None and not check.passed:
-                lines.append(f"--- {name}: `{check.command}` exit {check.exit_code}; last lines of {run_dir / (check.log or '')}:")
-                lines.append(log_tail(run_dir, check))
+                check_line = f"--- {name}: `{check.command}` exit {check.exit_code}; last lines of {run_dir / (check.log or '')}:"
+                log = log_tail(run_dir, check, LONG_TAIL).splitlines()
                 break
+        notes = []
         if outcome.answer_score and outcome.answer_score.get("missing"):
-            lines.append("missing from the answer: " + ", ".join(outcome.answer_score["missing"]))
-        return "\n".join(lines)
+            notes.append("missing from the answer: " + ", ".join(outcome.answer_score["missing"]))
+        return RunFailed(head, check_line, log, notes)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
         if isinstance(excinfo.value, RunFailed):
-            return str(excinfo.value)
+            spec = self.stash[RUNSPEC_KEY]
+            tb = style or self.config.getoption("tbstyle", "auto")
+            return failure_repr(excinfo.value, self.location[0], case_line(spec.source, spec.case), tb)
         return super().repr_failure(excinfo)
 
     def reportinfo(self):

@@ -7,15 +7,16 @@ the way pytest-cov picks ``Central`` or ``DistWorker`` once per process.
 
 Order of work:
 
-- ``pytest_runtest_logreport``: each run's payload (``agentrace.outcome``) once, the same with or without xdist;
+- ``pytest_runtest_logreport``: each run's payload (``agentrace.outcome``, on its call report) once, the same with
+  or without xdist;
   a malformed payload is an error line in the summary, never silence;
 - after the test loop (``pytest_runtestloop`` wrapper): ``finish`` builds the frozen ``SessionResult`` (scored
   outcomes, statistics report, snapshot rows, gate decisions, validation verdicts), records the session
   (``last-session.json``, the snapshot under ``--agentrace-snapshot-update``, the SQLite history) and builds the
   export document when an output needs it; a failing gate adds to ``session.testsfailed`` (exit status 1, as
   pytest-cov's ``--cov-fail-under``). An interrupted loop gets the same, without gates, in ``pytest_sessionfinish``;
-- ``pytest_sessionfinish`` (trylast, after junitxml wrote its file): the final scores into the JUnit XML, the
-  HTML / Markdown / JSON reports and ``$GITHUB_STEP_SUMMARY``;
+- ``pytest_sessionfinish`` (trylast, after junitxml wrote its file): the final scores and error kinds into the JUnit
+  XML (``report.junit``), the HTML / Markdown / JSON reports and ``$GITHUB_STEP_SUMMARY``;
 - ``pytest_terminal_summary``: one ``agentrace`` section (tables, statistics, validation, what was written,
   warnings, gate failures).
 
@@ -37,18 +38,19 @@ from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import STEP_SUMMARY_ENV, Settings
 from pytest_agentrace.plugin import validate
 from pytest_agentrace.plugin.collect import planned_reps
-from pytest_agentrace.plugin.progress import Progress
+from pytest_agentrace.plugin.progress import Progress, is_run_item
 from pytest_agentrace.plugin.session import SANDBOX_WHY_KEY, report_path
 from pytest_agentrace.record import index
-from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.record.runfile import write_last_session
 from pytest_agentrace.record.store import SessionInfo, Store, StoreError, default_path
 from pytest_agentrace.report import html, markdown
 from pytest_agentrace.report.fit import terminal_width
 from pytest_agentrace.report.json_export import build_export
-from pytest_agentrace.report.junit import patch_scores
+from pytest_agentrace.report.junit import patch_junit
 from pytest_agentrace.report.stats_text import compare_lines, report_lines
 from pytest_agentrace.report.summary import summary_lines
+from pytest_agentrace.report.text import skip_lines
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats.report import StatsReport, build_report
 from pytest_agentrace.stats.score import score_outcomes
@@ -62,6 +64,15 @@ from pytest_agentrace.stats.snapshot import (
 from pytest_agentrace.stats.verdict import gate_failures, parse_fail_on
 
 OUTCOME_PROPERTY = "agentrace.outcome"
+
+
+def count_line(outcomes: tuple[Outcome, ...]) -> str:
+    """``agentrace: 12 runs: 9 passed, 2 failed, 1 error`` (statuses in order of first appearance; ``-qq``)."""
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[str(o.status)] = counts.get(str(o.status), 0) + 1
+    parts = ", ".join(f"{n} {status}" for status, n in counts.items())
+    return f"agentrace: {len(outcomes)} run{'s' if len(outcomes) != 1 else ''}" + (f": {parts}" if parts else "")
 
 
 def _now() -> str:
@@ -99,6 +110,7 @@ class Controller:
         self.outcomes: dict[str, Outcome] = {}  # by run id
         self.by_node: dict[str, Outcome] = {}  # by pytest node id, for the progress lines
         self.bad_payloads: list[str] = []
+        self.skipped: dict[str, str] = {}  # node id -> skip reason of a run item skipped in its setup
         self.result: SessionResult | None = None
         self.written: list[tuple[str, bool]] = []
         self.progress = Progress(config)
@@ -109,18 +121,41 @@ class Controller:
         self.progress.start()
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_setup(self, item: pytest.Item):
+    def pytest_runtest_call(self, item: pytest.Item):
         with self.progress.running(item):
             return (yield)
 
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logstart(self, nodeid: str, location: tuple) -> None:
-        self.progress.started(nodeid)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.progress.collected([item.nodeid for item in session.items])
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.progress.collected(ids)
+
+    # pytest's own writes of a test's start, report and end happen inside these wrappers, under the progress lock
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple):
+        with self.progress.lock:
+            self.progress.started(nodeid)
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logfinish(self, nodeid: str, location: tuple):
+        with self.progress.lock:
+            self.progress.finished(nodeid)
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport):
+        with self.progress.lock:
+            self._take(report)
+            return (yield)
+
+    def _take(self, report: pytest.TestReport) -> None:
         """Take a run's payload (on the controller these include every xdist worker's); the last one per run id
         wins. A payload that does not parse is kept as an error line for the summary."""
-        if report.when == "setup":  # the item's run happens in its setup; later reports repeat the same payload
+        if report.when == "call":  # the item's agent runs in its call phase; the teardown report repeats the payload
             for name, value in getattr(report, "user_properties", ()):
                 if name != OUTCOME_PROPERTY:
                     continue
@@ -132,6 +167,10 @@ class Controller:
                 self.outcomes[outcome.run_id] = outcome
                 self.by_node[report.nodeid] = outcome
                 break
+        if report.when == "setup" and report.skipped and is_run_item(report.nodeid):
+            longrepr = report.longrepr
+            reason = str(longrepr[2]) if isinstance(longrepr, tuple | list) and len(longrepr) == 3 else str(longrepr)
+            self.skipped[report.nodeid] = reason.removeprefix("Skipped: ")
         self.progress.reported(report, self.by_node.get(report.nodeid))
 
     # -- the session's end -------------------------------------------------------------------------------------
@@ -265,7 +304,8 @@ class Controller:
         result = self.finish()
         xml = self.config.getoption("xmlpath", default=None)
         if xml and result.outcomes:
-            patch_scores(Path(xml), {o.run_id: o.score for o in result.outcomes if o.kind == "task"})
+            patch_junit(Path(xml), {o.run_id: o.score for o in result.outcomes if o.kind == "task"},
+                        {o.run_id for o in result.outcomes if o.status == Status.ERROR})
         if result.document is not None:
             self.written = self._write(result.document)
 
@@ -290,17 +330,30 @@ class Controller:
         return lines
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        """The one ``agentrace`` section."""
+        """The one ``agentrace`` section: under ``-q`` without the runs' notes and the statistics' method footer, under
+        ``-qq`` only the counts line (and the winner line of a task matrix); skips summed up in one line; warnings and
+        gate failures always."""
         result = self.finish()
-        if not result.outcomes and not result.notes:
+        skips = skip_lines(self.skipped.values())
+        if not result.outcomes and not result.notes and not skips:
             return
         write = terminalreporter.write_line
         terminalreporter.section("agentrace")
         width = terminal_width(terminalreporter)
-        for line in summary_lines(result.outcomes, show_cost=not self.settings.no_cost, verbose=config.getoption("verbose"),
-                                  width=width):
+        verbosity = config.get_verbosity()
+        tables = summary_lines(result.outcomes, show_cost=not self.settings.no_cost, verbose=verbosity, width=width)
+        if verbosity <= -2:
+            for line in [count_line(result.outcomes), *[t for t in tables if t.startswith("winner:")], *skips]:
+                write(line)
+            for line, warning in [*result.notes, *self.written]:
+                if warning:
+                    write(line, yellow=True)
+            for line in result.failures:
+                write(f"agentrace: FAILED {line}", red=True, bold=True)
+            return
+        for line in [*tables, *skips]:
             write(line)
-        stats = report_lines(result.report, width=width) if result.report is not None else []
+        stats = report_lines(result.report, width=width, footer=verbosity >= 0) if result.report is not None else []
         if stats:
             write("--- agentrace statistics ---")
             for line in stats:

@@ -1,18 +1,23 @@
-"""Progress of long runs under ``-v``: a live status after each running agent item, or plain lines.
+"""Progress of a session's runs: a live status line on a terminal, plain progress lines elsewhere.
 
 Two modes, chosen once per session on the controller (``Progress.mode``):
 
-- ``live`` (a terminal, no pytest-xdist): while an item's agent runs, a status is drawn after pytest's own
-  ``path::item`` prefix - agent, elapsed seconds, and the tool calls and tokens seen so far when the agent's
-  output streams them (the adapter's parser is run on the output received so far, at most once a second). It
-  is drawn with save/restore-cursor escapes on a duplicate of the terminal's file descriptor (so pytest's output
-  capture does not swallow it) and erased before pytest writes the result, so the reporter's own line is intact.
-- ``plain`` (not a terminal, or under xdist, where the controller sees items start and finish on workers):
-  a line ``agentrace: started <run id>`` when an item starts and ``agentrace: <run id>: <status> in <s> s,
-  <n> tool calls, <tokens> tokens`` when its outcome arrives.
+- ``live`` (a terminal, no pytest-xdist): while a run's agent runs (its item's call phase), one status is drawn
+  after what pytest printed last (its ``path::item`` prefix under ``-v``, its dots without): runs done/total, the
+  run (its item name without ``-v``), elapsed seconds, the tool calls and tokens seen so far when the agent's output
+  streams them (the adapter's parser is run on the output received so far, at most once a second), and an ETA from
+  the finished runs. It is drawn with save/restore-cursor escapes on a duplicate of the terminal's file descriptor
+  (so pytest's output capture does not swallow it) and erased before pytest writes the result, so the reporter's
+  own line is intact.
+- ``plain`` (not a terminal, or under xdist, where the controller sees items start and finish on workers): every
+  ``--agentrace-progress-seconds`` (default 30) while runs are in progress, one line ``agentrace: progress: 3/12
+  runs done; running fix-add[claude-r1] 42 s; ETA 5 min``; under ``-v`` also ``agentrace: started <item>`` when an
+  item starts and ``agentrace: <run id>: <status> (<agent> <s> s · <n> tool calls · <tokens> tokens)`` when its
+  outcome arrives.
 
-Without ``-v`` (or without ``--agentrace``) nothing is printed. Figures are seconds and tokens; nothing here
-changes an outcome.
+The ETA is the mean time of the runs finished so far (skipped runs not counted) times the runs still to come, the
+running ones counted by what their mean leaves, divided by the number of xdist workers. Under ``-qq`` (or without
+``--agentrace``) nothing is printed. Figures are seconds and tokens; nothing here changes an outcome.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import pytest
 
 from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.plugin.collect import FEED_KEY, RUNSPEC_KEY
+from pytest_agentrace.plugin.session import settings
 from pytest_agentrace.record.model import Outcome
 
 TICK_SECONDS = 0.5
@@ -85,9 +91,70 @@ class LiveRun:
         return fmt_status(self.agent, time.monotonic() - self.start, calls, tokens)
 
 
+def fmt_eta(seconds: float | None) -> str:
+    """``"ETA 40 s"``, ``"ETA 5 min"``, ``"ETA 1.5 h"``; ``"ETA unknown"`` before any run finished."""
+    if seconds is None:
+        return "ETA unknown"
+    if seconds < 60:
+        return f"ETA {seconds:.0f} s"
+    if seconds < 3600:
+        return f"ETA {seconds / 60:.0f} min"
+    return f"ETA {seconds / 3600:.1f} h"
+
+
+class Tracker:
+    """Runs done and running, by node id, and the durations (seconds, start to finish) of those that ran."""
+
+    def __init__(self, workers: int = 1):
+        self.workers = max(1, workers)
+        self.total: int | None = None
+        self.done = 0
+        self.running: dict[str, float] = {}  # node id -> monotonic start
+        self.skipped: set[str] = set()
+        self.durations: list[float] = []
+
+    def collected(self, nodeids: Iterator[str] | list[str]) -> None:
+        """The session's run items (the first report counts: every xdist worker collects the same)."""
+        if self.total is None:
+            self.total = sum(1 for n in nodeids if is_run_item(n))
+
+    def started(self, nodeid: str, now: float) -> None:
+        if is_run_item(nodeid):
+            self.running[nodeid] = now
+
+    def finished(self, nodeid: str, now: float) -> None:
+        start = self.running.pop(nodeid, None)
+        if start is None:
+            return
+        self.done += 1
+        if nodeid not in self.skipped:
+            self.durations.append(now - start)
+
+    def eta(self, now: float) -> float | None:
+        """Seconds until the last run is expected to finish (None before any run finished)."""
+        if not self.durations or self.total is None:
+            return None
+        mean = sum(self.durations) / len(self.durations)
+        waiting = max(0, self.total - self.done - len(self.running))
+        left = waiting * mean + sum(max(0.0, mean - (now - start)) for start in self.running.values())
+        return left / self.workers
+
+    def counts(self) -> str:
+        return f"{self.done}/{self.total if self.total is not None else '?'} runs done"
+
+    def line(self, now: float, most: int = 3) -> str:
+        """``agentrace: progress: 3/12 runs done; running a[x-r1] 42 s, b[x-r1] 3 s; ETA 5 min``."""
+        running = sorted(self.running.items(), key=lambda kv: kv[1])
+        names = [f"{nodeid.rsplit('::', 1)[-1]} {now - start:.0f} s" for nodeid, start in running[:most]]
+        more = f", {len(running) - most} more" if len(running) > most else ""
+        what = f"; running {', '.join(names)}{more}" if names else ""
+        return f"agentrace: progress: {self.counts()}{what}; {fmt_eta(self.eta(now))}"
+
+
 class Progress:
     """The progress display of a session, owned by the controller (which forwards the hook calls); see the module
-    docstring for the two modes. Without ``-v`` it is off."""
+    docstring for the two modes. ``lock`` is held around pytest's own report writes (the controller's hook
+    wrappers), so a plain line from the timer thread never lands inside one of pytest's lines."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
@@ -96,16 +163,19 @@ class Progress:
         self.mode = "off"  # until the session starts and the terminal reporter is known
         self.printed: set[str] = set()
         self.live: LiveRun | None = None
+        self.lock = threading.RLock()
+        self.tracker = Tracker(_workers(config))
+        self.stop = threading.Event()
+        self.timer: threading.Thread | None = None
 
     def start(self) -> None:
-        """Choose the mode (at session start, when the terminal reporter exists)."""
-        if self.config.get_verbosity() < 1:
+        """Choose the mode (at session start, when the terminal reporter exists); start the plain lines' timer."""
+        if self.config.get_verbosity() < -1:
             return
         self.tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if self.tr is None:
             return
-        xdist = getattr(self.config.option, "dist", "no") != "no" or bool(getattr(self.config.option, "numprocesses", None))
-        if not xdist and self.tr.isatty:
+        if _workers(self.config) == 1 and not _xdist(self.config) and self.tr.isatty:
             try:  # a duplicate of the terminal's descriptor: pytest's fd capture redirects fd 1 during tests
                 self.out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
             except (OSError, ValueError, AttributeError):
@@ -113,6 +183,14 @@ class Progress:
         self.mode = "live" if self.out is not None else "plain"
         if self.mode == "live":
             self.config.stash[FEED_KEY] = self.feed
+        else:
+            interval = settings(self.config).progress_seconds
+            self.timer = threading.Thread(target=self._every, args=(interval,), daemon=True, name="agentrace-progress")
+            self.timer.start()
+
+    def collected(self, nodeids: list[str]) -> None:
+        with self.lock:
+            self.tracker.collected(nodeids)
 
     def feed(self, spec: Any) -> Callable[[bytes], None] | None:
         """The live display's feed for ``spec``'s agent output (None when nothing is shown)."""
@@ -123,14 +201,15 @@ class Progress:
 
     @contextlib.contextmanager
     def running(self, item: pytest.Item) -> Iterator[None]:
-        """Around an item's setup (where its agent runs): tick the live status while it runs."""
+        """Around a run item's call phase (where its agent runs): tick the live status while it runs."""
         spec = item.stash.get(RUNSPEC_KEY, None)
         if self.mode != "live" or spec is None:
             yield
             return
         self.live = live = LiveRun(spec.id, spec.agent.id, spec.agent.adapter)
+        name = None if self.config.get_verbosity() >= 1 else item.name  # under -v pytest's line names the item
         stop = threading.Event()
-        ticker = threading.Thread(target=self._tick, args=(live, stop), daemon=True)
+        ticker = threading.Thread(target=self._tick, args=(live, name, stop), daemon=True)
         ticker.start()
         try:
             yield
@@ -140,9 +219,15 @@ class Progress:
             self.live = None
             self._draw("")
 
-    def _tick(self, live: LiveRun, stop: threading.Event) -> None:
+    def status(self, live: LiveRun, name: str | None) -> str:
+        """The live status: ``2/12 runs done · fix-add[claude-r1]: claude 12 s · 3 tool calls · ETA 5 min``."""
+        now = time.monotonic()
+        run = f"{name}: {live.status()}" if name else live.status()
+        return f"{self.tracker.counts()} · {run} · {fmt_eta(self.tracker.eta(now))}"
+
+    def _tick(self, live: LiveRun, name: str | None, stop: threading.Event) -> None:
         while not stop.wait(TICK_SECONDS):
-            self._draw(live.status())
+            self._draw(self.status(live, name))
 
     def _draw(self, text: str) -> None:
         """Draw ``text`` after the cursor and put the cursor back (ESC 7 / ESC 8); erase what was there (ESC [K)."""
@@ -157,21 +242,37 @@ class Progress:
 
     # -- plain -----------------------------------------------------------------------------------------------
 
+    def _every(self, interval: float) -> None:
+        """The timer thread of plain mode: a progress line every ``interval`` seconds while runs are in progress."""
+        while not self.stop.wait(interval):
+            with self.lock:
+                if self.tracker.running:
+                    self._line(self.tracker.line(time.monotonic()))
+
     def _line(self, text: str) -> None:
         """A line of our own between pytest's lines: end pytest's open line, write ours, and mark the line as
         open (as pytest-xdist does for its report lines) so the reporter starts its next output on a new line."""
-        self.tr.ensure_newline()
-        self.tr.write(text)
-        self.tr.currentfspath = -2
+        with self.lock:
+            self.tr.ensure_newline()
+            self.tr.write(text)
+            self.tr.currentfspath = -2
 
     def started(self, nodeid: str) -> None:
-        if self.mode == "plain" and _is_run_item(nodeid):
-            self._line(f"agentrace: started {nodeid.rsplit('::', 1)[-1]}")
+        with self.lock:
+            self.tracker.started(nodeid, time.monotonic())
+            if self.mode == "plain" and self.config.get_verbosity() >= 1 and is_run_item(nodeid):
+                self._line(f"agentrace: started {nodeid.rsplit('::', 1)[-1]}")
+
+    def finished(self, nodeid: str) -> None:
+        with self.lock:
+            self.tracker.finished(nodeid, time.monotonic())
 
     def reported(self, report: pytest.TestReport, outcome: Outcome | None) -> None:
-        """A test report; ``outcome`` is its run's, when known. One line beside the report pytest shows the result
-        for (the call phase, or a failed setup)."""
-        if self.mode != "plain" or outcome is None or report.nodeid in self.printed:
+        """A test report; ``outcome`` is its run's, when known. Under ``-v`` in plain mode one line beside the report
+        pytest shows the result for (the call phase, or a failed setup)."""
+        if report.when == "setup" and report.skipped:
+            self.tracker.skipped.add(report.nodeid)
+        if self.mode != "plain" or self.config.get_verbosity() < 1 or outcome is None or report.nodeid in self.printed:
             return
         if report.when != "call" and not (report.when == "setup" and not report.passed):
             return
@@ -181,6 +282,9 @@ class Progress:
         self._line(f"agentrace: {outcome.run_id}: {outcome.status} ({status})")
 
     def close(self) -> None:
+        self.stop.set()
+        if self.timer is not None:
+            self.timer.join(timeout=2)
         if self.out is not None:
             try:
                 self.out.close()
@@ -188,7 +292,19 @@ class Progress:
                 pass
 
 
-def _is_run_item(nodeid: str) -> bool:
+def _xdist(config: pytest.Config) -> bool:
+    return getattr(config.option, "dist", "no") != "no" or bool(getattr(config.option, "numprocesses", None))
+
+
+def _workers(config: pytest.Config) -> int:
+    """How many runs go at once: pytest-xdist's worker count (1 without it)."""
+    try:
+        return max(1, int(getattr(config.option, "numprocesses", None) or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def is_run_item(nodeid: str) -> bool:
     """Run items are named ``case[...-rN]`` inside a task/trial file (xdist gives the controller only node ids)."""
     head, _, name = nodeid.rpartition("::")
     return head.endswith((".yaml", ".yml", ".toml")) and name.endswith("]") and "-r" in name

@@ -21,13 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentrace.plugin.collect import (
-    OUTCOME_KEY,
-    RUNSPEC_KEY,
-    RunFailed,
-    RunItem,
-    TaskFile,
-)
+from pytest_agentrace.plugin.collect import OUTCOME_KEY, RUNSPEC_KEY, TaskFile
+from pytest_agentrace.plugin.failure import RunFailed
 from pytest_agentrace.plugin.session import out_dir
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.run.checks import log_tail
@@ -93,18 +88,19 @@ def check_validity(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     reason = invalid_reason(outcome)
     if reason:
         spec = item.stash[RUNSPEC_KEY]
-        details = _failing_check_tail(item, outcome) if outcome.agent == "oracle" else ""
-        raise RunFailed(f"invalid task {spec.case}: {reason}" + (f"\n{details}" if details else ""))
+        check, log = _failing_check_tail(item, outcome) if outcome.agent == "oracle" else (None, [])
+        raise RunFailed(f"invalid task {spec.case}: {reason}", check, log)
 
 
-def _failing_check_tail(item: pytest.Item, outcome: Outcome) -> str:
-    """The first failing oracle check (tests, verify, lint) with the last lines of its log."""
+def _failing_check_tail(item: pytest.Item, outcome: Outcome) -> tuple[str | None, list[str]]:
+    """The first failing oracle check (tests, verify, lint): its line and the last lines of its log."""
     run_dir = item.stash[RUNSPEC_KEY].run_dir(out_dir(item.config))
     for name in ORACLE_CHECKS:
         check = outcome.checks.get(name)
         if check is not None and not check.passed:
-            return f"--- {name}: `{check.command}` {check.why}; last lines of {run_dir / (check.log or '')}:\n{log_tail(run_dir, check)}"
-    return ""
+            return (f"--- {name}: `{check.command}` {check.why}; last lines of {run_dir / (check.log or '')}:",
+                    log_tail(run_dir, check).splitlines())
+    return None, []
 
 
 class ValidationTaskFile(TaskFile):
@@ -112,11 +108,7 @@ class ValidationTaskFile(TaskFile):
     (the file's agents, ``--agentrace-agent`` and ``--agentrace-reps`` do not apply)."""
 
     def collect(self):
-        task = self.load()
-        for spec in task_runs(task, validation_agents(), 1):
-            item = RunItem.from_parent(self, name=spec.item_name, callobj=check_validity)
-            item.stash[RUNSPEC_KEY] = spec
-            yield item
+        yield from self.make_items(task_runs(self.load(), validation_agents(), 1), check_validity, baselines_xfail=False)
 
 
 def _run_cell(o: Outcome | None) -> str:

@@ -1,21 +1,25 @@
-"""Rewrite ``agentrace.score`` properties in a JUnit XML file with the session's final scores.
+"""Finish the JUnit XML file pytest's junitxml plugin wrote: the session's final scores and the runs' error kinds.
 
-A run's composite score depends on the other agents of the same task and rep (time and lines are
-normalised across them), so a worker can only record the run's solo score. After pytest's junitxml plugin
-has written the file, the controller replaces each ``agentrace.score`` with the final one, matching test
-cases by their ``agentrace.run_id`` property (JUnit XML schema as written by ``_pytest.junitxml``).
+A run's composite score depends on the other agents of the same task and rep (time and lines are normalised across
+them), so a worker can only record the run's solo score. After pytest's junitxml plugin has written the file, the
+controller replaces each ``agentrace.score`` with the final one (and drops the property when a run has none: JUnit
+carries no empty numeric property), matching test cases by their ``agentrace.run_id`` property. A run's agent runs in
+its item's call phase, where junitxml writes a failure as ``<failure>``: the ``<failure>`` of a run whose status is
+``error`` (an infrastructure fault) becomes ``<error>``, as a fault in setup would be. JUnit XML schema as written by
+``_pytest.junitxml``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 
-def patch_scores(xml_path: Path, scores: Mapping[str, float | None]) -> int:
-    """Set ``agentrace.score`` for every test case whose ``agentrace.run_id`` is in ``scores``.
+def patch_junit(xml_path: Path, scores: Mapping[str, float | None], errors: Collection[str] = ()) -> int:
+    """Set ``agentrace.score`` for every test case whose ``agentrace.run_id`` is in ``scores`` (remove it when the
+    score is None), and turn the ``<failure>`` of each run id in ``errors`` into ``<error>``.
 
-    Returns the number of properties changed; a missing or unreadable file changes nothing.
+    Returns the number of elements changed; a missing or unreadable file changes nothing.
     """
     import xml.etree.ElementTree as ET
 
@@ -24,17 +28,27 @@ def patch_scores(xml_path: Path, scores: Mapping[str, float | None]) -> int:
     except (OSError, ET.ParseError):
         return 0
     changed = 0
-    for props in tree.getroot().iter("properties"):
+    for case in tree.getroot().iter("testcase"):
+        props = case.find("properties")
+        if props is None:
+            continue
         run_id = next((p.get("value") for p in props.iter("property") if p.get("name") == "agentrace.run_id"), None)
+        if run_id in errors:
+            for failure in case.findall("failure"):
+                failure.tag = "error"
+                changed += 1
         if run_id not in scores:
             continue
-        for p in props.iter("property"):
-            if p.get("name") == "agentrace.score":
-                value = scores[run_id]
-                new = "" if value is None else str(value)
-                if p.get("value") != new:
-                    p.set("value", new)
-                    changed += 1
+        value = scores[run_id]
+        for p in list(props.iter("property")):
+            if p.get("name") != "agentrace.score":
+                continue
+            if value is None:
+                props.remove(p)
+                changed += 1
+            elif p.get("value") != str(value):
+                p.set("value", str(value))
+                changed += 1
     if changed:
         tree.write(xml_path, encoding="utf-8", xml_declaration=True)
     return changed

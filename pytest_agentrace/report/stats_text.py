@@ -124,14 +124,15 @@ def correct_text(passed: int, valid: int, ci: tuple[float, float] | None) -> str
     return f"{passed}/{valid}" + ("" if not valid or ci is None else f" {_pct(passed / valid)}{_ci(ci, _pct)}")
 
 
-def report_lines(report: Any, fmt: str = "text", width: int | None = None) -> list[str]:
+def report_lines(report: Any, fmt: str = "text", width: int | None = None, footer: bool = True) -> list[str]:
     """Lines of the statistics report in ``fmt`` (``text`` or ``markdown``; use ``render`` for ``json``), in
     ``text`` no wider than ``width`` characters (None: no limit).
 
     Only what adds to the per-task / per-trial tables printed before it: per agent with two or more arms, the arm
     table, pass rate vs baseline, spread and runs needed, tokens by case (two or more cases), reliability and
     claims; for single-arm files (task races) the per-cell table and the coderace statistics when some cell has
-    two or more valid runs (reps), else one line of Elo ratings; the method footer when anything was shown.
+    two or more valid runs (reps), else one line of Elo ratings; the method footer when anything was shown (and
+    ``footer``: ``-q`` leaves it out).
     """
     lines: list[str] = []
     cells_by = defaultdict(list)
@@ -184,7 +185,7 @@ def report_lines(report: Any, fmt: str = "text", width: int | None = None) -> li
         ranked = sorted((s for s in report.races if s.elo is not None), key=lambda s: (-s.elo, s.agent))
         lines.append("Elo over these races: " + ", ".join(f"{s.agent} {s.elo:.0f}" for s in ranked)
                      + " (1500 start, K 32, draw within 1 point; use --agentrace-reps N for score intervals and win rates)")
-    if lines and lines != [""]:
+    if footer and lines and lines != [""]:
         lines += footer_lines(report, fmt)
     return fit_lines(lines, width) if fmt == "text" else lines
 

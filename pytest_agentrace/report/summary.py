@@ -25,13 +25,14 @@ def summary_lines(
     outcomes: Iterable[Outcome], show_cost: bool = True, verbose: int | bool = False, width: int | None = None
 ) -> list[str]:
     """Lines of the session summary for scored ``outcomes`` (``Aggregator.scored``). ``verbose`` > 0 shows the
-    per-task tables whatever the number of tasks; ``width`` is the terminal width in characters."""
+    per-task tables whatever the number of tasks, < 0 (``-q``) leaves out the runs' notes; ``width`` is the
+    terminal width in characters."""
     outcomes = list(outcomes)
     tasks = {(o.source, o.case) for o in outcomes if o.kind == "task"}
     detail = bool(verbose and verbose > 0) or len(tasks) <= DETAIL_TASKS
     lines: list[str] = []
     if detail:
-        lines += task_tables(outcomes, show_cost=show_cost, width=width)
+        lines += task_tables(outcomes, show_cost=show_cost, width=width, notes=not (verbose and verbose < 0))
     if len(tasks) >= 2:
         lines += matrix_lines(outcomes, show_cost=show_cost, width=width, notes=not detail)
         if not detail:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -102,9 +103,11 @@ def title_line(head: str, source: str, width: int | None = None) -> str:
     return f"{head}  [{shorten(_display_path(source), room)}]"
 
 
-def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int | None = None) -> list[str]:
+def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int | None = None,
+                notes: bool = True) -> list[str]:
     """One ranked table per task (per rep when a task has several), as lines of text no wider than ``width``
-    (``report.fit``: cells wrap, then ``TASK_OPTIONAL`` columns drop; None: no limit).
+    (``report.fit``: cells wrap, then ``TASK_OPTIONAL`` columns drop; None: no limit). ``notes``: the runs' notes
+    (unknown tokens, cut output, warnings) after each table (``-q`` leaves them out).
 
     Rows are ranked by score (competition ranking, ties share a rank); ``error`` runs come last with rank ``-``.
     """
@@ -135,6 +138,35 @@ def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int 
             if notes:
                 lines.append("not passed:")
                 lines.extend(notes)
-            lines.extend(notes_lines((o.agent, o) for o in runs))
+            if notes:
+                lines.extend(notes_lines((o.agent, o) for o in runs))
             lines.append("")
     return fit_lines(lines, width)
+
+
+SKIP_NOT_INSTALLED = re.compile(r"^agent '(?P<agent>[^']+)' (not found on PATH|executable .* not found or not executable)")
+
+
+def skip_lines(reasons: Iterable[str]) -> list[str]:
+    """One line summing up why runs were skipped: ``skipped 12 runs: not installed: claude, codex (12 runs);
+    stop-when-decided (2 runs)``. ``reasons`` are the skip reasons, one per skipped run (``run.agent
+    .missing_executable``: agents not installed; ``stats.sequential.skip_reason``: decided arms; other reasons
+    verbatim). No line when nothing was skipped."""
+    reasons = list(reasons)
+    if not reasons:
+        return []
+    missing: dict[str, int] = {}
+    other: dict[str, int] = {}
+    for reason in reasons:
+        if m := SKIP_NOT_INSTALLED.match(reason):
+            missing[m["agent"]] = missing.get(m["agent"], 0) + 1
+        else:
+            key = "stop-when-decided" if reason.startswith("stop-when-decided") else reason
+            other[key] = other.get(key, 0) + 1
+
+    def runs(n: int) -> str:
+        return f"{n} run{'s' if n != 1 else ''}"
+
+    parts = [f"not installed: {', '.join(sorted(missing))} ({runs(sum(missing.values()))})"] if missing else []
+    parts += [f"{reason} ({runs(n)})" for reason, n in sorted(other.items())]
+    return [f"skipped {runs(len(reasons))}: " + "; ".join(parts)]

@@ -39,11 +39,17 @@ class RunSpec:
         return f"{self.kind}:{self.case}/{self.arm}/{self.agent.id}/r{self.rep}"
 
     @property
+    def param_ids(self) -> tuple[str, ...]:
+        """The parts of the pytest item's parameter id, as pytest's ``parametrize`` ids: ``(agent, "rN")`` for
+        tasks, ``(arm, agent, "rN")`` for trials (joined with ``-`` inside the name's brackets)."""
+        if self.kind == "task":
+            return (self.agent.id, f"r{self.rep}")
+        return (self.arm, self.agent.id, f"r{self.rep}")
+
+    @property
     def item_name(self) -> str:
         """pytest item name: ``case[agent-rN]`` for tasks, ``case[arm-agent-rN]`` for trials."""
-        if self.kind == "task":
-            return f"{self.case}[{self.agent.id}-r{self.rep}]"
-        return f"{self.case}[{self.arm}-{self.agent.id}-r{self.rep}]"
+        return f"{self.case}[{'-'.join(self.param_ids)}]"
 
     def run_dir(self, out: Path) -> Path:
         """``<out>/runs/<case>/<arm>/<agent>/<rep>``."""

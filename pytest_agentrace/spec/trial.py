@@ -6,7 +6,7 @@ The keys, and nothing else (an unknown key anywhere raises ``SpecError`` naming 
 nearest valid name)::
 
     name = "docs-layer"                           # top level: name + the arrays/tables below
-    [defaults]   reps (1), parallel (advisory), timeout (seconds per run, 300), baseline (arm name,
+    [defaults]   reps (1), parallel (runs at once, at most), timeout (seconds per run, 300), baseline (arm name,
                  default the first arm), prompt_suffix, claim (bool, default false), limits
                  (table: memory, max_procs, disk, cpu_time; see ``spec.common.parse_limits``)
     [[repos]]    name, source (local path, file:// URL or remote URL), ref (optional)
@@ -104,7 +104,8 @@ class Question:
 @dataclass(frozen=True)
 class Trial:
     """A loaded trial file. ``timeout`` is seconds per run (agent, and each setup/verify command);
-    ``parallel`` is advisory (the number of pytest-xdist workers decides); ``content_hash`` is the sha256 of
+    ``parallel`` caps how many of its runs run at once across pytest-xdist workers (``run.slots``; None: no cap
+    beyond the workers); ``content_hash`` is the sha256 of
     the file's bytes and of every arm overlay's contents (``workspace.folder_hash``), so editing an answer key or
     an overlay (e.g. the CLAUDE.md under test) makes ``--agentrace-resume`` run those cells again."""
 
