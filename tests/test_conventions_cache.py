@@ -27,6 +27,8 @@ def task_project(root: Path, bin_dir: Path) -> None:
     write_script(bin_dir / "fixer", FIXER)
     write_script(bin_dir / "lazy", LAZY)
     (root / "task.yaml").write_text(TASK)
+    # LAZY reads a flag beside its script, outside its workspace: no sandbox here (test_sandbox_attacks.py has it)
+    (root / "pytest.ini").write_text("[pytest]\nagentrace_sandbox = off\n")
 
 
 def ran(res: pytest.RunResult) -> list[str]:

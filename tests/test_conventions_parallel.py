@@ -30,6 +30,7 @@ print("The server listens on port 8123.")
 """
 
 
+# the agents meet in a shared folder outside their workspaces (to count who runs at once): no sandbox here
 def seen(pytester: pytest.Pytester) -> list[int]:
     return sorted(int(p.read_text()) for p in (pytester.path / "shared" / "seen").iterdir())
 
@@ -43,7 +44,7 @@ def test_parallel_caps_the_runs_at_once_across_workers(pytester: pytest.Pytester
     agent = f'env = {{ SHARED = "{pytester.path / "shared"}" }}'
     toml = trial_toml(reps=2, defaults=defaults, agent=agent).replace("./bots/bot.py", "./bots/counter.py")
     (pytester.path / "ports.toml").write_text(toml)
-    res = pytester.runpytest("--agentrace", "--agentrace-no-save", "-p", "xdist", "-n", "2")
+    res = pytester.runpytest("--agentrace", "--agentrace-no-save", "--agentrace-sandbox", "off", "-p", "xdist", "-n", "2")
     res.assert_outcomes(passed=4)
     counts = seen(pytester)
     assert len(counts) == 4 and max(counts) == most
@@ -55,7 +56,7 @@ def test_parallel_serial_session(pytester: pytest.Pytester) -> None:
     agent = f'env = {{ SHARED = "{pytester.path / "shared"}" }}'
     toml = trial_toml(defaults="parallel = 1", agent=agent).replace("./bots/bot.py", "./bots/counter.py")
     (pytester.path / "ports.toml").write_text(toml)
-    pytester.runpytest("--agentrace", "--agentrace-no-save").assert_outcomes(passed=2)
+    pytester.runpytest("--agentrace", "--agentrace-no-save", "--agentrace-sandbox", "off").assert_outcomes(passed=2)
     assert seen(pytester) == [1, 1]
     assert len(list((pytester.path / ".agentrace" / ".locks").glob(f"parallel-{slot_key(pytester.path / 'ports.toml')}-*.lock"))) == 1
 

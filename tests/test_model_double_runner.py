@@ -136,7 +136,8 @@ def test_offline_runs_agent_and_double_in_a_loopback_only_namespace(project: pyt
     project.makefile(".yaml", task(
         "  - {name: mini, command: 'miniagent {prompt}', model_double: scripts/solve.yaml}\n", ifaces,
     ))
-    res = project.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-offline", *xdist)
+    # the netns helper's own namespace (no sandbox); the sandbox's --unshare-net: test_sandbox_attacks.py
+    res = project.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-offline", "--agentrace-sandbox", "off", *xdist)
     res.assert_outcomes(passed=1)
     assert json.loads(ifaces.read_text()) == ["lo"]
     run = project.path / "out/runs/fix-add/default/mini/1"

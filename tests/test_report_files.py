@@ -11,6 +11,7 @@ import pytest
 from reportkit import outcome
 
 from pytest_agentrace.cli import main
+from pytest_agentrace.record.manifest import record_run
 from pytest_agentrace.record.model import CheckResult
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.report import html as html_report
@@ -46,6 +47,7 @@ def results(tmp_path: Path) -> Path:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "prompt.txt").write_text(f"Fix it. {EVIL}")
         write_run(run_dir, o.replace(usage=o.usage.__class__(**{**o.usage.__dict__, "answer": f"answer of {o.run_id}: {EVIL}"})))
+        record_run(out, "s1", o.run_id, run_dir)  # as a session does: the folder verifies
     return out
 
 

@@ -186,7 +186,8 @@ def test_context_eval_trial_runs(task_dir: Path, bin_dir: Path, xdist: list[str]
     assert main(["context-eval", "--context-file", str(task_dir / "CLAUDE.md"), "--task", str(task_dir / "task.yaml"),
                  "--agents", "claude", "--trials", "2", "-o", str(out)]) == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
-    res = subprocess.run([sys.executable, "-m", "pytest", "--agentrace", "ctx.toml", "--agentrace-out", "results", "-p", "no:cacheprovider", *xdist],
+    res = subprocess.run([sys.executable, "-m", "pytest", "--agentrace", "ctx.toml", "--agentrace-out", "results", "-p", "no:cacheprovider",
+                          "--agentrace-sandbox", "off", *xdist],
                          cwd=task_dir, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert res.returncode == 1, res.stdout
     recs = runs(task_dir / "results")

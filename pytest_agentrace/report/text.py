@@ -134,10 +134,10 @@ def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int 
             lines.append(title_line(f"task {case}" + (f" (rep {rep})" if len(reps) > 1 else ""), source, width))
             fitted = fit(rows, TASK_HEADERS + (COST_HEADERS if show_cost else []), width, TASK_OPTIONAL)
             lines += fitted.lines + dropped_note(fitted.dropped, width)
-            notes = [f"  {o.agent}: {o.reason}" for o in runs if o.status != Status.PASSED and o.reason]
-            if notes:
+            failed = [f"  {o.agent}: {o.reason}" for o in runs if o.status != Status.PASSED and o.reason]
+            if failed:
                 lines.append("not passed:")
-                lines.extend(notes)
+                lines.extend(failed)
             if notes:
                 lines.extend(notes_lines((o.agent, o) for o in runs))
             lines.append("")

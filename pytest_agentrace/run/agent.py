@@ -169,6 +169,9 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
         if ctx.options.sandbox is not None:  # bwrap's 128+N for a signal becomes -N, as without the sandbox
             code = sandbox_exit_code(code)
+            first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
+            if code == 1 and first.startswith("bwrap: execvp"):  # the sandbox could not start the command
+                err = "FileNotFoundError: " + first
         output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
         limit_record = confined.record()
         hit = diagnose(limits, code, stderr + "\n" + stdout[-65536:], stopped, events)
