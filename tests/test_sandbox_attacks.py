@@ -173,6 +173,18 @@ def test_cannot_reach_the_network_offline(project, xdist) -> None:
         server.close()
 
 
+def test_an_agent_script_in_the_projects_bin_folder_does_not_show_the_project(project) -> None:
+    """A custom command at ``<project>/bin/hostile``: its install prefix would be the project folder (the rule for
+    venvs and npm prefixes); the sandbox shows the script, not the task file beside ``bin``."""
+    pytester, _, _ = project
+    (pytester.path / "bin").mkdir()
+    write_script(pytester.path / "bin" / "hostile", HOSTILE)
+    (pytester.path / "hostile.py").unlink()
+    (pytester.path / "hostile.py").symlink_to(pytester.path / "bin" / "hostile")
+    _, results = run_attack(pytester, "read_task_file", str(pytester.path / "task.yaml"), [])
+    assert results and all(SECRET not in r and r.startswith("failed") for r in results)
+
+
 @pytest.mark.parametrize("attack", ["read_task_file", "read_home", "write_home"])
 def test_attacks_work_without_the_sandbox(project, attack) -> None:
     """The same agent, with --agentrace-sandbox off: each attack succeeds (so the tests above can fail)."""

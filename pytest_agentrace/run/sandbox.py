@@ -162,7 +162,11 @@ class Sandbox:
                 args += ["--tmpfs", folder]
                 covered.append(folder)
         shown: list[str] = []
-        for p in [*self.visible, *needs, *(_prefix(n) for n in needs)]:
+        hidden = [str(h) for h in self.hidden]
+        # an install prefix is shown only when it holds no hidden folder: an agent script in <project>/bin/ must not
+        # show the project (the task file beside it); the script itself still is
+        prefixes = [pre for n in needs if not any(_under(h, [str(pre := _prefix(n))]) for h in hidden)]
+        for p in [*self.visible, *needs, *prefixes]:
             path = str(p)
             if os.path.exists(path) and _under(path, covered) and not _under(path, shown):
                 args += ["--ro-bind", path, path]
