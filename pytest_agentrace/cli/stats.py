@@ -25,6 +25,7 @@ from pytest_agentrace.record.manifest import digest_run, verify, write_manifest
 from pytest_agentrace.record.model import Status
 from pytest_agentrace.record.runfile import last_session_ids, write_run
 from pytest_agentrace.record.store import Store, StoreError, default_path
+from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.report.fit import stdout_width
 from pytest_agentrace.report.stats_text import (
     PLAN_NOTE,
@@ -380,6 +381,7 @@ def _rescore(args: argparse.Namespace) -> int:
             if new.status != o.status:
                 print(f"{o.run_id}: {o.status} -> {new.status}")
                 changed += 1
+            write_trajectory(path.parent, new.replace(extra=extra))
             write_run(path.parent, new.replace(extra=extra))
             digests[o.run_id] = digest_run(out, path.parent)
     if digests:  # the rescored records are verified by a manifest of their own

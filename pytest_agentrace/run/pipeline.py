@@ -48,6 +48,7 @@ from pytest_agentrace.record.model import (
 )
 from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
 from pytest_agentrace.record.runfile import write_run
+from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.run import workspace
 from pytest_agentrace.run.agent import AgentRun, make_context, run_agent, run_limits
 from pytest_agentrace.run.checks import Box
@@ -70,7 +71,7 @@ def judge_for(spec: RunSpec, out: Path, session_id: str, options: RunOptions) ->
 
 def execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str) -> Outcome:
     """Run ``spec`` end to end in the scratch folder ``tmp`` and write its records under ``spec.run_dir(out)``
-    (``run.json`` last, atomically; ``prompt.txt``, ``argv.json``, ``raw.out``, ``raw.err``, ``diff.patch`` and the
+    (``run.json`` last, atomically; ``trajectory.json`` (``record.trajectory``), ``prompt.txt``, ``argv.json``, ``raw.out``, ``raw.err``, ``diff.patch`` and the
     check logs before it). Returns the Outcome. Never raises but ``KeyboardInterrupt``."""
     try:
         return _execute(spec, tmp, out, options, session_id)
@@ -81,6 +82,7 @@ def execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id
         outcome = Outcome(**base_outcome(spec, session_id), status=str(Status.ERROR),
                           reason=f"harness fault: {type(exc).__name__}: {exc} (traceback in {HARNESS_LOG})")
         outcome = redact_outcome(outcome)
+        write_trajectory(run_dir, outcome)
         write_run(run_dir, outcome)
         return outcome
 
@@ -110,6 +112,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         outcome = Outcome(**fields, status=str(status), reason=reason, checks=checks,
                           total_seconds=round(time.monotonic() - start, 3))
         outcome = redact_outcome(outcome, secrets)  # answer, tool calls, errors, reasons: nothing stored in clear
+        write_trajectory(run_dir, outcome)  # the ATIF view of the same record (record.trajectory)
         write_run(run_dir, outcome)
         return outcome
 

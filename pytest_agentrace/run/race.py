@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.record.runfile import write_atomic, write_run
+from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.run import process, reaper
 from pytest_agentrace.run.pipeline import execute
 
@@ -176,6 +177,7 @@ def run_group(members: Sequence[tuple[RunSpec, Path]], out: Path, options: RunOp
             o = o.replace(status=str(Status.STOPPED), reason=f"stopped: {winner} won the race and this run had not "
                           f"finished {grace:g} s later (the grace window)", score=None)
         o = o.replace(extra={**o.extra, "race": race.to_dict()})
+        write_trajectory(spec.run_dir(out), o)
         write_run(spec.run_dir(out), o)
         outcomes[spec.id] = o
     return race, outcomes
