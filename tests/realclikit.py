@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from atifkit import check_folder
 
 from pytest_agentrace.model_double.script import TurnUsage, load_script
 
@@ -62,7 +63,10 @@ def session_args(pytester: pytest.Pytester) -> list[str]:
 
 
 def outcomes(out: Path) -> dict[str, dict[str, Any]]:
-    """run.json of every run under ``out`` by run id."""
+    """run.json of every run under ``out`` by run id, after checking each run's ``trajectory.json``: valid ATIF
+    (Harbor's schema and validators) with the tool calls, turns and tokens of its ``run.json`` (``atifkit``)."""
+    if (out / "runs").is_dir():
+        check_folder(out)
     found = {}
     for p in (out / "runs").rglob("run.json"):
         data = json.loads(p.read_text())
