@@ -54,6 +54,7 @@ from pytest_agentrace.spec.builtin import (
     select_builtin,
     sorted_levels,
 )
+from pytest_agentrace.spec.harbor import is_harbor_folder
 from pytest_agentrace.stats.snapshot import SnapshotError, read_snapshot
 from pytest_agentrace.stats.verdict import parse_fail_on
 
@@ -285,6 +286,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if not enabled(config) or not collection_path.is_dir():
         return None
     parent = collection_path.parent
+    if is_harbor_folder(parent):  # a Harbor task's tests/, solution/, environment/: its parts, not tests
+        return True
     if collection_path.resolve() in collect.task_repo_dirs(parent, config) | collect.trial_input_dirs(parent, config):
         return True
     return None
@@ -297,6 +300,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     named = collect.named_on_command_line(file_path, config)  # claimed even when it does not look like one
     if file_path.suffix in (".yaml", ".yml") and (named or collect.sniff_task(file_path, config)):
         node = validate.ValidationTaskFile if settings(config).validate else collect.TaskFile
+        return node.from_parent(parent, path=file_path)
+    if file_path.name == "task.toml" and is_harbor_folder(file_path.parent):  # a Harbor task folder (spec.harbor)
+        node = validate.ValidationHarborTaskFile if settings(config).validate else collect.HarborTaskFile
         return node.from_parent(parent, path=file_path)
     if file_path.suffix == ".toml" and ((named and file_path.name != "pyproject.toml") or collect.sniff_trial(file_path, config)):
         return collect.TrialFile.from_parent(parent, path=file_path)

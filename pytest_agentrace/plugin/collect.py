@@ -39,6 +39,7 @@ from pytest_agentrace.run.pipeline import execute
 from pytest_agentrace.run.resume import stored_outcome
 from pytest_agentrace.run.slots import run_slot, slot_key
 from pytest_agentrace.spec.common import known_agent, parse_agent, unique_agent_ids
+from pytest_agentrace.spec.harbor import load_harbor_task
 from pytest_agentrace.spec.matrix import RunSpec, task_runs, trial_runs
 from pytest_agentrace.spec.task import _TASK_ONLY_KEYS, is_task_data, load_task
 from pytest_agentrace.spec.trial import is_trial_data, load_trial
@@ -274,6 +275,27 @@ class TaskFile(SpecFile):
             raise SpecError(self.path, "agents", "no agents to run; add e.g. agents: [claude, noop] or pass --agentrace-agent")
         reps = settings(self.config).reps or 1
         yield from self.make_items(task_runs(task, agents, reps))
+
+
+HARBOR_AGENTS = ("oracle", "noop")  # a Harbor task names no agents: without --agentrace-agent these run it
+
+
+class HarborTaskFile(TaskFile):
+    """A Harbor task folder's ``task.toml`` (``spec.harbor``): one item per agent x rep, like a task file. Its agents
+    are ``--agentrace-agent``'s, else ``oracle`` (``solution/solve.sh``) and ``noop``."""
+
+    def load(self):
+        task = load_harbor_task(self.path)
+        override = settings(self.config).timeout
+        if override:
+            task = dataclasses.replace(task, timeout=float(override))
+        return task
+
+    def collect(self):
+        task = self.load()
+        defaults = unique_agent_ids(parse_agent(self.path, "agents", a) for a in HARBOR_AGENTS)
+        agents = task_agents(defaults, cli_agents(self.config))
+        yield from self.make_items(task_runs(task, agents, settings(self.config).reps or 1))
 
 
 class TrialFile(SpecFile):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentrace.plugin.collect import OUTCOME_KEY, RUNSPEC_KEY, TaskFile
+from pytest_agentrace.plugin.collect import OUTCOME_KEY, RUNSPEC_KEY, HarborTaskFile, TaskFile
 from pytest_agentrace.plugin.failure import RunFailed
 from pytest_agentrace.plugin.session import out_dir
 from pytest_agentrace.record.model import Outcome, Status
@@ -150,3 +150,10 @@ def table_lines(rows: list[list[str]] | tuple, invalid: int) -> list[str]:
     here = sum(row[3].startswith("cannot validate here") for row in rows)
     return [*table.splitlines(), f"{valid} of {len(rows)} task(s) valid, {invalid} invalid"
             + (f", {here} cannot be validated here (a tool is missing)" if here else "")]
+
+
+class ValidationHarborTaskFile(HarborTaskFile):
+    """A Harbor task folder under ``--agentrace-validate``: its oracle (``solution/solve.sh``) and noop, once each."""
+
+    def collect(self):
+        yield from self.make_items(task_runs(self.load(), validation_agents(), 1), check_validity, baselines_xfail=False)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.record.model import CheckResult, Usage
 from pytest_agentrace.run.checks import Box, Confine
+from pytest_agentrace.run.sandbox import Mount
 
 if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
     from pytest_agentrace.spec.matrix import RunSpec
@@ -49,6 +50,13 @@ class Judge(abc.ABC):
         self.fields: dict[str, Any] = {"extra": {}}
         self.box: Box | None = None  # set by the pipeline: setup and check commands run in the run's sandbox
         self.limits: Confine | None = None  # set by the pipeline: checks after the agent run in its resource limits
+
+    needs_sandbox = False  # a Harbor task's run cannot be made without the sandbox's mounts
+
+    def mounts(self, phase: str, ws: Path) -> list[Mount]:
+        """Host folders the sandbox shows at other paths for ``phase`` (``agent`` or ``checks``): none, but for a
+        Harbor task (``run.harbor``: its ``/app``, ``/tests``, ``/logs``)."""
+        return []
 
     def hidden(self) -> list[Path]:
         """Host folders the run's sandbox hides besides the session's: the task/trial file's folder, local source

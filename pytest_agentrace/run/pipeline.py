@@ -52,6 +52,7 @@ from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.run import workspace
 from pytest_agentrace.run.agent import AgentRun, make_context, run_agent, run_limits
 from pytest_agentrace.run.checks import Box
+from pytest_agentrace.run.harbor import NEEDS_SANDBOX, HarborJudge
 from pytest_agentrace.run.judge import Judge, Judgement
 from pytest_agentrace.run.limits import confine
 from pytest_agentrace.run.sandbox import Sandbox
@@ -65,8 +66,10 @@ HARNESS_LOG = "harness-error.log"
 
 
 def judge_for(spec: RunSpec, out: Path, session_id: str, options: RunOptions) -> Judge:
-    """The ``Judge`` of ``spec``'s kind (``task`` or ``trial``)."""
-    return (TrialJudge if spec.kind == "trial" else TaskJudge)(spec, out, session_id, options)
+    """The ``Judge`` of ``spec``'s kind (``task``, a Harbor task folder, or ``trial``)."""
+    if spec.kind == "trial":
+        return TrialJudge(spec, out, session_id, options)
+    return (HarborJudge if getattr(spec.spec, "harbor", None) is not None else TaskJudge)(spec, out, session_id, options)
 
 
 def execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str) -> Outcome:
@@ -91,7 +94,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     try:
         return _run(spec, tmp, out, options, session_id)
     finally:  # nothing of a finished run stays where a later agent could read it
-        for scratch in ("ws", "home", "check-home", "input"):
+        for scratch in ("ws", "home", "check-home", "input", "harbor"):
             shutil.rmtree(tmp / scratch, ignore_errors=True)
 
 
@@ -116,6 +119,8 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         write_run(run_dir, outcome)
         return outcome
 
+    if sandbox is None and judge.needs_sandbox:
+        return finish(Status.ERROR, NEEDS_SANDBOX)
     try:
         judge.make_workspace(ws)
     except WorkspaceError as exc:
@@ -133,8 +138,9 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     checks.update(done)
     if error:
         return finish(Status.ERROR, error)
-    if sandbox is not None:
-        judge.box = boxed(sandbox, [ws, run_dir], tmp / "check-home")
+    if sandbox is not None:  # a Harbor task's /app, /tests, /logs (judge.mounts; none for other cases)
+        judge.box = boxed(sandbox.mounting(*judge.mounts("checks", ws)), [ws, run_dir], tmp / "check-home")
+        options = dataclasses.replace(options, sandbox=sandbox.mounting(*judge.mounts("agent", ws)))
         if "TRIAL_OUT" in env:  # the results folder is out of the agent's reach: its own run's folder stands in
             env = {**env, "TRIAL_OUT": str(run_dir)}
     try:
@@ -178,7 +184,8 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         return finish(*early)
     judgement = judge.judge(ws, env, run_dir, secrets, agent.usage)
     checks.update(judgement.checks)
-    fields.update(judgement.fields)
+    fields.update({k: v for k, v in judgement.fields.items() if k != "extra"})
+    fields["extra"] = {**fields["extra"], **judgement.fields.get("extra", {})}
     return finish(*decide(agent, judgement, spec.timeout))
 
 

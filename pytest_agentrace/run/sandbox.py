@@ -121,14 +121,46 @@ def needed_paths(executable: str | None, env_path: str | None) -> list[Path]:
 
 
 @dataclass(frozen=True)
+class Mount:
+    """A host folder ``source`` shown at the path ``target`` inside the sandbox (read-write when ``writable``): how
+    a Harbor task's runs see their workspace at ``/app``, its tests at ``/tests`` and ``/logs/verifier``."""
+
+    source: Path
+    target: str
+    writable: bool = False
+
+
+def root_args(root: str = "/") -> list[str]:
+    """bwrap arguments showing the host's top-level entries one by one, read-only (symlinks such as ``/bin ->
+    usr/bin`` as symlinks), instead of ``--ro-bind / /``: the sandbox's ``/`` is then bwrap's own, so a ``Mount``
+    can add a folder the host does not have (``/app``). ``/dev``, ``/proc`` and ``/tmp`` are made separately."""
+    args: list[str] = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if name in ("dev", "proc", "tmp"):
+            continue
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+@dataclass(frozen=True)
 class Sandbox:
-    """One sandbox profile: ``bwrap`` (its path), the folders to hide, the paths to expose read-only, and
-    ``offline`` (loopback-only network). ``wrap`` gives a command's argv inside it."""
+    """One sandbox profile: ``bwrap`` (its path), the folders to hide, the paths to expose read-only,
+    ``offline`` (loopback-only network) and ``mounts`` (host folders shown at other paths). ``wrap`` gives a
+    command's argv inside it."""
 
     bwrap: str
     hidden: tuple[Path, ...] = ()
     visible: tuple[Path, ...] = ()
     offline: bool = False
+    mounts: tuple[Mount, ...] = ()  # bound last, after the writable folders (a Harbor task's /app, /tests, /logs)
+
+    def mounting(self, *mounts: Mount) -> Sandbox:
+        """This profile with ``mounts`` too."""
+        return dataclasses.replace(self, mounts=(*self.mounts, *mounts))
 
     def hiding(self, *paths: Path | str | None) -> Sandbox:
         """This profile with ``paths`` hidden too (None and missing entries are left out)."""
@@ -152,7 +184,8 @@ class Sandbox:
             home_vars = {k: v.replace(host, SANDBOX_HOME) for k, v in env.items() if host in v}
             env = {**env, **home_vars, "HOME": SANDBOX_HOME}
         args = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/home"]
+                *(root_args() if self.mounts else ["--ro-bind", "/", "/"]),
+                "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/home"]
         if self.offline:
             args.append("--unshare-net")
         real_home = os.environ.get("HOME")
@@ -173,6 +206,8 @@ class Sandbox:
                 shown.append(path)
         for folder in writable:
             args += ["--bind", str(folder), str(folder)]
+        for mount in self.mounts:
+            args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
         if home is not None:
             args += ["--bind", str(home), SANDBOX_HOME]
         return [*args, "--", *argv], env

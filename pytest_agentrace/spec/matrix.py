@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.spec.common import AgentSpec
+from pytest_agentrace.spec.harbor import harbor_agent
 
 DEFAULT_ARM = "default"
 
@@ -57,10 +58,11 @@ class RunSpec:
 
 
 def task_runs(task: Any, agents: Sequence[AgentSpec], reps: int) -> list[RunSpec]:
-    """RunSpecs for a task: every agent x rep (reps 1..``reps``), in file order, rep-major per agent."""
+    """RunSpecs for a task: every agent x rep (reps 1..``reps``), in file order, rep-major per agent. A Harbor
+    task's ``oracle`` runs its ``solution/solve.sh`` (``spec.harbor.harbor_agent``)."""
     return [
         RunSpec("task", task.path, task.name, DEFAULT_ARM, agent, rep, task.timeout, task, task)
-        for agent in agents
+        for agent in (harbor_agent(task, a) for a in agents)
         for rep in range(1, reps + 1)
     ]
 

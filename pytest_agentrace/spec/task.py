@@ -74,6 +74,7 @@ class Task:
     env: dict[str, str] = field(default_factory=dict)
     limits: Limits | None = None  # resource limits of the task's runs (over the session's)
     content_hash: str = ""
+    harbor: Any = None  # spec.harbor.HarborLayout when the task is a Harbor task folder (task.toml + instruction.md)
 
     def solution_patch_text(self) -> str | None:
         """The reference patch text: inline, or read from a ``.patch``/``.diff`` path next to the task file
