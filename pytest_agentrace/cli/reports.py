@@ -20,7 +20,9 @@ from pytest_agentrace.argtypes import positive_float
 from pytest_agentrace.cli.verify import warn_unverifiable
 from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.index import iter_runs
+from pytest_agentrace.record.runfile import RUN_FILE
 from pytest_agentrace.record.store import Store, StoreError, default_path
+from pytest_agentrace.record.trajectory import iter_trajectories, load_trajectory
 from pytest_agentrace.report.html import render_report, table_page
 from pytest_agentrace.report.json_export import build_export
 from pytest_agentrace.report.leaderboard import (
@@ -88,6 +90,11 @@ def register(sub: Any) -> None:
         p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out of the session)")
         p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE" + (" (default: report.html)" if name == "html" else " instead of standard output"))
         add_cli_options(p, "baseline", "seed", "resamples", "db", "generalize")
+        if name == "export":
+            p.add_argument("--format", choices=("json", "atif"), default="json",
+                           help="json: the report document (default); atif: ATIF-v1.8 trajectories, one JSON object for "
+                                "a run's folder (OUT/runs/CASE/ARM/AGENT/REP), one JSON line per run for a results "
+                                "folder")
         p.set_defaults(func=func)
 
 
@@ -221,6 +228,8 @@ def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if getattr(args, "format", "json") == "atif":
+        return export_atif(Path(args.out), args.output)
     data = _export_for(args)
     if data is None:
         return 2
@@ -241,4 +250,24 @@ def cmd_comment(args: argparse.Namespace) -> int:
     if data is None:
         return 2
     _emit(comment_body(data), args.output)
+    return 0
+
+
+def export_atif(out: Path, output: str | None) -> int:
+    """``agentrace export OUT --format atif``: a run's folder gives its trajectory (one JSON object), a results folder
+    every run's, one per line (JSONL), in run-folder order (``record.trajectory.load_trajectory``: its
+    ``trajectory.json``, or one built from ``run.json`` for older runs). Exit 2 when there is no run."""
+    if (out / RUN_FILE).is_file():
+        try:
+            doc = load_trajectory(out)
+        except (ValueError, OSError) as exc:
+            print(f"agentrace: {exc}", file=sys.stderr)
+            return 2
+        _emit(json.dumps(doc, indent=2) + "\n", output)
+        return 0
+    lines = [json.dumps(doc, sort_keys=True) for _run, doc in iter_trajectories(out)]
+    if not lines:
+        print(f"agentrace: no run records under {out / 'runs'}", file=sys.stderr)
+        return 2
+    _emit("\n".join(lines) + "\n", output)
     return 0

@@ -27,7 +27,8 @@ from pytest_agentrace.spec.builtin import (
     level_rank,
     same_level,
 )
-from pytest_agentrace.spec.task import load_task
+from pytest_agentrace.spec.harbor import is_harbor_folder, load_harbor_task
+from pytest_agentrace.spec.task import is_task_data, load_task
 
 INIT_TEMPLATE = '''\
 # Task file for pytest-agentrace (coderace-compatible), made by `agentrace init {name}`.
@@ -122,7 +123,11 @@ def register_tasks(subparsers: argparse._SubParsersAction) -> None:
     """``agentrace tasks list [--difficulty L]`` and ``agentrace tasks show NAME``."""
     parser = subparsers.add_parser("tasks", help="list the built-in tasks or show one", description="The built-in task suite.")
     actions = parser.add_subparsers(dest="tasks_action", metavar="ACTION")
-    listing = actions.add_parser("list", help="a table of the built-in tasks: name, difficulty, verify, timeout")
+    listing = actions.add_parser("list", help="a table of the built-in tasks (or of the task files and Harbor task "
+                                 "folders under PATH): name, difficulty, verify, timeout")
+    listing.add_argument("paths", nargs="*", metavar="PATH",
+                         help="list the tasks found here instead: YAML task files and Harbor task folders "
+                              "(task.toml + instruction.md), searched recursively")
     listing.add_argument("--difficulty", type=known_difficulty_list, metavar="LEVEL[,LEVEL]",
                          help="only these difficulty levels, by name (easy, medium, medium-hard, hard)")
     listing.set_defaults(func=cmd_tasks_list)
@@ -137,20 +142,58 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
     rows = []
-    for entry in builtin_tasks():
-        try:
-            task = load_task(entry.path)
-        except SpecError as exc:
-            return _error("tasks list", str(exc), 1)
+    try:
+        tasks = found_tasks(args.paths) if args.paths else [load_task(e.path) for e in builtin_tasks()]
+    except SpecError as exc:
+        return _error("tasks list", str(exc), 1)
+    for task in tasks:
         if args.difficulty and not same_level(task.difficulty, args.difficulty):
             continue
         rank = level_rank(task.difficulty)
-        verify = f"yes ({count_tests(task.verify_files)} tests)" if task.verify_command else "no"
-        rows.append((rank, [task.name, task.difficulty or "-", verify, f"{task.timeout:g}"]))
+        if task.harbor is not None:
+            verify = "reward (tests/test.sh)" + (" *" if task.harbor.environment else "")
+        else:
+            verify = f"yes ({count_tests(task.verify_files)} tests)" if task.verify_command else "no"
+        fmt = "harbor" if task.harbor is not None else "yaml"
+        rows.append((rank, [task.name, fmt, task.difficulty or "-", verify, f"{task.timeout:g}"]))
     rows.sort(key=lambda r: (r[0], r[1][0]))
-    print(tabulate([r[1] for r in rows], headers=["Name", "Difficulty", "Verify", "Timeout (s)"], tablefmt="github"))
-    print(f"{len(rows)} task(s). Race one: pytest --agentrace --agentrace-builtin NAME --agentrace-agent claude")
+    print(tabulate([r[1] for r in rows], headers=["Name", "Format", "Difficulty", "Verify", "Timeout (s)"],
+                   tablefmt="github"))
+    if any(t.harbor is not None and t.harbor.environment for t in tasks):
+        print("* environment/Dockerfile does more than pick a base image: it is not built, results may differ")
+    if args.paths:
+        print(f"{len(rows)} task(s). Race one: pytest --agentrace PATH --agentrace-agent claude")
+    else:
+        print(f"{len(rows)} task(s). Race one: pytest --agentrace --agentrace-builtin NAME --agentrace-agent claude")
     return 0
+
+
+def found_tasks(paths: list[str]) -> list:
+    """The tasks under ``paths`` (files or folders, searched recursively): YAML task files (``is_task_data``) and
+    Harbor task folders (``task.toml`` + ``instruction.md``), each loaded strictly (``SpecError`` for a bad one)."""
+    import yaml
+
+    tasks, seen = [], set()
+    for given in paths:
+        root = Path(given)
+        if not root.exists():
+            raise SpecError(root, None, "no such file or folder")
+        candidates = [root] if root.is_file() else sorted(root.rglob("*"))
+        for p in candidates:
+            if p.name == "task.toml" and is_harbor_folder(p.parent) and p.resolve() not in seen:
+                seen.add(p.resolve())
+                tasks.append(load_harbor_task(p))
+            elif p.suffix in (".yaml", ".yml") and p.is_file() and p.resolve() not in seen:
+                if any(part in ("repo", ".agentrace", "node_modules") for part in p.parts):
+                    continue
+                try:
+                    data = yaml.safe_load(p.read_text(encoding="utf-8"))
+                except (yaml.YAMLError, UnicodeDecodeError, OSError):
+                    continue
+                if is_task_data(data):
+                    seen.add(p.resolve())
+                    tasks.append(load_task(p))
+    return tasks
 
 
 def count_tests(files: dict[str, str]) -> int:

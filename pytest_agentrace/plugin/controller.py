@@ -75,6 +75,19 @@ def count_line(outcomes: tuple[Outcome, ...]) -> str:
     return f"agentrace: {len(outcomes)} run{'s' if len(outcomes) != 1 else ''}" + (f": {parts}" if parts else "")
 
 
+def harbor_notes(outcomes) -> list[tuple[str, bool]]:
+    """One summary line per Harbor task that ran: its environment was not built (the host's toolchain ran it, inside
+    the sandbox), marked as a warning when its Dockerfile does more than pick a base image (``extra.harbor``)."""
+    seen: dict[str, tuple[str, bool]] = {}
+    for o in outcomes:
+        info = o.extra.get("harbor") if isinstance(o.extra, dict) else None
+        if isinstance(info, dict) and o.source not in seen:
+            differs = info.get("differs")
+            line = f"agentrace: Harbor task {o.case}: environment/Dockerfile not built; its runs used this host's toolchain"
+            seen[o.source] = (line + (f"; {differs}" if differs else ""), bool(differs))
+    return [seen[k] for k in sorted(seen)]
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
@@ -190,6 +203,7 @@ class Controller:
         notes: list[tuple[str, bool]] = [(f"agentrace: malformed run payload ignored: {p}", True) for p in self.bad_payloads]
         if why := self.config.stash.get(SANDBOX_WHY_KEY, None):
             notes.append((f"agentrace: runs were not sandboxed: {why} (--agentrace-sandbox off hides this line)", True))
+        notes += harbor_notes(self.outcomes.values())
         failures: list[str] = []
         report = rows = None
         validation = validate.verdict_rows(outcomes) if self.settings.validate and outcomes else None

@@ -124,8 +124,9 @@ def build_trajectory(outcome: Outcome, prompt: str | None) -> dict[str, Any]:
         "steps": steps,
         "notes": "; ".join(notes),
         "final_metrics": {k: v for k, v in final.items() if v is not None},
-        "extra": {"run_id": outcome.run_id, "kind": outcome.kind, "case": outcome.case, "arm": outcome.arm,
-                  "rep": outcome.rep, "status": outcome.status, "reason": outcome.reason},
+        "extra": {k: v for k, v in {"run_id": outcome.run_id, "kind": outcome.kind, "case": outcome.case,
+                                    "arm": outcome.arm, "rep": outcome.rep, "status": outcome.status,
+                                    "reason": outcome.reason}.items() if v is not None},
     }
     return redact_data({k: v for k, v in doc.items() if v is not None})
 
