@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from atifkit import check_folder
 
 EXAMPLES = Path(__file__).parents[1] / "example_suites" / "tasks"
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
@@ -18,6 +19,7 @@ def test_example_tasks_oracle_passes_and_noop_fails(pytester: pytest.Pytester, x
     shutil.copytree(EXAMPLES, pytester.path / "tasks")
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "tasks", *xdist)
     res.assert_outcomes(passed=2, xfailed=2)
+    assert check_folder(pytester.path / "out") == 4  # trajectory.json of oracle and noop runs: valid ATIF
     runs = {(d["case"], d["agent"]): d for d in (json.loads(p.read_text()) for p in (pytester.path / "out").glob("runs/**/run.json"))}
     assert sorted(runs) == [("median-bug", "noop"), ("median-bug", "oracle"), ("slugify", "noop"), ("slugify", "oracle")]
     for case in ("median-bug", "slugify"):

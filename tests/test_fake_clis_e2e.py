@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from adapterkit import SAMPLES
+from atifkit import check_folder
 
 from conftest import BUGGY_REPO, make_repo, write_script
 
@@ -142,6 +143,7 @@ def test_seven_fake_clis_race_with_parsed_tokens_cost_and_documented_argv(pytest
     # the fakes record their argv outside their workspaces (argv-records): no sandbox here (test_sandbox_attacks.py)
     res = pytester.runpytest("--agentrace", "--agentrace-out", "results", "--agentrace-sandbox", "off", *xdist)
     res.assert_outcomes(passed=7)
+    assert check_folder(pytester.path / "results") == 7  # trajectory.json: valid ATIF with run.json's calls and tokens
     text = res.stdout.str()
     cols = header_cells(text)
     rows = table_rows(text)

@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from atifkit import check_folder
 from trialkit import XDIST, XDIST_IDS, runs
 
 from conftest import BUGGY_REPO, make_repo, write_script
@@ -66,6 +67,7 @@ def test_example_trial_runs_offline(pytester: pytest.Pytester, xdist: list[str])
     assert len(items) == 24 and all(x.startswith("trial.toml::") for x in items)  # example-repo/tests not collected
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", *xdist)
     res.assert_outcomes(passed=24)
+    assert check_folder(pytester.path / "out") == 24  # each run's trajectory.json: valid ATIF, as its run.json says
     recs = runs(pytester.path / "out")
     assert all(r["answer_score"]["correct"] for r in recs.values())
     assert "8123" in recs["trial:port/docs/docs-first/r1"]["usage"]["answer"]
