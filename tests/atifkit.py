@@ -52,16 +52,21 @@ from harbor.models.trajectories import Trajectory
 bad = []
 for line in sys.stdin:
     if line.strip():
+        doc = json.loads(line)
         try:
-            Trajectory.model_validate(json.loads(line))
+            back = Trajectory.model_validate(doc).to_json_dict()
         except Exception as exc:
             bad.append(str(exc))
+        else:
+            if back != doc:
+                bad.append(f"{doc.get('trajectory_id')}: does not round-trip: {back}")
 print(json.dumps(bad))
 """
 
 
 def harbor_errors(docs: list[dict[str, Any]]) -> list[str]:
-    """Harbor's own ``Trajectory.model_validate`` errors of ``docs`` (needs ``AGENTRACE_HARBOR_PYTHON``)."""
+    """Harbor's own ``Trajectory.model_validate`` errors of ``docs``, and each document that does not come back
+    unchanged from ``Trajectory.to_json_dict`` (the round trip; needs ``AGENTRACE_HARBOR_PYTHON``)."""
     res = subprocess.run([HARBOR_PYTHON, "-c", _HARBOR_CHECK], input="".join(json.dumps(d) + "\n" for d in docs),
                          capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == 0, res.stderr
