@@ -154,11 +154,11 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
             verify = "reward (tests/test.sh)" + (" *" if task.harbor.environment else "")
         else:
             verify = f"yes ({count_tests(task.verify_files)} tests)" if task.verify_command else "no"
-        fmt = "harbor" if task.harbor is not None else "yaml"
-        rows.append((rank, [task.name, fmt, task.difficulty or "-", verify, f"{task.timeout:g}"]))
+        fmt = ["harbor" if task.harbor is not None else "yaml"] if args.paths else []  # the built-ins are YAML
+        rows.append((rank, [task.name, *fmt, task.difficulty or "-", verify, f"{task.timeout:g}"]))
     rows.sort(key=lambda r: (r[0], r[1][0]))
-    print(tabulate([r[1] for r in rows], headers=["Name", "Format", "Difficulty", "Verify", "Timeout (s)"],
-                   tablefmt="github"))
+    headers = ["Name", *(["Format"] if args.paths else []), "Difficulty", "Verify", "Timeout (s)"]
+    print(tabulate([r[1] for r in rows], headers=headers, tablefmt="github"))
     if any(t.harbor is not None and t.harbor.environment for t in tasks):
         print("* environment/Dockerfile does more than pick a base image: it is not built, results may differ")
     if args.paths:
