@@ -32,8 +32,10 @@ echo seen > /app/seen.txt
 """
 PATHS_TEST = """#!/bin/bash
 [ "$PWD" = /app ] || { echo 0 > /logs/verifier/reward.txt; exit 0; }
-test -f /tests/test.sh && test ! -e /solution && test -f /logs/agent/note.txt || { echo 0 > /logs/verifier/reward.txt; exit 0; }
-if [ -f /app/seen.txt ]; then echo '{"reward": 0.5, "style": 1}' > /logs/verifier/reward.json; else echo 0 > /logs/verifier/reward.txt; fi
+test -f /tests/test.sh && test ! -e /solution && test -f /logs/agent/note.txt \
+  || { echo 0 > /logs/verifier/reward.txt; exit 0; }
+if [ -f /app/seen.txt ]; then echo '{"reward": 0.5, "style": 1}' > /logs/verifier/reward.json
+else echo 0 > /logs/verifier/reward.txt; fi
 exit 3
 """
 
@@ -95,7 +97,8 @@ def test_missing_test_sh_and_empty_instruction(tmp_path: Path) -> None:
 def test_metadata_keywords_limits_and_a_dockerfile_that_does_more(tmp_path: Path) -> None:
     toml = ("[task]\nname = 'acme/mark'\nkeywords = ['a']\n[metadata]\ndifficulty = 'hard'\ntags = ['b', 'a']\n"
             "anything = 1\n[environment]\nmemory_mb = 512\nenv = {X = '1'}\n[verifier]\nenv = {Y = '2'}\n")
-    task = load_harbor_task(harbor_task(tmp_path / "t", toml, None, "", "FROM ubuntu:24.04\nRUN apt-get install -y jq\n"))
+    dockerfile = "FROM ubuntu:24.04\nRUN apt-get install -y jq\n"
+    task = load_harbor_task(harbor_task(tmp_path / "t", toml, None, "", dockerfile))
     assert (task.name, task.difficulty, task.harbor.keywords, task.env) == ("mark", "hard", ("a", "b"), {"X": "1"})
     assert task.limits.memory == 512 * 1024 * 1024 and task.harbor.verifier_env == {"Y": "2"}
     assert task.harbor.solution is None
@@ -148,9 +151,11 @@ def test_harbor_folders_run_unchanged_in_harbors_layout(pytester: pytest.Pyteste
     found = runs(pytester.path / "out")
     oracle, noop = found[("word-count", "oracle")], found[("word-count", "noop")]
     assert oracle["status"] == "passed" and oracle["extra"]["reward"] == 1.0 and oracle["checks"]["verify"]["passed"]
-    assert noop["status"] == "failed" and noop["extra"]["reward"] == 0.0 and noop["reason"] == "verify failed (reward 0)"
+    assert noop["status"] == "failed" and noop["extra"]["reward"] == 0.0
+    assert noop["reason"] == "verify failed (reward 0)"
     assert oracle["checks"]["verify"]["command"] == "cd /app && bash /tests/test.sh"
-    assert oracle["lines_added"] > 10 and (pytester.path / "out/runs/word-count/default/oracle/1/diff.patch").read_text()
+    assert oracle["lines_added"] > 10 and "count_words" in (
+        pytester.path / "out/runs/word-count/default/oracle/1/diff.patch").read_text()
     paths = found[("paths", "oracle")]  # every path check of solve.sh and test.sh held: the partial reward
     assert paths["status"] == "failed" and paths["reason"] == "verify failed (reward 0.5)", paths["reason"]
     assert paths["extra"]["rewards"] == {"reward": 0.5, "style": 1.0} and paths["extra"]["verify_exit_code"] == 3

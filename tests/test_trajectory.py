@@ -58,7 +58,8 @@ def test_what_the_output_does_not_say_stays_out() -> None:
     assert "not recorded" in doc["notes"]
     agent = doc["steps"][1]
     assert "metrics" not in agent and "llm_call_count" not in agent and "tool_calls" not in agent
-    assert doc["final_metrics"] == {"total_steps": 2, "extra": {"tokens_note": "a plain command reports no token counts"}}
+    note = "a plain command reports no token counts"
+    assert doc["final_metrics"] == {"total_steps": 2, "extra": {"tokens_note": note}}
 
 
 def test_in_process_agents_call_no_model_and_a_run_that_never_started_has_no_agent_step() -> None:

@@ -83,7 +83,8 @@ def harbor_notes(outcomes) -> list[tuple[str, bool]]:
         info = o.extra.get("harbor") if isinstance(o.extra, dict) else None
         if isinstance(info, dict) and o.source not in seen:
             differs = info.get("differs")
-            line = f"agentrace: Harbor task {o.case}: environment/Dockerfile not built; its runs used this host's toolchain"
+            line = (f"agentrace: Harbor task {o.case}: environment/Dockerfile not built; its runs used this host's "
+                    "toolchain")
             seen[o.source] = (line + (f"; {differs}" if differs else ""), bool(differs))
     return [seen[k] for k in sorted(seen)]
 

@@ -80,7 +80,8 @@ class HarborJudge(TaskJudge):
                                                                               writable=True)]
 
     def judge(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str], usage: Usage) -> Judgement:
-        """Copy ``tests/`` in fresh, empty ``/logs/verifier``, run ``tests/test.sh`` from the workdir, read the reward."""
+        """Copy ``tests/`` in fresh, empty ``/logs/verifier``, run ``tests/test.sh`` from the workdir, read the
+        reward."""
         scratch = ws.parent / SCRATCH
         for name in ("tests", "verifier"):  # the same host folders the checks' mounts name: emptied, not replaced
             folder = scratch / name

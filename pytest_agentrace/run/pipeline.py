@@ -69,13 +69,15 @@ def judge_for(spec: RunSpec, out: Path, session_id: str, options: RunOptions) ->
     """The ``Judge`` of ``spec``'s kind (``task``, a Harbor task folder, or ``trial``)."""
     if spec.kind == "trial":
         return TrialJudge(spec, out, session_id, options)
-    return (HarborJudge if getattr(spec.spec, "harbor", None) is not None else TaskJudge)(spec, out, session_id, options)
+    judge = HarborJudge if getattr(spec.spec, "harbor", None) is not None else TaskJudge
+    return judge(spec, out, session_id, options)
 
 
 def execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str) -> Outcome:
     """Run ``spec`` end to end in the scratch folder ``tmp`` and write its records under ``spec.run_dir(out)``
-    (``run.json`` last, atomically; ``trajectory.json`` (``record.trajectory``), ``prompt.txt``, ``argv.json``, ``raw.out``, ``raw.err``, ``diff.patch`` and the
-    check logs before it). Returns the Outcome. Never raises but ``KeyboardInterrupt``."""
+    (``run.json`` last, atomically; ``trajectory.json`` (``record.trajectory``), ``prompt.txt``, ``argv.json``,
+    ``raw.out``, ``raw.err``, ``diff.patch`` and the check logs before it). Returns the Outcome. Never raises but
+    ``KeyboardInterrupt``."""
     try:
         return _execute(spec, tmp, out, options, session_id)
     except Exception as exc:  # noqa: BLE001 - a fault of ours must not lose the run: an error run with its traceback

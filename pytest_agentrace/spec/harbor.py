@@ -60,14 +60,15 @@ KEYS = {
     "solution": ("env",),
 }
 USED = {"schema_version", "task", "metadata", "verifier", "agent", "environment", "solution", "task.name",
-        "task.version", "task.description", "task.authors", "task.keywords", "agent.timeout_sec", "verifier.timeout_sec",
+        "task.version", "task.description", "task.authors", "task.keywords", "agent.timeout_sec",
+        "verifier.timeout_sec",
         "verifier.env", "environment.env", "environment.memory_mb", "environment.storage_mb", "environment.workdir",
         "environment.os", "environment.docker_image", "solution.env"}
 UNSUPPORTED = {
     "steps": "multi-step Harbor tasks are not supported; run each step as a task of its own",
     "multi_step_reward_strategy": "multi-step Harbor tasks are not supported",
-    "verifier.environment_mode": "a separate verifier environment is not supported (the verifier runs in the run's box)",
-    "verifier.environment": "a separate verifier environment is not supported (the verifier runs in the run's box)",
+    "verifier.environment_mode": "a separate verifier environment is not supported (the verifier runs in the box)",
+    "verifier.environment": "a separate verifier environment is not supported (the verifier runs in the box)",
     "verifier.collect": "verifier collect commands (other services) are not supported",
     "environment.tpu": "TPUs are not supported",
     "environment.mcp_servers": "MCP servers of a task are not supported",
@@ -168,7 +169,8 @@ def load_harbor_task(path: Path) -> Task:
         environment=environment_note(folder, env_t.get("docker_image")),
         ignored=tuple(sorted(k for k in given - USED if "." in k)))
     return Task(path=path, name=name, description=prompt, test_command="", verify_command=VERIFY_COMMAND,
-                timeout=timeout, difficulty=difficulty, env=str_mapping(path, "environment.env", env_t.get("env") or {}),
+                timeout=timeout, difficulty=difficulty,
+                env=str_mapping(path, "environment.env", env_t.get("env") or {}),
                 limits=_limits(path, env_t), content_hash=_folder_hash(folder), harbor=layout)
 
 
