@@ -185,6 +185,11 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
             if code == 1 and first.startswith("bwrap: execvp"):  # the sandbox could not start the command
                 err = "FileNotFoundError: " + first
+        first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
+        if code == 127 and first.startswith(("agentrace netbridge: cannot start", "agentrace netns: cannot start")):
+            err = "FileNotFoundError: " + first  # the namespace's helper could not start the command
+        elif code == 125 and first.startswith("agentrace netbridge: cannot make"):
+            err = "the run's network: " + first
         output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
         limit_record = confined.record()
         hit = diagnose(limits, code, stderr + "\n" + stdout[-65536:], stopped, events)
