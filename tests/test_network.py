@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from doublekit import call, recorded
 
 from conftest import BUGGY_REPO, make_repo, write_script
-from doublekit import call, recorded
 from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.script import parse_script
 from pytest_agentrace.model_double.server import ModelDouble
@@ -224,7 +224,7 @@ def test_provider_mode_reaches_nothing_of_the_host(pytester: pytest.Pytester, re
         assert res["abstract"].startswith("failed"), res
         assert run["extra"]["network_mode"] == "provider"
         assert {"host": "127.0.0.1", "port": reached.port, "allowed": False, "count": 1} in run["extra"]["network"]
-        assert "network: blocked 127.0.0.1:%d" % reached.port in run["reason"]
+        assert f"network: blocked 127.0.0.1:{reached.port}" in run["reason"]
 
 
 @needs_sandbox
