@@ -30,8 +30,10 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds pytest_agentrace/
 NO_PROXY = "localhost,127.0.0.1,::1"
 
 
@@ -56,8 +58,11 @@ def wrap(argv: list[str], socket_path: str, proxy_port: int, forwards: Mapping[i
     """``argv`` behind a bridge to ``socket_path``: ``prefix`` (``unshare -n`` when no sandbox makes the
     namespace) + this module + ``--`` + ``argv``. ``forwards``: inside port -> ``(host, port)`` reached through the
     gate."""
-    inner = [*prefix, sys.executable, "-m", "pytest_agentrace.run.netbridge", "--socket", socket_path,
-             "--proxy", str(proxy_port)]
+    # -S: no site-packages scan at start (the bridge needs only the standard library and this module, whose
+    # package folder goes first on sys.path)
+    boot = f"import sys; sys.path.insert(0, {str(_PACKAGE_ROOT)!r}); from pytest_agentrace.run.netbridge import main; " \
+           "sys.exit(main(sys.argv[1:]))"
+    inner = [*prefix, sys.executable, "-S", "-c", boot, "--socket", socket_path, "--proxy", str(proxy_port)]
     for port, (host, hport) in sorted(forwards.items()):
         inner += ["--forward", f"{port}={host}:{hport}"]
     return [*inner, "--", *argv]
