@@ -154,7 +154,7 @@ def test_the_bridge_lets_through_the_allowed_and_counts_every_contact(tmp_path: 
     other.start()
     try:
         rules = network.allow_list("plain", {"X_BASE_URL": f"http://127.0.0.1:{reached.port}"}, ["example.test:80"])
-        net = network.open_run(tmp_path / "net", rules, {("example.test", 80): ("127.0.0.1", reached.port)})
+        net = network.open_run(rules, {("example.test", 80): ("127.0.0.1", reached.port)})
         child = (
             "import urllib.request as u, socket\n"
             "def get(url, proxy):\n"
@@ -175,7 +175,7 @@ def test_the_bridge_lets_through_the_allowed_and_counts_every_contact(tmp_path: 
         assert {"host": "example.test", "port": 80, "allowed": True, "count": 1} in contacts
         assert {"host": "127.0.0.1", "port": other.port, "allowed": False, "count": 1} in contacts
         assert net.blocked_reason() == f"network: blocked 127.0.0.1:{other.port} (allow it with network.allow)"
-        assert not (tmp_path / "net" / "proxy.sock").exists()
+        assert not net.gate.path.parent.exists()
     finally:
         other.close()
 
@@ -216,7 +216,8 @@ def test_provider_mode_reaches_nothing_of_the_host(pytester: pytest.Pytester, re
     """The default: a plain agent reaches neither a host listener (directly or through its proxy) nor an abstract
     unix socket; the refused contact is in run.json."""
     probe_task(pytester, reached)
-    pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-reps", "2", *xdist)
+    out = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-reps", "2", *xdist).stdout.str()
+    assert "agentrace: network: provider (2 runs: its provider's hosts only); 2 runs had a contact refused" in out
     got = results(pytester)
     assert len(got) == 2
     for res, run in got:
@@ -242,7 +243,8 @@ def test_an_allowed_listener_is_reached_through_the_proxy(pytester: pytest.Pytes
 @needs_sandbox
 def test_host_mode_is_the_hosts_network(pytester: pytest.Pytester, reached: _Reached) -> None:
     probe_task(pytester, reached)
-    pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-network", "host")
+    out = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-network", "host").stdout.str()
+    assert "agentrace: network: host (1 run: the host's network, unfiltered)" in out
     (res, run), = results(pytester)
     assert res["direct"] == "REACHED" and res["proxy"] == "no proxy"
     assert run["extra"]["network_mode"] == "host" and "network" not in run["extra"]
@@ -270,3 +272,20 @@ def test_checks_have_loopback_only(pytester: pytest.Pytester, reached: _Reached)
     pytester.runpytest("--agentrace", "--agentrace-out", "out")
     run = json.loads(next((pytester.path / "out" / "runs").glob("net/default/oracle/1/run.json")).read_text())
     assert run["checks"]["tests"]["passed"] is False and run["extra"]["check_network_mode"] == "none"
+
+
+@needs_sandbox
+def test_checks_reach_what_the_tasks_network_allows(pytester: pytest.Pytester, reached: _Reached) -> None:
+    make_repo(pytester.path / "repo", {**BUGGY_REPO, "test_net.py": (
+        "import os, urllib.request\n"
+        "def test_reach():\n"
+        "    url = 'http://127.0.0.1:' + os.environ['TARGET_PORT'] + '/'\n"
+        "    assert urllib.request.urlopen(url, timeout=5).read() == b'REACHED'\n")})
+    (pytester.path / "task.yaml").write_text(
+        "name: net\ndescription: probe\nrepo: repo\ntest_command: python -m pytest -q test_net.py\n"
+        f"env: {{TARGET_PORT: '{reached.port}'}}\nnetwork: {{allow: ['127.0.0.1:{reached.port}']}}\n"
+        "agents: [oracle]\nsolution_patch: ''\n")
+    pytester.runpytest("--agentrace", "--agentrace-out", "out")
+    run = json.loads(next((pytester.path / "out" / "runs").glob("net/default/oracle/1/run.json")).read_text())
+    assert run["checks"]["tests"]["passed"] is True and run["extra"]["check_network_mode"] == "provider"
+    assert run["extra"]["check_network"] == [{"host": "127.0.0.1", "port": reached.port, "allowed": True, "count": 1}]

@@ -248,7 +248,7 @@ def network_for(spec: RunSpec, ctx: RunContext, argv: list[str], env: dict[str, 
               *(spec.agent.network.allow if spec.agent.network is not None else ())]
     urls = [session.base_url] if session is not None and session.base_url else []
     rules = network.allow_list(spec.agent.adapter, env, allows, urls)
-    net = network.open_run(Path(ctx.home).parent / "net", rules, network.parse_resolve(opts.network_resolve))
+    net = network.open_run(rules, network.parse_resolve(opts.network_resolve))
     argv, env = net.wrap(argv, env, unshare)
     return mode, net, argv, env
 

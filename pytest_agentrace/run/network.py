@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,6 +156,7 @@ class RunNetwork:
     def close(self) -> list[dict[str, Any]]:
         """End the gate; the run's contacts (``Gate.record``)."""
         session_proxy().close(self.gate)
+        shutil.rmtree(self.gate.path.parent, ignore_errors=True)
         return self.gate.record()
 
     def blocked_reason(self) -> str | None:
@@ -166,15 +168,19 @@ class RunNetwork:
         return f"network: blocked {blocked[0]}{more} (allow it with network.allow)"
 
 
-def open_run(folder: Path, rules: list[Rule], resolve: Mapping[tuple[str, int], tuple[str, int]] | None = None) -> RunNetwork:
-    """A ``provider`` network for one run: a gate whose socket is ``folder/proxy.sock`` (the folder is made here,
-    and only it is shown to the run), forwards for the allowed loopback ``host:port`` entries, a proxy port free
-    of them. Raises ``OSError`` when the socket cannot be made."""
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+def open_run(rules: list[Rule], resolve: Mapping[tuple[str, int], tuple[str, int]] | None = None) -> RunNetwork:
+    """A ``provider`` network for one run: a gate whose socket is ``proxy.sock`` in a fresh folder of its own under
+    ``/tmp`` (a unix socket's path has at most 107 bytes, and pytest's folders are deeper; only this folder is shown
+    to the run, and ``RunNetwork.close`` removes it), forwards for the allowed loopback ``host:port`` entries, and a
+    proxy port free of them. Raises ``OSError`` when the socket cannot be made."""
+    base = "/tmp" if os.access("/tmp", os.W_OK) else tempfile.gettempdir()
+    folder = Path(tempfile.mkdtemp(prefix="agentrace-net-", dir=base))
     os.chmod(folder, 0o755)
-    gate = session_proxy().open(folder / "proxy.sock", rules, resolve)
+    try:
+        gate = session_proxy().open(folder / "proxy.sock", rules, resolve)
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     forwards = {r.port: (r.host, r.port) for r in rules if _loopback(r.host) and r.port is not None}
     return RunNetwork(gate, _free_port(forwards), forwards)
 

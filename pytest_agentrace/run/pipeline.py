@@ -135,12 +135,13 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         return finish(Status.ERROR, error)
     check_net = None
     if sandbox is not None:  # the checks run the agent's code: loopback only, unless the task's network says more
-        check_mode = network.mode_for(network.CHECK_MODE, getattr(spec.spec, "network", None))
+        task_net = getattr(spec.spec, "network", None)
+        allows = task_net.allow if task_net is not None else ()
+        check_mode = network.mode_for("provider" if allows else network.CHECK_MODE, task_net)
         check_profile = sandbox if check_mode == "host" else dataclasses.replace(sandbox, offline=True)
-        allows = getattr(getattr(spec.spec, "network", None), "allow", None) or ()
         if check_mode == "provider" and allows:
             try:
-                check_net = network.open_run(tmp / "check-net", network.allow_list("plain", {}, allows),
+                check_net = network.open_run(network.allow_list("plain", {}, allows),
                                              network.parse_resolve(options.network_resolve))
             except (OSError, ValueError) as exc:
                 return finish(Status.ERROR, f"could not make the checks' network: {exc}")
