@@ -31,6 +31,7 @@ from pytest_agentrace.record.store import ENV_VAR as DB_ENV
 from pytest_agentrace.run.cgroup import CGROUP_AUTO
 from pytest_agentrace.run.limits import DEFAULTS as LIMITS
 from pytest_agentrace.run.limits import human_bytes
+from pytest_agentrace.run.network import MODES as NETWORK_MODES
 from pytest_agentrace.run.sandbox import MODES as SANDBOX_MODES
 from pytest_agentrace.spec.builtin import difficulty_list, name_list
 from pytest_agentrace.spec.shard import shard_arg
@@ -152,6 +153,13 @@ OPTIONS: tuple[Option, ...] = (
            "never", "auto", choices=SANDBOX_MODES),
     Option("offline", "run each agent in a network namespace with only loopback (Linux, unshare -n); the model double "
            "runs inside it", False, flag=True),
+    Option("network", "what network each agent run has: 'provider' (default) its own namespace whose only way out is a "
+           "proxy that lets through its provider's hosts, its base URLs' hosts and network.allow; 'host' the host's "
+           "network; 'none' loopback only (a task, trial or agent 'network' key overrides it)", "provider",
+           choices=NETWORK_MODES),
+    Option("network_resolve", "provider network: dial HOST:PORT at ADDRESS:APORT instead, as curl's --resolve "
+           "(repeatable; HOST:PORT:ADDRESS:APORT), e.g. a provider's host mapped to a local gateway or model double",
+           default=[], many=True, metavar="HOST:PORT:ADDRESS:APORT"),
     Option("model_double", "run every CLI agent against the scripted local model SCRIPT (YAML) unless its entry names a "
            "model_double of its own", None, metavar="SCRIPT"),
     Option("record", "record each CLI agent's model traffic as a cassette per run under DIR, through a local recording "

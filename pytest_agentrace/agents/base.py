@@ -33,7 +33,8 @@ class RunOptions:
     to ``record_upstream``, else the CLI's provider); ``replay``: a folder of cassettes each CLI run replays
     against the model double, matched ``replay_match`` (``strict`` or ``loose``).
     ``limits``: the session's resource limits of a run (``run.limits``; a file's or agent's own ``limits`` override
-    them); ``cgroup``: the folder each run's control group is made in (None: rlimits only).
+    them); ``cgroup``: the folder each run's control group is made in (None: rlimits only). ``network``: the
+    session's network mode (``run.network``), ``network_resolve``: the provider proxy's ``--resolve`` map entries.
     """
 
     cache_dir: Path | None = None
@@ -48,6 +49,8 @@ class RunOptions:
     replay_match: str = "strict"
     limits: Limits = DEFAULT_LIMITS
     cgroup: Parent | None = None
+    network: str = "provider"  # the session's network mode (run.network.MODES); a file's or agent's key overrides
+    network_resolve: tuple[str, ...] = ()  # HOST:PORT:ADDRESS:APORT entries the provider proxy dials instead
 
 
 @dataclass(frozen=True)

@@ -203,14 +203,16 @@ def generic_env(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[st
 OfflineSettings = Callable[[Any, str, Path, list[Path]], dict[str, str | None]]
 
 
-def offline_env(settings: OfflineSettings | str | None, ctx: Any, base_url: str) -> tuple[list[str], dict[str, str | None], list[Path]]:
+def offline_env(settings: OfflineSettings | str | None, ctx: Any, base_url: str,
+                key: str = DUMMY_KEY) -> tuple[list[str], dict[str, str | None], list[Path]]:
     """``(extra_argv, env_updates, files_written)`` that point a CLI at the double at ``base_url`` for the run
     described by ``ctx`` (an ``agents.base.RunContext``; uses ``home``, ``workspace``, ``model``). Writes config
     files under ``ctx.home``.
 
     ``settings`` is the CLI's own settings function (its adapter's ``offline``: ``claude_env``, ...), None for a
     custom command (``generic_env``'s provider variables), or a string: why this CLI cannot be pointed at a custom
-    endpoint, raised as ``AgentError``.
+    endpoint, raised as ``AgentError``. ``key``: the provider key the CLI is given (the run's own double's key); the
+    settings write ``DUMMY_KEY`` and it is put in its place, in the variables and in the config files written.
     """
     if isinstance(settings, str):
         raise AgentError(f"model_double: {settings}")
@@ -222,6 +224,12 @@ def offline_env(settings: OfflineSettings | str | None, ctx: Any, base_url: str)
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
         Path(env[var] or home).mkdir(parents=True, exist_ok=True)
     env.update((settings or generic_env)(ctx, base, home, written))
+    if key != DUMMY_KEY:
+        env = {k: (v.replace(DUMMY_KEY, key) if isinstance(v, str) else v) for k, v in env.items()}
+        for path in written:
+            text = path.read_text(encoding="utf-8")
+            if DUMMY_KEY in text:
+                path.write_text(text.replace(DUMMY_KEY, key), encoding="utf-8")
     return [], env, written
 
 

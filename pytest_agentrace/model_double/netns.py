@@ -26,13 +26,13 @@ import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from pytest_agentrace.model_double.cassette import Cassette, Replayer, Scrubber
 from pytest_agentrace.model_double.script import load_script
 from pytest_agentrace.model_double.server import ModelDouble
 from pytest_agentrace.record.redact import secret_values
-
-_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+from pytest_agentrace.run.netbridge import loopback_up
 
 
 @functools.cache
@@ -82,18 +82,6 @@ def wrap(argv: list[str], script: str | None = None, log: str | None = None, por
     return [*prefix, *inner, "--", *argv]
 
 
-def loopback_up() -> None:
-    """Bring ``lo`` up in the current network namespace (``ip link set lo up`` without needing iproute2)."""
-    import fcntl
-    import socket
-    import struct
-
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        req = struct.pack("16sh", b"lo", 0)
-        flags = struct.unpack("16sh", fcntl.ioctl(s, _SIOCGIFFLAGS, req))[1]
-        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | _IFF_UP))
-
-
 def main(args: list[str] | None = None) -> int:
     """Inside the namespace: loopback up, the double started (when asked), the agent run; its exit code."""
     parser = argparse.ArgumentParser(prog="python -m pytest_agentrace.model_double.netns")
@@ -111,13 +99,15 @@ def main(args: list[str] | None = None) -> int:
         parser.error("no agent command after --")
     loopback_up()
     double = None
+    key = os.environ.pop("AGENTRACE_MODEL_DOUBLE_KEY", None)  # the run's key: the double answers only it
+    rejected = str(Path(ns.log).with_name("model-double-rejected.jsonl")) if ns.log and ns.log != os.devnull else None
     log = None if ns.log == os.devnull else ns.log
     if ns.script:
-        double = ModelDouble(load_script(ns.script), log, port=ns.port).start()
+        double = ModelDouble(load_script(ns.script), log, port=ns.port, key=key, rejected_log=rejected).start()
     elif ns.cassette:  # the agent's environment holds its keys: scrubbed from live requests as when recorded
         scrub = Scrubber.make(secret_values(), ns.workspace, ns.home)
         replayer = Replayer(Cassette.load(ns.cassette), ns.match, scrub)
-        double = ModelDouble(log=log, port=ns.port, replayer=replayer).start()
+        double = ModelDouble(log=log, port=ns.port, replayer=replayer, key=key, rejected_log=rejected).start()
     try:
         child = subprocess.Popen(argv)
     except OSError as exc:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 import socket
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ from pytest_agentrace.record.redact import secret_values
 from pytest_agentrace.run.sandbox import SANDBOX_HOME
 
 REQUEST_LOG = "model-double-requests.jsonl"
+REJECTED_LOG = "model-double-rejected.jsonl"  # requests without the run's key (answered 401, nothing else changed)
+KEY_ENV = "AGENTRACE_MODEL_DOUBLE_KEY"  # hands the run's key to the double started inside a namespace (netns)
 INFO_FILE = "model-double.json"
 SERVED_KINDS = ("tool", "text", "none", "edit", "side", "json")  # answers that carry the script's usage
 
@@ -131,10 +134,11 @@ class AgentSession:
         self.info: dict[str, Any] = {}
         self.proxy: RecordingProxy | None = None
         self.replayer: Replayer | None = None
+        self.key = "sk-agentrace-" + secrets.token_urlsafe(24)  # only this run's CLI is given it (see server.py)
         opts = ctx.options
         # inside the sandbox the CLI's HOME is SANDBOX_HOME: both are scrubbed, the one the CLI sees is restored
         home, homes = (SANDBOX_HOME, [ctx.home]) if opts.sandbox is not None else (ctx.home, [])
-        scrub = Scrubber.make([*secret_values(ctx.env), DUMMY_KEY], ctx.workspace, home, homes)
+        scrub = Scrubber.make([*secret_values(ctx.env), DUMMY_KEY, self.key], ctx.workspace, home, homes)
         if opts.replay:
             self.cassette = cassette_path(opts.replay, spec.id)
             try:
@@ -147,7 +151,8 @@ class AgentSession:
             if self.offline:  # the double starts inside the namespace (netns --cassette), on a port free there
                 self.port = _free_port()
             else:
-                self.double = ModelDouble(log=log, replayer=self.replayer).start()
+                self.double = ModelDouble(log=log, replayer=self.replayer, key=self.key,
+                                          rejected_log=self.run_dir / REJECTED_LOG).start()
                 self.port = self.double.port
             self.base_url = f"http://127.0.0.1:{self.port}"
             return
@@ -161,7 +166,7 @@ class AgentSession:
             if self.offline:  # the double starts inside the namespace, on a port free there
                 self.port = _free_port()
             else:
-                self.double = ModelDouble(self.script, log).start()
+                self.double = ModelDouble(self.script, log, key=self.key, rejected_log=self.run_dir / REJECTED_LOG).start()
                 self.port = self.double.port
             self.base_url = f"http://127.0.0.1:{self.port}"
         if opts.record:
@@ -179,7 +184,8 @@ class AgentSession:
         files: list[Path] = []
         if self.base_url is not None:
             settings = getattr(get_adapter(self.spec.agent.adapter), "offline", None)
-            extra, updates, files = offline_env(settings, self.ctx, self.base_url)
+            key = self.key if (self.script_path or self.replayer is not None) else DUMMY_KEY
+            extra, updates, files = offline_env(settings, self.ctx, self.base_url, key)
             env = apply_env(env, updates)
             argv = insert_argv(argv, extra, self.ctx.prompt)
         if self.offline:
@@ -189,6 +195,7 @@ class AgentSession:
                 home = SANDBOX_HOME if self.sandboxed else str(self.ctx.home)
                 replay = (str(self.cassette), self.replayer.match, str(self.ctx.workspace), home)
             argv = netns.wrap(argv, self.script_path, log, self.port, unshare=not self.sandboxed, replay=replay)
+            env = {**env, KEY_ENV: self.key}
         self.info = {
             "script": self.script_path, "script_name": getattr(getattr(self, "script", None), "name", None),
             "url": self.base_url, "adapter": self.spec.agent.adapter, "offline": self.offline,

@@ -24,6 +24,12 @@ A route can play a cassette instead of a script (``cassette.Replayer``): each re
 status, headers and chunks as recorded, or, when it does not match, HTTP 400 with ``cassette mismatch: turn N:
 FIELD: ...`` (logged as answer kind ``mismatch``; answer kind ``replay`` for a match).
 
+A double made with ``key`` answers only requests that carry that key (``x-api-key``, ``Authorization: Bearer KEY``,
+``x-goog-api-key``, ``api-key`` or a ``key`` query parameter: the places the CLIs put their provider key). Any other
+request gets HTTP 401 and a line in ``rejected`` (and the ``rejected_log`` file), and touches nothing else: no script
+step, no error counter, no line in the run's request log. Each run's double gets a random key that only its own CLI
+is given, so a run that finds a sibling's double (its port shows in ``/proc/net/tcp``) cannot play its script.
+
 Every request is appended to the route's JSONL log: ``{ts, method, path, query, headers, body, protocol,
 answer}`` with auth headers replaced by ``<redacted>`` and strings longer than ``LOG_STRING_LIMIT``
 characters shortened (``"...<N chars>"``, as in the recorded samples).
@@ -31,6 +37,7 @@ characters shortened (``"...<N chars>"``, as in the recorded samples).
 
 from __future__ import annotations
 
+import hmac
 import json
 import math
 import re
@@ -206,6 +213,29 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet: the JSONL log is the record
         return
 
+    def _authorised(self) -> bool:
+        """Whether the request carries the double's key (always, for a double without one); answers 401 and logs
+        the request in ``rejected`` otherwise."""
+        key = self.server.double.key
+        if key is None:
+            return True
+        given = [self.headers.get(h, "") for h in ("x-api-key", "x-goog-api-key", "api-key")]
+        auth = self.headers.get("Authorization", "")
+        if auth[:7].lower() == "bearer ":
+            given.append(auth[7:].strip())
+        given += parse_qs(urlsplit(self.path).query).get("key", [])
+        if any(hmac.compare_digest(g.encode(), key.encode()) for g in given if g):
+            return True
+        self.server.double.rejected.append({
+            "ts": time.time(), "method": self.command, "path": urlsplit(self.path).path,
+            "headers": redact_headers(dict(self.headers.items())), "answer": {"kind": "unauthorised", "status": 401},
+        })
+        if self.command == "POST":
+            self._read_raw()  # drain the body: the connection stays usable
+        self._send_json(401, {"error": {"type": "authentication_error",
+                                        "message": "model double: this run's key is required"}})
+        return False
+
     def _route(self) -> tuple[Route | None, str]:
         parts = urlsplit(self.path)
         m = _ROUTE_RE.match(parts.path)
@@ -282,6 +312,8 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def do_HEAD(self) -> None:
+        if not self._authorised():
+            return
         route, path = self._route()
         if route is not None and route.replayer is not None and self._replay(route, path):
             return
@@ -291,6 +323,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_GET(self) -> None:
+        if not self._authorised():
+            return
         route, path = self._route()
         if route is not None and route.replayer is not None and self._replay(route, path):
             return
@@ -304,6 +338,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(404, {"error": {"message": f"model double: no GET route {path}", "type": "not_found"}})
 
     def do_POST(self) -> None:
+        if not self._authorised():
+            return
         route, path = self._route()
         if route is not None and route.replayer is not None:
             self._replay(route, path)
@@ -369,7 +405,8 @@ class _Server(ThreadingHTTPServer):
 class ModelDouble:
     """A model double server on ``host`` (127.0.0.1) and ``port`` (0: a free port), serving ``script`` on
     paths without a run token and logging those requests to ``log`` (JSONL; None: memory only); with
-    ``replayer`` those paths play its cassette instead (``cassette.Replayer``).
+    ``replayer`` those paths play its cassette instead (``cassette.Replayer``). With ``key``, requests without it
+    get HTTP 401 and are logged in ``rejected`` (and appended to ``rejected_log``, JSONL) only.
 
     Use as a context manager or call ``start()`` / ``stop()``. ``url`` is ``http://127.0.0.1:PORT``;
     ``register(script, log)`` adds a run and returns its base URL (``url + "/r/<token>"``). Requests that name
@@ -377,13 +414,16 @@ class ModelDouble:
     """
 
     def __init__(self, script: Script | None = None, log: Path | str | None = None, host: str = "127.0.0.1",
-                 port: int = 0, replayer: Replayer | None = None):
+                 port: int = 0, replayer: Replayer | None = None, key: str | None = None,
+                 rejected_log: Path | str | None = None):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the model double binds to loopback only, not {host!r}")
 
         default = script or parse_script({"steps": [{"text": "DONE"}]}, "<default>")
         self.default = Route("default", default, Path(log) if log else None, replayer)
         self.unrouted = Route("unrouted", default, None)
+        self.key = key
+        self.rejected = Route("rejected", default, Path(rejected_log) if rejected_log else None)
         self.decider = Decider()
         self._routes: dict[str, Route] = {}
         self._host, self._port = host, port

@@ -112,6 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_OPTIONS_KEY] = RunOptions(
         cache_dir=out_dir(config) / ".cache" / "repos", isolated_home=found.agent_home != _options.AGENT_HOME_USER,
         offline=found.offline, sandbox=session_sandbox(config, found), cgroup=session_cgroup(found),
+        network=found.network, network_resolve=tuple(found.network_resolve or ()),
         limits=Limits(memory=found.memory, processes=found.max_procs, disk=found.disk, cpu_time=found.cpu_time),
         model_double=str((Path(config.invocation_params.dir) / model_double).resolve()) if model_double else None,
         **_cassette_options(config, found))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,24 @@ class SessionResult:
     notes: tuple[tuple[str, bool], ...]  # (line, is_warning)
     validation: tuple[tuple[tuple[str, ...], ...], int] | None
     document: dict[str, Any] | None
+
+
+def network_line(outcomes: Iterable[Outcome]) -> str | None:
+    """One summary line: how many runs had each network mode (``run.network``), how many of the ``provider`` ones
+    had a contact refused; None when no run started a command."""
+    modes: dict[str, int] = {}
+    blocked = 0
+    for o in outcomes:
+        mode = o.extra.get("network_mode")
+        if mode:
+            modes[mode] = modes.get(mode, 0) + 1
+            blocked += bool(o.extra.get("network_blocked"))
+    if not modes:
+        return None
+    what = {"provider": "its provider's hosts only", "host": "the host's network, unfiltered", "none": "loopback only"}
+    parts = [f"{mode} ({n} run{'s' if n != 1 else ''}: {what.get(mode, mode)})" for mode, n in sorted(modes.items())]
+    tail = f"; {blocked} run{'s' if blocked != 1 else ''} had a contact refused (run.json extra.network)" if blocked else ""
+    return "agentrace: network: " + ", ".join(parts) + tail
 
 
 class Controller:
@@ -205,6 +224,8 @@ class Controller:
         if why := self.config.stash.get(SANDBOX_WHY_KEY, None):
             notes.append((f"agentrace: runs were not sandboxed: {why} (--agentrace-sandbox off hides this line)", True))
         notes += harbor_notes(self.outcomes.values())
+        if line := network_line(outcomes):
+            notes.append((line, False))
         failures: list[str] = []
         report = rows = None
         validation = validate.verdict_rows(outcomes) if self.settings.validate and outcomes else None

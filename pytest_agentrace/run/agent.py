@@ -22,11 +22,13 @@ from pytest_agentrace.agents.base import RunContext, RunOptions, version_from
 from pytest_agentrace.agents.command import expand_template
 from pytest_agentrace.agents.pricing import apply_pricing
 from pytest_agentrace.errors import AgentError, WorkspaceError
+from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.runs import start_session
 from pytest_agentrace.record.model import Usage
 from pytest_agentrace.record.redact import redact, secret_values
-from pytest_agentrace.run import process, workspace
+from pytest_agentrace.run import network, process, workspace
 from pytest_agentrace.run.limits import Hit, Limits, confine, diagnose
+from pytest_agentrace.run.network import RunNetwork
 from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
 from pytest_agentrace.run.sandbox import needed_paths
 
@@ -143,12 +145,22 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             if session is not None:
                 session.close()
             return AgentRun(None, 0.0, False, Usage(), error=str(exc))
+        try:
+            net_mode, net, run_argv, inv_env = network_for(spec, ctx, run_argv, inv_env, session)
+        except (AgentError, OSError, ValueError) as exc:
+            if session is not None:
+                session.close()
+            return AgentRun(None, 0.0, False, Usage(), error=f"could not make the run's network: {exc}")
         (ctx.run_dir / "argv.json").write_text(redact(_json(run_argv), secrets), encoding="utf-8")
         if ctx.options.sandbox is not None:
             needs = [*needed_paths(argv[0], inv_env.get("PATH")), *needed_paths(run_argv[0], inv_env.get("PATH")),
-                     *named_files(spec), Path(ctx.prompt_file), *(session.needs() if session is not None else [])]
-            run_argv, inv_env = ctx.options.sandbox.wrap(run_argv, writable=[ctx.workspace, ctx.run_dir],
-                                                         home=Path(ctx.home), env=dict(inv_env), needs=needs)
+                     *named_files(spec), Path(ctx.prompt_file), *(session.needs() if session is not None else []),
+                     *([net.gate.path.parent] if net is not None else [])]
+            profile = ctx.options.sandbox
+            if net_mode != "host" and not profile.offline:  # a namespace of its own: loopback only (and the gate)
+                profile = dataclasses.replace(profile, offline=True)
+            run_argv, inv_env = profile.wrap(run_argv, writable=[ctx.workspace, ctx.run_dir],
+                                             home=Path(ctx.home), env=dict(inv_env), needs=needs)
         limits = run_limits(spec, ctx.options.limits)
         try:
             confined = confine(limits, ctx.workspace, ctx.options.cgroup)
@@ -166,12 +178,18 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             confined.close()
             if session is not None:
                 session.close()
+            contacts = net.close() if net is not None else None
         stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
         if ctx.options.sandbox is not None:  # bwrap's 128+N for a signal becomes -N, as without the sandbox
             code = sandbox_exit_code(code)
             first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
             if code == 1 and first.startswith("bwrap: execvp"):  # the sandbox could not start the command
                 err = "FileNotFoundError: " + first
+        first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
+        if code == 127 and first.startswith(("agentrace netbridge: cannot start", "agentrace netns: cannot start")):
+            err = "FileNotFoundError: " + first  # the namespace's helper could not start the command
+        elif code == 125 and first.startswith("agentrace netbridge: cannot make"):
+            err = "the run's network: " + first
         output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
         limit_record = confined.record()
         hit = diagnose(limits, code, stderr + "\n" + stdout[-65536:], stopped, events)
@@ -193,10 +211,46 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     if session is not None:  # the double's request log: a script that did not fit, tokens it served, a mismatch
         usage = session.settle(usage)
         extra, fault = session.extra(), session.fault()
+    if spec.agent.command is not None or adapter.executable is not None:
+        extra["network_mode"] = net_mode
+        if contacts is not None:
+            extra["network"] = contacts
+            if net is not None and (blocked := net.blocked_reason()):
+                extra["network_blocked"] = blocked
     if cut:  # raw.out/raw.err lost their middle: the record says so (usage.parse_warnings)
         usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, *process.cut_notes(cut, output_bytes)))
     return AgentRun(code, seconds, timed_out, usage, error=fault, output_bytes=output_bytes, extra=extra, limit=hit,
                     limits=limit_record)
+
+
+def network_for(spec: RunSpec, ctx: RunContext, argv: list[str], env: dict[str, str],
+                session: Any) -> tuple[str, RunNetwork | None, list[str], dict[str, str]]:
+    """``(mode, provider network or None, argv, env)`` of one agent run (``run.network``): the mode from the
+    agent's, the file's or the session's setting (``none`` under ``--agentrace-offline``, whose namespace
+    ``model_double.netns`` already made); for ``provider`` a gate on the session proxy and the bridge in front of
+    ``argv``; without a sandbox, ``unshare -n`` makes the namespace. Raises ``AgentError`` when no namespace can be
+    made, ``OSError`` when the gate's socket cannot."""
+    opts = ctx.options
+    mode = network.mode_for(opts.network, getattr(spec.spec, "network", None), spec.agent.network)
+    if opts.offline or (session is not None and session.offline):
+        return "none", None, argv, env
+    if mode == "host":
+        return mode, None, argv, env
+    unshare: tuple[str, ...] = ()
+    if opts.sandbox is None:
+        prefix, why = netns.probe()
+        if prefix is None:
+            raise AgentError(f"network {mode}: {why} (run with --agentrace-network host to use the host's network)")
+        unshare = prefix
+    if mode == "none":
+        return mode, None, (netns.wrap(argv, unshare=True) if unshare else argv), env
+    allows = [*(getattr(getattr(spec.spec, "network", None), "allow", None) or ()),
+              *(spec.agent.network.allow if spec.agent.network is not None else ())]
+    urls = [session.base_url] if session is not None and session.base_url else []
+    rules = network.allow_list(spec.agent.adapter, env, allows, urls)
+    net = network.open_run(rules, network.parse_resolve(opts.network_resolve))
+    argv, env = net.wrap(argv, env, unshare)
+    return mode, net, argv, env
 
 
 _CLI_VERSIONS: dict[str, str | None] = {}  # resolved executable path -> version, probed once per process

@@ -49,7 +49,7 @@ from pytest_agentrace.record.model import (
 from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.record.trajectory import write_trajectory
-from pytest_agentrace.run import workspace
+from pytest_agentrace.run import network, workspace
 from pytest_agentrace.run.agent import AgentRun, make_context, run_agent, run_limits
 from pytest_agentrace.run.checks import Box
 from pytest_agentrace.run.harbor import NEEDS_SANDBOX, HarborJudge
@@ -114,6 +114,9 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
 
     def finish(status: Status, reason: str | None = None) -> Outcome:
         reason = with_denials(status, reason, fields.get("usage"))
+        blocked = fields["extra"].get("network_blocked")
+        if blocked and status in (Status.FAILED, Status.ERROR, Status.TIMEOUT) and blocked not in (reason or ""):
+            reason = f"{reason}; {blocked}" if reason else blocked
         outcome = Outcome(**fields, status=str(status), reason=reason, checks=checks,
                           total_seconds=round(time.monotonic() - start, 3))
         outcome = redact_outcome(outcome, secrets)  # answer, tool calls, errors, reasons: nothing stored in clear
@@ -140,8 +143,23 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     checks.update(done)
     if error:
         return finish(Status.ERROR, error)
-    if sandbox is not None:  # a Harbor task's /app, /tests, /logs (judge.mounts; none for other cases)
-        judge.box = boxed(sandbox.mounting(*judge.mounts("checks", ws)), [ws, run_dir], tmp / "check-home")
+    check_net = None
+    if sandbox is not None:  # the checks run the agent's code: loopback only, unless the task's network says more
+        task_net = getattr(spec.spec, "network", None)
+        allows = task_net.allow if task_net is not None else ()
+        check_mode = network.mode_for("provider" if allows else network.CHECK_MODE, task_net)
+        check_profile = sandbox.mounting(*judge.mounts("checks", ws))  # a Harbor task's /app, /tests, /logs
+        if check_mode != "host":
+            check_profile = dataclasses.replace(check_profile, offline=True)
+        if check_mode == "provider" and allows:
+            try:
+                check_net = network.open_run(network.allow_list("plain", {}, allows),
+                                             network.parse_resolve(options.network_resolve))
+            except (OSError, ValueError) as exc:
+                return finish(Status.ERROR, f"could not make the checks' network: {exc}")
+        fields["extra"] = {**fields["extra"], "check_network_mode": check_mode if check_net or check_mode != "provider"
+                           else "none"}
+        judge.box = boxed(check_profile, [ws, run_dir], tmp / "check-home", check_net)
         options = dataclasses.replace(options, sandbox=sandbox.mounting(*judge.mounts("agent", ws)))
         if "TRIAL_OUT" in env:  # the results folder is out of the agent's reach: its own run's folder stands in
             env = {**env, "TRIAL_OUT": str(run_dir)}
@@ -184,19 +202,28 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         early = (Status.FAILED, f"tampered: {', '.join(tampered)}")
     if early is not None:
         return finish(*early)
-    judgement = judge.judge(ws, env, run_dir, secrets, agent.usage)
+    try:
+        judgement = judge.judge(ws, env, run_dir, secrets, agent.usage)
+    finally:
+        if check_net is not None:
+            fields["extra"] = {**fields["extra"], "check_network": check_net.close()}
     checks.update(judgement.checks)
     fields.update({k: v for k, v in judgement.fields.items() if k != "extra"})
     fields["extra"] = {**fields["extra"], **judgement.fields.get("extra", {})}
     return finish(*decide(agent, judgement, spec.timeout))
 
 
-def boxed(profile: Sandbox, writable: list[Path], home: Path) -> Box:
-    """A check command's sandbox: ``profile`` with ``writable`` folders read-write and ``home`` as its HOME."""
+def boxed(profile: Sandbox, writable: list[Path], home: Path, net: network.RunNetwork | None = None) -> Box:
+    """A check command's sandbox: ``profile`` with ``writable`` folders read-write and ``home`` as its HOME;
+    with ``net``, behind that provider network's bridge (its gate's folder shown)."""
     home.mkdir(parents=True, exist_ok=True)
 
     def wrap(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-        return profile.wrap(argv, writable=writable, home=home, env=env)
+        needs: list[Path] = []
+        if net is not None:
+            argv, env = net.wrap(argv, env)
+            needs.append(net.gate.path.parent)
+        return profile.wrap(argv, writable=writable, home=home, env=env, needs=needs)
 
     return wrap
 

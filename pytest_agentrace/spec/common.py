@@ -14,12 +14,13 @@ from pytest_agentrace.agents import ADAPTERS
 from pytest_agentrace.argtypes import byte_size, limit_count, limit_seconds
 from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.run.limits import Limits
+from pytest_agentrace.run.network import NetworkSpec, parse_network
 from pytest_agentrace.strict import check_keys, str_list, str_mapping, typed
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.:+-]+")
 PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workspace}", "{run_dir}")
 AGENT_KEYS = ("name", "command", "kind", "model", "env", "args", "edits", "sandbox", "model_double", "expect",
-              "isolate", "limits")
+              "isolate", "limits", "network")
 # a ``limits`` mapping's keys (named like the options --agentrace-memory ...) -> (Limits field, parser, example)
 LIMIT_KEYS = {
     "memory": ("memory", byte_size, "4G or 512M"),
@@ -39,6 +40,7 @@ class AgentSpec:
     ``expect``: ``"fail"`` marks a baseline expected to fail (xfail), ``noop`` has it by default.
     ``isolate``: folders (absolute) hidden from the agent's sandbox besides the ones every run hides.
     ``limits``: the agent's own resource limits (``parse_limits``), over its file's and the session's.
+    ``network``: the agent's own network mode and allow-list (``run.network.parse_network``), over its file's.
     """
 
     name: str
@@ -54,6 +56,7 @@ class AgentSpec:
     expect: str | None = None
     isolate: tuple[str, ...] = ()  # more host folders the agent must not see (absolute paths)
     limits: Limits | None = None  # this agent's resource limits (over its file's and the session's)
+    network: NetworkSpec | None = None  # this agent's network mode / allow-list (run.network; over its file's)
 
     @property
     def adapter(self) -> str:
@@ -148,6 +151,7 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
         isolate=tuple(str(((base or path.parent) / Path(p).expanduser()).resolve())
                       for p in str_list(path, f"{key}.isolate", value.get("isolate") or [], allow_str=False)),
         limits=parse_limits(path, f"{key}.limits", value["limits"]) if value.get("limits") is not None else None,
+        network=parse_network(path, f"{key}.network", value["network"]) if value.get("network") is not None else None,
     )
 
 

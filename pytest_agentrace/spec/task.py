@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.run.limits import Limits
+from pytest_agentrace.run.network import NetworkSpec, parse_network
 from pytest_agentrace.spec.common import AgentSpec, parse_agent, parse_limits, unique_agent_ids
 from pytest_agentrace.strict import (
     check_keys,
@@ -29,7 +30,7 @@ from pytest_agentrace.strict import (
 TASK_KEYS = (
     "name", "description", "repo", "test_command", "lint_command", "verify_command", "verify_files",
     "timeout", "agents", "scoring", "pricing", "difficulty", "setup", "solution_files", "solution_patch",
-    "protected", "env", "limits",
+    "protected", "env", "limits", "network",
 )
 REQUIRED = ("name", "description", "test_command")
 SCORE_KEYS = ("tests", "verify", "exit", "lint", "time", "lines")
@@ -73,6 +74,7 @@ class Task:
     protected: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     limits: Limits | None = None  # resource limits of the task's runs (over the session's)
+    network: NetworkSpec | None = None  # network mode / allow-list of the task's runs and checks (run.network)
     content_hash: str = ""
     harbor: Any = None  # spec.harbor.HarborLayout when the task is a Harbor task folder (task.toml + instruction.md)
 
@@ -192,6 +194,8 @@ def load_task(path: Path, data: Any = None) -> Task:
         kw["difficulty"] = _difficulty(path, data["difficulty"])
     if data.get("limits") is not None:
         kw["limits"] = parse_limits(path, "limits", data["limits"])
+    if data.get("network") is not None:
+        kw["network"] = parse_network(path, "network", data["network"])
     for key in ("verify_files", "solution_files"):
         files = str_mapping(path, key, data.get(key) or {})
         kw[key] = {relative_file(path, f"{key}.{k}", k): v for k, v in files.items()}

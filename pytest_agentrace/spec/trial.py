@@ -7,7 +7,8 @@ nearest valid name)::
 
     name = "docs-layer"                           # top level: name + the arrays/tables below
     [defaults]   reps (1), parallel (runs at once, at most), timeout (seconds per run, 300), baseline (arm name,
-                 default the first arm), prompt_suffix, claim (bool, default false), limits
+                 default the first arm), prompt_suffix, claim (bool, default false), network
+                 (``run.network.parse_network``), limits
                  (table: memory, max_procs, disk, cpu_time; see ``spec.common.parse_limits``)
     [[repos]]    name, source (local path, file:// URL or remote URL), ref (optional)
     [[arms]]     name, overlay (folder copied over the clone), repos = {app = "other"},
@@ -33,6 +34,7 @@ from typing import Any
 
 from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.run.limits import Limits
+from pytest_agentrace.run.network import NetworkSpec, parse_network
 from pytest_agentrace.run.workspace import folder_hash
 from pytest_agentrace.spec.common import AgentSpec, parse_agent, parse_limits, unique_agent_ids
 from pytest_agentrace.strict import (
@@ -45,11 +47,11 @@ from pytest_agentrace.strict import (
 )
 
 TOP_KEYS = ("name", "defaults", "repos", "arms", "agents", "questions")
-DEFAULTS_KEYS = ("reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim", "limits")
+DEFAULTS_KEYS = ("reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim", "limits", "network")
 REPO_KEYS = ("name", "source", "ref")
 ARM_KEYS = ("name", "overlay", "repos", "setup", "parallel_setup", "prepare", "uses", "prompt_prefix", "prompt_suffix")
 AGENT_KEYS = ("name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double", "isolate",
-              "limits")
+              "limits", "network")
 QUESTION_KEYS = ("id", "repo", "prompt", "expect", "min_recall", "forbid", "verify")
 DEFAULT_TIMEOUT = 300.0
 SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")  # codex exec --sandbox
@@ -122,6 +124,7 @@ class Trial:
     prompt_suffix: str | None = None
     claim: bool = False
     limits: Limits | None = None  # [defaults] limits: resource limits of every run (over the session's)
+    network: NetworkSpec | None = None  # [defaults] network: mode / allow-list of every run (run.network)
     content_hash: str = ""
 
     def repo(self, name: str) -> Repo:
@@ -187,6 +190,8 @@ def load_trial(path: Path, data: Any = None) -> Trial:
         kw["claim"] = typed(path, "[defaults].claim", defaults["claim"], bool)
     if "limits" in defaults:
         kw["limits"] = parse_limits(path, "[defaults].limits", defaults["limits"])
+    if "network" in defaults:
+        kw["network"] = parse_network(path, "[defaults].network", defaults["network"])
     baseline = arms[0].name
     if "baseline" in defaults:
         baseline = typed(path, "[defaults].baseline", defaults["baseline"], str)
