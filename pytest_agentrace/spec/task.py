@@ -24,6 +24,7 @@ from pytest_agentrace.strict import (
     str_list,
     str_mapping,
     typed,
+    yaml_error_place,
 )
 
 TASK_KEYS = (
@@ -148,9 +149,7 @@ def read_yaml(path: Path) -> Any:
     except _DuplicateKey as dup:
         raise SpecError(path, str(dup.key), f"given twice (lines {dup.first} and {dup.second}); YAML would keep only the second: keep one") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SpecError(path, None, f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        raise SpecError(path, None, f"not valid YAML{yaml_error_place(exc)}") from None
 
 
 def load_task(path: Path, data: Any = None) -> Task:
