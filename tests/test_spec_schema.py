@@ -128,3 +128,12 @@ def test_key_labels_become_paths() -> None:
     assert key_path("agents[2].command") == ["agents", 2, "command"]
     assert key_path("[defaults].reps") == ["defaults", "reps"]
     assert key_path("scoring.tests") == ["scoring", "tests"]
+
+
+def test_schema_command_prints_the_shipped_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_agentrace.cli import main
+
+    assert main(["schema", "trial"]) == 0
+    assert capsys.readouterr().out == schema_text("trial")
+    assert main(["schema", "task", "-o", str(tmp_path / "task.schema.json")]) == 0
+    assert (tmp_path / "task.schema.json").read_text() == schema_text("task")

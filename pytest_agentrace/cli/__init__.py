@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "leaderboard": "pytest_agentrace.cli.reports:register",
     "tasks": "pytest_agentrace.cli.tasks:register_tasks",
     "init": "pytest_agentrace.cli.tasks:register_init",
+    "schema": "pytest_agentrace.cli.tasks:register_schema",
     "diff": "pytest_agentrace.cli.tasks:register_diff",
     "history": "pytest_agentrace.cli.reports:register",
     "trend": "pytest_agentrace.cli.reports:register",
