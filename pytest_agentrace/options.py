@@ -75,6 +75,21 @@ class Option:
     def has_ini(self) -> bool:
         return self.pytest and self.name != "agentrace"
 
+    @property
+    def ini_type(self) -> str:
+        """pytest's ``addini`` type: ``bool`` (a flag), ``linelist`` (repeatable), ``int`` / ``float`` (a plain
+        number; pytest 8.4 and later), else ``string`` (sizes such as ``4G``, ``none``, choices). With pytest 9's
+        native TOML (``[tool.pytest]``, ``pytest.toml``) the value is then written unquoted: ``agentrace_reps = 2``."""
+        if self.flag:
+            return "bool"
+        if self.many:
+            return "linelist"
+        if self.type in _INT_TYPES:
+            return "int"
+        if self.type in _FLOAT_TYPES:
+            return "float"
+        return "string"
+
     def argparse_kwargs(self, default: Any) -> dict[str, Any]:
         """``add_argument`` keyword arguments with ``default``."""
         kw: dict[str, Any] = {"help": self.help, "default": default}
@@ -107,7 +122,13 @@ class Option:
         return self.type(text) if self.type is not None else text
 
 
+_INT_TYPES = (int, positive_int)
+_FLOAT_TYPES = (positive_float, non_negative_float, probability)
+
+
 def _ini_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
     text = str(raw).strip().lower()
     if text in ("1", "true", "yes", "on"):
         return True
@@ -257,13 +278,23 @@ def add_pytest_options(parser: Any) -> None:
     """Register every pytest-side option with pytest's ``parser``: the ``--agentrace-*`` flag (default None, so that
     ``resolve`` can tell a given value from an absent one) and its ini key."""
     group = parser.getgroup("agentrace", "coding-agent races and trials (pytest-agentrace)")
+    numbers = _pytest_has_number_ini()
     for opt in OPTIONS:
         if not opt.pytest:
             continue
         group.addoption(opt.flag_name, dest=opt.dest, **opt.argparse_kwargs(None))
         if opt.has_ini:
-            parser.addini(opt.dest, f"{opt.help} (ini form of {opt.flag_name})", type="linelist" if opt.many else "string",
-                          default=None)
+            kind = opt.ini_type if numbers or opt.ini_type not in ("int", "float") else "string"
+            parser.addini(opt.dest, f"{opt.help} (ini form of {opt.flag_name})", type=kind, default=None)
+
+
+def _pytest_has_number_ini() -> bool:
+    """Whether this pytest's ``addini`` knows the ``int`` and ``float`` types (pytest 8.4 and later; before,
+    numbers are declared ``string`` and converted here)."""
+    from importlib.metadata import version
+
+    major, minor = (int(part) for part in version("pytest").split(".")[:2])
+    return (major, minor) >= (8, 4)
 
 
 def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
@@ -275,13 +306,20 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
             continue
         value = getoption(opt.dest)
         if value is None and opt.has_ini:
-            raw = getini(opt.dest)
+            try:
+                raw = getini(opt.dest)
+            except (TypeError, ValueError) as exc:  # pytest's own conversion of a typed key
+                raise ValueError(f"ini key {opt.dest}: {exc}; write {_INI_EXAMPLE[opt.ini_type]}") from None
             if raw not in (None, "", []):
                 value = opt.from_ini(raw)
         if value is None:
             value = list(opt.default) if isinstance(opt.default, list) else opt.default
         values[opt.name] = value
     return Settings(values)
+
+
+_INI_EXAMPLE = {"bool": "true or false", "int": "a whole number, e.g. 3", "float": "a number, e.g. 0.5",
+                "linelist": "one value per line (a list in native TOML)", "string": "a string"}
 
 
 def add_cli_options(parser: argparse.ArgumentParser, *names: str, suppress: bool = False) -> None:

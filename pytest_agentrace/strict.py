@@ -88,3 +88,21 @@ def resolve_source(path: Path, value: str) -> str:
             return str((path.parent / value[len("file://"):]).resolve())
         return value
     return str((path.parent / Path(value).expanduser()).resolve())
+
+
+def yaml_error_place(exc: Any) -> str:
+    """`` at line L, column C: PROBLEM`` for a PyYAML error, at the line where the fault is written.
+
+    PyYAML's ``problem_mark`` is where the scanner gave up, often the next line (a key without its ``:`` on line 14
+    is found missing on line 15); when the error has a ``context_mark`` (``while scanning a simple key``, ``while
+    parsing a flow sequence``: the construct that is unfinished) that mark is the line the user wrote, and the
+    problem's own place is added after it."""
+    problem = getattr(exc, "problem", None) or str(exc)
+    mark, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    if context is not None and mark is not None and context.line != mark.line:
+        return (f" at line {context.line + 1}, column {context.column + 1}: {exc.context}: {problem} "
+                f"(noticed at line {mark.line + 1})")
+    if mark is not None:
+        return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return f": {problem}"
+

@@ -2,8 +2,15 @@
 # Install what the HTML report's browser test needs: Debian's Chromium (/usr/bin/chromium) and the Playwright
 # Python driver, which drives that system browser through executable_path (no `playwright install`
 # download: only PyPI and apt are reachable). Idempotent; safe to run on every CI start.
-#   bash scripts/install-browser.sh
+# The driver goes into the interpreter that runs the tests: $PYTHON when set, else the active venv's
+# ($VIRTUAL_ENV/bin/python), else the first python3 on PATH.
+#   . .venv/bin/activate && bash scripts/install-browser.sh      (or PYTHON=.venv/bin/python bash ...)
 set -euo pipefail
+
+if [ -z "${PYTHON:-}" ]; then
+    if [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then PYTHON="$VIRTUAL_ENV/bin/python"; else PYTHON=python3; fi
+fi
+echo "install-browser: Playwright into $("$PYTHON" -c 'import sys; print(sys.executable)')"
 
 PLAYWRIGHT_VERSION="${PLAYWRIGHT_VERSION:-1.65.2}"
 
@@ -16,7 +23,7 @@ if ! command -v chromium >/dev/null 2>&1; then
     $SUDO apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
 fi
 
-"${PYTHON:-python3}" -m pip install -q "playwright==${PLAYWRIGHT_VERSION}"
+"$PYTHON" -m pip install -q "playwright==${PLAYWRIGHT_VERSION}"
 
 chromium --version
-"${PYTHON:-python3}" -c "import playwright, importlib.metadata as m; print('playwright', m.version('playwright'))"
+"$PYTHON" -c "import playwright, importlib.metadata as m; print('playwright', m.version('playwright'))"

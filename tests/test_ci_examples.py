@@ -47,3 +47,66 @@ def test_examples_pass_their_schema(schema: str, name: str, tmp_path: Path) -> N
     bad = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(broken)],
                          capture_output=True, text=True)
     assert bad.returncode == 1
+
+
+def _steps(wf: dict) -> list[tuple[str, dict]]:
+    return [(job_name, step) for job_name, job in wf["jobs"].items() for step in job["steps"]]
+
+
+def test_every_piped_github_step_runs_under_bash() -> None:
+    """GitHub's default shell (``bash -e {0}``, ``sh -e`` where bash is missing) has no pipefail; ``shell: bash`` is
+    ``bash --noprofile --norc -eo pipefail {0}``."""
+    wf = yaml.safe_load((CI / "github-actions.yml").read_text())
+    default = wf.get("defaults", {}).get("run", {}).get("shell")
+    piped = [(job, s) for job, s in _steps(wf) if "|" in s.get("run", "").replace("||", "")]
+    assert piped, "the gate step pipes into tee"
+    for job, step in piped:
+        assert step.get("shell", default) == "bash", f"{job}: {step.get('name')}"
+
+
+def test_examples_install_from_the_repository_until_published() -> None:
+    for name in ("github-actions.yml", "gitlab-ci.yml"):
+        text = (CI / name).read_text()
+        assert "not on PyPI yet" in text and "AGENTRACE_PIP" in text
+        assert "pip install pytest-agentrace" not in text
+
+
+AGENT_TASK = ("name: fix-it\ndescription: Create fixed.txt.\ntest_command: test -f fixed.txt\n"
+              "agents:\n  - {{name: bot, command: \"{command}\"}}\n")
+
+
+def _session(pytester: pytest.Pytester, out: Path, command: str) -> None:
+    (pytester.path / "task.yaml").write_text(AGENT_TASK.format(command=command))
+    res = pytester.runpytest_subprocess("--agentrace", "task.yaml", "--agentrace-reps", "4", "--agentrace-out",
+                                        str(out), "--agentrace-no-save", "-p", "no:cacheprovider", "-q")
+    assert res.ret in (0, 1), res.stdout.str()
+
+
+def test_gate_step_fails_the_job_on_a_real_regression(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """A cell that passed 4/4 in the snapshot and 0/4 now: the gate step's own command line exits 1 under
+    ``bash -e -o pipefail`` (the example's shell) and 0 under ``sh -e`` (no pipefail: why the example sets it)."""
+    before, after = tmp_path / "before", tmp_path / "merged"
+    _session(pytester, before, "sh -c 'touch fixed.txt'")
+    _session(pytester, after, "true")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    launcher = bin_dir / "agentrace"  # the console script, for this interpreter and this checkout
+    launcher.write_text(f"#!/bin/sh\nexec {sys.executable} -m pytest_agentrace.cli \"$@\"\n")
+    launcher.chmod(0o755)
+    env = {**__import__("os").environ, "PATH": f"{bin_dir}:{__import__('os').environ['PATH']}",
+           "SNAPSHOT": str(tmp_path / "snap.json"), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")}
+    snap = subprocess.run(["agentrace", "snapshot", str(before), "--to", env["SNAPSHOT"]], env=env,
+                          capture_output=True, text=True)
+    assert snap.returncode == 0, snap.stderr
+    wf = yaml.safe_load((CI / "github-actions.yml").read_text())
+    gate = next(s["run"] for _, s in _steps(wf) if "--fail-on regressed" in s.get("run", ""))
+    assert "| tee" in gate
+    alone = subprocess.run(gate.split("|")[0], shell=True, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert alone.returncode == 1, alone.stdout + alone.stderr  # compare itself sees the regression
+    assert "regressed" in alone.stdout
+    bash = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", gate], cwd=tmp_path,
+                          env=env, capture_output=True, text=True)
+    assert bash.returncode == 1, bash.stdout + bash.stderr
+    assert "regressed" in (tmp_path / "summary.md").read_text()
+    sh = subprocess.run(["sh", "-e", "-c", gate], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert sh.returncode == 0  # the pipe's status is tee's: without pipefail the gate cannot fail

@@ -75,6 +75,8 @@ def test_an_infrastructure_error_is_an_error(pytester: pytest.Pytester, bin_dir:
     case = next(ET.parse(pytester.path / "out.xml").getroot().iter("testcase"))
     assert [e.tag for e in case if e.tag in ("error", "failure")] == ["error"]
     assert "infrastructure error" in case.find("error").get("message")
+    suite = next(ET.parse(pytester.path / "out.xml").getroot().iter("testsuite"))
+    assert (suite.get("errors"), suite.get("failures"), suite.get("tests")) == ("1", "0", "1")  # totals match the cases
     assert any(line.startswith("|") and "fixer" in line and "error" in line for line in section(res, "agentrace"))
 
 

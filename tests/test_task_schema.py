@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.spec.task import load_task
+from pytest_agentrace.spec.task import load_task, read_yaml
 
 BASE = "name: t\ndescription: do it\ntest_command: 'true'\nagents: [noop]\n"
 
@@ -235,3 +235,20 @@ def test_infrastructure_error_is_one_line_without_traceback(pytester: pytest.Pyt
     out = res.stdout.str()
     assert "infrastructure error: workspace: repo" in out and "does not exist" in out
     assert "def setup" not in out and "collect.py" not in out
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("name: t\ndescription: d\ntest_command: x\nsetup\n  - a\nagents: [noop]\n", 4),  # key without its ':'
+        ("name: t\ndescription d\ntest_command: x\n", 2),
+        ("name: t\ndescription: [a, b\ntest_command: x\n", 2),  # unclosed flow sequence
+        ("name: t\ndescription: d\n  test_command: x\n", 3),  # a stray indent: fault and problem on one line
+    ],
+)
+def test_yaml_syntax_error_names_the_line_written(tmp_path: Path, text: str, line: int) -> None:
+    path = tmp_path / "task.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as err:
+        read_yaml(path)
+    assert f"not valid YAML at line {line}," in str(err.value), str(err.value)

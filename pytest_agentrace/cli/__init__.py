@@ -2,13 +2,19 @@
 
 ``COMMANDS`` maps a subcommand to ``"module:register"``; ``register(subparsers)`` adds its parser and sets
 ``func`` (called with the parsed args, returning the exit status). Imports nothing from ``_pytest``.
+
+Output options have one spelling on every command that writes a report: ``-o/--output FILE`` and ``--format
+text|json|markdown`` (``output_options``); the older spellings stay as aliases (``snapshot --to``, ``--json``,
+``--format terminal``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
+from typing import Any
 
 from pytest_agentrace import __version__
 
@@ -24,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "leaderboard": "pytest_agentrace.cli.reports:register",
     "tasks": "pytest_agentrace.cli.tasks:register_tasks",
     "init": "pytest_agentrace.cli.tasks:register_init",
+    "schema": "pytest_agentrace.cli.tasks:register_schema",
     "diff": "pytest_agentrace.cli.tasks:register_diff",
     "history": "pytest_agentrace.cli.reports:register",
     "trend": "pytest_agentrace.cli.reports:register",
@@ -35,7 +42,43 @@ COMMANDS: dict[str, str] = {
     "context-eval": "pytest_agentrace.cli.trials:register",
     "verify": "pytest_agentrace.cli.verify:register",
     "model-double": "pytest_agentrace.cli.double:register",
+    "completion": "pytest_agentrace.cli:register_completion",
 }
+
+
+def output_options(p: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json"), default: str = "text",
+                   short: bool = True, json_alias: bool = False, suppress: bool = False) -> None:
+    """Add ``-o/--output FILE`` (dest ``output_file``: ``main`` sends the command's standard output there) and
+    ``--format`` with ``formats`` (``json_alias``: also ``--json``, the same as ``--format json``). ``short``: False
+    leaves ``-o`` out (``regress`` passes it to pytest, where it is ``--override-ini``)."""
+    flags = ("-o", "--output") if short else ("--output",)
+    kw: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
+    p.add_argument(*flags, dest="output_file", metavar="FILE", help="write to FILE instead of standard output", **kw)
+    p.add_argument("--format", choices=formats, help=f"output format (default: {default})",
+                   **({"default": argparse.SUPPRESS} if suppress else {"default": default}))
+    if json_alias:
+        p.add_argument("--json", dest="format", action="store_const", const="json", help="alias of --format json")
+
+
+def register_completion(sub: Any) -> None:
+    """Add ``completion SHELL``: print the shell completion script of ``agentrace`` (shtab, optional extra)."""
+    p = sub.add_parser("completion", help="print a shell completion script (bash, zsh, tcsh; needs shtab)",
+                       description="Print the completion script for SHELL; e.g. in ~/.bashrc: "
+                                   "eval \"$(agentrace completion bash)\". Needs shtab: "
+                                   "pip install 'pytest-agentrace[completion]'.")
+    p.add_argument("shell", choices=("bash", "zsh", "tcsh"))
+    p.set_defaults(func=_completion)
+
+
+def _completion(args: argparse.Namespace) -> int:
+    try:
+        import shtab
+    except ImportError:
+        print("agentrace completion: needs shtab; pip install 'pytest-agentrace[completion]' (or pip install shtab)",
+              file=sys.stderr)
+        return 2
+    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell) + "\n")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        target = getattr(args, "output_file", None)
+        if target is None:
+            return int(args.func(args) or 0)
+        with open(target, "w", encoding="utf-8") as fh, contextlib.redirect_stdout(fh):
+            return int(args.func(args) or 0)
     except BrokenPipeError:
         return 0
     except OSError as exc:  # an unreadable input or unwritable output path: one line, not a traceback

@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
                                    "identical records) and merge their history stores; reports on MERGED then equal one "
                                    "session that ran everything.")
     p.add_argument("outs", nargs="+", metavar="OUT", help="results folders to merge (e.g. the shards' .agentrace)")
-    p.add_argument("--to", required=True, metavar="MERGED", help="the merged results folder (made when missing; runs "
+    p.add_argument("-o", "--output", "--to", dest="to", required=True, metavar="MERGED", help="the merged results folder (made when missing; runs "
                    "already in it count as one more input)")
     p.add_argument("--db", action="append", default=[], metavar="PATH", help="another history file to merge (repeatable; "
                    f"each OUT/{DEFAULT_NAME} is merged without it)")

@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_agentrace.agents import CLI_AGENTS, get_adapter
 from pytest_agentrace.agents.pricing import apply_pricing
+from pytest_agentrace.cli import output_options
 from pytest_agentrace.errors import did_you_mean
 from pytest_agentrace.record.model import Usage
 
@@ -42,7 +43,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("agent", metavar="AGENT", help=f"adapter whose output format FILE is in: {', '.join(CLI_AGENTS)}")
     p.add_argument("file", metavar="FILE", help="the agent's captured stdout (a run's raw.out)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    output_options(p, json_alias=True)  # --format json (--json): one JSON object
     p.add_argument("--otel", metavar="FILE", help="copilot: its OTel file export (COPILOT_OTEL_FILE_EXPORTER_PATH)")
     p.add_argument("--analytics", metavar="FILE", help="aider: its --analytics-log file")
     p.add_argument("--session", metavar="FILE", help="codex: its session log (a run's codex-session.jsonl)")
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     except ParseInputError as exc:
         print(f"agentrace parse: {exc}", file=sys.stderr)
         return 2
-    if args.json:
+    if args.format == "json":
         print(json.dumps(usage_json(usage), indent=2, ensure_ascii=False))
     else:
         print("\n".join(text_lines(usage)))

@@ -44,7 +44,11 @@ def _days(value: str) -> float:
         raise argparse.ArgumentTypeError(f"at most 36500 days, not {value}")
     return days
 
-FORMATS = ("terminal", "markdown", "json", "html")
+FORMATS = ("terminal", "markdown", "json", "html")  # "text" is read as "terminal" (_format), the other commands' word
+
+
+def _format(value: str) -> str:
+    return "terminal" if value == "text" else value
 
 
 def _db_path(value: str | None) -> Path:
@@ -53,7 +57,8 @@ def _db_path(value: str | None) -> Path:
 
 def _store_args(p: argparse.ArgumentParser) -> None:
     add_cli_options(p, "db")
-    p.add_argument("--format", choices=FORMATS, default="terminal", help="output format (default: terminal)")
+    p.add_argument("--format", type=_format, choices=FORMATS, default="terminal", metavar="text|markdown|json|html",
+                   help="output format (default: text; terminal is an alias)")
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of standard output")
 
 

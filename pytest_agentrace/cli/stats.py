@@ -17,6 +17,7 @@ from typing import Any
 from tabulate import tabulate
 
 from pytest_agentrace.argtypes import non_negative_float, positive_int
+from pytest_agentrace.cli import output_options
 from pytest_agentrace.cli.verify import refuse_gate, warn_unverifiable
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import add_cli_options
@@ -84,7 +85,8 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("snapshot", help="save per-cell pass counts and tokens of a results folder as a baseline snapshot")
     p.add_argument("out", metavar="OUT", help="results folder")
-    p.add_argument("--to", required=True, metavar="FILE", help="snapshot file to write (JSON)")
+    p.add_argument("-o", "--output", "--to", dest="to", required=True, metavar="FILE",
+                   help="snapshot file to write (JSON); --to is an alias")
     p.add_argument("--name", help="a name stored in the snapshot")
     add_cli_options(p, "last_session")
     p.set_defaults(func=cmd_snapshot)
@@ -99,7 +101,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("ratings", help="Elo ratings of the agents racing in the history store")
     add_cli_options(p, "db")
     p.add_argument("--reset", action="store_true", help="forget the ratings (everyone back to 1500; later sessions count)")
-    p.add_argument("--json", action="store_true", help="print JSON (ratings and history)")
+    output_options(p, json_alias=True)  # --json: alias of --format json (ratings and history)
     p.set_defaults(func=cmd_ratings)
 
     p = sub.add_parser("rescore", help="re-score stored trial answers after the answer key was edited")
@@ -116,10 +118,10 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_regress)
 
 
-def _common(p: argparse.ArgumentParser, fmt: bool = False, suppress: bool = False) -> None:
+def _common(p: argparse.ArgumentParser, fmt: bool = False, suppress: bool = False, short: bool = True) -> None:
     add_cli_options(p, "baseline", "seed", "resamples", "last_session", suppress=suppress)
     if fmt:
-        p.add_argument("--format", choices=("text", "markdown", "json"), default=argparse.SUPPRESS if suppress else "text")
+        output_options(p, ("text", "markdown", "json"), short=short, suppress=suppress)
 
 
 def _regress_options(p: argparse.ArgumentParser, suppress: bool = False) -> None:
@@ -131,7 +133,7 @@ def _regress_options(p: argparse.ArgumentParser, suppress: bool = False) -> None
     p.add_argument("--out", metavar="DIR", help="results folder for this run (default: a new temporary folder)", **kw)
     add_cli_options(p, "generalize", suppress=suppress)
     _compare_options(p, required=False, suppress=suppress)
-    _common(p, fmt=True, suppress=suppress)
+    _common(p, fmt=True, suppress=suppress, short=False)  # -o is pytest's --override-ini here
 
 
 def _compare_options(p: argparse.ArgumentParser, required: bool = True, suppress: bool = False) -> None:
@@ -312,7 +314,7 @@ def _ratings(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise CliError(str(exc)) from None
     ratings, history, n = elo(outcomes), elo_history(outcomes), len(races(outcomes))
-    if args.json:
+    if args.format == "json":
         print(json.dumps({"ratings": ratings, "history": history}, indent=2, sort_keys=True))
         return 0
     if not ratings:

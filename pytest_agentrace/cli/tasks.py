@@ -223,6 +223,28 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- agentrace schema ------------------------------------------------------------------------------------
+
+
+def register_schema(subparsers: argparse._SubParsersAction) -> None:
+    """``agentrace schema task|trial [-o FILE]``."""
+    parser = subparsers.add_parser(
+        "schema", help="print the JSON Schema of task files (YAML) or trial files (TOML), for editors",
+        description="Print the shipped JSON Schema (pytest_agentrace/schemas/KIND.schema.json); save it in your "
+                    "repository and name it in a task file's first line (# yaml-language-server: $schema=PATH) or a "
+                    "trial file's (#:schema PATH).")
+    parser.add_argument("kind", choices=("task", "trial"))
+    parser.add_argument("-o", "--output", dest="output_file", metavar="FILE", help="write to FILE instead of standard output")
+    parser.set_defaults(func=cmd_schema)
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from pytest_agentrace.spec.schema import SCHEMA_DIR
+
+    sys.stdout.write((SCHEMA_DIR / f"{args.kind}.schema.json").read_text(encoding="utf-8"))
+    return 0
+
+
 # --- agentrace init --------------------------------------------------------------------------------------
 
 

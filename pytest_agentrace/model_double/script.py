@@ -266,9 +266,9 @@ def load_script(path: Path | str) -> Script:
     try:
         data = yaml.safe_load(raw.decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise SpecError(path, None, f"not a valid YAML model script{where}: {getattr(exc, 'problem', exc)}") from None
+        from pytest_agentrace.strict import yaml_error_place
+
+        raise SpecError(path, None, f"not a valid YAML model script{yaml_error_place(exc)}") from None
     import dataclasses
 
     script = parse_script(data, path)

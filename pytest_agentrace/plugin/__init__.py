@@ -47,6 +47,7 @@ from pytest_agentrace.run.sandbox import Sandbox
 from pytest_agentrace.run.sandbox import probe as sandbox_probe
 from pytest_agentrace.spec.builtin import (
     SAME_NAME_NOTE,
+    builtin_root,
     keep_difficulty,
     level_key,
     levels_of,
@@ -301,13 +302,26 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     named = collect.named_on_command_line(file_path, config)  # claimed even when it does not look like one
     if file_path.suffix in (".yaml", ".yml") and (named or collect.sniff_task(file_path, config)):
         node = validate.ValidationTaskFile if settings(config).validate else collect.TaskFile
-        return node.from_parent(parent, path=file_path)
+        return node.from_parent(parent, path=file_path, **_outside_nodeid(file_path, config))
     if file_path.name == "task.toml" and is_harbor_folder(file_path.parent):  # a Harbor task folder (spec.harbor)
         node = validate.ValidationHarborTaskFile if settings(config).validate else collect.HarborTaskFile
-        return node.from_parent(parent, path=file_path)
+        return node.from_parent(parent, path=file_path, **_outside_nodeid(file_path, config))
     if file_path.suffix == ".toml" and ((named and file_path.name != "pyproject.toml") or collect.sniff_trial(file_path, config)):
-        return collect.TrialFile.from_parent(parent, path=file_path)
+        return collect.TrialFile.from_parent(parent, path=file_path, **_outside_nodeid(file_path, config))
     return None
+
+
+def _outside_nodeid(file_path: Path, config: pytest.Config) -> dict[str, str]:
+    """``{"nodeid": ...}`` for a file outside the rootdir, where pytest would give an empty node-id path (and JUnit
+    an empty classname): ``agentrace-builtin/<task>/task.yaml`` for a built-in task (``--agentrace-builtin``), else
+    the path relative to the invocation folder; ``{}`` (pytest's own id) for a file under the rootdir."""
+    path = file_path.resolve()
+    if path.is_relative_to(Path(config.rootpath).resolve()):
+        return {}
+    root = builtin_root().resolve()
+    if path.is_relative_to(root):
+        return {"nodeid": "agentrace-builtin/" + path.relative_to(root).as_posix()}
+    return {"nodeid": Path(os.path.relpath(path, config.invocation_params.dir)).as_posix()}
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

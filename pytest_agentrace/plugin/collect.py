@@ -8,6 +8,7 @@ agent's failure as a *failure*, and ``noop`` (or any agent with ``expect: fail``
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import tomllib
@@ -388,6 +389,9 @@ def check_outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         raise request.node.run_failed(outcome)
 
 
+_case_line = functools.lru_cache(maxsize=4096)(case_line)  # reportinfo runs per item; the file is read once
+
+
 class RunItem(pytest.Function):
     """One run (RunSpec). ``setup`` decides whether it can run (a results-folder collision or a custom command's
     missing path: error; an agent CLI not installed or a run no longer needed under stop-when-decided: skip); the
@@ -401,7 +405,9 @@ class RunItem(pytest.Function):
         if error := self.stash.get(COLLISION_KEY, None) or agent_path_error(spec):
             pytest.fail(error, pytrace=False)
         if reason := missing_executable(spec) or should_skip(self.config, spec):
-            pytest.skip(reason)
+            # at the item's location (``reportinfo``: the task or trial file's line naming the case), as pytest's
+            # own skip marks are, not at this line of the plugin
+            raise pytest.skip.Exception(reason, _use_item_location=True)
 
     def runtest(self) -> None:
         spec = self.stash[RUNSPEC_KEY]
@@ -442,7 +448,9 @@ class RunItem(pytest.Function):
         return super().repr_failure(excinfo)
 
     def reportinfo(self):
-        return self.path, None, f"{self.name}"
+        """``(file, 0-based line naming the case, name)``: where ``-rs`` and JUnit place the item's skips."""
+        spec = self.stash[RUNSPEC_KEY]
+        return self.path, _case_line(spec.source, spec.case) - 1, f"{self.name}"
 
 
 def outcome_properties(outcome: Outcome) -> list[tuple[str, Any]]:

@@ -5,8 +5,9 @@ them), so a worker can only record the run's solo score. After pytest's junitxml
 controller replaces each ``agentrace.score`` with the final one (and drops the property when a run has none: JUnit
 carries no empty numeric property), matching test cases by their ``agentrace.run_id`` property. A run's agent runs in
 its item's call phase, where junitxml writes a failure as ``<failure>``: the ``<failure>`` of a run whose status is
-``error`` (an infrastructure fault) becomes ``<error>``, as a fault in setup would be. JUnit XML schema as written by
-``_pytest.junitxml``.
+``error`` (an infrastructure fault) becomes ``<error>``, as a fault in setup would be, and the ``<testsuite>``'s
+``errors`` / ``failures`` totals are counted again from its cases, as junitxml counts them (one per ``<error>`` /
+``<failure>`` element). JUnit XML schema as written by ``_pytest.junitxml``.
 """
 
 from __future__ import annotations
@@ -50,5 +51,15 @@ def patch_junit(xml_path: Path, scores: Mapping[str, float | None], errors: Coll
                 p.set("value", str(value))
                 changed += 1
     if changed:
+        for suite in tree.getroot().iter("testsuite"):
+            _recount(suite)
         tree.write(xml_path, encoding="utf-8", xml_declaration=True)
     return changed
+
+
+def _recount(suite: object) -> None:
+    """Set a ``<testsuite>``'s ``errors`` and ``failures`` attributes to the ``<error>`` / ``<failure>`` elements of
+    its test cases (``tests`` and ``skipped`` do not change when a failure becomes an error)."""
+    cases = list(suite.iter("testcase"))  # type: ignore[attr-defined]
+    suite.set("errors", str(sum(len(c.findall("error")) for c in cases)))  # type: ignore[attr-defined]
+    suite.set("failures", str(sum(len(c.findall("failure")) for c in cases)))  # type: ignore[attr-defined]

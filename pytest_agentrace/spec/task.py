@@ -16,7 +16,19 @@ from typing import Any
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.network import NetworkSpec, parse_network
-from pytest_agentrace.spec.common import AgentSpec, parse_agent, parse_limits, unique_agent_ids
+from pytest_agentrace.spec.common import AGENT_KEYS, AgentSpec, parse_agent, parse_limits, unique_agent_ids
+from pytest_agentrace.spec.lines import (
+    DRAFT,
+    ENV,
+    LIMITS,
+    NETWORK,
+    STR,
+    STR_MAP,
+    STR_OR_STRS,
+    agent_schema,
+    every_error,
+    schema_table,
+)
 from pytest_agentrace.strict import (
     check_keys,
     positive_number,
@@ -25,6 +37,7 @@ from pytest_agentrace.strict import (
     str_list,
     str_mapping,
     typed,
+    yaml_error_place,
 )
 
 TASK_KEYS = (
@@ -151,20 +164,28 @@ def read_yaml(path: Path) -> Any:
     except _DuplicateKey as dup:
         raise SpecError(path, str(dup.key), f"given twice (lines {dup.first} and {dup.second}); YAML would keep only the second: keep one") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SpecError(path, None, f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        raise SpecError(path, None, f"not valid YAML{yaml_error_place(exc)}") from None
 
 
 def load_task(path: Path, data: Any = None) -> Task:
     """Load and validate a task file. ``data`` is the already-parsed YAML, if at hand.
 
-    Raises ``SpecError`` (file, key, fix) for any schema violation.
+    Raises ``SpecError`` (file, key, fix) for the first violation the loader meets, with its line and every other
+    key or type error of the file (``spec.schema.every_error``: one per line, with line numbers).
     """
     path = Path(path)
-    raw = path.read_bytes()
     if data is None:
         data = read_yaml(path)
+    try:
+        return _load_task(path, data)
+    except SpecError as first:
+        if not isinstance(data, Mapping):
+            raise
+        raise every_error(first, path, "task", data, task_schema()) from None
+
+
+def _load_task(path: Path, data: Any) -> Task:
+    raw = path.read_bytes()
     if not isinstance(data, Mapping):
         raise SpecError(path, None, "a task file must be a YAML mapping with name, description and test_command")
     check_keys(path, "", data, TASK_KEYS, REQUIRED)
@@ -274,3 +295,23 @@ def _pricing(path: Path, value: Any) -> dict[str, dict[str, float]]:
             rates[kind] = float(v)
         out[str(name)] = rates
     return out
+
+
+def task_schema() -> dict[str, Any]:
+    """The JSON Schema of a task file (``spec.task``; coderace's format)."""
+    rates = {k: {"type": "number", "minimum": 0} for k in (*PRICE_KEYS, *(p + PER_1M for p in PRICE_KEYS))}
+    props = {
+        "name": STR, "description": STR, "repo": STR, "test_command": STR, "lint_command": STR,
+        "verify_command": STR, "verify_files": STR_MAP, "timeout": {"type": "number", "exclusiveMinimum": 0},
+        "agents": {"type": "array", "items": agent_schema(AGENT_KEYS, with_string=True)},
+        "scoring": {"type": "object", "properties": {k: {"type": "number", "minimum": 0}
+                                                     for k in (*SCORE_KEYS, *CANONICAL_SCORE_KEYS)},
+                    "additionalProperties": False},
+        "pricing": {"type": "object", "additionalProperties": {"type": "object", "properties": rates,
+                                                               "additionalProperties": False}},
+        "difficulty": {"type": ["string", "number"]}, "setup": STR_OR_STRS, "solution_files": STR_MAP,
+        "solution_patch": STR, "protected": STR_OR_STRS, "env": ENV, "limits": LIMITS,
+        "network": NETWORK,
+    }
+    return {"$schema": DRAFT, "$id": "https://pytest-agentrace/schemas/task.schema.json",
+            "title": "pytest-agentrace task file (YAML)", **schema_table(props, TASK_KEYS, REQUIRED)}

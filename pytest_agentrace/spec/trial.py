@@ -37,6 +37,17 @@ from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.network import NetworkSpec, parse_network
 from pytest_agentrace.run.workspace import folder_hash
 from pytest_agentrace.spec.common import AgentSpec, parse_agent, parse_limits, unique_agent_ids
+from pytest_agentrace.spec.lines import (
+    DRAFT,
+    LIMITS,
+    NETWORK,
+    STR,
+    STR_MAP,
+    STR_OR_STRS,
+    agent_schema,
+    every_error,
+    schema_table,
+)
 from pytest_agentrace.strict import (
     check_keys,
     positive_number,
@@ -155,12 +166,22 @@ def load_trial(path: Path, data: Any = None) -> Trial:
     """Load and validate a trial file (``data``: the already-parsed TOML, if at hand).
 
     Raises ``SpecError`` (file, table.key, fix) for any schema violation, e.g. an unknown key with the
-    nearest valid one, a question naming an unknown repo, an uncompilable regex, or duplicate names.
+    nearest valid one, a question naming an unknown repo, an uncompilable regex, or duplicate names; the error
+    carries its line and every other key or type error of the file (``spec.schema.every_error``).
     """
     path = Path(path)
-    raw = path.read_bytes()
     if data is None:
         data = read_toml(path)
+    try:
+        return _load_trial(path, data)
+    except SpecError as first:
+        if not isinstance(data, Mapping):
+            raise
+        raise every_error(first, path, "trial", data, trial_schema()) from None
+
+
+def _load_trial(path: Path, data: Any) -> Trial:
+    raw = path.read_bytes()
     if not is_trial_data(data):
         raise SpecError(path, "questions", "a trial file needs a [[questions]] array of tables")
     check_keys(path, "", data, TOP_KEYS, required=("questions",))
@@ -363,3 +384,27 @@ def _question(path: Path, i: int, data: Mapping[str, Any], repo_names: list[str]
             raise SpecError(path, f"{where}.verify", "is empty; write a shell command or remove the key")
         kw["verify"] = verify
     return Question(**kw)
+
+
+def trial_schema() -> dict[str, Any]:
+    """The JSON Schema of a trial file (``spec.trial``)."""
+    positive_int = {"type": "integer", "minimum": 1}
+    defaults = {"reps": positive_int, "parallel": positive_int, "timeout": {"type": "number", "exclusiveMinimum": 0},
+                "baseline": STR, "prompt_suffix": STR, "claim": {"type": "boolean"}, "limits": LIMITS,
+                "network": NETWORK}
+    repo = {"name": STR, "source": STR, "ref": STR}
+    arm = {"name": STR, "overlay": STR, "repos": STR_MAP, "setup": STR_OR_STRS,
+           "parallel_setup": {"type": "boolean"}, "prepare": STR_OR_STRS, "uses": STR, "prompt_prefix": STR,
+           "prompt_suffix": STR}
+    question = {"id": STR, "repo": STR, "prompt": STR, "expect": STR_OR_STRS,
+                "min_recall": {"type": "number", "minimum": 0, "maximum": 1}, "forbid": STR_OR_STRS, "verify": STR}
+    top = {
+        "name": STR,
+        "defaults": schema_table(defaults, DEFAULTS_KEYS),
+        "repos": {"type": "array", "items": schema_table(repo, REPO_KEYS, ("name", "source"))},
+        "arms": {"type": "array", "items": schema_table(arm, ARM_KEYS, ("name",))},
+        "agents": {"type": "array", "items": agent_schema(AGENT_KEYS, with_string=False)},
+        "questions": {"type": "array", "items": schema_table(question, QUESTION_KEYS, ("id", "prompt"))},
+    }
+    return {"$schema": DRAFT, "$id": "https://pytest-agentrace/schemas/trial.schema.json",
+            "title": "pytest-agentrace trial file (TOML)", **schema_table(top, TOP_KEYS, ("questions",))}
