@@ -48,7 +48,7 @@ from pytest_agentrace.record.model import (
 )
 from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
 from pytest_agentrace.record.runfile import write_run
-from pytest_agentrace.run import workspace
+from pytest_agentrace.run import cleantree, workspace
 from pytest_agentrace.run.agent import AgentRun, make_context, run_agent, run_limits
 from pytest_agentrace.run.checks import Box
 from pytest_agentrace.run.judge import Judge, Judgement
@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it 
     from pytest_agentrace.spec.matrix import RunSpec
 
 HARNESS_LOG = "harness-error.log"
+CLEAN, REPORTS, CHECK_GIT = "clean", "reports", "check.git"  # scratch folders of the checks (run.cleantree)
 
 
 def judge_for(spec: RunSpec, out: Path, session_id: str, options: RunOptions) -> Judge:
@@ -89,7 +90,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     try:
         return _run(spec, tmp, out, options, session_id)
     finally:  # nothing of a finished run stays where a later agent could read it
-        for scratch in ("ws", "home", "check-home", "input"):
+        for scratch in ("ws", "home", "check-home", "input", CLEAN, REPORTS, CHECK_GIT):
             shutil.rmtree(tmp / scratch, ignore_errors=True)
 
 
@@ -117,6 +118,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         judge.make_workspace(ws)
     except WorkspaceError as exc:
         return finish(Status.ERROR, f"workspace{judge.where}: {exc}")
+    borrowed = workspace.borrowed_objects(ws)  # read before the agent can rewrite the workspace's alternates
     if sandbox is not None:  # the workspace reads its template's objects: shown read-only, like its own files
         sandbox = sandbox.showing(*workspace.borrowed_objects(ws))
         # setup runs before any agent, on the user's own content: it sees the task/trial file's folder (read-only)
@@ -125,19 +127,19 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         judge.box = boxed(sandbox.showing(Path(spec.source).resolve().parent), [ws, out], tmp / "check-home")
         options = dataclasses.replace(options, sandbox=sandbox)
     check_limits = run_limits(spec, options.limits)
-    judge.limits = lambda: confine(check_limits, ws, options.cgroup)  # the checks run the agent's code
+    judge.limits = lambda: confine(check_limits, tmp / CLEAN, options.cgroup)  # the checks run the agent's code
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:
         return finish(Status.ERROR, error)
-    if sandbox is not None:
-        judge.box = boxed(sandbox, [ws, run_dir], tmp / "check-home")
-        if "TRIAL_OUT" in env:  # the results folder is out of the agent's reach: its own run's folder stands in
-            env = {**env, "TRIAL_OUT": str(run_dir)}
+    if sandbox is not None and "TRIAL_OUT" in env:  # the results folder is out of the agent's reach: its own
+        env = {**env, "TRIAL_OUT": str(run_dir)}  # run's folder stands in
     try:
         git_folder = workspace.git_dir(ws)
         # a clone that setup wrote nothing into holds exactly its commit's tree: no need to hash its files
-        before = judge.start_tree if judge.start_tree and not done else workspace.snapshot_tree(ws, git_folder)
+        unchanged = judge.start_tree if judge.start_tree and not done else None
+        before = unchanged or workspace.snapshot_tree(ws, git_folder)
+        base = cleantree.prepare(tmp / CHECK_GIT, ws, unchanged, borrowed)  # the checks' source, before the agent
     except WorkspaceError as exc:
         return finish(Status.ERROR, f"workspace: {exc}")
     guarded = workspace.protected_state(ws, judge.protected_globs)
@@ -154,9 +156,10 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         fields["extra"]["limits"] = agent.limits
     if agent.limit is not None:
         fields["extra"]["limit_hit"] = agent.limit.to_dict()
-    unreadable = None
+    unreadable, after = None, None
     try:
-        change = workspace.change(ws, before, workspace.snapshot_tree(ws, git_folder))
+        after = workspace.snapshot_tree(ws, git_folder)
+        change = workspace.change(ws, before, after)
     except WorkspaceError as exc:
         unreadable = f"the agent left the workspace unreadable to git: {exc}"
     else:
@@ -173,6 +176,17 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         early = (Status.FAILED, f"tampered: {', '.join(tampered)}")
     if early is not None:
         return finish(*early)
+    try:  # the checks run on the source + the agent's change - the test machinery, never in the workspace
+        judge.tree = cleantree.build(base, git_folder / "objects", before, after or before, judge.machinery, tmp / CLEAN)
+    except WorkspaceError as exc:
+        return finish(Status.ERROR, str(exc))
+    fields["machinery"] = tuple(judge.tree.machinery)
+    judge.reports = tmp / REPORTS
+    if sandbox is not None:  # the clean tree and the reports read-write; the tree's objects read-only
+        writable = [tmp / CLEAN, tmp / REPORTS, *([run_dir] if "TRIAL_OUT" in env else [])]
+        (tmp / REPORTS).mkdir(exist_ok=True)
+        (tmp / CLEAN).mkdir(exist_ok=True)
+        judge.box = boxed(sandbox.showing(base.git_dir, git_folder / "objects"), writable, tmp / "check-home")
     judgement = judge.judge(ws, env, run_dir, secrets, agent.usage)
     checks.update(judgement.checks)
     fields.update(judgement.fields)

@@ -182,9 +182,11 @@ class TrialJudge(Judge):
         score = score_answer(usage.answer, question.expect, question.forbid, question.min_recall)
         fields: dict[str, Any] = {"answer_score": score, "used_tool": tool_used(self.arm.uses, usage.tool_calls)}
         checks, verify = {}, None
-        if question.verify is not None:
-            verify = checks["verify"] = run_check("verify", question.verify, ws, env, trial.timeout, run_dir / "verify.log", secrets,
-                                                  self.box, self.limits)
+        if question.verify is not None:  # in a fresh checkout of the clean tree, which TRIAL_DIR names
+            tree = self.check_tree()
+            verify = checks["verify"] = run_check("verify", question.verify, tree, {**env, "TRIAL_DIR": str(tree)},
+                                                  trial.timeout, run_dir / "verify.log", secrets, self.box, self.limits,
+                                                  self.report_dir("verify"))
         if trial.claim:
             fields["claim"] = judge_claim(parse_claim(usage.answer), None if verify is None else verify.passed)
         failure = None
@@ -196,5 +198,5 @@ class TrialJudge(Judge):
                 why.append("forbidden pattern matched: " + ", ".join(score["forbidden"]))
             failure = "answer incorrect: " + "; ".join(why)
         elif verify is not None and not verify.passed:
-            failure = f"verify failed ({verify.why})"
+            failure = verify.reason
         return Judgement(checks, failure, fields)
