@@ -124,6 +124,7 @@ class Usage:
     # per model served: {model: {input_tokens, output_tokens, cache_read_tokens, cache_write_tokens}} (for pricing)
     model_usage: dict[str, dict[str, int | None]] = field(default_factory=dict)
     tokens_note: str | None = None
+    answer_chars: int | None = None  # characters of the whole final answer (``answer`` keeps at most its end)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
