@@ -16,8 +16,8 @@ How it is built (every git call here: no system or global config, ``core.hooksPa
    file is kept with the base's part put back (``merged``), checked by reading the result with pytest's own parser
    (``iniconfig``) or ``tomllib``; when the check disagrees the whole file is reset. A link the agent left is kept
    only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped.
-3. ``CleanTree.fresh`` (before each check): a new checkout of the combined commit (``git clone --shared``), so
-   what one check's code wrote cannot reach the next.
+3. ``CleanTree.fresh`` (before each check): a new copy of one checkout of the combined commit (``git clone
+   --shared`` into a folder no check sees), so what one check's code wrote cannot reach the next.
 
 Every path the clean tree did not take as the agent left it is listed in ``CleanTree.machinery`` as
 ``{"path", "change": added|changed|deleted, "verdict": reset|merged|dropped}`` (``run.json`` ``machinery``).
@@ -149,12 +149,18 @@ class CleanTree:
     machinery: list[dict[str, str]] = field(default_factory=list)
 
     def fresh(self) -> Path:
-        """A new checkout of the clean tree at ``root`` (what an earlier check wrote there is gone); returns it."""
+        """A new copy of the clean tree at ``root`` (what an earlier check wrote there is gone); returns it. The
+        first call checks the combined commit out (``git clone --shared``) into a pristine folder beside ``root``
+        that no check sees; each call copies it (links as links)."""
+        pristine = self.root.with_name(self.root.name + ".src")
+        if not (pristine / ".git").is_dir():
+            shutil.rmtree(pristine, ignore_errors=True)
+            _git(self.git_dir, ["clone", "-q", "--shared", "--no-tags", str(self.git_dir), str(pristine)],
+                 cwd=pristine.parent)
+            _git(pristine / ".git", ["remote", "remove", "origin"])
         if self.root.exists() or self.root.is_symlink():
             shutil.rmtree(self.root, ignore_errors=True)
-        _git(self.git_dir, ["clone", "-q", "--shared", "--no-tags", str(self.git_dir), str(self.root)],
-             cwd=self.root.parent)
-        _git(self.root / ".git", ["remote", "remove", "origin"])
+        shutil.copytree(pristine, self.root, symlinks=True)
         return self.root
 
 

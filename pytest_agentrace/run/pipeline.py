@@ -90,7 +90,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     try:
         return _run(spec, tmp, out, options, session_id)
     finally:  # nothing of a finished run stays where a later agent could read it
-        for scratch in ("ws", "home", "check-home", "input", CLEAN, REPORTS, CHECK_GIT):
+        for scratch in ("ws", "home", "check-home", "input", CLEAN, CLEAN + ".src", REPORTS, CHECK_GIT):
             shutil.rmtree(tmp / scratch, ignore_errors=True)
 
 
