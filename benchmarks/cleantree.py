@@ -61,7 +61,7 @@ def main() -> None:
         cache = root / "cache"
         one_run(root, src, cache, -1, args.checks)  # warm the template cache
         rows = [one_run(root, src, cache, n, args.checks) for n in range(args.runs)]
-    clone, prep, build = (statistics.median(col) for col in zip(*rows))
+    clone, prep, build = (statistics.median(col) for col in zip(*rows, strict=True))
     print(f"{args.files} files, median of {args.runs} runs:")
     print(f"  workspace clone --shared          {clone * 1000:8.1f} ms")
     print(f"  prepare + agent edits + snapshot  {prep * 1000:8.1f} ms")
