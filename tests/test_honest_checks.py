@@ -55,6 +55,9 @@ if mode == "entry_point":
     (meta / "entry_points.txt").write_text("[pytest11]\npass = passplugin\n")
 if mode == "collect_ini":
     (here / "pytest.ini").write_text("[pytest]\naddopts = --collect-only\n")
+if mode in ("collect_tox", "collect_setup_cfg"):  # the source's [tool.pytest.ini_options] would win over these
+    py = here / "pyproject.toml"
+    py.write_text(py.read_text().replace('[tool.pytest.ini_options]\nmarkers = ["slow: slow tests"]\n', ""))
 if mode == "collect_tox":
     (here / "tox.ini").write_text("[pytest]\naddopts = --collect-only\n")
 if mode == "collect_pyproject":
@@ -145,7 +148,8 @@ def test_hacks_fail_and_honest_agents_pass(pytester: pytest.Pytester, bot: None,
     assert machinery["entry_point"] == {"passplugin-1.0.dist-info/METADATA": "reset",
                                         "passplugin-1.0.dist-info/entry_points.txt": "reset"}
     assert machinery["collect_pyproject"] == {"pyproject.toml": "merged"}
-    assert machinery["collect_setup_cfg"] == {"setup.cfg": "merged"}
+    assert machinery["collect_setup_cfg"] == {"setup.cfg": "merged", "pyproject.toml": "merged"}
+    assert machinery["collect_tox"] == {"tox.ini": "reset", "pyproject.toml": "merged"}
     assert machinery["pytest_pkg"] == {"pytest/__init__.py": "reset", "pytest/__main__.py": "reset"}
     assert machinery["os_exit"] == {}
     assert list(machinery["pyc"].values()) == ["reset"]
