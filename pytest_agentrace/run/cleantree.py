@@ -73,10 +73,17 @@ def is_machinery(rel: str, patterns: Iterable[str]) -> bool:
     return False
 
 
+_GIT_VARS = {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+             "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+             "GIT_ATTR_SOURCE", "GIT_REPLACE_REF_BASE", "GIT_SHALLOW_FILE", "GIT_GRAFT_FILE", "GIT_EXEC_PATH"}
+
+
 def _env(git_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    """The session's environment without the variables that would point git elsewhere or configure it."""
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_VARS and not k.startswith("GIT_CONFIG")}
     return {**env, **GIT_IDENTITY, "GIT_DIR": str(git_dir), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-            "GIT_ATTR_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", **extra}
+            "GIT_ATTR_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_NO_REPLACE_OBJECTS": "1", **extra}
 
 
 def _git(git_dir: Path, args: list[str], *, data: bytes | None = None, cwd: Path | None = None, **env: str) -> bytes:
@@ -123,15 +130,16 @@ def _set_alternates(git_dir: Path, folders: Iterable[Path]) -> None:
     (info / "alternates").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
 
 
-def _entries(git_dir: Path, tree: str) -> dict[str, tuple[str, str]]:
-    """``{path: (mode, sha)}`` of every entry of ``tree`` (recursive)."""
-    out: dict[str, tuple[str, str]] = {}
-    for rec in _git(git_dir, ["ls-tree", "-r", "-z", "--full-tree", tree]).split(b"\0"):
-        if rec:
-            meta, path = rec.split(b"\t", 1)
-            mode, _kind, sha = meta.decode().split(" ")
-            out[path.decode("utf-8", "surrogateescape")] = (mode, sha)
-    return out
+def _changes(git_dir: Path, before: str, after: str) -> list[tuple[str, tuple[str, str] | None, tuple[str, str] | None]]:
+    """``[(path, (mode, sha) before or None, after or None)]`` between two trees: one ``git diff-tree -r -z``."""
+    out = _git(git_dir, ["diff-tree", "-r", "-z", "--no-renames", before, after]).split(b"\0")
+    changes = []
+    for meta, path in zip(out[0:-1:2], out[1::2], strict=True):
+        old_mode, new_mode, old_sha, new_sha, _status = meta.decode().lstrip(":").split(" ")
+        was = None if old_mode == "000000" else (old_mode, old_sha)
+        now = None if new_mode == "000000" else (new_mode, new_sha)
+        changes.append((path.decode("utf-8", "surrogateescape"), was, now))
+    return changes
 
 
 def _blob(git_dir: Path, sha: str) -> bytes:
@@ -157,7 +165,6 @@ class CleanTree:
             shutil.rmtree(pristine, ignore_errors=True)
             _git(self.git_dir, ["clone", "-q", "--shared", "--no-tags", str(self.git_dir), str(pristine)],
                  cwd=pristine.parent)
-            _git(pristine / ".git", ["remote", "remove", "origin"])
         if self.root.exists() or self.root.is_symlink():
             shutil.rmtree(self.root, ignore_errors=True)
         shutil.copytree(pristine, self.root, symlinks=True)
@@ -171,60 +178,51 @@ def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable
     git_dir, patterns = base.git_dir, tuple(patterns)
     borrowed = (git_dir / "objects" / "info" / "alternates").read_text(encoding="utf-8").split()
     _set_alternates(git_dir, [*borrowed, objects])
-    old, new = _entries(git_dir, before), _entries(git_dir, after)
-    combined = _entries(git_dir, base.tree)
     notes: list[dict[str, str]] = []
-    for path in sorted(set(old) | set(new)):
-        was, now = old.get(path), new.get(path)
-        if was == now:
-            continue
+    updates: list[tuple[str, tuple[str, str] | None]] = []  # what goes into the base tree; None: removed
+    taken_as_is = True
+    for path, was, now in _changes(git_dir, before, after):
         change = "added" if was is None else "deleted" if now is None else "changed"
         name = path.rsplit("/", 1)[-1]
         if is_machinery(path, patterns):
             notes.append({"path": path, "change": change, "verdict": "reset"})
+            taken_as_is = False
             continue
         if now is not None and name in ("setup.cfg", "pyproject.toml") and now[0] != LINK:
-            merged = _merge_config(git_dir, name, combined.get(path), now)
+            merged = _merge_config(git_dir, name, was, now)
             if merged != now:
                 notes.append({"path": path, "change": change, "verdict": "merged" if merged else "reset"})
-                now = merged or combined.get(path)
-                if now is None:
+                taken_as_is = False
+                if merged is None:
                     continue
-        if now is not None and now[0] == GITLINK:
+                now = merged
+        if now is not None and (now[0] == GITLINK or (now[0] == LINK and not _inside(path, _blob(git_dir, now[1])))):
             notes.append({"path": path, "change": change, "verdict": "dropped"})
-            continue
-        if now is not None and now[0] == LINK and not _inside(path, _blob(git_dir, now[1])):
-            notes.append({"path": path, "change": change, "verdict": "dropped"})
-            now = None
-        _put(combined, path, now)
-    index = git_dir / "clean.index"
-    index.unlink(missing_ok=True)
-    try:
-        info = b"".join(f"{mode} {sha}\t".encode() + p.encode("utf-8", "surrogateescape") + b"\0"
-                        for p, (mode, sha) in sorted(combined.items()))
-        _git(git_dir, ["update-index", "-z", "--index-info"], data=info, GIT_INDEX_FILE=str(index))
-        tree = _git(git_dir, ["write-tree"], GIT_INDEX_FILE=str(index)).decode().strip()
-    finally:
-        index.unlink(missing_ok=True)
-    start = _git(git_dir, ["commit-tree", "-m", "agentrace: source", base.tree]).decode().strip()
-    commit = _git(git_dir, ["commit-tree", "-p", start, "-m", "agentrace: clean tree", tree]).decode().strip()
-    _git(git_dir, ["update-ref", "refs/heads/main", commit])
-    _git(git_dir, ["symbolic-ref", "HEAD", "refs/heads/main"])
+            taken_as_is, now = False, None
+        updates.append((path, now))
+    if taken_as_is and base.tree == before:
+        tree = after  # nothing left out and the base is the agent's start: the agent's tree itself
+    else:
+        tree = _apply(git_dir, base.tree, updates)
+    commit = _git(git_dir, ["commit-tree", "-m", "agentrace: clean tree", tree]).decode().strip()
+    (git_dir / "refs" / "heads" / "main").write_text(commit + "\n", encoding="utf-8")  # the harness's own git dir
+    (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
     return CleanTree(root, git_dir, commit, notes)
 
 
-def _put(entries: dict[str, tuple[str, str]], path: str, entry: tuple[str, str] | None) -> None:
-    """Set (or, with None, remove) ``path``, removing what would clash with it (a file where a folder is needed)."""
-    entries.pop(path, None)
-    if entry is None:
-        return
-    prefix = path + "/"
-    for other in [p for p in entries if p.startswith(prefix)]:
-        del entries[other]
-    parts = path.split("/")
-    for i in range(1, len(parts)):
-        entries.pop("/".join(parts[:i]), None)
-    entries[path] = entry
+def _apply(git_dir: Path, tree: str, updates: list[tuple[str, tuple[str, str] | None]]) -> str:
+    """``tree`` with ``updates`` applied (a folder in the way of a file, or the reverse, is replaced)."""
+    index = git_dir / "clean.index"
+    index.unlink(missing_ok=True)
+    zero = "0" * 40
+    info = b"".join((f"{mode} {sha}\t" if entry else f"0 {zero}\t").encode() + path.encode("utf-8", "surrogateescape")
+                    + b"\0" for path, entry in updates for mode, sha in [entry or ("0", zero)])
+    try:
+        _git(git_dir, ["read-tree", tree], GIT_INDEX_FILE=str(index))
+        _git(git_dir, ["update-index", "-z", "--replace", "--index-info"], data=info, GIT_INDEX_FILE=str(index))
+        return _git(git_dir, ["write-tree"], GIT_INDEX_FILE=str(index)).decode().strip()
+    finally:
+        index.unlink(missing_ok=True)
 
 
 def _inside(path: str, target: bytes) -> bool:
