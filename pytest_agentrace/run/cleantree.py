@@ -167,7 +167,13 @@ class CleanTree:
                  cwd=pristine.parent)
         if self.root.exists() or self.root.is_symlink():
             shutil.rmtree(self.root, ignore_errors=True)
-        shutil.copytree(pristine, self.root, symlinks=True)
+        try:  # cp -a (links as links, modes kept) is several times faster than shutil.copytree here
+            done = subprocess.run(["cp", "-a", "--", str(pristine), str(self.root)], capture_output=True).returncode == 0
+        except OSError:
+            done = False
+        if not done:
+            shutil.rmtree(self.root, ignore_errors=True)
+            shutil.copytree(pristine, self.root, symlinks=True)
         return self.root
 
 
