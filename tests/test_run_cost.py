@@ -17,7 +17,11 @@ REAL_GIT = shutil.which("git")
 LOGGING_GIT = f"""\
 import os, sys
 with open(os.environ["GIT_CALLS_LOG"], "a") as fh:  # the parent's pid first: the harness or a check's tool
-    args = [a for a in sys.argv[1:] if not a.startswith(("commit.gpgsign", "core.hooksPath")) and a != "-c"]
+    args, skip = [], False
+    for a in sys.argv[1:]:  # without the ``-c key=value`` pairs
+        if not skip and a != "-c":
+            args.append(a)
+        skip = a == "-c"
     fh.write(str(os.getppid()) + " " + " ".join(args) + "\\n")
 os.execv({REAL_GIT!r}, [{REAL_GIT!r}, *sys.argv[1:]])
 """
@@ -55,11 +59,14 @@ def test_a_run_without_setup_starts_six_git_processes(pytester: pytest.Pytester,
                              f"--basetemp={pytester.path / 'bt'}")
     res.assert_outcomes(passed=3)
     calls = harness_calls(git_log)
-    # per run: rev-parse (the source commit), clone, remote remove, add + write-tree (the "after" snapshot only),
-    # diff (numstat and patch at once); the middle run of three is clear of what a session does once
-    starts = [i for i, c in enumerate(calls) if c == "clone"]
+    # per run: rev-parse (the source commit), clone, remote remove, init (the checks' own git dir), add +
+    # write-tree (the "after" snapshot only), diff (numstat and patch at once), diff-tree + commit-tree (the clean
+    # tree: the agent's tree itself when nothing is left out), clone (its one checkout, copied per check); the middle
+    # run of three is clear of what a session does once
+    starts = [i for i, c in enumerate(calls) if c == "clone"][::2]
     assert len(starts) == 3, calls
-    assert calls[starts[1] - 1:starts[2] - 1] == ["rev-parse", "clone", "remote", "add", "write-tree", "diff"], calls
+    assert calls[starts[1] - 1:starts[2] - 1] == ["rev-parse", "clone", "remote", "init", "add", "write-tree", "diff",
+                                                  "diff-tree", "commit-tree", "clone"], calls
     assert calls.count("write-tree") == 3  # the template's tree is looked up once: no "before" hashing at all
     for r in runs(pytester.path / "out"):  # behaviour kept: the change is measured against the clone's commit
         assert (r["lines_added"], r["lines_removed"], r["files_changed"], r["status"]) == (1, 1, 1, "passed")
@@ -76,6 +83,7 @@ def test_a_run_with_setup_hashes_its_before_snapshot(pytester: pytest.Pytester, 
     res = pytester.runpytest("--agentrace", f"--agentrace-out={pytester.path / 'out'}")
     res.assert_outcomes(passed=1)
     calls = harness_calls(git_log)
-    assert calls.count("write-tree") == 2  # before and after setup's files are hashed
+    # before and after setup's files are hashed, and the checks' base (run.cleantree: ignored files too)
+    assert calls.count("write-tree") == 3
     (r,) = runs(pytester.path / "out")
     assert (r["lines_added"], r["lines_removed"], r["files_changed"]) == (1, 1, 1)

@@ -145,6 +145,9 @@ def test_env_vars_for_setup_prepare_verify_and_agent(project: pytest.Pytester) -
     for phase in ("setup", "prepare", "verify"):  # setup and prepare (before the agent) see the results folder
         folder = run_dir if phase == "verify" else out
         seen = dict(line.split("=", 1) for line in (folder / f"{phase}-{tid}.env").read_text().splitlines())
+        if phase == "verify":  # verify runs in the run's clean tree (run.cleantree), not in the agent's workspace
+            assert seen.pop("TRIAL_DIR") == str(Path(env["TRIAL_DIR"]).parent / "clean")
+            env = {k: v for k, v in env.items() if k != "TRIAL_DIR"}
         assert seen == {**{k: v for k, v in env.items() if k.startswith("TRIAL_")}, "TRIAL_OUT": str(folder)}, phase
 
 

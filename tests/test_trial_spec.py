@@ -257,15 +257,16 @@ def test_structure_errors(trial_dir: Path, text: str, match: str) -> None:
 
 def test_key_lists_are_the_issue_keys() -> None:
     # the issue's list, nothing else (model_double: issue 7 adds it to trial [[agents]]; limits: resource limits;
-    # network: the network mode and allow-list)
+    # max_answer_chars: honest checks; network: the network mode and allow-list)
     assert set(TOP_KEYS) == {"name", "defaults", "repos", "arms", "agents", "questions"}
     assert set(DEFAULTS_KEYS) == {"reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim", "limits",
-                                  "network"}
+                                 "max_answer_chars", "network"}
     assert set(REPO_KEYS) == {"name", "source", "ref"}
     assert set(ARM_KEYS) == {"name", "overlay", "repos", "setup", "parallel_setup", "prepare", "uses", "prompt_prefix", "prompt_suffix"}
     assert set(AGENT_KEYS) == {"name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double",
                                "isolate", "limits", "network"}
-    assert set(QUESTION_KEYS) == {"id", "repo", "prompt", "expect", "min_recall", "forbid", "verify"}
+    assert set(QUESTION_KEYS) == {"id", "repo", "prompt", "expect", "min_recall", "forbid", "verify",
+                                 "max_answer_chars"}
 
 
 def test_is_trial_data(trial_dir: Path) -> None:

@@ -46,4 +46,5 @@ class Plain(Adapter):
 
     def parse(self, stdout: str, stderr: str, ctx: RunContext | None = None) -> Usage:
         """The answer is the stdout; tokens are unknown, and ``tokens_note`` says why."""
-        return Usage(answer=last_text(stdout), tokens_note=PLAIN_TOKENS_NOTE)
+        full = stdout.strip()
+        return Usage(answer=last_text(stdout), answer_chars=len(full) if full else None, tokens_note=PLAIN_TOKENS_NOTE)

@@ -272,5 +272,7 @@ class Collector:
         fields.setdefault("tool_calls", tuple(self._tools.values()))
         fields["parse_warnings"] = (*self.warnings, *fields.get("parse_warnings", ()))
         if "answer" in fields:
+            full = (fields["answer"] or "").strip()
             fields["answer"] = answer_text(fields["answer"])
+            fields.setdefault("answer_chars", len(full) if full else None)
         return Usage(**fields)

@@ -330,10 +330,13 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     return run(_rescore, args)
 
 
-def rescore_outcome(o: Any, question: Any) -> Any:
-    """``o`` re-scored against ``question``'s answer key. Status changes only for runs that reached answer
-    scoring (passed/failed, not timed out, agent exit 0): passed when correct and the verify check passed."""
-    score = score_answer(o.usage.answer, question.expect, question.forbid, question.min_recall)
+def rescore_outcome(o: Any, question: Any, max_chars: int | None = None) -> Any:
+    """``o`` re-scored against ``question``'s answer key (an answer over ``question.max_answer_chars``, else
+    ``max_chars``, is incorrect). Status changes only for runs that reached answer scoring (passed/failed, not timed
+    out, agent exit 0): passed when correct and the verify check passed."""
+    limit = getattr(question, "max_answer_chars", None) or max_chars
+    score = score_answer(o.usage.answer, question.expect, question.forbid, question.min_recall, limit,
+                         o.usage.answer_chars)
     changes: dict[str, Any] = {"answer_score": score}
     scorable = o.status in (Status.PASSED, Status.FAILED) and not o.timed_out and o.exit_code in (0, None)
     if scorable:
@@ -376,7 +379,7 @@ def _rescore(args: argparse.Namespace) -> int:
         if q is None:
             unknown.add(o.case)
             continue
-        new = rescore_outcome(o, q)
+        new = rescore_outcome(o, q, trial.max_answer_chars)
         seen += 1
         if new.answer_score != o.answer_score or new.status != o.status:
             extra = {**new.extra, "rescored": {"at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "content_hash": trial.content_hash}}

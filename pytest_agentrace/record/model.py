@@ -20,9 +20,14 @@ JUnit properties) is a plain JSON dict made by ``to_dict`` and read back by ``fr
     total_seconds   float      whole run incl. clone, setup and checks (seconds)
     exit_code       int|None   agent process exit code (None: no process / killed)
     timed_out       bool
-    checks          {name: CheckResult dict}   name in tests | verify | lint | setup
+    checks          {name: CheckResult dict}   name in tests | verify | lint | setup; a counted check (pytest)
+                               adds counted, tests {ran, passed, failed, errors, skipped} and count_failure
     lines_added, lines_removed, lines_changed, files_changed   int
     tampered        [str]      protected paths the agent created/changed/deleted
+    machinery       [{path, change, verdict}]  the agent's changes the checks' clean tree did not take as left
+                               (``run.cleantree``): change added|changed|deleted; verdict reset (test machinery:
+                               the source's version used), merged (setup.cfg / pyproject.toml: the source's pytest
+                               part put back), dropped (a link leading out of the tree, a submodule)
     has_verify      bool       the case has a hidden verify check (score weights; validation's noop rule)
     has_lint        bool       the task has a lint command (score: lint counts only then)
     scoring         dict|None  the task's own score weights {component: points}
@@ -119,6 +124,7 @@ class Usage:
     # per model served: {model: {input_tokens, output_tokens, cache_read_tokens, cache_write_tokens}} (for pricing)
     model_usage: dict[str, dict[str, int | None]] = field(default_factory=dict)
     tokens_note: str | None = None
+    answer_chars: int | None = None  # characters of the whole final answer (``answer`` keeps at most its end)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -143,7 +149,10 @@ class Usage:
 class CheckResult:
     """One check command (tests / verify / lint / setup / prepare): exit code, wall ``seconds``, log path, and
     ``missing``: the tool the command could not run (``checks.missing_tool``; the run is then an ``error``);
-    ``limit``: the resource limit it hit (``run.limits.Hit.reason``: ``resource limit: memory (...)``), or None."""
+    ``limit``: the resource limit it hit (``run.limits.Hit.reason``: ``resource limit: memory (...)``), or None.
+    A counted check (a pytest command, ``run.counting``) also has ``tests`` (``{ran, passed, failed, errors,
+    skipped}`` from the harness's own report; None: no report, or not counted) and ``count_failure``: why its report
+    fails it (``no test report``, ``no test ran``, ``N of M tests failed``, ``N of M hidden tests ran``), or None."""
 
     name: str
     command: str
@@ -153,15 +162,28 @@ class CheckResult:
     timed_out: bool = False
     missing: str | None = None
     limit: str | None = None
+    counted: bool = False
+    tests: dict[str, int] | None = None
+    count_failure: str | None = None
 
     @property
     def passed(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
+        return self.exit_code == 0 and not self.timed_out and self.count_failure is None
 
     @property
     def why(self) -> str:
-        """Short status for reasons: ``"timed out"`` or ``"exit N"``."""
-        return "timed out" if self.timed_out else f"exit {self.exit_code}"
+        """Short status for reasons: ``"timed out"``, ``"exit N"``, or the count's failure when it exited 0."""
+        if self.timed_out:
+            return "timed out"
+        return self.count_failure if self.exit_code == 0 and self.count_failure else f"exit {self.exit_code}"
+
+    @property
+    def reason(self) -> str:
+        """Why this check failed, for a run's reason: ``tests failed (exit 1)``, or for a counted check that exited
+        0, ``tests: no test report`` / ``verify: 3 of 4 hidden tests ran``."""
+        if not self.timed_out and self.exit_code == 0 and self.count_failure:
+            return f"{self.name}: {self.count_failure}"
+        return f"{self.name} failed ({self.why})"
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -179,6 +201,9 @@ class CheckResult:
             timed_out=bool(d.get("timed_out", False)),
             missing=d.get("missing"),
             limit=d.get("limit"),
+            counted=bool(d.get("counted", False)),
+            tests=d.get("tests") if isinstance(d.get("tests"), dict) else None,
+            count_failure=d.get("count_failure"),
         )
 
 
@@ -208,6 +233,7 @@ class Outcome:
     lines_changed: int = 0
     files_changed: int = 0
     tampered: tuple[str, ...] = ()
+    machinery: tuple[dict[str, str], ...] = ()
     has_verify: bool = False
     has_lint: bool = False
     scoring: dict[str, float] | None = None
@@ -240,6 +266,7 @@ class Outcome:
         d["checks"] = {k: v.to_dict() for k, v in self.checks.items()}
         d["usage"] = self.usage.to_dict()
         d["tampered"] = list(self.tampered)
+        d["machinery"] = [dict(m) for m in self.machinery]
         return d
 
     @classmethod
@@ -262,6 +289,7 @@ class Outcome:
         kw["checks"] = {k: CheckResult.from_dict(v) for k, v in (d.get("checks") or {}).items()}
         kw["usage"] = Usage.from_dict(d.get("usage"))
         kw["tampered"] = tuple(d.get("tampered") or ())
+        kw["machinery"] = tuple(dict(m) for m in d.get("machinery") or () if isinstance(m, dict))
         if validate:
             _check_types(kw)
         return cls(**kw)

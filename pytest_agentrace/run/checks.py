@@ -19,13 +19,14 @@ import dataclasses
 import os
 import re
 import shlex
+import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pytest_agentrace.record.model import CheckResult
 from pytest_agentrace.record.redact import redact
-from pytest_agentrace.run import process
+from pytest_agentrace.run import counting, process
 from pytest_agentrace.run.limits import Confinement, diagnose
 from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
 
@@ -56,17 +57,28 @@ Confine = Callable[[], Confinement]  # a fresh confinement (run.limits.confine) 
 
 
 def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout: float, log: Path, secrets=(),
-              box: Box | None = None, limits: Confine | None = None) -> CheckResult:
+              box: Box | None = None, limits: Confine | None = None, reports: Path | None = None,
+              hidden: Sequence[str] = ()) -> CheckResult:
     """Run ``command`` through ``/bin/sh -c`` in ``ws`` with ``timeout`` seconds (inside ``box``, the run's sandbox,
     when given; within the run's resource limits when ``limits`` makes them: checks run the agent's code); write its
     output to ``log``, which names a limit the command hit on its last line.
 
+    With ``reports`` (a folder of the harness, emptied here) a pytest command is counted (``run.counting``): the
+    harness's JUnit report is written there and the check passes only when its report says so; ``hidden`` are the
+    test keys (``counting.hidden_tests``) that must all have run. Other commands keep the exit-code rule.
+
     Returns a ``CheckResult`` whose ``missing`` names the tool when the command could not run it
-    (``missing_tool``). The log starts with the command line and ends with the exit status.
+    (``missing_tool``). The log starts with the command line run and ends with the exit status.
     """
-    argv: str | list[str] = command
+    run_command, report = command, None
+    if reports is not None and counting.pytest_argv(command):
+        shutil.rmtree(reports, ignore_errors=True)
+        reports.mkdir(parents=True)
+        report = reports / counting.REPORT_NAME
+        run_command = counting.counted_command(command, report)
+    argv: str | list[str] = run_command
     if box is not None:
-        argv, env = box(["/bin/sh", "-c", command], dict(env))
+        argv, env = box(["/bin/sh", "-c", run_command], dict(env))
     confined = limits() if limits is not None else None
     try:
         res = process.run(argv, cwd=ws, env=env, timeout=timeout, head=LOG_HEAD, tail=LOG_TAIL,
@@ -83,14 +95,20 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
     status = "timed out" if res.timed_out else (res.error or f"exit {res.exit_code}")
     if hit is not None:
         status += f"; {hit.reason}"
-    body = f"$ {command}\n{res.stdout}"
+    count, failure = None, None
+    if report is not None:
+        count = counting.read_report(report)
+        failure = counting.verdict(count, hidden)
+        status += f"; {failure or 'report: ' + str(count.ran) + ' tests ran, all passed'}"  # type: ignore[union-attr]
+    body = f"$ {run_command}\n{res.stdout}"
     if res.stderr:
         body += f"\n--- stderr ---\n{res.stderr}"
     body += f"\n--- {status} after {res.seconds:.2f}s ---\n"
     log.write_text(redact(body, secrets), encoding="utf-8")
     missing = None if res.timed_out else missing_tool(command, res.exit_code, res.stdout + "\n" + res.stderr)
     return CheckResult(name, command, res.exit_code, round(res.seconds, 3), log.name, res.timed_out, missing,
-                       hit.reason if hit is not None else None)
+                       hit.reason if hit is not None else None, counted=report is not None,
+                       tests=count.to_dict() if count is not None else None, count_failure=failure)
 
 
 def run_commands(name: str, commands: tuple[str, ...], cwd: Path, env: Mapping[str, str], timeout: float, log: Path,

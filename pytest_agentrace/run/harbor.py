@@ -80,8 +80,8 @@ class HarborJudge(TaskJudge):
                                                                               writable=True)]
 
     def judge(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str], usage: Usage) -> Judgement:
-        """Copy ``tests/`` in fresh, empty ``/logs/verifier``, run ``tests/test.sh`` from the workdir, read the
-        reward."""
+        """Copy ``tests/`` in fresh, empty ``/logs/verifier``, run ``tests/test.sh`` from the workdir (the run's clean
+        tree, which the checks' mounts put there), read the reward."""
         scratch = ws.parent / SCRATCH
         for name in ("tests", "verifier"):  # the same host folders the checks' mounts name: emptied, not replaced
             folder = scratch / name
@@ -90,7 +90,8 @@ class HarborJudge(TaskJudge):
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         shutil.copytree(self.layout.tests, scratch / "tests", symlinks=True, dirs_exist_ok=True)
         command = f"cd {self.layout.workdir} && {self.task.verify_command}"
-        res = run_check("verify", command, ws, {**env, **self.layout.verifier_env}, self.layout.verify_timeout,
+        tree = self.check_tree() if self.tree is not None else ws  # the clean tree (run.cleantree), mounted at /app
+        res = run_check("verify", command, tree, {**env, **self.layout.verifier_env}, self.layout.verify_timeout,
                         run_dir / "verify.log", secrets, self.box, self.limits)
         reward, rewards, problem = read_reward(scratch / "verifier")
         passed = problem is None and (all(v == 1 for v in rewards.values()) if rewards else reward == 1)

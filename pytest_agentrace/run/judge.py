@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.record.model import CheckResult, Usage
 from pytest_agentrace.run.checks import Box, Confine
+from pytest_agentrace.run.cleantree import DEFAULT_MACHINERY, CleanTree
 from pytest_agentrace.run.sandbox import Mount
 
 if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
@@ -40,6 +41,7 @@ class Judge(abc.ABC):
     edits: bool = True
     where: str = ""  # what a workspace error names besides the cause (a trial's repo: " (app)")
     protected_globs: tuple[str, ...] = ()
+    machinery: tuple[str, ...] = DEFAULT_MACHINERY  # test machinery patterns (run.cleantree.is_machinery)
     # the tree of the fresh workspace when ``make_workspace`` knows it without reading the files (a clone of a local
     # template with nothing written over it, ``workspace.Clone.tree``): the pipeline takes it as the "before" snapshot
     # when setup ran nothing, instead of hashing every file
@@ -50,6 +52,18 @@ class Judge(abc.ABC):
         self.fields: dict[str, Any] = {"extra": {}}
         self.box: Box | None = None  # set by the pipeline: setup and check commands run in the run's sandbox
         self.limits: Confine | None = None  # set by the pipeline: checks after the agent run in its resource limits
+        self.tree: CleanTree | None = None  # set by the pipeline before ``judge``: where the checks run
+        self.reports: Path | None = None  # set by the pipeline: the harness's folder for the checks' test reports
+
+    def check_tree(self) -> Path:
+        """A fresh checkout of the run's clean tree for the next check (``run.cleantree.CleanTree.fresh``)."""
+        if self.tree is None:
+            raise RuntimeError("the pipeline sets the clean tree before it calls judge()")
+        return self.tree.fresh()
+
+    def report_dir(self, check: str) -> Path | None:
+        """The folder of ``check``'s test report (the harness's own; emptied by ``run_check``)."""
+        return self.reports / check if self.reports is not None else None
 
     needs_sandbox = False  # a Harbor task's run cannot be made without the sandbox's mounts
 
@@ -82,4 +96,5 @@ class Judge(abc.ABC):
 
     @abc.abstractmethod
     def judge(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str], usage: Usage) -> Judgement:
-        """Check the finished run (the agent's process group has exited)."""
+        """Check the finished run (the agent's process group has exited): its checks run in ``check_tree()``,
+        never in the workspace ``ws``."""

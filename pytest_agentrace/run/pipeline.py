@@ -49,7 +49,7 @@ from pytest_agentrace.record.model import (
 from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.record.trajectory import write_trajectory
-from pytest_agentrace.run import network, workspace
+from pytest_agentrace.run import cleantree, network, workspace
 from pytest_agentrace.run.agent import AgentRun, make_context, run_agent, run_limits
 from pytest_agentrace.run.checks import Box
 from pytest_agentrace.run.harbor import NEEDS_SANDBOX, HarborJudge
@@ -63,6 +63,7 @@ if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it 
     from pytest_agentrace.spec.matrix import RunSpec
 
 HARNESS_LOG = "harness-error.log"
+CLEAN, REPORTS, CHECK_GIT = "clean", "reports", "check.git"  # scratch folders of the checks (run.cleantree)
 
 
 def judge_for(spec: RunSpec, out: Path, session_id: str, options: RunOptions) -> Judge:
@@ -96,7 +97,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     try:
         return _run(spec, tmp, out, options, session_id)
     finally:  # nothing of a finished run stays where a later agent could read it
-        for scratch in ("ws", "home", "check-home", "input", "harbor"):
+        for scratch in ("ws", "home", "check-home", "input", "harbor", CLEAN, CLEAN + ".src", REPORTS, CHECK_GIT):
             shutil.rmtree(tmp / scratch, ignore_errors=True)
 
 
@@ -130,6 +131,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         judge.make_workspace(ws)
     except WorkspaceError as exc:
         return finish(Status.ERROR, f"workspace{judge.where}: {exc}")
+    borrowed = workspace.borrowed_objects(ws)  # read before the agent can rewrite the workspace's alternates
     if sandbox is not None:  # the workspace reads its template's objects: shown read-only, like its own files
         sandbox = sandbox.showing(*workspace.borrowed_objects(ws))
         # setup runs before any agent, on the user's own content: it sees the task/trial file's folder (read-only)
@@ -138,35 +140,21 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         judge.box = boxed(sandbox.showing(Path(spec.source).resolve().parent), [ws, out], tmp / "check-home")
         options = dataclasses.replace(options, sandbox=sandbox)
     check_limits = run_limits(spec, options.limits)
-    judge.limits = lambda: confine(check_limits, ws, options.cgroup)  # the checks run the agent's code
+    judge.limits = lambda: confine(check_limits, tmp / CLEAN, options.cgroup)  # the checks run the agent's code
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:
         return finish(Status.ERROR, error)
-    check_net = None
-    if sandbox is not None:  # the checks run the agent's code: loopback only, unless the task's network says more
-        task_net = getattr(spec.spec, "network", None)
-        allows = task_net.allow if task_net is not None else ()
-        check_mode = network.mode_for("provider" if allows else network.CHECK_MODE, task_net)
-        check_profile = sandbox.mounting(*judge.mounts("checks", ws))  # a Harbor task's /app, /tests, /logs
-        if check_mode != "host":
-            check_profile = dataclasses.replace(check_profile, offline=True)
-        if check_mode == "provider" and allows:
-            try:
-                check_net = network.open_run(network.allow_list("plain", {}, allows),
-                                             network.parse_resolve(options.network_resolve))
-            except (OSError, ValueError) as exc:
-                return finish(Status.ERROR, f"could not make the checks' network: {exc}")
-        fields["extra"] = {**fields["extra"], "check_network_mode": check_mode if check_net or check_mode != "provider"
-                           else "none"}
-        judge.box = boxed(check_profile, [ws, run_dir], tmp / "check-home", check_net)
+    if sandbox is not None:  # a Harbor task's /app and /logs for the agent (judge.mounts; none for other cases)
         options = dataclasses.replace(options, sandbox=sandbox.mounting(*judge.mounts("agent", ws)))
         if "TRIAL_OUT" in env:  # the results folder is out of the agent's reach: its own run's folder stands in
             env = {**env, "TRIAL_OUT": str(run_dir)}
     try:
         git_folder = workspace.git_dir(ws)
         # a clone that setup wrote nothing into holds exactly its commit's tree: no need to hash its files
-        before = judge.start_tree if judge.start_tree and not done else workspace.snapshot_tree(ws, git_folder)
+        unchanged = judge.start_tree if judge.start_tree and not done else None
+        before = unchanged or workspace.snapshot_tree(ws, git_folder)
+        base = cleantree.prepare(tmp / CHECK_GIT, ws, unchanged, borrowed)  # the checks' source, before the agent
     except WorkspaceError as exc:
         return finish(Status.ERROR, f"workspace: {exc}")
     guarded = workspace.protected_state(ws, judge.protected_globs)
@@ -183,9 +171,10 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         fields["extra"]["limits"] = agent.limits
     if agent.limit is not None:
         fields["extra"]["limit_hit"] = agent.limit.to_dict()
-    unreadable = None
+    unreadable, after = None, None
     try:
-        change = workspace.change(ws, before, workspace.snapshot_tree(ws, git_folder))
+        after = workspace.snapshot_tree(ws, git_folder)
+        change = workspace.change(ws, before, after)
     except WorkspaceError as exc:
         unreadable = f"the agent left the workspace unreadable to git: {exc}"
     else:
@@ -202,6 +191,34 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         early = (Status.FAILED, f"tampered: {', '.join(tampered)}")
     if early is not None:
         return finish(*early)
+    try:  # the checks run on the source + the agent's change - the test machinery, never in the workspace
+        judge.tree = cleantree.build(base, git_folder / "objects", before, after or before, judge.machinery, tmp / CLEAN)
+    except WorkspaceError as exc:
+        return finish(Status.ERROR, str(exc))
+    fields["machinery"] = tuple(judge.tree.machinery)
+    judge.reports = tmp / REPORTS
+    check_net = None
+    if sandbox is not None:  # the clean tree and the reports read-write; the tree's objects read-only
+        writable = [tmp / CLEAN, tmp / REPORTS, *([run_dir] if "TRIAL_OUT" in env else [])]
+        (tmp / REPORTS).mkdir(exist_ok=True)
+        (tmp / CLEAN).mkdir(exist_ok=True)
+        # a Harbor task's /app (the clean tree), /tests, /logs
+        check_profile = sandbox.showing(base.git_dir, git_folder / "objects").mounting(*judge.mounts("checks", tmp / CLEAN))
+        # the checks run the agent's code: loopback only, unless the task's network says more
+        task_net = getattr(spec.spec, "network", None)
+        allows = task_net.allow if task_net is not None else ()
+        check_mode = network.mode_for("provider" if allows else network.CHECK_MODE, task_net)
+        if check_mode != "host":
+            check_profile = dataclasses.replace(check_profile, offline=True)
+        if check_mode == "provider" and allows:
+            try:
+                check_net = network.open_run(network.allow_list("plain", {}, allows),
+                                             network.parse_resolve(options.network_resolve))
+            except (OSError, ValueError) as exc:
+                return finish(Status.ERROR, f"could not make the checks' network: {exc}")
+        fields["extra"] = {**fields["extra"], "check_network_mode": check_mode if check_net or check_mode != "provider"
+                           else "none"}
+        judge.box = boxed(check_profile, writable, tmp / "check-home", check_net)
     try:
         judgement = judge.judge(ws, env, run_dir, secrets, agent.usage)
     finally:

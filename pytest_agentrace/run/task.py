@@ -1,10 +1,12 @@
 """The task judge: a coderace-style task's workspace, setup and checks (see ``run.pipeline`` for the run).
 
 The workspace is a fresh clone of the task's ``repo``; ``setup`` commands run in it (the first that fails makes
-the run an ``error``). After the agent: ``test_command``, then ``lint_command`` on the agent's tree, then the
-hidden ``verify_files`` are written into the workspace (only now: the agent's process group has exited) and
-``verify_command`` runs. The run fails when tests or verify fail; lint counts in the score only. The task's
-``protected`` paths and its verify files are guarded against the agent (``tampered``).
+the run an ``error``). After the agent, each check runs in a fresh checkout of the run's clean tree (the source
+plus the agent's change minus the test machinery, ``run.cleantree``): ``test_command``, then ``lint_command``,
+then the hidden ``verify_files`` are written into a fresh checkout and ``verify_command`` runs; a pytest check is
+counted (``run.counting``), and verify must have run every test its files define. The run fails when tests or
+verify fail; lint counts in the score only. The task's ``protected`` paths and its verify files are guarded
+against the agent (``tampered``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from pytest_agentrace.record.model import CheckResult, Usage
 from pytest_agentrace.run import workspace
 from pytest_agentrace.run.checks import clean_env, run_check, run_commands
+from pytest_agentrace.run.counting import hidden_tests
 from pytest_agentrace.run.judge import Judge, Judgement
 
 
@@ -27,6 +30,7 @@ class TaskJudge(Judge):
         self.prompt = task.description
         self.edits = True
         self.protected_globs = task.protected_globs
+        self.machinery = task.machinery
         self.fields = {"has_verify": bool(task.verify_command), "has_lint": bool(task.lint_command),
                        "scoring": task.scoring or None, "difficulty": task.difficulty, "extra": {}}
 
@@ -61,14 +65,16 @@ class TaskJudge(Judge):
 
     def judge(self, ws: Path, env: Mapping[str, str], run_dir: Path, secrets: list[str], usage: Usage) -> Judgement:
         task, checks = self.task, {}
-        checks["tests"] = run_check("tests", task.test_command, ws, env, task.timeout, run_dir / "tests.log", secrets,
-                                    self.box, self.limits)
-        if task.lint_command:  # lint sees the agent's tree, before the hidden verify files are written into it
-            checks["lint"] = run_check("lint", task.lint_command, ws, env, task.timeout, run_dir / "lint.log", secrets,
-                                       self.box, self.limits)
+        checks["tests"] = run_check("tests", task.test_command, self.check_tree(), env, task.timeout, run_dir / "tests.log",
+                                    secrets, self.box, self.limits, self.report_dir("tests"))
+        if task.lint_command:  # lint sees the agent's tree, without the hidden verify files
+            checks["lint"] = run_check("lint", task.lint_command, self.check_tree(), env, task.timeout, run_dir / "lint.log",
+                                       secrets, self.box, self.limits, self.report_dir("lint"))
         if task.verify_command:
-            workspace.write_files(ws, task.verify_files)
-            checks["verify"] = run_check("verify", task.verify_command, ws, env, task.timeout, run_dir / "verify.log",
-                                         secrets, self.box, self.limits)
+            tree = self.check_tree()
+            workspace.write_files(tree, task.verify_files)
+            checks["verify"] = run_check("verify", task.verify_command, tree, env, task.timeout, run_dir / "verify.log",
+                                         secrets, self.box, self.limits, self.report_dir("verify"),
+                                         hidden_tests(task.verify_files))
         failed = [c for c in (checks.get("tests"), checks.get("verify")) if c is not None and not c.passed]
-        return Judgement(checks, f"{failed[0].name} failed ({failed[0].why})" if failed else None)
+        return Judgement(checks, failed[0].reason if failed else None)

@@ -179,16 +179,22 @@ class TrialJudge(Judge):
         """The answer key (``expect`` / ``forbid`` / ``min_recall``), ``uses`` over the tool calls, ``verify`` in the
         clone and the verification claim against it."""
         question, trial = self.question, self.trial
-        score = score_answer(usage.answer, question.expect, question.forbid, question.min_recall)
+        limit = question.max_answer_chars or trial.max_answer_chars
+        score = score_answer(usage.answer, question.expect, question.forbid, question.min_recall, limit,
+                             usage.answer_chars)
         fields: dict[str, Any] = {"answer_score": score, "used_tool": tool_used(self.arm.uses, usage.tool_calls)}
         checks, verify = {}, None
-        if question.verify is not None:
-            verify = checks["verify"] = run_check("verify", question.verify, ws, env, trial.timeout, run_dir / "verify.log", secrets,
-                                                  self.box, self.limits)
+        if question.verify is not None:  # in a fresh checkout of the clean tree, which TRIAL_DIR names
+            tree = self.check_tree()
+            verify = checks["verify"] = run_check("verify", question.verify, tree, {**env, "TRIAL_DIR": str(tree)},
+                                                  trial.timeout, run_dir / "verify.log", secrets, self.box, self.limits,
+                                                  self.report_dir("verify"))
         if trial.claim:
             fields["claim"] = judge_claim(parse_claim(usage.answer), None if verify is None else verify.passed)
         failure = None
-        if not score["correct"]:
+        if score.get("too_long"):
+            failure = f"answer longer than {limit} characters"
+        elif not score["correct"]:
             why = []
             if score["missing"] and score["recall"] + 1e-9 < question.min_recall:
                 why.append(f"recall {score['recall']:.2f} < min_recall {question.min_recall:.2f}")
@@ -196,5 +202,5 @@ class TrialJudge(Judge):
                 why.append("forbidden pattern matched: " + ", ".join(score["forbidden"]))
             failure = "answer incorrect: " + "; ".join(why)
         elif verify is not None and not verify.passed:
-            failure = f"verify failed ({verify.why})"
+            failure = verify.reason
         return Judgement(checks, failure, fields)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.errors import SpecError
+from pytest_agentrace.run.cleantree import machinery_patterns
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.network import NetworkSpec, parse_network
 from pytest_agentrace.spec.common import AGENT_KEYS, AgentSpec, parse_agent, parse_limits, unique_agent_ids
@@ -43,7 +44,7 @@ from pytest_agentrace.strict import (
 TASK_KEYS = (
     "name", "description", "repo", "test_command", "lint_command", "verify_command", "verify_files",
     "timeout", "agents", "scoring", "pricing", "difficulty", "setup", "solution_files", "solution_patch",
-    "protected", "env", "limits", "network",
+    "protected", "test_machinery", "env", "limits", "network",
 )
 REQUIRED = ("name", "description", "test_command")
 SCORE_KEYS = ("tests", "verify", "exit", "lint", "time", "lines")
@@ -85,6 +86,8 @@ class Task:
     solution_files: dict[str, str] = field(default_factory=dict)
     solution_patch: str | None = None
     protected: tuple[str, ...] = ()
+    test_machinery: tuple[str, ...] = ()  # patterns added to run.cleantree.DEFAULT_MACHINERY
+    test_machinery_replaces: bool = False  # ``test_machinery: {replace: [...]}``: the patterns alone
     env: dict[str, str] = field(default_factory=dict)
     limits: Limits | None = None  # resource limits of the task's runs (over the session's)
     network: NetworkSpec | None = None  # network mode / allow-list of the task's runs and checks (run.network)
@@ -103,6 +106,13 @@ class Task:
                 raise SpecError(self.path, "solution_patch", f"patch file {p} not found")
             return p.read_text(encoding="utf-8")
         return patch
+
+    @property
+    def machinery(self) -> tuple[str, ...]:
+        """The test machinery patterns of the task's checks (``run.cleantree.machinery_patterns``)."""
+        if self.test_machinery_replaces:
+            return machinery_patterns(replace=self.test_machinery)
+        return machinery_patterns(self.test_machinery)
 
     @property
     def protected_globs(self) -> tuple[str, ...]:
@@ -234,9 +244,29 @@ def _load_task(path: Path, data: Any) -> Task:
             kw[key] = str_list(path, key, data[key])
     if kw.get("protected"):
         kw["protected"] = tuple(relative_file(path, "protected", g) for g in kw["protected"])
+    if data.get("test_machinery") is not None:
+        kw["test_machinery"], kw["test_machinery_replaces"] = _machinery(path, data["test_machinery"])
     if data.get("env") is not None:
         kw["env"] = str_mapping(path, "env", data["env"])
     return Task(**kw)
+
+
+def _machinery(path: Path, value: Any) -> tuple[tuple[str, ...], bool]:
+    """``test_machinery``: a list of patterns added to the default set, or ``{replace: [...]}`` for a set of its
+    own (``[]``: nothing is machinery). A pattern is a file name glob (any depth), ``name/`` (a folder at any
+    depth) or a path glob with ``/`` (from the tree's root)."""
+    fix = "write a list of patterns (added to the defaults), or {replace: [patterns]} to use only yours"
+    if isinstance(value, Mapping):
+        check_keys(path, "test_machinery", value, ("replace",), ("replace",))
+        patterns, replaces = str_list(path, "test_machinery.replace", value["replace"]), True
+    else:
+        typed(path, "test_machinery", value, list, fix=fix)
+        patterns, replaces = str_list(path, "test_machinery", value), False
+    for pattern in patterns:
+        if not pattern.strip() or pattern.startswith("/") or ".." in pattern.split("/"):
+            raise SpecError(path, "test_machinery", f"{pattern!r} is no pattern inside the tree; write e.g. "
+                                                    "conftest.py, fixtures/ or tests/data/*.json")
+    return tuple(patterns), replaces
 
 
 def _difficulty(path: Path, value: Any) -> str:

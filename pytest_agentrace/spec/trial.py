@@ -9,7 +9,8 @@ nearest valid name)::
     [defaults]   reps (1), parallel (runs at once, at most), timeout (seconds per run, 300), baseline (arm name,
                  default the first arm), prompt_suffix, claim (bool, default false), network
                  (``run.network.parse_network``), limits
-                 (table: memory, max_procs, disk, cpu_time; see ``spec.common.parse_limits``)
+                 (table: memory, max_procs, disk, cpu_time; see ``spec.common.parse_limits``), max_answer_chars
+                 (characters of the final answer, default 4000: a longer one is incorrect)
     [[repos]]    name, source (local path, file:// URL or remote URL), ref (optional)
     [[arms]]     name, overlay (folder copied over the clone), repos = {app = "other"},
                  setup (commands per fresh clone), parallel_setup (bool), prepare (commands once per
@@ -17,7 +18,7 @@ nearest valid name)::
     [[agents]]   name, model, args, env, edits (default false), sandbox, command ({prompt}), kind,
                  model_double, isolate, limits (the agent's own; over [defaults] limits)
     [[questions]] id, repo, prompt, expect (regexes), min_recall (0..1, default 1.0), forbid (regexes),
-                  verify (shell command)
+                  verify (shell command), max_answer_chars (over [defaults])
 
 Relative paths (``source``, ``overlay``, a custom command's executable) resolve against the trial file's
 folder. A file is a trial file when its top level has a ``[[questions]]`` array (``is_trial_data``).
@@ -58,12 +59,14 @@ from pytest_agentrace.strict import (
 )
 
 TOP_KEYS = ("name", "defaults", "repos", "arms", "agents", "questions")
-DEFAULTS_KEYS = ("reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim", "limits", "network")
+DEFAULTS_KEYS = ("reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim", "limits", "network",
+                 "max_answer_chars")
 REPO_KEYS = ("name", "source", "ref")
 ARM_KEYS = ("name", "overlay", "repos", "setup", "parallel_setup", "prepare", "uses", "prompt_prefix", "prompt_suffix")
 AGENT_KEYS = ("name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double", "isolate",
               "limits", "network")
-QUESTION_KEYS = ("id", "repo", "prompt", "expect", "min_recall", "forbid", "verify")
+QUESTION_KEYS = ("id", "repo", "prompt", "expect", "min_recall", "forbid", "verify", "max_answer_chars")
+DEFAULT_MAX_ANSWER_CHARS = 4000  # characters: a longer final answer is incorrect before any pattern is tried
 DEFAULT_TIMEOUT = 300.0
 SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")  # codex exec --sandbox
 _NAME_BAD = re.compile(r"[/\\\[\]\s]")
@@ -107,6 +110,7 @@ class Question:
     min_recall: float = 1.0
     forbid: tuple[str, ...] = ()
     verify: str | None = None
+    max_answer_chars: int | None = None  # None: the trial's [defaults] max_answer_chars
 
     @property
     def has_answer_key(self) -> bool:
@@ -136,6 +140,7 @@ class Trial:
     claim: bool = False
     limits: Limits | None = None  # [defaults] limits: resource limits of every run (over the session's)
     network: NetworkSpec | None = None  # [defaults] network: mode / allow-list of every run (run.network)
+    max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS  # characters; a question may set its own
     content_hash: str = ""
 
     def repo(self, name: str) -> Repo:
@@ -213,6 +218,8 @@ def _load_trial(path: Path, data: Any) -> Trial:
         kw["limits"] = parse_limits(path, "[defaults].limits", defaults["limits"])
     if "network" in defaults:
         kw["network"] = parse_network(path, "[defaults].network", defaults["network"])
+    if "max_answer_chars" in defaults:
+        kw["max_answer_chars"] = _positive_int(path, "[defaults].max_answer_chars", defaults["max_answer_chars"])
     baseline = arms[0].name
     if "baseline" in defaults:
         baseline = typed(path, "[defaults].baseline", defaults["baseline"], str)
@@ -383,6 +390,8 @@ def _question(path: Path, i: int, data: Mapping[str, Any], repo_names: list[str]
         if not verify.strip():
             raise SpecError(path, f"{where}.verify", "is empty; write a shell command or remove the key")
         kw["verify"] = verify
+    if "max_answer_chars" in data:
+        kw["max_answer_chars"] = _positive_int(path, f"{where}.max_answer_chars", data["max_answer_chars"])
     return Question(**kw)
 
 

@@ -32,8 +32,13 @@ def _search(pattern: str, text: str) -> bool:
     return re.search(pattern, text, re.MULTILINE) is not None
 
 
-def score_answer(answer: str | None, expect: Sequence[str] = (), forbid: Sequence[str] = (), min_recall: float = 1.0) -> dict[str, Any]:
+def score_answer(answer: str | None, expect: Sequence[str] = (), forbid: Sequence[str] = (), min_recall: float = 1.0,
+                 max_chars: int | None = None, length: int | None = None) -> dict[str, Any]:
     """Score ``answer`` against an answer key.
+
+    With ``max_chars``, an answer longer than that many characters (``length``: its full length when the kept text
+    was cut, ``Usage.answer_chars``; else ``len(answer)``) is incorrect before any pattern is tried: nothing
+    matches, and the result has ``too_long`` (its length). A dump of everything an agent saw is no answer.
 
     Returns ``{"correct": bool, "recall": float, "matched": [pattern], "missing": [pattern], "forbidden": [pattern]}``:
     ``recall`` = matched / len(expect) (1.0 when ``expect`` is empty); ``correct`` when recall >= ``min_recall``
@@ -41,6 +46,10 @@ def score_answer(answer: str | None, expect: Sequence[str] = (), forbid: Sequenc
     Raises ``re.error`` for an invalid pattern (the trial loader rejects those first).
     """
     text = answer or ""
+    size = length if length is not None else len(text)
+    if max_chars is not None and size > max_chars:
+        return {"correct": False, "recall": 0.0, "matched": [], "missing": list(expect), "forbidden": [],
+                "too_long": size, "max_chars": max_chars}
     matched = [p for p in expect if _search(p, text)]
     missing = [p for p in expect if p not in matched]
     forbidden = [p for p in forbid if _search(p, text)]

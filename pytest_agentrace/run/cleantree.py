@@ -1,0 +1,361 @@
+"""The clean tree a run's checks run in: the source's files, plus the agent's changes, minus its changes to the
+test machinery. The agent's workspace stays as it left it (for the diff and the record).
+
+How it is built (every git call here: no system or global config, ``core.hooksPath=/dev/null``,
+``core.fsmonitor=false``, a git folder of the harness's own, never the workspace's config):
+
+1. ``prepare`` (before the agent): a bare git folder in the run's scratch space, borrowing the template's objects.
+   Its base tree is the template's tree when the workspace is a clone nothing was written into; else (setup ran,
+   an overlay, a URL) a snapshot of the workspace's every file, ignored ones included (``add -A --force``), written
+   into the harness's own objects while the agent has not run yet.
+2. ``build`` (after the agent): the agent's change is the difference between the workspace's trees before and
+   after it (``run.workspace.snapshot_tree``: what git sees; ignored files are no part of it). Each changed path
+   goes into the base tree unless it is test machinery: a machinery path keeps the base's version (the rule is
+   **reset**; nothing is rejected, the run is judged on the source's machinery). ``setup.cfg`` and
+   ``pyproject.toml`` are machinery only in part (``[tool:pytest]``; the ``[tool.pytest*]`` tables): the agent's
+   file is kept with the base's part put back (``merged``), checked by reading the result with pytest's own parser
+   (``iniconfig``) or ``tomllib``; when the check disagrees the whole file is reset. A link the agent left is kept
+   only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped.
+3. ``CleanTree.fresh`` (before each check): a new copy of one checkout of the combined commit (``git clone
+   --shared`` into a folder no check sees), so what one check's code wrote cannot reach the next.
+
+Every path the clean tree did not take as the agent left it is listed in ``CleanTree.machinery`` as
+``{"path", "change": added|changed|deleted, "verdict": reset|merged|dropped}`` (``run.json`` ``machinery``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_agentrace.errors import WorkspaceError
+from pytest_agentrace.run.workspace import GIT_IDENTITY
+
+# a name: that file name at any depth; ``name/``: a folder of that name at any depth, with all it holds
+DEFAULT_MACHINERY = (
+    "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
+    "pytest.py", "py.py", "_pytest/", "pytest/", "sitecustomize.py", "usercustomize.py", "*.pth",
+    "*.dist-info/", "*.egg-info/", "__pycache__/", "*.pyc", "*.pyo", ".pytest_cache/",
+)
+SETUP_CFG_SECTION = "tool:pytest"
+MERGE_MAX_BYTES = 1024 * 1024  # a larger setup.cfg / pyproject.toml is reset, not merged
+LINK, GITLINK = "120000", "160000"
+_SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.symlinks=true",
+         "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false", "-c", "gc.auto=0"]
+
+
+def machinery_patterns(extra: Iterable[str] = (), replace: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The machinery set: ``DEFAULT_MACHINERY`` plus ``extra``, or ``replace`` alone when given."""
+    base = tuple(replace) if replace is not None else DEFAULT_MACHINERY
+    return tuple(dict.fromkeys((*base, *extra)))
+
+
+def is_machinery(rel: str, patterns: Iterable[str]) -> bool:
+    """Whether the tree path ``rel`` (POSIX) matches a machinery pattern: ``name`` (a glob) matches the file name at
+    any depth, ``name/`` a folder name at any depth (all below it), ``a/b*`` (with an inner ``/``) the whole path."""
+    parts = rel.split("/")
+    for pat in patterns:
+        if pat.endswith("/"):
+            if any(fnmatch.fnmatchcase(d, pat[:-1]) for d in parts[:-1]):
+                return True
+        elif "/" in pat:
+            if fnmatch.fnmatchcase(rel, pat.lstrip("/")) or (pat.startswith("**/") and fnmatch.fnmatchcase(rel, pat[3:])):
+                return True
+        elif fnmatch.fnmatchcase(parts[-1], pat):
+            return True
+    return False
+
+
+_GIT_VARS = {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+             "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+             "GIT_ATTR_SOURCE", "GIT_REPLACE_REF_BASE", "GIT_SHALLOW_FILE", "GIT_GRAFT_FILE", "GIT_EXEC_PATH"}
+
+
+def _env(git_dir: Path, **extra: str) -> dict[str, str]:
+    """The session's environment without the variables that would point git elsewhere or configure it."""
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_VARS and not k.startswith("GIT_CONFIG")}
+    return {**env, **GIT_IDENTITY, "GIT_DIR": str(git_dir), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_ATTR_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_NO_REPLACE_OBJECTS": "1", **extra}
+
+
+def _git(git_dir: Path, args: list[str], *, data: bytes | None = None, cwd: Path | None = None, **env: str) -> bytes:
+    proc = subprocess.run(["git", *_SAFE, *args], input=data, capture_output=True, env=_env(git_dir, **env),
+                          cwd=str(cwd or git_dir))
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip()[-500:]
+        raise WorkspaceError(f"clean tree: git {' '.join(args[:3])} failed (exit {proc.returncode}): {err}")
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class Base:
+    """The harness's git folder of one run and the tree its checks start from (``prepare``)."""
+
+    git_dir: Path
+    tree: str
+
+
+def prepare(git_dir: Path, ws: Path, start_tree: str | None, borrowed: Iterable[Path]) -> Base:
+    """Make the harness's git folder ``git_dir`` (borrowing the object folders ``borrowed``: the template's) and
+    its base tree: ``start_tree`` when given, else a snapshot of every file of ``ws`` (ignored ones too).
+    Call before the agent starts. Raises ``WorkspaceError`` when git fails."""
+    shutil.rmtree(git_dir, ignore_errors=True)
+    git_dir.parent.mkdir(parents=True, exist_ok=True)
+    _git(git_dir.parent, ["init", "-q", "--bare", str(git_dir)])
+    _set_alternates(git_dir, borrowed)
+    if start_tree:
+        return Base(git_dir, start_tree)
+    index = git_dir / "base.index"
+    try:
+        _git(git_dir, ["-c", "core.bare=false", "add", "-A", "--force", "."], cwd=ws, GIT_WORK_TREE=str(ws),
+             GIT_INDEX_FILE=str(index))
+        tree = _git(git_dir, ["write-tree"], GIT_INDEX_FILE=str(index)).decode().strip()
+    finally:
+        index.unlink(missing_ok=True)
+    return Base(git_dir, tree)
+
+
+def _set_alternates(git_dir: Path, folders: Iterable[Path]) -> None:
+    info = git_dir / "objects" / "info"
+    info.mkdir(parents=True, exist_ok=True)
+    lines = list(dict.fromkeys(str(Path(f).absolute()) for f in folders))
+    (info / "alternates").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+
+
+def _changes(git_dir: Path, before: str, after: str) -> list[tuple[str, tuple[str, str] | None, tuple[str, str] | None]]:
+    """``[(path, (mode, sha) before or None, after or None)]`` between two trees: one ``git diff-tree -r -z``."""
+    out = _git(git_dir, ["diff-tree", "-r", "-z", "--no-renames", before, after]).split(b"\0")
+    changes = []
+    for meta, path in zip(out[0:-1:2], out[1::2], strict=True):
+        old_mode, new_mode, old_sha, new_sha, _status = meta.decode().lstrip(":").split(" ")
+        was = None if old_mode == "000000" else (old_mode, old_sha)
+        now = None if new_mode == "000000" else (new_mode, new_sha)
+        changes.append((path.decode("utf-8", "surrogateescape"), was, now))
+    return changes
+
+
+def _blob(git_dir: Path, sha: str) -> bytes:
+    return _git(git_dir, ["cat-file", "blob", sha])
+
+
+@dataclass
+class CleanTree:
+    """A run's clean tree: ``root`` (where checks run), the combined ``commit``, and ``machinery`` (see the module
+    docstring)."""
+
+    root: Path
+    git_dir: Path
+    commit: str
+    machinery: list[dict[str, str]] = field(default_factory=list)
+
+    def fresh(self) -> Path:
+        """A new copy of the clean tree at ``root`` (what an earlier check wrote there is gone); returns it. The
+        first call checks the combined commit out (``git clone --shared``) into a pristine folder beside ``root``
+        that no check sees; each call copies it (links as links)."""
+        pristine = self.root.with_name(self.root.name + ".src")
+        if not (pristine / ".git").is_dir():
+            shutil.rmtree(pristine, ignore_errors=True)
+            _git(self.git_dir, ["clone", "-q", "--shared", "--no-tags", str(self.git_dir), str(pristine)],
+                 cwd=pristine.parent)
+        if self.root.exists() or self.root.is_symlink():
+            shutil.rmtree(self.root, ignore_errors=True)
+        try:  # cp -a (links as links, modes kept) is several times faster than shutil.copytree here
+            done = subprocess.run(["cp", "-a", "--", str(pristine), str(self.root)], capture_output=True).returncode == 0
+        except OSError:
+            done = False
+        if not done:
+            shutil.rmtree(self.root, ignore_errors=True)
+            shutil.copytree(pristine, self.root, symlinks=True)
+        return self.root
+
+
+def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable[str], root: Path) -> CleanTree:
+    """The clean tree of a finished run at ``root``: ``base`` plus the change ``before`` -> ``after`` (trees in the
+    object folder ``objects``: the workspace's) without the test machinery ``patterns`` (see the module docstring).
+    Raises ``WorkspaceError`` when git fails."""
+    git_dir, patterns = base.git_dir, tuple(patterns)
+    borrowed = (git_dir / "objects" / "info" / "alternates").read_text(encoding="utf-8").split()
+    _set_alternates(git_dir, [*borrowed, objects])
+    notes: list[dict[str, str]] = []
+    updates: list[tuple[str, tuple[str, str] | None]] = []  # what goes into the base tree; None: removed
+    taken_as_is = True
+    for path, was, now in _changes(git_dir, before, after):
+        change = "added" if was is None else "deleted" if now is None else "changed"
+        name = path.rsplit("/", 1)[-1]
+        if is_machinery(path, patterns):
+            notes.append({"path": path, "change": change, "verdict": "reset"})
+            taken_as_is = False
+            continue
+        if now is not None and name in ("setup.cfg", "pyproject.toml") and now[0] != LINK:
+            merged = _merge_config(git_dir, name, was, now)
+            if merged != now:
+                notes.append({"path": path, "change": change, "verdict": "merged" if merged else "reset"})
+                taken_as_is = False
+                if merged is None:
+                    continue
+                now = merged
+        if now is not None and (now[0] == GITLINK or (now[0] == LINK and not _inside(path, _blob(git_dir, now[1])))):
+            notes.append({"path": path, "change": change, "verdict": "dropped"})
+            taken_as_is, now = False, None
+        updates.append((path, now))
+    if taken_as_is and base.tree == before:
+        tree = after  # nothing left out and the base is the agent's start: the agent's tree itself
+    else:
+        tree = _apply(git_dir, base.tree, updates)
+    commit = _git(git_dir, ["commit-tree", "-m", "agentrace: clean tree", tree]).decode().strip()
+    (git_dir / "refs" / "heads" / "main").write_text(commit + "\n", encoding="utf-8")  # the harness's own git dir
+    (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    return CleanTree(root, git_dir, commit, notes)
+
+
+def _apply(git_dir: Path, tree: str, updates: list[tuple[str, tuple[str, str] | None]]) -> str:
+    """``tree`` with ``updates`` applied (a folder in the way of a file, or the reverse, is replaced)."""
+    index = git_dir / "clean.index"
+    index.unlink(missing_ok=True)
+    zero = "0" * 40
+    info = b"".join((f"{mode} {sha}\t" if entry else f"0 {zero}\t").encode() + path.encode("utf-8", "surrogateescape")
+                    + b"\0" for path, entry in updates for mode, sha in [entry or ("0", zero)])
+    try:
+        _git(git_dir, ["read-tree", tree], GIT_INDEX_FILE=str(index))
+        _git(git_dir, ["update-index", "-z", "--replace", "--index-info"], data=info, GIT_INDEX_FILE=str(index))
+        return _git(git_dir, ["write-tree"], GIT_INDEX_FILE=str(index)).decode().strip()
+    finally:
+        index.unlink(missing_ok=True)
+
+
+def _inside(path: str, target: bytes) -> bool:
+    """Whether a link at ``path`` to ``target`` resolves inside the tree (relative, never above its root)."""
+    text = target.decode("utf-8", "surrogateescape")
+    if not text or text.startswith("/") or "\0" in text:
+        return False
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), text))
+    return joined != ".." and not joined.startswith("../") and not joined.startswith("/")
+
+
+def _merge_config(git_dir: Path, name: str, base: tuple[str, str] | None,
+                  agent: tuple[str, str]) -> tuple[str, str] | None:
+    """The entry of the agent's ``setup.cfg`` / ``pyproject.toml`` with the base's pytest part: ``agent`` itself
+    when its pytest part equals the base's, a new blob when merged, None when it must be reset whole."""
+    mine = _blob(git_dir, agent[1])
+    theirs = _blob(git_dir, base[1]) if base is not None and base[0] != LINK else b""
+    if len(mine) > MERGE_MAX_BYTES or len(theirs) > MERGE_MAX_BYTES:
+        return None
+    try:
+        mine_text, base_text = mine.decode("utf-8"), theirs.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    part = _cfg_part if name == "setup.cfg" else _toml_part
+    merge = _cfg_merge if name == "setup.cfg" else _toml_merge
+    try:
+        mine_part, mine_rest = part(mine_text)
+        base_part, _ = part(base_text)
+    except ValueError:
+        return None
+    if mine_part == base_part:
+        return agent
+    merged = merge(mine_text, base_text)
+    try:
+        if part(merged) != (base_part, mine_rest):
+            return None
+    except ValueError:
+        return None
+    sha = _git(git_dir, ["hash-object", "-w", "--stdin"], data=merged.encode("utf-8")).decode().strip()
+    return agent[0] if agent[0] in ("100644", "100755") else "100644", sha
+
+
+def _cfg_part(text: str) -> tuple[object, object]:
+    """``(the [tool:pytest] section, the other sections)`` as pytest's ini parser (``iniconfig``) reads them;
+    ``ValueError`` when it cannot."""
+    import iniconfig
+
+    try:
+        ini = iniconfig.IniConfig("setup.cfg", data=text)
+    except iniconfig.ParseError as exc:
+        raise ValueError(str(exc)) from exc
+    sections = {s.name: dict(s.items()) for s in ini}
+    return sections.pop(SETUP_CFG_SECTION, None), sections
+
+
+def _sections(lines: list[str], is_header, wanted) -> tuple[list[str], list[str]]:
+    """Split ``lines`` into (lines outside the wanted sections, lines of the wanted sections)."""
+    keep, taken, inside = [], [], False
+    for line in lines:
+        header = is_header(line)
+        if header is not None:
+            inside = wanted(header)
+        (taken if inside else keep).append(line)
+    return keep, taken
+
+
+def _cfg_header(line: str) -> str | None:
+    stripped = line.strip()
+    if line[:1] == "[" and stripped.endswith("]"):
+        return stripped[1:-1].strip()
+    return None
+
+
+def _cfg_merge(agent: str, base: str) -> str:
+    keep, _ = _sections(agent.splitlines(keepends=True), _cfg_header, lambda h: h == SETUP_CFG_SECTION)
+    _, theirs = _sections(base.splitlines(keepends=True), _cfg_header, lambda h: h == SETUP_CFG_SECTION)
+    return _joined(keep, theirs)
+
+
+def _joined(keep: list[str], theirs: list[str]) -> str:
+    text = "".join(keep)
+    if theirs:
+        text = (text if not text or text.endswith("\n") else text + "\n") + "\n" + "".join(theirs)
+    return text
+
+
+def _is_pytest_table(path: tuple[str, ...]) -> bool:
+    return len(path) >= 2 and path[0] == "tool" and path[1].startswith("pytest")
+
+
+def _toml_part(text: str) -> tuple[object, object]:
+    """``(the [tool.pytest*] tables, everything else)`` as ``tomllib`` reads them; ``ValueError`` when it cannot."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(str(exc)) from exc
+    tool = data.get("tool")
+    if not isinstance(tool, dict):
+        return {}, data
+    pytest_part = {k: v for k, v in tool.items() if k.startswith("pytest")}
+    rest = {**data, "tool": {k: v for k, v in tool.items() if not k.startswith("pytest")}}
+    if not rest["tool"]:
+        del rest["tool"]
+    return pytest_part, rest
+
+
+def _toml_header(line: str) -> tuple[str, ...] | None:
+    stripped = line.strip()
+    if not stripped.startswith("["):
+        return None
+    inner = stripped.lstrip("[")
+    try:  # the header alone, read by tomllib: its key path, quoted keys and all
+        data = tomllib.loads(f"[{inner.split(']', 1)[0]}]" if not stripped.startswith("[[") else stripped)
+    except tomllib.TOMLDecodeError:
+        return None
+    path: list[str] = []
+    while isinstance(data, (dict, list)) and data:
+        if isinstance(data, list):
+            data = data[0]
+            continue
+        key = next(iter(data))
+        path.append(key)
+        data = data[key]
+    return tuple(path)
+
+
+def _toml_merge(agent: str, base: str) -> str:
+    keep, _ = _sections(agent.splitlines(keepends=True), _toml_header, _is_pytest_table)
+    _, theirs = _sections(base.splitlines(keepends=True), _toml_header, _is_pytest_table)
+    return _joined(keep, theirs)

@@ -1,0 +1,157 @@
+"""The parts of honest checks on their own: which commands are counted, what a JUnit report says, which hidden
+tests a verify file defines, and how the clean tree merges ``pyproject.toml`` / ``setup.cfg`` and keeps what setup
+made (real git, real pytest processes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import make_repo
+from pytest_agentrace.errors import SpecError
+from pytest_agentrace.run import cleantree, counting, workspace
+from pytest_agentrace.spec.task import load_task
+
+
+@pytest.mark.parametrize(("command", "counted"), [
+    ("python -m pytest -q test_fib.py", True), ("pytest", True), ("py.test -x", True),
+    ("PYTHONHASHSEED=0 .venv/bin/python3.11 -B -m pytest tests/*.py", True), ("pytest -k 'a or b'", True),
+    ("make test", False), ("pytest && ruff check .", False), ("pytest | tee log", False), ("pytest # note", False),
+    ("python -c 'import pytest'", False), ("python run.py -m pytest", False), ("pytest $(cat list)", False),
+])
+def test_which_commands_are_counted(command: str, counted: bool) -> None:
+    assert counting.pytest_argv(command) is counted
+
+
+def junit(tmp_path: Path, tests: str, *args: str) -> Path:
+    (tmp_path / "test_x.py").write_text(tests)
+    report = tmp_path / "r.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *args,
+                    "test_x.py"], cwd=tmp_path, capture_output=True, env={**os.environ, "PYTEST_ADDOPTS": ""})
+    return report
+
+
+def test_a_report_is_counted_and_compared_with_the_hidden_tests(tmp_path: Path) -> None:
+    tests = ("import pytest\n\ndef test_a():\n    pass\n\n@pytest.mark.parametrize('n', [1, 2])\ndef test_b(n):\n"
+             "    assert n == 1\n\nclass TestC:\n    def test_d(self):\n        pytest.skip('no')\n")
+    count = counting.read_report(junit(tmp_path, tests))
+    assert count is not None and count.to_dict() == {"ran": 3, "passed": 2, "failed": 1, "errors": 0, "skipped": 1}
+    hidden = counting.hidden_tests({"test_x.py": tests, "helper.py": "def test_no(): pass\n"})
+    assert hidden == ["test_x.test_a", "test_x.test_b", "test_x.TestC.test_d"]
+    assert counting.verdict(count, hidden) == "2 of 3 hidden tests ran"
+    assert counting.verdict(count) == "1 of 3 tests failed"
+    only = counting.read_report(junit(tmp_path, tests, "-k", "test_a"))
+    assert counting.verdict(only, ["test_x.test_a"]) is None
+    assert counting.verdict(counting.read_report(junit(tmp_path, tests, "--collect-only"))) == "no test ran"
+    assert counting.verdict(None) == "no test report"
+
+
+def test_a_report_is_read_without_following_a_link(tmp_path: Path) -> None:
+    real = junit(tmp_path, "def test_a():\n    pass\n")
+    (tmp_path / "link.xml").symlink_to(real)
+    assert counting.read_report(real) is not None
+    assert counting.read_report(tmp_path / "link.xml") is None
+    (tmp_path / "bad.xml").write_text("<testsuites><testcase")
+    assert counting.read_report(tmp_path / "bad.xml") is None
+
+
+def test_hidden_tests_leave_out_what_pytest_would_not_run() -> None:
+    source = ("import pytest\n__all__ = []\n\n@pytest.mark.skip\ndef test_skipped():\n    pass\n\n"
+              "class TestInit:\n    def __init__(self):\n        pass\n\n    def test_x(self):\n        pass\n\n"
+              "async def test_async():\n    pass\n")
+    assert counting.hidden_tests({"sub/test_h.py": source, "x_test.py": "def test_y(): pass\n"}) == [
+        "sub.test_h.test_async", "x_test.test_y"]
+    assert counting.hidden_tests({"test_off.py": "__test__ = False\ndef test_z(): pass\n"}) == []
+
+
+@pytest.mark.parametrize(("path", "machinery"), [
+    ("conftest.py", True), ("a/b/conftest.py", True), ("tests/pytest.ini", True), ("x/__pycache__/m.cpython-311.pyc", True),
+    ("foo-1.0.dist-info/entry_points.txt", True), ("lib/_pytest/x.py", True), ("site.pth", True),
+    ("pytest/__main__.py", True), ("calc.py", False), ("pyproject.toml", False), ("setup.cfg", False),
+    ("my_pytest_notes.md", False), ("tests/test_calc.py", False),
+])
+def test_default_machinery(path: str, machinery: bool) -> None:
+    assert cleantree.is_machinery(path, cleantree.DEFAULT_MACHINERY) is machinery
+
+
+PYPROJECT = '[project]\nname = "x"\ndependencies = []\n\n[tool.pytest.ini_options]\nmarkers = ["slow"]\n\n[tool.ruff]\nline-length = 100\n'
+
+
+def clean(tmp_path: Path, files: dict[str, str], edit, setup=None) -> tuple[cleantree.CleanTree, Path]:
+    src = make_repo(tmp_path / "src", files)
+    ws = tmp_path / "ws"
+    made = workspace.clone(str(src), ws, tmp_path / "cache")
+    if setup:
+        setup(ws)
+    git_folder = workspace.git_dir(ws)
+    before = made.tree if not setup else workspace.snapshot_tree(ws, git_folder)
+    base = cleantree.prepare(tmp_path / "check.git", ws, made.tree if not setup else None, workspace.borrowed_objects(ws))
+    edit(ws)
+    after = workspace.snapshot_tree(ws, git_folder)
+    tree = cleantree.build(base, git_folder / "objects", before, after, cleantree.DEFAULT_MACHINERY, tmp_path / "clean")
+    return tree, tree.fresh()
+
+
+def test_pyproject_keeps_the_agents_tables_and_the_sources_pytest_tables(tmp_path: Path) -> None:
+    def edit(ws: Path) -> None:
+        text = PYPROJECT.replace("dependencies = []", 'dependencies = ["requests"]')
+        (ws / "pyproject.toml").write_text(text.replace('markers = ["slow"]', 'addopts = "--collect-only"')
+                                           + '\n[tool.pytest_env]\nX = "1"\n')
+    tree, root = clean(tmp_path, {"pyproject.toml": PYPROJECT}, edit)
+    data = tomllib.loads((root / "pyproject.toml").read_text())
+    assert data["project"]["dependencies"] == ["requests"] and data["tool"]["ruff"] == {"line-length": 100}
+    assert data["tool"]["pytest"] == {"ini_options": {"markers": ["slow"]}} and "pytest_env" not in data["tool"]
+    assert tree.machinery == [{"path": "pyproject.toml", "change": "changed", "verdict": "merged"}]
+
+
+def test_a_pytest_key_the_merge_cannot_separate_resets_the_whole_file(tmp_path: Path) -> None:
+    def edit(ws: Path) -> None:
+        (ws / "pyproject.toml").write_text(PYPROJECT.replace("[tool.ruff]", '[tool]\npytest.x = 1\n\n[tool.ruff]'))
+    tree, root = clean(tmp_path, {"pyproject.toml": PYPROJECT}, edit)
+    assert (root / "pyproject.toml").read_text() == PYPROJECT
+    assert tree.machinery == [{"path": "pyproject.toml", "change": "changed", "verdict": "reset"}]
+
+
+def test_setup_cfg_gets_the_sources_pytest_section_back(tmp_path: Path) -> None:
+    def edit(ws: Path) -> None:
+        (ws / "setup.cfg").write_text("[metadata]\nname = y\n\n[tool:pytest]\naddopts = --collect-only\n")
+    tree, root = clean(tmp_path, {"setup.cfg": "[metadata]\nname = x\n"}, edit)
+    assert (root / "setup.cfg").read_text().strip() == "[metadata]\nname = y"
+    assert tree.machinery == [{"path": "setup.cfg", "change": "changed", "verdict": "merged"}]
+
+
+def test_what_setup_made_is_in_the_clean_tree_but_the_agents_change_to_it_is_not(tmp_path: Path) -> None:
+    """After a setup the base is every file of the workspace, ignored ones too (a tool folder setup installed)."""
+    def setup(ws: Path) -> None:
+        (ws / "tools").mkdir()
+        (ws / "tools" / "sitecustomize.py").write_text("setup's\n")
+        (ws / "tools" / "helper.py").write_text("setup's\n")
+
+    def edit(ws: Path) -> None:
+        (ws / "tools" / "sitecustomize.py").write_text("agent's\n")
+        (ws / "calc.py").write_text("agent's\n")
+    tree, root = clean(tmp_path, {"calc.py": "x\n", ".gitignore": "tools/\n"}, edit, setup)
+    assert (root / "tools" / "helper.py").read_text() == "setup's\n"
+    assert (root / "tools" / "sitecustomize.py").read_text() == "setup's\n"
+    assert (root / "calc.py").read_text() == "agent's\n"
+    (root / "calc.py").write_text("a check wrote this\n")
+    assert (tree.fresh() / "calc.py").read_text() == "agent's\n"  # each check starts from the clean tree again
+
+
+def test_task_key_test_machinery(tmp_path: Path) -> None:
+    path = tmp_path / "task.yaml"
+    base = "name: t\ndescription: d\ntest_command: pytest\n"
+    path.write_text(base + "test_machinery: [fixtures/, 'data/*.json']\n")
+    task = load_task(path)
+    assert task.machinery[-2:] == ("fixtures/", "data/*.json") and "conftest.py" in task.machinery
+    path.write_text(base + "test_machinery: {replace: [conftest.py]}\n")
+    assert load_task(path).machinery == ("conftest.py",)
+    for bad in ("test_machinery: {only: [x]}\n", "test_machinery: ['../x']\n", "test_machinery: 3\n"):
+        path.write_text(base + bad)
+        with pytest.raises(SpecError, match="test_machinery"):
+            load_task(path)
