@@ -341,6 +341,9 @@ def task_schema() -> dict[str, Any]:
                                                                "additionalProperties": False}},
         "difficulty": {"type": ["string", "number"]}, "setup": STR_OR_STRS, "solution_files": STR_MAP,
         "solution_patch": STR, "protected": STR_OR_STRS, "env": ENV, "limits": LIMITS,
+        "test_machinery": {"anyOf": [{"type": "array", "items": STR}, {
+            "type": "object", "properties": {"replace": {"type": "array", "items": STR}},
+            "required": ["replace"], "additionalProperties": False}]},
         "network": NETWORK,
     }
     return {"$schema": DRAFT, "$id": "https://pytest-agentrace/schemas/task.schema.json",

@@ -400,13 +400,15 @@ def trial_schema() -> dict[str, Any]:
     positive_int = {"type": "integer", "minimum": 1}
     defaults = {"reps": positive_int, "parallel": positive_int, "timeout": {"type": "number", "exclusiveMinimum": 0},
                 "baseline": STR, "prompt_suffix": STR, "claim": {"type": "boolean"}, "limits": LIMITS,
+                "max_answer_chars": {"type": "integer", "minimum": 1},
                 "network": NETWORK}
     repo = {"name": STR, "source": STR, "ref": STR}
     arm = {"name": STR, "overlay": STR, "repos": STR_MAP, "setup": STR_OR_STRS,
            "parallel_setup": {"type": "boolean"}, "prepare": STR_OR_STRS, "uses": STR, "prompt_prefix": STR,
            "prompt_suffix": STR}
     question = {"id": STR, "repo": STR, "prompt": STR, "expect": STR_OR_STRS,
-                "min_recall": {"type": "number", "minimum": 0, "maximum": 1}, "forbid": STR_OR_STRS, "verify": STR}
+                "min_recall": {"type": "number", "minimum": 0, "maximum": 1}, "forbid": STR_OR_STRS, "verify": STR,
+                "max_answer_chars": {"type": "integer", "minimum": 1}}
     top = {
         "name": STR,
         "defaults": schema_table(defaults, DEFAULTS_KEYS),
