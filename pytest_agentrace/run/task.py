@@ -27,6 +27,7 @@ class TaskJudge(Judge):
         self.prompt = task.description
         self.edits = True
         self.protected_globs = task.protected_globs
+        self.binary_diffs = task.binary_diffs
         self.fields = {"has_verify": bool(task.verify_command), "has_lint": bool(task.lint_command),
                        "scoring": task.scoring or None, "difficulty": task.difficulty, "extra": {}}
 
@@ -67,7 +68,10 @@ class TaskJudge(Judge):
             checks["lint"] = run_check("lint", task.lint_command, ws, env, task.timeout, run_dir / "lint.log", secrets,
                                        self.box, self.limits)
         if task.verify_command:
-            workspace.write_files(ws, task.verify_files)
+            try:  # a folder on a verify file's way that the agent made a link: nothing is written through it
+                workspace.write_files(ws, task.verify_files)
+            except workspace.Tampered as exc:
+                return Judgement(checks, f"tampered: {', '.join(exc.paths)}", {"tampered": tuple(exc.paths)})
             checks["verify"] = run_check("verify", task.verify_command, ws, env, task.timeout, run_dir / "verify.log",
                                          secrets, self.box, self.limits)
         failed = [c for c in (checks.get("tests"), checks.get("verify")) if c is not None and not c.passed]

@@ -29,7 +29,7 @@ from pytest_agentrace.strict import (
 TASK_KEYS = (
     "name", "description", "repo", "test_command", "lint_command", "verify_command", "verify_files",
     "timeout", "agents", "scoring", "pricing", "difficulty", "setup", "solution_files", "solution_patch",
-    "protected", "env", "limits",
+    "protected", "env", "limits", "binary_diffs",
 )
 REQUIRED = ("name", "description", "test_command")
 SCORE_KEYS = ("tests", "verify", "exit", "lint", "time", "lines")
@@ -73,6 +73,7 @@ class Task:
     protected: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     limits: Limits | None = None  # resource limits of the task's runs (over the session's)
+    binary_diffs: bool = False  # diff.patch holds binary files' bytes (else path, size and sha256 only)
     content_hash: str = ""
 
     def solution_patch_text(self) -> str | None:
@@ -210,6 +211,9 @@ def load_task(path: Path, data: Any = None) -> Task:
         kw["protected"] = tuple(relative_file(path, "protected", g) for g in kw["protected"])
     if data.get("env") is not None:
         kw["env"] = str_mapping(path, "env", data["env"])
+    if data.get("binary_diffs") is not None:
+        kw["binary_diffs"] = typed(path, "binary_diffs", data["binary_diffs"], bool,
+                                   fix="write true (keep binary files' bytes in diff.patch) or false")
     return Task(**kw)
 
 
