@@ -49,7 +49,7 @@ HARDENED = (
     "core.checkStat=default", "core.sparseCheckout=false", "core.pager=cat", "core.askPass=",
     "credential.helper=", "commit.gpgsign=false", "tag.gpgsign=false", "gc.auto=0", "maintenance.auto=false",
     "diff.external=", "diff.noprefix=false", "diff.mnemonicPrefix=false", "diff.relative=false", "color.ui=false",
-    "status.showUntrackedFiles=all", "advice.detachedHead=false", "init.templateDir=",
+    "status.showUntrackedFiles=all", "advice.detachedHead=false",
 )
 HARDENED_ENV = {  # no /etc/gitconfig, no ~/.gitconfig or ~/.config/git/config, no /etc/gitattributes
     "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_SYSTEM": "/dev/null", "GIT_CONFIG_GLOBAL": "/dev/null",
