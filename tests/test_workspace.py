@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from conftest import git, make_repo
@@ -106,18 +107,20 @@ def test_clone_tree_is_the_snapshot_of_the_fresh_workspace(tmp_path: Path) -> No
     assert workspace.clone(None, tmp_path / "empty", tmp_path / "cache").tree is None  # no template: hashed
 
 
-def test_a_removed_git_folder_is_a_workspace_error(tmp_path: Path) -> None:
+def test_a_removed_git_folder_changes_nothing_recorded(tmp_path: Path) -> None:
+    """The harness records through its own git folder beside the workspace: an agent that deletes the workspace's
+    ``.git`` (or replaces it with a file) still has its change measured, against the right "before"."""
     import shutil
 
-    import pytest
-
     ws = tmp_path / "ws"
-    workspace.create(str(make_repo(tmp_path / "src", {"a.txt": "1\n"})), ws, tmp_path / "cache")
-    folder = workspace.git_dir(ws)
-    assert folder == (ws / ".git").absolute()
+    made = workspace.clone(str(make_repo(tmp_path / "src", {"a.txt": "1\n"})), ws, tmp_path / "cache")
+    assert workspace.git_dir(ws) == (ws / ".git").absolute()
+    assert workspace.desk_dir(ws) == (tmp_path / "ws.git") and (tmp_path / "ws.git" / "index").is_file()
     shutil.rmtree(ws / ".git")
-    with pytest.raises(workspace.WorkspaceError, match="scratch index"):
-        workspace.snapshot_tree(ws, folder)
+    (ws / ".git").write_text("gitdir: /nowhere\n")
+    (ws / "a.txt").write_text("2\n")
+    ch = workspace.change(ws, made.tree, workspace.snapshot_tree(ws, workspace.desk_dir(ws)))
+    assert (ch.lines_added, ch.lines_removed, ch.files_changed) == (1, 1, 1)
 
 
 def test_change_reads_numstat_and_patch_from_one_diff(tmp_path: Path) -> None:
@@ -133,4 +136,11 @@ def test_change_reads_numstat_and_patch_from_one_diff(tmp_path: Path) -> None:
     after = workspace.snapshot_tree(ws)
     ch = workspace.change(ws, before, after)
     assert (ch.lines_added, ch.lines_removed, ch.files_changed, ch.binary_files) == (3, 1, 3, 1)
-    assert ch.patch == git(ws, "diff", "--binary", "--no-renames", before, after)
+    assert ch.binaries == ({"path": "bin.dat", "size": 2, "sha256": hashlib.sha256(b"\x00\x01").hexdigest()},)
+    desk = str(workspace.desk_dir(ws))  # the trees live in the harness git folder, not in the agent's
+    plain = git(ws, "--git-dir", desk, "diff", "--no-renames", before, after)
+    note = f"# binary bin.dat: 2 bytes, sha256 {ch.binaries[0]['sha256']}\n"
+    assert ch.patch == plain.replace("and b/bin.dat differ\n", "and b/bin.dat differ\n" + note)
+    assert "GIT binary patch" not in ch.patch
+    opted = workspace.change(ws, before, after, binary=True)  # a task's binary_diffs: true
+    assert opted.patch == git(ws, "--git-dir", desk, "diff", "--binary", "--no-renames", before, after)

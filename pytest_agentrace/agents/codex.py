@@ -64,6 +64,7 @@ from pytest_agentrace.agents.parsing import (
 from pytest_agentrace.model_double.environment import codex_env
 from pytest_agentrace.record.model import AgentStatus, Usage
 from pytest_agentrace.record.redact import redact, secret_values
+from pytest_agentrace.record.safefile import write_text
 from pytest_agentrace.run import process
 
 DISABLED_FEATURES = ("plugins", "remote_plugin", "apps")
@@ -161,7 +162,7 @@ def copy_session_log(stdout: str, ctx: RunContext) -> Path | None:
     except OSError:
         return None
     target = Path(ctx.run_dir) / SESSION_FILE
-    target.write_text(redact(text, secret_values(ctx.env)), encoding="utf-8")
+    write_text(target, redact(text, secret_values(ctx.env)))
     return target
 
 

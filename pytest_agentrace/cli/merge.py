@@ -3,7 +3,7 @@
 What is merged:
 
 - every run folder ``runs/<case>/<arm>/<agent>/<rep>/`` holding a readable ``run.json`` (with its logs, prompt and
-  diff), keyed by the record's run id. A run id found in two folders (or already in MERGED) is fine when the two
+  diff: regular files only; a link in a run folder is neither copied nor followed), keyed by the record's run id. A run id found in two folders (or already in MERGED) is fine when the two
   ``run.json`` records are equal (the same run copied twice); otherwise the merge stops with exit status 2 naming
   both files, before anything is written. An unreadable ``run.json`` stops it too (a shard's output is evidence;
   nothing is dropped silently). Folders without ``run.json`` (a run interrupted midway) are not copied.
@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_agentrace.record.manifest import MANIFEST_DIR, verify
+from pytest_agentrace.record.manifest import MANIFEST_DIR, SEAL_SUFFIX, manifest_key, verify
 from pytest_agentrace.record.runfile import LAST_SESSION_FILE, RUN_FILE, read_json, read_run, write_last_session
+from pytest_agentrace.record.safefile import read_bytes, read_text, regular_files, write_bytes, write_new
 from pytest_agentrace.record.store import DEFAULT_NAME, Store, StoreError
 
 
@@ -71,7 +71,7 @@ def manifest_problems(out: Path) -> list[str]:
     every record matches). A folder with no manifest at all (written before manifests existed) has none to check."""
     if not (out / MANIFEST_DIR).is_dir():
         return []
-    return verify(out).lines()
+    return verify(out, key=manifest_key()).lines()
 
 
 def manifest_note(out: Path) -> str | None:
@@ -88,17 +88,33 @@ def copy_manifests(outs: list[Path], target: Path) -> int:
     folder = target / MANIFEST_DIR
     copied = 0
     for out in outs:
-        for src in sorted(p for p in (out / MANIFEST_DIR).glob("*.json*") if p.suffix in (".json", ".jsonl")):
-            if out == target:
+        for src in sorted(p for p in (out / MANIFEST_DIR).glob("*") if p.suffix in (".json", ".jsonl", SEAL_SUFFIX)):
+            data = read_bytes(src)  # regular files only: a link among the manifests is not copied
+            if out == target or data is None:
                 continue
             dest, n = folder / src.name, 1
-            while dest.exists() and dest.read_bytes() != src.read_bytes():
+            while (dest.exists() or dest.is_symlink()) and read_bytes(dest) != data:
                 n += 1
                 dest = folder / f"{src.stem}.{n}{src.suffix}"
             if not dest.exists():
                 folder.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dest)
+                write_new(dest, data)
                 copied += 1
+    return copied
+
+
+def copy_run(src: Path, dest: Path) -> int:
+    """Copy the regular files of the run folder ``src`` into ``dest`` (folders made; links, FIFOs and devices
+    neither copied nor followed; a link in ``dest`` where a file goes is replaced). Returns the files copied."""
+    copied = 0
+    for path in regular_files(src):
+        data = read_bytes(path)
+        if data is None:
+            continue
+        target = dest / path.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(target, data)
+        copied += 1
     return copied
 
 
@@ -107,8 +123,8 @@ def gather(out: Path) -> list[Found]:
     found = []
     for path in sorted((out / "runs").glob(f"**/{RUN_FILE}")):
         try:
-            outcome = read_run(path)
-            record = json.loads(path.read_text(encoding="utf-8"))
+            outcome = read_run(path)  # a run.json that is a link is unreadable: never followed
+            record = json.loads(read_text(path) or "")
         except (ValueError, OSError) as exc:
             raise MergeError(f"{exc}; fix or remove that run folder, then merge again") from None
         found.append(Found(outcome.run_id, path.parent, path.parent.relative_to(out), record))
@@ -182,7 +198,7 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
                      f"runs added from {len(histories)} files")
     target.mkdir(parents=True, exist_ok=True)
     for f in copies:
-        shutil.copytree(f.folder, target / f.rel, dirs_exist_ok=True)
+        copy_run(f.folder, target / f.rel)
     copy_manifests(outs, target)
     lines.append(f"agentrace merge: {len(copies)} runs copied into {target}" + (f" ({same} identical duplicates skipped)" if same else ""))
     found = last_session([o for o in outs if o != target])

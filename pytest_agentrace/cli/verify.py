@@ -1,8 +1,12 @@
-"""``agentrace verify OUT [--quick]``: check a results folder's records against its sessions' manifests.
+"""``agentrace verify OUT [--quick] [--digest D]``: check a results folder's records against its sessions' manifests.
 
 Exit status 0 when every ``run.json`` (and, without ``--quick``, every artifact beside it) matches the newest
 manifest naming its folder and no record's status contradicts its evidence; 1 naming each record that was
 changed, added or removed after its session; 2 when ``OUT`` is not a results folder. See ``record.manifest``.
+
+With ``$AGENTRACE_MANIFEST_KEY`` set, the manifests' MACs, chains and seals are checked with it too (a re-hashed
+line, a forged line of an added run, a removed run with its line). ``--digest D`` (the digest a session printed at
+its end) checks the folder against it without a key.
 
 The other commands that read a results folder call ``warn_unverifiable``: ``report``, ``snapshot``, ``plan``,
 ``export``, ``html`` and ``comment`` print a warning and go on; gates (``compare --fail-on``, ``regress``) refuse
@@ -16,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_agentrace.record.manifest import Verification, verify
+from pytest_agentrace.record.manifest import Verification, manifest_key, results_digest, verify
 
 SHOWN = 5  # unverifiable records named in a warning (``agentrace verify`` names them all)
 
@@ -27,6 +31,8 @@ def register(sub: Any) -> None:
                        description=__doc__.split("\n\n")[0])
     p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out)")
     p.add_argument("--quick", action="store_true", help="hash run.json only, not the logs and artifacts beside it")
+    p.add_argument("--digest", metavar="D", default=None,
+                   help="the results digest a session printed at its end: the folder must still match it")
     p.set_defaults(func=cmd_verify)
 
 
@@ -36,18 +42,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not (out / "runs").is_dir():
         print(f"agentrace verify: {out}: no results folder (no runs/ inside)", file=sys.stderr)
         return 2
-    found = verify(out, artifacts=not args.quick)
+    key = manifest_key()
+    found = verify(out, artifacts=not args.quick, key=key)
     for line in found.lines():
         print(line)
+    digest_ok = True
+    if args.digest is not None:
+        now = results_digest(out)
+        digest_ok = now == args.digest.strip().lower().removeprefix("sha256:")
+        print(f"results digest {now}: " + ("matches" if digest_ok else f"does NOT match {args.digest} (entries of "
+                                           "the manifests were changed, added or removed since)"))
     print(f"{found.verified} records verified, {len(found.problems)} unverifiable"
-          + (f", {len(found.manifest_errors)} unreadable manifests" if found.manifest_errors else ""))
-    return 0 if found.ok else 1
+          + (f", {len(found.manifest_errors)} manifest problems" if found.manifest_errors else "")
+          + (" (manifests checked with the key)" if key is not None else ""))
+    return 0 if found.ok and digest_ok else 1
 
 
 def warn_unverifiable(out: Path) -> Verification:
     """Verify ``out`` (``run.json`` only) and print one warning, with the first few records, when any record is
     unverifiable. Returns the verification."""
-    found = verify(Path(out), artifacts=False)
+    found = verify(Path(out), artifacts=False, key=manifest_key())
     if not found.ok:
         lines = found.lines()
         print(f"agentrace: warning: {len(lines)} unverifiable records in {out} (changed, added or removed "

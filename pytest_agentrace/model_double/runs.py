@@ -49,6 +49,7 @@ from pytest_agentrace.model_double.script import TurnUsage, load_script
 from pytest_agentrace.model_double.server import ModelDouble, path_model
 from pytest_agentrace.record.model import AgentStatus, Usage
 from pytest_agentrace.record.redact import secret_values
+from pytest_agentrace.record.safefile import write_text
 from pytest_agentrace.run.sandbox import SANDBOX_HOME
 
 REQUEST_LOG = "model-double-requests.jsonl"
@@ -269,7 +270,7 @@ class AgentSession:
     def _write_info(self) -> None:
         if not (self.script_path or self.offline or self.netns_reason or self.info.get("cassette")):
             return
-        (self.run_dir / INFO_FILE).write_text(json.dumps(self.info, indent=1), encoding="utf-8")
+        write_text(self.run_dir / INFO_FILE, json.dumps(self.info, indent=1))
 
 
 def start_session(spec: Any, ctx: Any) -> AgentSession:

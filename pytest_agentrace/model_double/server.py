@@ -56,6 +56,7 @@ from pytest_agentrace.model_double.cassette import Mismatch, Replayer
 from pytest_agentrace.model_double.script import Script, Step, TurnUsage, parse_script
 from pytest_agentrace.model_double.tools import ANTHROPIC, CHAT, GEMINI, RESPONSES
 from pytest_agentrace.model_double.wire import Answer
+from pytest_agentrace.record.safefile import append_bytes
 
 LOG_STRING_LIMIT = 4000
 # seconds a scripted HTTP error asks the client to wait (``retry-after`` rounded up, ``retry-after-ms`` exact):
@@ -85,8 +86,10 @@ class Route:
             self.records.append(record)
             if self.log is not None:
                 self.log.parent.mkdir(parents=True, exist_ok=True)
-                with self.log.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
+                try:  # the run's folder: a link left at the log's name is refused, never written through
+                    append_bytes(self.log, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+                except OSError:
+                    self.log = None
 
 
 def shorten(value: Any, limit: int = LOG_STRING_LIMIT) -> Any:

@@ -42,6 +42,7 @@ from pytest_agentrace.plugin.collect import planned_reps
 from pytest_agentrace.plugin.progress import Progress, is_run_item
 from pytest_agentrace.plugin.session import SANDBOX_WHY_KEY, report_path
 from pytest_agentrace.record import index
+from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest, seal_session
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.record.runfile import write_last_session
 from pytest_agentrace.record.store import SessionInfo, Store, StoreError, default_path
@@ -140,6 +141,7 @@ class Controller:
     def __init__(self, config: pytest.Config, settings: Settings, session_id: str, out: Path):
         self.config, self.settings, self.session_id, self.out = config, settings, session_id, out
         self.started = _now()
+        self.digest: str | None = None  # of the results folder at the session's end (record.manifest)
         self.outcomes: dict[str, Outcome] = {}  # by run id
         self.by_node: dict[str, Outcome] = {}  # by pytest node id, for the progress lines
         self.bad_payloads: list[str] = []
@@ -284,11 +286,20 @@ class Controller:
         info = SessionInfo.collect(self.session_id, self.config.rootpath, out=self.out, started=self.started,
                                    args=[str(a) for a in self.config.invocation_params.args])
         info.finished = _now()
+        info.digest = self.digest
         return info
 
     def _record(self, outcomes: tuple[Outcome, ...]) -> list[tuple[str, bool]]:
         """``last-session.json`` and the history store; returns note lines."""
         notes: list[tuple[str, bool]] = []
+        if (self.out / MANIFEST_DIR).is_dir():  # every process has written its manifest lines by now
+            try:
+                seal_session(self.out, self.session_id)  # with $AGENTRACE_MANIFEST_KEY only
+                self.digest = results_digest(self.out)
+                notes.append((f"agentrace: results digest {self.digest} (check the folder later with "
+                              f"`agentrace verify {self.out} --digest {self.digest}`)", False))
+            except OSError as exc:
+                notes.append((f"agentrace: manifests not sealed: {exc}", True))
         try:
             write_last_session(self.out, self.session_id, [o.run_id for o in outcomes])
         except OSError as exc:
@@ -341,7 +352,8 @@ class Controller:
         xml = self.config.getoption("xmlpath", default=None)
         if xml and result.outcomes:
             patch_junit(Path(xml), {o.run_id: o.score for o in result.outcomes if o.kind == "task"},
-                        {o.run_id for o in result.outcomes if o.status == Status.ERROR})
+                        {o.run_id for o in result.outcomes if o.status == Status.ERROR},
+                        {"agentrace.results_digest": self.digest} if self.digest else None)
         if result.document is not None:
             self.written = self._write(result.document)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import sys
 import tempfile
 import zlib
@@ -38,16 +39,18 @@ INDEX_FORMAT = 1
 
 
 def run_files(out: Path) -> list[tuple[str, os.stat_result]]:
-    """``(path relative to out/runs, stat)`` of every ``run.json`` file under ``out/runs`` (symlinked folders not
-    followed), in the order of ``sorted(Path.glob('**/run.json'))`` (by path components)."""
+    """``(path relative to out/runs, stat)`` of every ``run.json`` regular file under ``out/runs`` (symlinked folders
+    and files not followed), in the order of ``sorted(Path.glob('**/run.json'))`` (by path components)."""
     root = Path(out) / "runs"
     found: list[tuple[tuple[str, ...], str, os.stat_result]] = []
     for dirpath, _dirs, files in os.walk(root):
         if RUN_FILE in files:
             path = os.path.join(dirpath, RUN_FILE)
             try:
-                st = os.stat(path)
+                st = os.lstat(path)
             except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):  # a link named run.json is no record: never followed
                 continue
             rel = Path(path).relative_to(root).as_posix()
             found.append((tuple(rel.split("/")), rel, st))

@@ -11,16 +11,36 @@ the controller), before any later agent starts, and appended at once as one line
 {run_id: {"dir", "files"}}}``; ``agentrace rescore`` uses it). A record is *verified* when the newest entry naming its
 run folder (by ``written``) lists exactly the files the folder holds, with the same sha256. ``verify`` names every
 record that was changed, added or removed after its session; ``model.contradictions`` a record whose status
-contradicts its own evidence. sha256 is ``hashlib.sha256`` (FIPS 180-4).
+contradicts its own evidence. sha256 is ``hashlib.sha256`` (FIPS 180-4). Only regular files are hashed, read
+and compared: a link in a run folder is never followed (``record.safefile``).
+
+Keyed manifests (``AGENTRACE_MANIFEST_KEY`` set, e.g. a CI secret): each line also carries ``session``, ``worker``,
+``seq`` (1, 2, ... within its file), ``prev`` (the ``mac`` of the line before it, ``""`` for the first) and
+``mac``, an HMAC-SHA256 (RFC 2104) with the key over the line's canonical JSON without ``mac`` (sorted keys, no
+spaces): the run's id, folder and file hashes are bound, and each line to the one before it. At the session's end
+the controller writes ``<out>/manifests/<session id>.seal``: ``{"session", "chains": [{"count", "last"}, ...],
+"runs", "written", "mac"}``, one chain per process file, HMAC'd the same way. ``verify`` with the key then names a
+line whose MAC is wrong (an edited line re-hashed, a forged line of an added run), a chain with a gap (a line
+removed), a chain or session that no seal lists or whose seal differs (lines removed at the end, a process file
+removed), and a seal whose chain is missing. Without the key lines are read as written (see the README for what
+that can and cannot catch).
+
+The results digest (``results_digest``): sha256 over the canonical JSON of the verified state, every run folder's
+newest manifest entry (``{dir: {file: sha256}}``, sorted). The session prints it at its end; ``agentrace verify OUT
+--digest D`` recomputes it without a key: any change of a manifest entry, an added entry or a removed one changes
+it, and the usual check ties the files to the entries.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import hmac
 import json
 import os
 import re
+import stat
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,33 +48,65 @@ from typing import Any
 
 from pytest_agentrace.record.model import Outcome, contradictions
 from pytest_agentrace.record.runfile import RUN_FILE, write_atomic
+from pytest_agentrace.record.safefile import append_bytes, read_bytes, regular_files
 
 MANIFEST_DIR = "manifests"
 MANIFEST_VERSION = 1
+KEY_ENV = "AGENTRACE_MANIFEST_KEY"
+SEAL_SUFFIX = ".seal"
 _CHUNK = 1 << 20
+_LOCK = threading.Lock()
+_CHAINS: dict[str, tuple[int, str]] = {}  # manifest file -> (last seq, last mac) written by this process
 
 
-def sha256_file(path: Path) -> str:
-    """The sha256 hex digest of one file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
+def manifest_key(env: Mapping[str, str] | None = None) -> bytes | None:
+    """The HMAC key from ``$AGENTRACE_MANIFEST_KEY`` (UTF-8 bytes), None when unset or empty."""
+    value = (os.environ if env is None else env).get(KEY_ENV, "")
+    return value.encode("utf-8") if value else None
+
+
+def _canonical(data: Mapping[str, Any]) -> bytes:
+    return json.dumps({k: v for k, v in data.items() if k != "mac"}, sort_keys=True, separators=(",", ":")).encode()
+
+
+def sign(key: bytes, data: Mapping[str, Any]) -> str:
+    """HMAC-SHA256 hex of ``data``'s canonical JSON without its ``mac`` key."""
+    return hmac.new(key, _canonical(data), hashlib.sha256).hexdigest()
+
+
+def signed(key: bytes, data: Mapping[str, Any]) -> bool:
+    """True when ``data["mac"]`` is ``sign(key, data)`` (compared in constant time)."""
+    mac = data.get("mac")
+    return isinstance(mac, str) and hmac.compare_digest(mac, sign(key, data))
+
+
+def sha256_file(path: Path) -> str | None:
+    """The sha256 hex digest of one regular file's bytes; None when ``path`` is a link, no regular file or
+    unreadable (never followed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        h = hashlib.sha256()
         while chunk := fh.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
 
 
 def _files(run_dir: Path) -> Iterable[Path]:
-    for root, dirs, names in os.walk(run_dir):
-        dirs.sort()
-        for name in sorted(names):
-            if not name.startswith(f".{RUN_FILE}."):  # write_atomic's temp file, gone once it is replaced
-                yield Path(root) / name
+    for path in regular_files(run_dir):
+        if not path.name.startswith(f".{RUN_FILE}."):  # an older write_atomic's temp file
+            yield path
 
 
 def digest_run(out: Path, run_dir: Path) -> dict[str, Any]:
-    """``{"dir": run_dir relative to out (posix), "files": {relative name: sha256}}`` of every file in ``run_dir``."""
+    """``{"dir": run_dir relative to out (posix), "files": {relative name: sha256}}`` of every regular file in
+    ``run_dir`` (links skipped, never followed)."""
     run_dir = Path(run_dir)
-    files = {p.relative_to(run_dir).as_posix(): sha256_file(p) for p in _files(run_dir) if p.is_file()}
+    files = {p.relative_to(run_dir).as_posix(): digest for p in _files(run_dir) if (digest := sha256_file(p))}
     return {"dir": run_dir.resolve().relative_to(Path(out).resolve()).as_posix(), "files": files}
 
 
@@ -62,28 +114,77 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds")
 
 
-def record_run(out: Path, session_id: str, run_id: str, run_dir: Path) -> Path:
+def record_run(out: Path, session_id: str, run_id: str, run_dir: Path, key: bytes | None = None) -> Path:
     """Hash ``run_dir`` (``digest_run``) and append its entry to this process's manifest of the session (one line,
-    ``O_APPEND``, fsynced). The process is named by ``$PYTEST_XDIST_WORKER`` (``main`` without xdist)."""
+    ``O_APPEND``, fsynced, never through a link). The process is named by ``$PYTEST_XDIST_WORKER`` (``main``
+    without xdist). ``key`` (default ``manifest_key()``): the line is chained and HMAC'd (module docstring)."""
+    key = manifest_key() if key is None else key
     worker = re.sub(r"[^\w.-]", "_", os.environ.get("PYTEST_XDIST_WORKER", "main"))
     path = Path(out) / MANIFEST_DIR / f"{session_id}-{worker}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"run_id": run_id, **digest_run(out, run_dir), "written": _now()}, sort_keys=True) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    entry: dict[str, Any] = {"run_id": run_id, **digest_run(out, run_dir), "written": _now()}
+    with _LOCK:
+        if key is not None:
+            seq, prev = _CHAINS.get(str(path)) or _chain_end(path)
+            entry.update(session=session_id, worker=worker, seq=seq + 1, prev=prev)
+            entry["mac"] = sign(key, entry)
+        append_bytes(path, (json.dumps(entry, sort_keys=True) + "\n").encode("utf-8"), durable=True)
+        if key is not None:
+            _CHAINS[str(path)] = (entry["seq"], entry["mac"])
     return path
+
+
+def _chain_end(path: Path) -> tuple[int, str]:
+    """``(seq, mac)`` of the last keyed line of the manifest file ``path`` (``(0, "")`` when it has none)."""
+    data = read_bytes(path)
+    for line in reversed((data or b"").decode("utf-8", errors="replace").splitlines()):
+        try:
+            entry = json.loads(line)
+            return int(entry["seq"]), str(entry["mac"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return 0, ""
+
+
+def seal_session(out: Path, session_id: str, key: bytes | None = None) -> Path | None:
+    """Write ``<out>/manifests/<session_id>.seal`` over the session's chains (every ``<session_id>-*.jsonl``:
+    its line count and last MAC) with the key (default ``manifest_key()``); None without a key. Called by the
+    controller once every process has written its lines."""
+    key = manifest_key() if key is None else key
+    if key is None:
+        return None
+    folder = Path(out) / MANIFEST_DIR
+    chains = []
+    for path in sorted(folder.glob(f"{glob_escape(session_id)}-*.jsonl")):
+        lines = [json.loads(line) for line in (read_bytes(path) or b"").decode("utf-8", errors="replace").splitlines()
+                 if line.strip()]
+        mine = [e for e in lines if isinstance(e, dict) and e.get("session") == session_id and "mac" in e]
+        if mine:
+            chains.append({"count": len(mine), "last": mine[-1]["mac"]})
+    if not chains:
+        return None
+    doc: dict[str, Any] = {"session": session_id, "chains": sorted(chains, key=lambda c: c["last"]),
+                           "runs": sum(c["count"] for c in chains), "written": _now()}
+    doc["mac"] = sign(key, doc)
+    path = folder / f"{session_id}{SEAL_SUFFIX}"
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with glob metacharacters bracketed (``glob.escape``)."""
+    import glob
+
+    return glob.escape(text)
 
 
 def write_manifest(out: Path, session_id: str, digests: Mapping[str, Mapping[str, Any]]) -> Path:
     """Write ``<out>/manifests/<session_id>.json`` (atomically) for ``digests`` (run id -> ``digest_run``)."""
     path = Path(out) / MANIFEST_DIR / f"{session_id}.json"
-    doc = {"version": MANIFEST_VERSION, "session_id": session_id,
-           "written": _now(),
-           "runs": {rid: {"dir": d["dir"], "files": dict(d["files"])} for rid, d in sorted(digests.items())}}
+    doc: dict[str, Any] = {"version": MANIFEST_VERSION, "session_id": session_id, "written": _now(),
+                           "runs": {rid: {"dir": d["dir"], "files": dict(d["files"])} for rid, d in sorted(digests.items())}}
+    if (key := manifest_key()) is not None:
+        doc["mac"] = sign(key, doc)
     write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return path
 
@@ -107,32 +208,59 @@ class Verification:
         return [*self.manifest_errors, *(f"{where}: {why}" for where, why in sorted(self.problems.items()))]
 
 
-def load_manifests(out: Path) -> tuple[dict[str, dict[str, str]], list[str]]:
+def _read(path: Path) -> str:
+    data = read_bytes(path)
+    if data is None:
+        raise OSError(f"not a regular file (a link or missing): {path}")
+    return data.decode("utf-8", errors="replace")
+
+
+def load_manifests(out: Path, key: bytes | None = None) -> tuple[dict[str, dict[str, str]], list[str]]:
     """``(run folder -> {file: sha256} from the newest entry naming it, errors)`` for ``out``'s manifests (``*.json``
-    documents and ``*.jsonl`` per-process lines)."""
+    documents and ``*.jsonl`` per-process lines). With ``key`` only signed entries count, and every wrong MAC,
+    chain gap, missing or differing seal is an error (module docstring)."""
     entries: list[tuple[str, str, dict[str, Any]]] = []
     errors: list[str] = []
     folder = Path(out) / MANIFEST_DIR
     for path in sorted(folder.glob("*.json")):
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = json.loads(_read(path))
             if doc.get("version") != MANIFEST_VERSION or not isinstance(doc.get("runs"), dict):
                 raise ValueError(f"not a version-{MANIFEST_VERSION} manifest")
+            if key is not None and not signed(key, doc):
+                errors.append(f"{path}: manifest not signed with the key (written without it, or edited)")
+                continue
             entries += [(str(doc.get("written", "")), path.name, run) for run in doc["runs"].values()]
         except (OSError, ValueError, AttributeError) as exc:
             errors.append(f"{path}: unreadable manifest ({exc})")
+    chains: dict[str, list[tuple[int, str]]] = {}  # session -> [(count, last mac)] of its chains
     for path in sorted(folder.glob("*.jsonl")):
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = _read(path).splitlines()
         except OSError as exc:
             errors.append(f"{path}: unreadable manifest ({exc})")
             continue
+        prev, seq, session = "", 0, None
         for number, line in enumerate(lines, 1):
             try:
                 run = json.loads(line)
-                entries.append((str(run["written"]), path.name, run))
+                written = str(run["written"])
             except (ValueError, KeyError, TypeError):
                 errors.append(f"{path}:{number}: unreadable manifest line")
+                continue
+            if key is not None:
+                if not signed(key, run):
+                    errors.append(f"{path}:{number}: manifest line not signed with the key (forged, edited, or "
+                                  "written without the key)")
+                    continue
+                if run.get("seq") != seq + 1 or run.get("prev") != prev or session not in (None, run.get("session")):
+                    errors.append(f"{path}:{number}: manifest chain broken before this line (a line was removed)")
+                seq, prev, session = int(run["seq"]), run["mac"], run.get("session")
+            entries.append((written, path.name, run))
+        if key is not None and session is not None:
+            chains.setdefault(str(session), []).append((seq, prev))
+    if key is not None:
+        errors += _check_seals(folder, key, chains)
     known: dict[str, dict[str, str]] = {}
     for _written, _name, run in sorted(entries, key=lambda e: (e[0], e[1])):
         if isinstance(run, dict) and isinstance(run.get("files"), dict) and isinstance(run.get("dir"), str):
@@ -140,11 +268,37 @@ def load_manifests(out: Path) -> tuple[dict[str, dict[str, str]], list[str]]:
     return known, errors
 
 
-def verify(out: Path, *, artifacts: bool = True) -> Verification:
+def _check_seals(folder: Path, key: bytes, chains: Mapping[str, list[tuple[int, str]]]) -> list[str]:
+    """Errors of the sessions' seals against the chains found (``session -> [(count, last mac)]``)."""
+    errors, sealed = [], set()
+    for path in sorted(folder.glob(f"*{SEAL_SUFFIX}")):
+        try:
+            doc = json.loads(_read(path))
+            session, listed = str(doc["session"]), {(int(c["count"]), str(c["last"])) for c in doc["chains"]}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            errors.append(f"{path}: unreadable seal ({exc})")
+            continue
+        if not signed(key, doc):
+            errors.append(f"{path}: seal not signed with the key (forged or edited)")
+            continue
+        sealed.add(session)
+        found = set(chains.get(session, ()))
+        if found != listed:
+            errors.append(f"{path}: session {session} does not match its seal: {len(listed)} chains of "
+                          f"{sum(c for c, _ in listed)} runs sealed, {len(found)} chains of {sum(c for c, _ in found)} "
+                          "runs found (lines or a manifest removed or added)")
+    for session in sorted(set(chains) - sealed):
+        errors.append(f"{folder}: session {session} has no seal (it was killed before its end, or its seal was "
+                      "removed)")
+    return errors
+
+
+def verify(out: Path, *, artifacts: bool = True, key: bytes | None = None) -> Verification:
     """Check every run folder under ``out/runs`` against the manifests (``artifacts=False``: ``run.json`` only, and
-    no check for files added beside it), and every record's status against its evidence."""
+    no check for files added beside it), and every record's status against its evidence. ``key``: also check the
+    manifests' MACs, chains and seals (``load_manifests``)."""
     out = Path(out)
-    known, errors = load_manifests(out)
+    known, errors = load_manifests(out, key)
     result = Verification(manifest_errors=errors)
     present = {p.parent.relative_to(out).as_posix(): p.parent for p in (out / "runs").glob(f"**/{RUN_FILE}")}
     for where in sorted(set(known) - set(present)):
@@ -158,6 +312,14 @@ def verify(out: Path, *, artifacts: bool = True) -> Verification:
     return result
 
 
+def results_digest(out: Path) -> str:
+    """The digest of a results folder: sha256 hex over the canonical JSON of ``load_manifests(out)``'s entries
+    (``[[dir, {file: sha256}], ...]`` sorted by folder). See the module docstring."""
+    known, _errors = load_manifests(Path(out))
+    body = json.dumps(sorted(known.items()), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
 def check_run(run_dir: Path, files: Mapping[str, str] | None, artifacts: bool = True) -> str:
     """Why the run folder ``run_dir`` is unverifiable against its manifest entry ``files`` (None: in no
     manifest), or ``""`` when it matches and its status agrees with its evidence."""
@@ -167,7 +329,7 @@ def check_run(run_dir: Path, files: Mapping[str, str] | None, artifacts: bool = 
     if why:
         return why
     try:
-        outcome = Outcome.from_dict(json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8")))
+        outcome = Outcome.from_dict(json.loads(_read(run_dir / RUN_FILE)))
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         return f"not a valid run record ({exc})"
     return "; ".join(f"status contradicts its evidence: {c}" for c in contradictions(outcome))
@@ -177,10 +339,10 @@ def _changed(run_dir: Path, files: Mapping[str, str], artifacts: bool) -> str:
     names = sorted(files) if artifacts else [RUN_FILE]
     changed = []
     for name in names:
-        path = run_dir / name
-        if not path.is_file():
+        digest = sha256_file(run_dir / name)
+        if digest is None:
             changed.append(f"{name} removed")
-        elif sha256_file(path) != files.get(name):
+        elif digest != files.get(name):
             changed.append(f"{name} changed")
     if artifacts:
         extra = sorted(p.relative_to(run_dir).as_posix() for p in _files(run_dir))

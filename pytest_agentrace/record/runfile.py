@@ -8,31 +8,22 @@ A results folder (``--agentrace-out``, default ``.agentrace``) holds
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.record.model import Outcome, contradictions
+from pytest_agentrace.record.safefile import read_text, write_text
 
 RUN_FILE = "run.json"
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and ``os.replace``: readers see old or new, never half."""
+    """Write ``text`` to ``path`` through a temp file and a rename (``safefile.write_text``, fsynced): readers see
+    old or new, never half; a link at ``path`` is replaced, never written through. The folder is made when
+    missing; a folder that is a link is refused (``safefile.UnsafePath``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_text(path, text, durable=True)
 
 
 def write_run(run_dir: Path, outcome: Outcome) -> Path:
@@ -46,7 +37,10 @@ def read_run(path: Path) -> Outcome:
     """Read one ``run.json``; raises ``ValueError`` (with the path) when it is not a valid record, or when its status
     contradicts its own evidence (``model.contradictions``: such a record is rejected, never counted)."""
     try:
-        outcome = Outcome.from_dict(json.loads(path.read_text(encoding="utf-8")), validate=True)
+        text = read_text(path)
+        if text is None:
+            raise ValueError("not a regular file (a link, a folder or missing)")
+        outcome = Outcome.from_dict(json.loads(text), validate=True)
     except (OSError, json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError) as exc:  # AttributeError: not an object
         raise ValueError(f"{path}: not a valid run record: {exc}") from None
     if why := contradictions(outcome):

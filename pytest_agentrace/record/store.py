@@ -60,7 +60,8 @@ RUN_COLUMNS = (
     "agent_status", "answer_correct", "answer_recall", "used_tool", "claim_status", "score", "reused", "outcome",
     "replayed",
 )
-SESSION_COLUMNS = ("id", "started", "finished", "git_sha", "args", "host", "version", "rootdir", "out", "python")
+SESSION_COLUMNS = ("id", "started", "finished", "git_sha", "args", "host", "version", "rootdir", "out", "python",
+                   "digest")
 
 # Each migration is a list of single statements (executescript would commit mid-transaction).
 MIGRATIONS: list[list[str]] = [
@@ -90,6 +91,9 @@ MIGRATIONS: list[list[str]] = [
     [  # 2 -> 3: runs replayed from a cassette (--agentrace-replay) are marked as such
         "ALTER TABLE runs ADD COLUMN replayed INTEGER NOT NULL DEFAULT 0",
     ],
+    [  # 3 -> 4: the results digest the session printed at its end (record.manifest.results_digest)
+        "ALTER TABLE sessions ADD COLUMN digest TEXT",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -118,7 +122,8 @@ def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
 @dataclass
 class SessionInfo:
     """One session's row: ``id``, ``started``/``finished`` (ISO-8601 UTC), ``git_sha``, ``args`` (argv list),
-    ``host``, ``version`` (of pytest-agentrace), ``rootdir``, ``out`` (results folder), ``python``."""
+    ``host``, ``version`` (of pytest-agentrace), ``rootdir``, ``out`` (results folder), ``python``, ``digest`` (the
+    results folder's digest at the session's end, ``record.manifest.results_digest``)."""
 
     id: str
     started: str = field(default_factory=_now)
@@ -130,6 +135,7 @@ class SessionInfo:
     rootdir: str | None = None
     out: str | None = None
     python: str | None = None
+    digest: str | None = None
 
     @classmethod
     def collect(cls, session_id: str, rootdir: Path | str, args: Sequence[str] = (), out: Path | str | None = None,
@@ -146,7 +152,7 @@ class SessionInfo:
 
     def row(self) -> tuple:
         return (self.id, self.started, self.finished, self.git_sha, json.dumps(list(self.args)), self.host,
-                self.version, self.rootdir, self.out, self.python)
+                self.version, self.rootdir, self.out, self.python, self.digest)
 
 
 def git_sha(path: Path) -> str | None:

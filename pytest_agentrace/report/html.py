@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.record.redact import redact, secret_values
+from pytest_agentrace.record.safefile import read_text
 from pytest_agentrace.report import charts
 from pytest_agentrace.report.leaderboard import RACE_NOTE
 from pytest_agentrace.report.limits import status_text
@@ -44,6 +46,7 @@ from pytest_agentrace.report.text import cut_notes, tokens_reason
 from pytest_agentrace.stats.ratings import INITIAL
 
 MAX_FILE_CHARS = 20_000
+MAX_FILE_BYTES = 16 << 20  # read at most this much of a run's file (its length in a truncation note is exact below)
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 LOG_FILES = (("stderr", "raw.err"),)
 GOOD_VERDICTS = {"cheaper", "better", "improved"}
@@ -250,12 +253,11 @@ def clip(text: str, where: str, keep: str = "head", limit: int = MAX_FILE_CHARS)
 
 def _file_block(title: str, path: Path | None, text: str | None = None, keep: str = "tail", diff: bool = False) -> str:
     if text is None:
-        if path is None or not path.is_file():
+        # a regular file of the run folder only, never through a link (safefile), and redacted as it is read
+        text = read_text(path, MAX_FILE_BYTES) if path is not None else None
+        if text is None:
             return ""
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
+        text = redact(text, secret_values())
     if not text.strip():
         return ""
     shown, note = clip(text, str(path) if path else "in the run record", keep)
@@ -303,7 +305,9 @@ def run_details(run: Mapping[str, Any], run_dir: Path | None) -> str:
     parts.append(_file_block("Diff", run_dir / "diff.patch" if run_dir else None, keep="head", diff=True))
     for name, check in sorted((run.get("checks") or {}).items()):
         title = f"{name} check: `{check.get('command', '')}` exit {check.get('exit_code')}" + (" (timed out)" if check.get("timed_out") else "")
-        block = _file_block(title, run_dir / check["log"] if run_dir and check.get("log") else None)
+        log = str(check.get("log") or "")
+        plain = bool(log) and "/" not in log and log not in (".", "..")  # a name in the run folder, nothing else
+        block = _file_block(title, run_dir / log if run_dir and plain else None)
         parts.append(block or f"<h4>{escape(title)}</h4><p class=\"note\">no log</p>")
     for title, name in LOG_FILES:
         parts.append(_file_block(title, run_dir / name if run_dir else None))
@@ -324,6 +328,9 @@ def _runs(doc: Mapping[str, Any]) -> str:
     for i, r in enumerate(runs):
         u = r.get("usage") or {}
         run_dir = base / "runs" / r["case"] / r["arm"] / r["agent"] / str(r["rep"]) if base else None
+        if run_dir is not None and any(part in ("", ".", "..") or "/" in part for part in
+                                       (str(r["case"]), str(r["arm"]), str(r["agent"]), str(r["rep"]))):
+            run_dir = None  # a record naming a folder outside the results folder: its files are not read
         did = f"run-{i}"
         cells = [
             Cell(html=f'<button type="button" class="expand" aria-expanded="false" aria-controls="{did}" title="show prompt, answer, tool calls, diff and logs">▸</button>'),

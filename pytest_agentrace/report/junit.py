@@ -16,9 +16,11 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 
-def patch_junit(xml_path: Path, scores: Mapping[str, float | None], errors: Collection[str] = ()) -> int:
+def patch_junit(xml_path: Path, scores: Mapping[str, float | None], errors: Collection[str] = (),
+                suite: Mapping[str, str] | None = None) -> int:
     """Set ``agentrace.score`` for every test case whose ``agentrace.run_id`` is in ``scores`` (remove it when the
-    score is None), and turn the ``<failure>`` of each run id in ``errors`` into ``<error>``.
+    score is None), turn the ``<failure>`` of each run id in ``errors`` into ``<error>``, and set each of ``suite``
+    (e.g. ``agentrace.results_digest``) as a ``<property>`` of every ``<testsuite>``.
 
     Returns the number of elements changed; a missing or unreadable file changes nothing.
     """
@@ -29,6 +31,18 @@ def patch_junit(xml_path: Path, scores: Mapping[str, float | None], errors: Coll
     except (OSError, ET.ParseError):
         return 0
     changed = 0
+    root = tree.getroot()
+    for testsuite in [root] if root.tag == "testsuite" else root.iter("testsuite"):
+        for name, value in (suite or {}).items():
+            props = testsuite.find("properties")
+            if props is None:
+                props = ET.Element("properties")
+                testsuite.insert(0, props)
+            prop = next((q for q in props.iter("property") if q.get("name") == name), None)
+            if prop is None:
+                prop = ET.SubElement(props, "property", {"name": name})
+            prop.set("value", value)
+            changed += 1
     for case in tree.getroot().iter("testcase"):
         props = case.find("properties")
         if props is None:

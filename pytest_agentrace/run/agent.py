@@ -26,6 +26,7 @@ from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.runs import start_session
 from pytest_agentrace.record.model import Usage
 from pytest_agentrace.record.redact import redact, secret_values
+from pytest_agentrace.record.safefile import write_text
 from pytest_agentrace.run import network, process, workspace
 from pytest_agentrace.run.limits import Hit, Limits, confine, diagnose
 from pytest_agentrace.run.network import RunNetwork
@@ -151,7 +152,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             if session is not None:
                 session.close()
             return AgentRun(None, 0.0, False, Usage(), error=f"could not make the run's network: {exc}")
-        (ctx.run_dir / "argv.json").write_text(redact(_json(run_argv), secrets), encoding="utf-8")
+        write_text(ctx.run_dir / "argv.json", redact(_json(run_argv), secrets))
         if ctx.options.sandbox is not None:
             needs = [*needed_paths(argv[0], inv_env.get("PATH")), *needed_paths(run_argv[0], inv_env.get("PATH")),
                      *named_files(spec), Path(ctx.prompt_file), *(session.needs() if session is not None else []),
@@ -193,8 +194,8 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
         limit_record = confined.record()
         hit = diagnose(limits, code, stderr + "\n" + stdout[-65536:], stopped, events)
-    (ctx.run_dir / "raw.out").write_text(redact(stdout, secrets), encoding="utf-8")
-    (ctx.run_dir / "raw.err").write_text(redact(stderr, secrets), encoding="utf-8")
+    write_text(ctx.run_dir / "raw.out", redact(stdout, secrets))  # a link left there is replaced, not followed
+    write_text(ctx.run_dir / "raw.err", redact(stderr, secrets))
     if err:
         if err.startswith("FileNotFoundError") and shutil.which(run_argv[0]):
             err += " (the program exists: its #! interpreter line names a program that is missing)"
@@ -296,7 +297,7 @@ def make_context(spec: RunSpec, tmp: Path, run_dir: Path, ws: Path, prompt: str,
     sandbox, deleted with the run's scratch folder)."""
     home = tmp / "home"
     home.mkdir(parents=True, exist_ok=True)
-    (run_dir / "prompt.txt").write_text(redact(prompt, secret_values(env)), encoding="utf-8")
+    write_text(run_dir / "prompt.txt", redact(prompt, secret_values(env)))
     prompt_file = tmp / "input" / "prompt.txt"
     prompt_file.parent.mkdir(parents=True, exist_ok=True)
     prompt_file.write_text(prompt, encoding="utf-8")  # the agent gets it as given, as with {prompt}

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from pytest_agentrace.record.model import CheckResult
 from pytest_agentrace.record.redact import redact
+from pytest_agentrace.record.safefile import read_text, write_text
 from pytest_agentrace.run import counting, process
 from pytest_agentrace.run.limits import Confinement, diagnose
 from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
@@ -104,7 +105,7 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
     if res.stderr:
         body += f"\n--- stderr ---\n{res.stderr}"
     body += f"\n--- {status} after {res.seconds:.2f}s ---\n"
-    log.write_text(redact(body, secrets), encoding="utf-8")
+    write_text(log, redact(body, secrets))
     missing = None if res.timed_out else missing_tool(command, res.exit_code, res.stdout + "\n" + res.stderr)
     return CheckResult(name, command, res.exit_code, round(res.seconds, 3), log.name, res.timed_out, missing,
                        hit.reason if hit is not None else None, counted=report is not None,
@@ -121,13 +122,13 @@ def run_commands(name: str, commands: tuple[str, ...], cwd: Path, env: Mapping[s
     texts, total, res = [], 0.0, None
     for command in commands:
         res = run_check(name, command, cwd, env, timeout, log, secrets, box)
-        texts.append(log.read_text(encoding="utf-8"))
+        texts.append(read_text(log) or "")
         total += res.seconds
         if not res.passed:
             break
     if res is None:
         raise ValueError(f"no {name} commands to run")
-    log.write_text("".join(texts), encoding="utf-8")
+    write_text(log, "".join(texts))
     return dataclasses.replace(res, seconds=round(total, 3))
 
 
@@ -181,8 +182,7 @@ def log_tail(run_dir: Path, check: CheckResult | None, lines: int = 20) -> str:
     """The last ``lines`` lines of a check's log (empty when there is none)."""
     if check is None or not check.log:
         return ""
-    try:
-        text = (run_dir / check.log).read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    text = read_text(run_dir / check.log)
+    if text is None:
         return ""
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])

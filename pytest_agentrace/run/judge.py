@@ -42,6 +42,7 @@ class Judge(abc.ABC):
     where: str = ""  # what a workspace error names besides the cause (a trial's repo: " (app)")
     protected_globs: tuple[str, ...] = ()
     machinery: tuple[str, ...] = DEFAULT_MACHINERY  # test machinery patterns (run.cleantree.is_machinery)
+    binary_diffs: bool = False  # diff.patch keeps binary files' bytes (a task's ``binary_diffs: true``)
     # the tree of the fresh workspace when ``make_workspace`` knows it without reading the files (a clone of a local
     # template with nothing written over it, ``workspace.Clone.tree``): the pipeline takes it as the "before" snapshot
     # when setup ran nothing, instead of hashing every file

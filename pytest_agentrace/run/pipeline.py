@@ -48,6 +48,7 @@ from pytest_agentrace.record.model import (
 )
 from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
 from pytest_agentrace.record.runfile import write_run
+from pytest_agentrace.record.safefile import write_text
 from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.run import cleantree, network, workspace
 from pytest_agentrace.run.agent import AgentRun, make_context, run_agent, run_limits
@@ -83,8 +84,9 @@ def execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id
         return _execute(spec, tmp, out, options, session_id)
     except Exception as exc:  # noqa: BLE001 - a fault of ours must not lose the run: an error run with its traceback
         run_dir = spec.run_dir(out)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / HARNESS_LOG).write_text(redact(traceback.format_exc(), secret_values()), encoding="utf-8")
+        if run_dir.is_symlink() or not run_dir.is_dir():
+            fresh_run_dir(run_dir)
+        write_text(run_dir / HARNESS_LOG, redact(traceback.format_exc(), secret_values()))
         outcome = Outcome(**base_outcome(spec, session_id), status=str(Status.ERROR),
                           reason=f"harness fault: {type(exc).__name__}: {exc} (traceback in {HARNESS_LOG})")
         outcome = redact_outcome(outcome)
@@ -97,7 +99,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     try:
         return _run(spec, tmp, out, options, session_id)
     finally:  # nothing of a finished run stays where a later agent could read it
-        for scratch in ("ws", "home", "check-home", "input", "harbor", CLEAN, CLEAN + ".src", REPORTS, CHECK_GIT):
+        for scratch in ("ws", "ws.git", "home", "check-home", "input", "harbor", CLEAN, CLEAN + ".src", REPORTS, CHECK_GIT):
             shutil.rmtree(tmp / scratch, ignore_errors=True)
 
 
@@ -150,7 +152,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         if "TRIAL_OUT" in env:  # the results folder is out of the agent's reach: its own run's folder stands in
             env = {**env, "TRIAL_OUT": str(run_dir)}
     try:
-        git_folder = workspace.git_dir(ws)
+        git_folder = workspace.desk_dir(ws)  # the harness's git folder: the workspace's .git is the agent's
         # a clone that setup wrote nothing into holds exactly its commit's tree: no need to hash its files
         unchanged = judge.start_tree if judge.start_tree and not done else None
         before = unchanged or workspace.snapshot_tree(ws, git_folder)
@@ -174,13 +176,15 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     unreadable, after = None, None
     try:
         after = workspace.snapshot_tree(ws, git_folder)
-        change = workspace.change(ws, before, after)
+        change = workspace.change(ws, before, after, judge.binary_diffs)
     except WorkspaceError as exc:
         unreadable = f"the agent left the workspace unreadable to git: {exc}"
     else:
-        (run_dir / "diff.patch").write_text(redact(change.patch, secrets), encoding="utf-8")
+        write_text(run_dir / "diff.patch", redact(change.patch, secrets))
         fields.update(lines_added=change.lines_added, lines_removed=change.lines_removed,
                       lines_changed=change.lines_changed, files_changed=change.files_changed)
+        if change.binaries:  # path, size and sha256: a binary file's bytes are not in diff.patch
+            fields["extra"]["binary_files"] = list(change.binaries)
     tampered = workspace.tampered(guarded, workspace.protected_state(ws, judge.protected_globs))
     fields["tampered"] = tuple(tampered)
 
@@ -311,8 +315,11 @@ def base_outcome(spec: RunSpec, session_id: str) -> dict[str, Any]:
 
 
 def fresh_run_dir(run_dir: Path) -> None:
-    """Remove the files an earlier run of the same RunSpec left, so a run's folder holds only its own files."""
-    if run_dir.exists():
+    """Remove the files an earlier run of the same RunSpec left, so a run's folder holds only its own files; the
+    folder is made by the harness (a link or file where it belongs is removed, never followed)."""
+    if run_dir.is_symlink() or (run_dir.exists() and not run_dir.is_dir()):
+        run_dir.unlink()
+    elif run_dir.exists():
         for entry in run_dir.iterdir():
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)

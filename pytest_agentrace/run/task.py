@@ -31,6 +31,7 @@ class TaskJudge(Judge):
         self.edits = True
         self.protected_globs = task.protected_globs
         self.machinery = task.machinery
+        self.binary_diffs = task.binary_diffs
         self.fields = {"has_verify": bool(task.verify_command), "has_lint": bool(task.lint_command),
                        "scoring": task.scoring or None, "difficulty": task.difficulty, "extra": {}}
 
@@ -72,7 +73,10 @@ class TaskJudge(Judge):
                                        secrets, self.box, self.limits, self.report_dir("lint"))
         if task.verify_command:
             tree = self.check_tree()
-            workspace.write_files(tree, task.verify_files)
+            try:  # a folder on a verify file's way that the agent made a link: nothing is written through it
+                workspace.write_files(tree, task.verify_files)
+            except workspace.Tampered as exc:
+                return Judgement(checks, f"tampered: {', '.join(exc.paths)}", {"tampered": tuple(exc.paths)})
             checks["verify"] = run_check("verify", task.verify_command, tree, env, task.timeout, run_dir / "verify.log",
                                          secrets, self.box, self.limits, self.report_dir("verify"),
                                          hidden_tests(task.verify_files))

@@ -35,6 +35,7 @@ from filelock import FileLock
 
 from pytest_agentrace.record.model import CheckResult, Usage
 from pytest_agentrace.record.runfile import write_atomic
+from pytest_agentrace.record.safefile import read_bytes, write_bytes
 from pytest_agentrace.run import workspace
 from pytest_agentrace.run.checks import clean_env, run_check, run_commands
 from pytest_agentrace.run.judge import Judge, Judgement
@@ -111,8 +112,8 @@ def prepare_once(spec: RunSpec, out: Path, env: Mapping[str, str], session_id: s
         else:
             result = run_commands("prepare", arm.prepare, Path(trial.path).parent, env, trial.timeout, log, secrets)
             write_atomic(marker, json.dumps({**result.to_dict(), "run_id": spec.id, "arm": arm.name}))
-    if log.exists():
-        shutil.copyfile(log, run_dir / "prepare.log")
+    if (text := read_bytes(log)) is not None:
+        write_bytes(run_dir / "prepare.log", text)
     return dataclasses.replace(result, log="prepare.log")
 
 

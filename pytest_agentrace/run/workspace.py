@@ -3,8 +3,14 @@
 A ``repo`` that is a git repository root is cloned with ``git clone --shared`` (the source is never
 written to). A plain folder is copied once per session into a cached template repository (one commit
 with a fixed author, so no git config is needed) and cloned from there. A URL is cloned as is.
-The state after setup is kept as a git tree object (through a temporary index, so HEAD, branches and
-the workspace's own index are not touched) and the agent's change is measured against it.
+The state after setup is kept as a git tree object and the agent's change is measured against it.
+
+The workspace's ``.git`` is the agent's (it may use git as usual); the harness never reads it after the clone. Its
+snapshots and diffs run in the *desk*, a git folder of its own beside the workspace (``desk_dir``: ``<ws>.git``,
+outside the agent's reach), with ``--git-dir``/``--work-tree``, no system or global config, fsmonitor, hooks,
+external diff, textconv and filters off on the command line, and ``info/attributes`` overriding every
+``.gitattributes`` of the tree (``HARDENED``, ``DESK_ATTRIBUTES``). A template built from a source repository reads
+only its refs and objects through a scratch desk the same way: none of the source's config runs.
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -33,16 +41,91 @@ GIT_IDENTITY = {
 }
 
 
-def git(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, check: bool = True) -> str:
-    """Run ``git args`` in ``cwd`` and return stdout; raises ``WorkspaceError`` with stderr on failure."""
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **GIT_IDENTITY, **(env or {})}
+# Every harness git call starts with no system or global config and these settings on its command line (which
+# outrank any config file): nothing a repository's config or attributes name is run, and files are hashed as bytes.
+HARDENED = (
+    "core.fsmonitor=false", "core.hooksPath=/dev/null", "core.untrackedCache=false", "core.splitIndex=false",
+    "core.autocrlf=false", "core.safecrlf=false", "core.symlinks=true", "core.trustctime=true",
+    "core.checkStat=default", "core.sparseCheckout=false", "core.pager=cat", "core.askPass=",
+    "credential.helper=", "commit.gpgsign=false", "tag.gpgsign=false", "gc.auto=0", "maintenance.auto=false",
+    "diff.external=", "diff.noprefix=false", "diff.mnemonicPrefix=false", "diff.relative=false", "color.ui=false",
+    "status.showUntrackedFiles=all", "advice.detachedHead=false",
+)
+HARDENED_ENV = {  # no /etc/gitconfig, no ~/.gitconfig or ~/.config/git/config, no /etc/gitattributes
+    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_SYSTEM": "/dev/null", "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_ATTR_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_LITERAL_PATHSPECS": "1",
+}
+# $GIT_DIR/info/attributes outranks every .gitattributes of the work tree: no filter (clean/smudge), no diff
+# driver (textconv, external), no end-of-line, ident or encoding conversion, whatever the tree's files say
+DESK_ATTRIBUTES = "* !filter !diff -text !eol -ident !working-tree-encoding -export-subst !merge\n"
+DESK_CONFIG = ("[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = false\n"
+               "\thooksPath = /dev/null\n\tautocrlf = false\n\tsymlinks = true\n[gc]\n\tauto = 0\n")
+
+
+def git(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, check: bool = True,
+        user_config: bool = False) -> str:
+    """Run ``git args`` in ``cwd`` and return stdout; raises ``WorkspaceError`` with stderr on failure.
+
+    Hardened (``HARDENED``, ``HARDENED_ENV``; the session's own ``GIT_*`` variables dropped) unless
+    ``user_config``: the clone of a URL keeps the user's global config (credentials, proxies, ``insteadOf``).
+    """
+    if user_config:
+        full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **GIT_IDENTITY, **(env or {})}
+        flags = ["-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null"]
+    else:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        full_env = {**base, **HARDENED_ENV, **GIT_IDENTITY, **(env or {})}
+        flags = [part for item in HARDENED for part in ("-c", item)]
     proc = subprocess.run(
-        ["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null", *args],
+        ["git", *flags, *args],
         cwd=str(cwd), env=full_env, capture_output=True, text=True, errors="replace",
     )
     if check and proc.returncode != 0:
         raise WorkspaceError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
     return proc.stdout
+
+
+def desk_dir(ws: Path) -> Path:
+    """The harness's own git folder of the workspace ``ws``: ``<ws>.git`` beside it (outside the workspace, so the
+    agent, which writes only inside it, cannot write there). Every harness git call on ``ws`` after the clone uses
+    it with ``--git-dir``/``--work-tree``; the workspace's ``.git`` is the agent's and is never read."""
+    ws = Path(ws).absolute()
+    return ws.with_name(ws.name + ".git")
+
+
+def make_desk(ws: Path, objects: Iterable[Path] = (), index: Path | None = None) -> Path:
+    """Create ``desk_dir(ws)``: harness-written ``config`` and ``info/attributes`` (``DESK_ATTRIBUTES``), the
+    object folders ``objects`` borrowed read-only (``objects/info/alternates``), and a copy of ``index`` (a fresh
+    clone's, with its stat data and mtime: unchanged files are not hashed again). Returns the folder; an old one is
+    replaced. Raises ``WorkspaceError`` when it cannot be written."""
+    desk = desk_dir(ws)
+    try:
+        if desk.is_symlink() or desk.is_file():
+            desk.unlink()
+        elif desk.exists():
+            shutil.rmtree(desk)
+        for sub in ("objects/info", "refs/heads", "info"):
+            (desk / sub).mkdir(parents=True)
+        (desk / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+        (desk / "config").write_text(DESK_CONFIG, encoding="utf-8")
+        (desk / "info" / "attributes").write_text(DESK_ATTRIBUTES, encoding="utf-8")
+        borrowed = [str(Path(o).absolute()) for o in objects]
+        if borrowed:
+            (desk / "objects" / "info" / "alternates").write_text("".join(f"{o}\n" for o in borrowed), encoding="utf-8")
+        if index is not None and index.is_file() and not index.is_symlink():
+            shutil.copy2(index, desk / "index")  # copy2 keeps the mtime git's racy-clean check compares with
+    except OSError as exc:
+        raise WorkspaceError(f"cannot make the harness git folder {desk}: {exc}") from exc
+    return desk
+
+
+def desk_git(args: list[str], ws: Path, env: Mapping[str, str] | None = None, check: bool = True) -> str:
+    """``git --git-dir=<desk> --work-tree=<ws> args`` (hardened, run from the desk folder; see ``git``). The desk is
+    made (empty) when missing."""
+    desk = desk_dir(ws)
+    if not (desk / "HEAD").is_file():
+        make_desk(ws)
+    return git(["--git-dir", str(desk), "--work-tree", str(Path(ws).absolute()), *args], desk, env, check)
 
 
 def is_git_root(path: Path) -> bool:
@@ -79,11 +162,9 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
     Raises ``WorkspaceError`` when ``ref`` is not a commit of the source.
     """
     exclude = sorted(set(exclude))
-    commit = None
+    commit, objects = None, None
     if is_git_root(source):
-        commit = git(["rev-parse", "--verify", "-q", f"{ref or 'HEAD'}^{{commit}}"], source, check=False).strip()
-        if not commit:
-            raise WorkspaceError(f"{ref or 'HEAD'} is not a commit of {source}")
+        commit, objects = source_commit(source, ref)
         digest = hashlib.sha256(f"{commit}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
     else:
         digest = hashlib.sha256(f"{folder_hash(source)}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
@@ -95,12 +176,12 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
         if (target / ".git").is_dir():
             return target, commit
         tmp = Path(tempfile.mkdtemp(prefix=f"{digest}.", dir=cache_dir))
-        if commit:  # the tree of the commit, through a scratch index: the source's index and files are not touched
-            index = tmp.with_name(tmp.name + ".index")
+        if commit:  # the commit's tree through a scratch desk: the source's config, index and files are not used
             try:
-                git(["--work-tree", str(tmp), "checkout", commit, "--", "."], source, {"GIT_INDEX_FILE": str(index)})
+                make_desk(tmp, [objects])
+                desk_git(["read-tree", "-u", "--reset", commit], tmp)
             finally:
-                index.unlink(missing_ok=True)
+                shutil.rmtree(desk_dir(tmp), ignore_errors=True)
         else:
             shutil.copytree(source, tmp, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
         for rel in exclude:
@@ -109,11 +190,24 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
                 shutil.rmtree(p)
             elif p.exists() or p.is_symlink():
                 p.unlink()
-        git(["init", "-q", "-b", "main"], tmp)
+        git(["init", "-q", "-b", "main", "--template="], tmp)
+        (tmp / ".git" / "info").mkdir(exist_ok=True)
+        (tmp / ".git" / "info" / "attributes").write_text(DESK_ATTRIBUTES, encoding="utf-8")
         git(["add", "-A", "--force"], tmp)
-        git(["commit", "-q", "--allow-empty", "-m", f"agentrace: {source.name}"], tmp)
+        git(["commit", "-q", "--allow-empty", "--no-verify", "-m", f"agentrace: {source.name}"], tmp)
         os.replace(tmp, target)
     return target, commit
+
+
+def source_commit(source: Path, ref: str | None = None) -> tuple[str, Path]:
+    """``(commit sha of ref (default HEAD), absolute objects folder)`` of the git repository ``source``. Reads only
+    its refs and where its objects are (hardened ``git rev-parse``: nothing its config names is run). Raises
+    ``WorkspaceError`` when ``ref`` is not a commit of it."""
+    out = git(["-c", f"safe.directory={Path(source).absolute()}", "rev-parse", "--path-format=absolute",
+               "--git-path", "objects", f"{ref or 'HEAD'}^{{commit}}"], source, check=False).split("\n")
+    if len(out) < 2 or not re.fullmatch(r"[0-9a-f]{40,64}", out[1].strip()):
+        raise WorkspaceError(f"{ref or 'HEAD'} is not a commit of {source}")
+    return out[1].strip(), Path(out[0].strip())
 
 
 _TEMPLATE_TREES: dict[str, str] = {}  # template folder -> its commit's tree: a template never changes once built
@@ -154,14 +248,16 @@ def clone(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None,
         dest.mkdir(parents=True, exist_ok=True)
         git(["init", "-q", "-b", "main"], dest)
         git(["commit", "-q", "--allow-empty", "-m", "agentrace: empty start"], dest)
+        make_desk(dest)
         return Clone(git(["rev-parse", "HEAD"], dest).strip())
     is_url = "://" in repo or ("@" in repo and ":" in repo and not Path(repo).exists())
     parent = dest.parent if dest.parent.exists() else Path.cwd()
     if is_url:
-        git(["clone", "-q", repo, str(dest)], parent)
+        git(["clone", "-q", repo, str(dest)], parent, user_config=True)
         if ref:
             git(["checkout", "-q", "--detach", ref], dest)
         commit, tree = None, None
+        make_desk(dest)  # its objects are the clone's own (the agent's): the desk hashes the files itself
     else:
         path = Path(repo)
         if not path.is_dir():
@@ -169,6 +265,8 @@ def clone(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None,
         template, commit = template_repo(path, cache_dir, exclude, ref)
         git(["clone", "-q", "--shared", str(template), str(dest)], parent)
         tree = template_tree(template)
+        # the desk reads the template's objects (the harness's cache) and starts from the checkout's index
+        make_desk(dest, [template / ".git" / "objects"], dest / ".git" / "index")
     git(["remote", "remove", "origin"], dest)  # nothing to push to: the source is never reachable from the clone
     return Clone(commit or git(["rev-parse", "HEAD"], dest).strip(), tree)
 
@@ -198,34 +296,85 @@ def overlay(src: Path, dest: Path) -> None:
     shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
 
 
+class Tampered(WorkspaceError):
+    """Files the harness refused to write because a folder on their way is a link (``paths``: relative, POSIX)."""
+
+    def __init__(self, paths: list[str]):
+        super().__init__("refused to write through a linked folder: " + ", ".join(paths))
+        self.paths = paths
+
+
+_DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def write_files(dest: Path, files: Mapping[str, str]) -> None:
-    """Write ``{relative path: content}`` into ``dest`` (parents created, existing files overwritten)."""
+    """Write ``{relative path: content}`` into ``dest`` without following a link: each folder on the way is opened
+    with ``O_NOFOLLOW`` from ``dest`` down (made when missing; a file in its place is removed) and the file is
+    created with ``O_EXCL | O_NOFOLLOW`` after whatever stood at its name (a link, a file, a folder) is removed.
+
+    Raises ``Tampered`` naming every path whose folder (or ``dest`` itself) is a link: nothing is written through
+    it (the other files are written)."""
+    refused: list[str] = []
     for rel, content in files.items():
-        p = dest / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if p.is_symlink() or (p.exists() and not p.is_file()):
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p)
+        parts = [part for part in rel.split("/") if part not in ("", ".")]
+        try:
+            fd = os.open(dest, _DIR_OPEN)
+        except OSError:
+            refused.append(rel)
+            continue
+        try:
+            for part in parts[:-1]:
+                try:
+                    nfd = os.open(part, _DIR_OPEN, dir_fd=fd)
+                except FileNotFoundError:
+                    os.mkdir(part, dir_fd=fd)
+                    nfd = os.open(part, _DIR_OPEN, dir_fd=fd)
+                except OSError:
+                    if stat.S_ISLNK(os.lstat(part, dir_fd=fd).st_mode):
+                        raise
+                    os.unlink(part, dir_fd=fd)  # a file where the folder goes
+                    os.mkdir(part, dir_fd=fd)
+                    nfd = os.open(part, _DIR_OPEN, dir_fd=fd)
+                os.close(fd)
+                fd = nfd
+            name = parts[-1]
+            try:
+                st = os.lstat(name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
             else:
-                p.unlink()
-        p.write_text(content, encoding="utf-8")
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(name, dir_fd=fd)
+                else:
+                    os.unlink(name, dir_fd=fd)
+            out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
+            with os.fdopen(out, "w", encoding="utf-8") as fh:
+                fh.write(content)
+        except OSError:
+            refused.append(rel)
+        finally:
+            os.close(fd)
+    if refused:
+        raise Tampered(refused)
 
 
 def exclude(ws: Path, patterns: Iterable[str]) -> None:
-    """Add gitignore ``patterns`` to the workspace's ``.git/info/exclude`` (local to the clone, invisible in its
-    tree), so tool caches a CLI writes into the workspace are not counted as changes."""
+    """Add gitignore ``patterns`` to the desk's ``info/exclude`` (``desk_dir``: outside the workspace and its tree),
+    so tool caches a CLI writes into the workspace are not counted as changes."""
     patterns = [p for p in patterns if p]
     if not patterns:
         return
-    info = git_dir(ws) / "info"
-    info.mkdir(exist_ok=True)
-    with open(info / "exclude", "a", encoding="utf-8") as fh:
+    desk = desk_dir(ws)
+    if not (desk / "HEAD").is_file():
+        make_desk(ws)
+    with open(desk / "info" / "exclude", "a", encoding="utf-8") as fh:
         fh.write("".join(f"{p}\n" for p in patterns))
 
 
 def git_dir(ws: Path) -> Path:
-    """The git folder of the workspace ``ws``: ``ws/.git`` when that is a real folder (a clone's own; no git
-    process), else what ``git rev-parse --absolute-git-dir`` finds. Raises ``WorkspaceError`` when there is none."""
+    """The agent's git folder of the workspace ``ws``: ``ws/.git`` when that is a real folder (a clone's own; no git
+    process), else what ``git rev-parse --absolute-git-dir`` finds. Raises ``WorkspaceError`` when there is none.
+    The harness records through ``desk_dir``, never through this one."""
     own = ws / ".git"
     if own.is_dir() and not own.is_symlink():
         return own.absolute()
@@ -235,69 +384,111 @@ def git_dir(ws: Path) -> Path:
 def snapshot_tree(ws: Path, git_folder: Path | None = None) -> str:
     """Record the workspace's files (tracked and untracked, ignored ones excluded) as a git tree; return its sha.
 
-    ``git_folder``: the workspace's git folder when already looked up (``git_dir``). Uses a temporary index file,
-    so HEAD, branches and ``.git/index`` stay as the agent left them. Raises ``WorkspaceError`` when git fails.
+    Runs in the desk (``desk_dir``; ``git_folder`` when given must be it): its own index (a copy of the fresh
+    clone's, so only changed files are hashed), its config and attributes; nothing of the workspace's ``.git``
+    (config, hooks, index, ``core.worktree``) is read, and no filter or fsmonitor runs. Raises ``WorkspaceError``
+    when git fails (e.g. the agent left a file git cannot read).
     """
-    folder = git_folder if git_folder is not None else git_dir(ws)
-    try:
-        fd, tmp_index = tempfile.mkstemp(prefix="agentrace-index.", dir=folder)
-    except OSError as exc:  # the git folder is gone or is no folder any more (an agent removed or replaced it)
-        raise WorkspaceError(f"cannot write a scratch index into {folder}: {exc}") from exc
-    os.close(fd)
-    try:
-        real = folder / "index"
-        if real.exists():
-            # copy2 keeps the index file's mtime: git's racy-clean check (an entry as new as the index is
-            # re-hashed) only works against the real index time; a fresh mtime hid same-size edits made in
-            # the same second as the checkout (e.g. "a - b" -> "a + b" by a fast agent)
-            try:
-                shutil.copy2(real, tmp_index)
-            except OSError as exc:
-                raise WorkspaceError(f"cannot read the index {real}: {exc}") from exc
-        else:
-            os.unlink(tmp_index)
-        env = {"GIT_INDEX_FILE": tmp_index}
-        git(["add", "-A"], ws, env)
-        return git(["write-tree"], ws, env).strip()
-    finally:
-        if os.path.exists(tmp_index):
-            os.unlink(tmp_index)
+    if git_folder is not None and Path(git_folder).absolute() != desk_dir(ws):
+        raise WorkspaceError(f"{git_folder} is not the harness git folder of {ws} ({desk_dir(ws)})")
+    desk_git(["add", "-A"], ws)
+    return desk_git(["write-tree"], ws).strip()
 
 
 @dataclass(frozen=True)
 class Change:
-    """Lines added/removed (text files) and files changed (text and binary) between two trees."""
+    """Lines added/removed (text files) and files changed (text and binary) between two trees; ``binaries``: each
+    binary file changed as ``{"path", "size" (bytes), "sha256"}`` of its new side (of the old one when deleted,
+    with ``"deleted": True``)."""
 
     lines_added: int
     lines_removed: int
     files_changed: int
     binary_files: int
     patch: str
+    binaries: tuple[dict, ...] = ()
 
     @property
     def lines_changed(self) -> int:
         return self.lines_added + self.lines_removed
 
 
-def change(ws: Path, before: str, after: str) -> Change:
+_BINARY_LINE = re.compile(r"(?m)^Binary files .* differ$")
+
+
+def change(ws: Path, before: str, after: str, binary: bool = False) -> Change:
     """Compare two trees from ``snapshot_tree``; binary files count as changed files with 0 lines.
 
-    One git process: ``git diff -z --numstat -p --binary`` prints the NUL-terminated numstat records, one more
-    NUL, then the patch (the same bytes as ``git diff --binary``). Raises ``WorkspaceError`` when git fails.
+    One git process in the desk: ``git diff -z --numstat -p --no-ext-diff --no-textconv`` prints the NUL-terminated
+    numstat records, one more NUL, then the patch. A binary file's bytes are not in the patch: its ``Binary files
+    ... differ`` line is followed by ``# binary <path>: <size> bytes, sha256 <hex>`` (``binaries``); with ``binary``
+    (a task's ``binary_diffs: true``) the patch is ``git diff --binary``'s, bytes included. Raises
+    ``WorkspaceError`` when git fails.
     """
-    added = removed = files = binary = 0
-    out = git(["diff", "-z", "--numstat", "-p", "--binary", "--no-renames", before, after], ws)
+    added = removed = files = 0
+    binary_paths: list[str] = []
+    out = desk_git(["diff", "-z", "--numstat", "-p", "--no-renames", "--no-ext-diff", "--no-textconv",
+                    *(["--binary"] if binary else []), before, after], ws)
     pos = 0
     while pos < len(out) and out[pos] != "\0":
         end = out.index("\0", pos)
-        a, r, _ = out[pos:end].split("\t", 2)
+        a, r, path = out[pos:end].split("\t", 2)
         pos = end + 1
         files += 1
         if a == "-":
-            binary += 1
+            binary_paths.append(path)
         else:
             added, removed = added + int(a), removed + int(r)
-    return Change(added, removed, files, binary, out[pos + 1:])
+    patch = out[pos + 1:]
+    binaries = blob_facts(ws, before, after, binary_paths) if binary_paths else ()
+    if binaries and not binary:
+        found = iter(binaries)
+
+        def note(m: re.Match) -> str:
+            b = next(found, None)
+            return m.group(0) if b is None else f"{m.group(0)}\n# binary {b['path']}: {b['size']} bytes, sha256 {b['sha256']}"
+
+        patch = _BINARY_LINE.sub(note, patch)
+    return Change(added, removed, files, len(binary_paths), patch, binaries)
+
+
+def blob_facts(ws: Path, before: str, after: str, paths: list[str]) -> tuple[dict, ...]:
+    """``{"path", "size", "sha256"}`` of each of ``paths`` in the tree ``after`` (in ``before``, with ``"deleted":
+    True``, when it is gone), read from the desk's objects (two git processes)."""
+    def blobs(tree: str) -> dict[str, str]:
+        listing = desk_git(["ls-tree", "-r", "-z", "--full-tree", tree, "--", *paths], ws)
+        found = {}
+        for record in filter(None, listing.split("\0")):
+            meta, path = record.split("\t", 1)
+            found[path] = meta.split()[2]
+        return found
+
+    new, old = blobs(after), None
+    chosen = []
+    for path in paths:
+        if path in new:
+            chosen.append((path, new[path], False))
+        else:
+            old = old if old is not None else blobs(before)
+            if path in old:
+                chosen.append((path, old[path], True))
+    if not chosen:
+        return ()
+    desk = desk_dir(ws)
+    proc = subprocess.run(["git", "--git-dir", str(desk), "cat-file", "--batch"], cwd=str(desk),
+                          input="".join(f"{sha}\n" for _p, sha, _d in chosen).encode(), capture_output=True,
+                          env={**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, **HARDENED_ENV})
+    if proc.returncode != 0:
+        raise WorkspaceError(f"git cat-file failed in {desk}: {proc.stderr.decode(errors='replace')[-500:]}")
+    data, pos, facts = proc.stdout, 0, []
+    for path, _sha, deleted in chosen:
+        nl = data.index(b"\n", pos)
+        size = int(data[pos:nl].split()[2])
+        body = data[nl + 1:nl + 1 + size]
+        pos = nl + 1 + size + 1
+        fact = {"path": path, "size": size, "sha256": hashlib.sha256(body).hexdigest()}
+        facts.append({**fact, "deleted": True} if deleted else fact)
+    return tuple(facts)
 
 
 def _matches(rel: str, pattern: str) -> bool:

@@ -44,7 +44,7 @@ from pytest_agentrace.strict import (
 TASK_KEYS = (
     "name", "description", "repo", "test_command", "lint_command", "verify_command", "verify_files",
     "timeout", "agents", "scoring", "pricing", "difficulty", "setup", "solution_files", "solution_patch",
-    "protected", "test_machinery", "env", "limits", "network",
+    "protected", "test_machinery", "env", "limits", "network", "binary_diffs",
 )
 REQUIRED = ("name", "description", "test_command")
 SCORE_KEYS = ("tests", "verify", "exit", "lint", "time", "lines")
@@ -91,6 +91,7 @@ class Task:
     env: dict[str, str] = field(default_factory=dict)
     limits: Limits | None = None  # resource limits of the task's runs (over the session's)
     network: NetworkSpec | None = None  # network mode / allow-list of the task's runs and checks (run.network)
+    binary_diffs: bool = False  # diff.patch holds binary files' bytes (else path, size and sha256 only)
     content_hash: str = ""
     harbor: Any = None  # spec.harbor.HarborLayout when the task is a Harbor task folder (task.toml + instruction.md)
 
@@ -248,6 +249,9 @@ def _load_task(path: Path, data: Any) -> Task:
         kw["test_machinery"], kw["test_machinery_replaces"] = _machinery(path, data["test_machinery"])
     if data.get("env") is not None:
         kw["env"] = str_mapping(path, "env", data["env"])
+    if data.get("binary_diffs") is not None:
+        kw["binary_diffs"] = typed(path, "binary_diffs", data["binary_diffs"], bool,
+                                   fix="write true (keep binary files' bytes in diff.patch) or false")
     return Task(**kw)
 
 
@@ -341,6 +345,7 @@ def task_schema() -> dict[str, Any]:
                                                                "additionalProperties": False}},
         "difficulty": {"type": ["string", "number"]}, "setup": STR_OR_STRS, "solution_files": STR_MAP,
         "solution_patch": STR, "protected": STR_OR_STRS, "env": ENV, "limits": LIMITS,
+        "binary_diffs": {"type": "boolean"},
         "test_machinery": {"anyOf": [{"type": "array", "items": STR}, {
             "type": "object", "properties": {"replace": {"type": "array", "items": STR}},
             "required": ["replace"], "additionalProperties": False}]},
