@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import io
 import json
+import os
 import random
 import re
 import string
@@ -139,11 +140,12 @@ def test_secret_like_variable_names_are_whole_words() -> None:
               "MY_SERVICE_TOKEN", "x-api-key", "X-Session-Token", "apiKey", "HTTP_AUTH", "GOOGLE_CREDENTIALS", "Cookie"]
     plain = ["GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "AUTHOR", "MAX_TOKENS", "KEY", "KEYBOARD", "SSH_KEY_PATH",
              "TOKENIZERS_PARALLELISM", "SECRETARY", "PASSWORDLESS", "AUTHORITY", "MONKEY", "TURKEY_COUNT",
-             "GOOGLE_APPLICATION_CREDENTIALS_FILE", "HOME", "PATH", "author", "api_key_name"]
+             "GOOGLE_APPLICATION_CREDENTIALS_FILE", "HOME", "PATH", "PWD", "OLDPWD", "author", "api_key_name"]
     assert [n for n in secret if not is_secret_name(n)] == []
     assert [n for n in plain if is_secret_name(n)] == []
     env = {"GIT_AUTHOR_NAME": "Ada Lovelace", "OPENAI_API_KEY": "sk-local-0123456789", "MAX_TOKENS": "123456789"}
     assert secret_values(env) == ["sk-local-0123456789"]
+    assert secret_values(dict(os.environ)) == secret_values() and os.getcwd() not in secret_values()
 
 
 def test_a_record_keeps_its_task_name_and_cassette_path(tmp_path: Path) -> None:

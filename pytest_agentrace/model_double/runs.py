@@ -106,6 +106,14 @@ def _without_userinfo(url: str) -> str:
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
+def _count_lines(log: Path) -> int:
+    """Non-blank lines of the request log ``log`` (0 when it does not exist); the file is closed at once."""
+    if not log.exists():
+        return 0
+    with log.open(encoding="utf-8") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -212,7 +220,7 @@ class AgentSession:
         if self.script_path or self.replayer is not None:
             log = self.run_dir / REQUEST_LOG
             try:
-                self.info["requests"] = sum(1 for line in log.open(encoding="utf-8") if line.strip()) if log.exists() else 0
+                self.info["requests"] = _count_lines(log)
             except OSError:
                 pass
         self._write_info()

@@ -49,7 +49,7 @@ from pytest_agentrace.record.model import Outcome
 
 MARK = "<redacted>"
 MIN_SECRET = 8  # characters: shorter values are not searched for (they would blank out ordinary words)
-SECRET_WORDS = frozenset({"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "PWD", "CREDENTIAL",
+SECRET_WORDS = frozenset({"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
                           "CREDENTIALS", "APIKEY", "AUTHORIZATION", "COOKIE", "PAT"})
 TAIL_WORDS = frozenset({"KEY", "AUTH"})  # secret-like only as the last word of a longer name: API_KEY, BASIC_AUTH
 META_WORDS = frozenset({"PATH", "FILE", "DIR", "NAME", "URL", "ID", "TYPE", "MODE", "HELPER", "HOST", "PORT", "USER",
