@@ -22,3 +22,18 @@ def test_runs_pass_under_warnings_as_errors(pytester: pytest.Pytester, bin_dir: 
                                         "--agentrace-reps", "2", *xdist)
     res.assert_outcomes(passed=2, xfailed=2)
     assert "ResourceWarning" not in res.stdout.str() + res.stderr.str()
+
+
+@pytest.mark.parametrize(("x", "text"), [(1.04, "1.04"), (0.5, "0.50"), (0.0024, "0.0024"), (0.000051, "0.000051"),
+                                         (0.099, "0.099"), (0.0, "0.00"), (12.345, "12.35"), (None, "-")])
+def test_relative_costs_keep_significant_digits(x: float | None, text: str) -> None:
+    from pytest_agentrace.report.stats_text import ratio_text
+    assert ratio_text(x) == text
+
+
+def test_a_small_relative_cost_prints_its_digits_in_markdown() -> None:
+    from pytest_agentrace.report.markdown import comparison_rows
+    doc = {"comparisons": [{"agent": "a", "cases": ["c"], "arm": "cheap", "baseline": "base", "relative_cost": 0.0024,
+                            "relative_cost_ci": [0.0021, 0.0027], "cost_verdict": "cheaper", "runs_arm": 3,
+                            "runs_base": 3, "pass_rate_arm": 1.0, "pass_rate_base": 1.0, "pass_verdict": "same"}]}
+    assert comparison_rows(doc)[0][5] == "0.0024 (0.0021–0.0027)"
