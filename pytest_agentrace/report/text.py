@@ -79,7 +79,7 @@ def notes_lines(labelled: Iterable[tuple[str, Outcome]]) -> list[str]:
     return ["notes:", *lines] if lines else []
 
 
-COST_MARKS = {"priced": " (priced)", "estimated": " (est.)"}  # by cost_source; a reported cost has none
+COST_MARKS = {"priced": " (priced)", "estimated": " (est.)", "harness-priced": " (harness price)"}  # by cost_source; a reported cost has none
 
 
 def fmt_cost(o: Outcome) -> str:
