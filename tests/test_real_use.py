@@ -1,7 +1,9 @@
-"""Sessions as users run them: under ``-W error``, ... (serial and ``-n 2``)."""
+"""Sessions as users run them (serial and ``-n 2``): under ``-W error``, a tool call that met ``command not found``;
+and the report formatting of small relative costs."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,18 @@ def test_a_small_relative_cost_prints_its_digits_in_markdown() -> None:
                             "relative_cost_ci": [0.0021, 0.0027], "cost_verdict": "cheaper", "runs_arm": 3,
                             "runs_base": 3, "pass_rate_arm": 1.0, "pass_rate_base": 1.0, "pass_verdict": "same"}]}
     assert comparison_rows(doc)[0][5] == "0.0024 (0.0021–0.0027)"
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_tool_call_that_met_command_not_found_is_noted(pytester: pytest.Pytester, bin_dir: Path,
+                                                         xdist: list[str]) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "lost", FIXER + "import subprocess\n"
+                 "subprocess.run(['bash', '-c', 'no-such-tool-xyz --version'])\n")
+    (pytester.path / "task.yaml").write_text(TASK.format(name="t") + "agents: [{name: lost, command: [lost]}]\n")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-sandbox", "off", *xdist)
+    res.assert_outcomes(passed=1)
+    record = json.loads((pytester.path / "o/runs/t/default/lost/1/run.json").read_text())
+    note = "a tool call's output says command not found: no-such-tool-xyz"
+    assert record["extra"]["notes"] == [note]
+    res.stdout.fnmatch_lines([f"*lost*{note}*"])
