@@ -53,3 +53,18 @@ def test_a_tool_call_that_met_command_not_found_is_noted(pytester: pytest.Pytest
     note = "a tool call's output says command not found: no-such-tool-xyz"
     assert record["extra"]["notes"] == [note]
     res.stdout.fnmatch_lines([f"*lost*{note}*"])
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_session_in_which_no_run_could_start_fails_in_one_line(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    (pytester.path / "task.yaml").write_text(TASK.format(name="t") + "agents: [{name: gone, command: [no-such-agent-xyz]}]\n")
+    res = pytester.runpytest("task.yaml", "--agentrace", "--agentrace-out", "o", "--agentrace-reps", "2", *xdist)
+    res.assert_outcomes(skipped=2)
+    assert res.ret == 1
+    res.stdout.fnmatch_lines(["*no run could start: all 2 run items were skipped (2: *no-such-agent-xyz*); "
+                              "--agentrace-allow-empty accepts this*"])
+    ok = pytester.runpytest("task.yaml", "--agentrace", "--agentrace-out", "o2", "--agentrace-reps", "2",
+                            "--agentrace-allow-empty", *xdist)
+    ok.assert_outcomes(skipped=2)
+    assert ok.ret == 0 and "no run could start" not in ok.stdout.str()
