@@ -217,6 +217,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("progress_seconds", "seconds between the plain progress lines printed when the output is not a terminal "
            "or under pytest-xdist (default 30)", 30.0, type=positive_float, metavar="SECONDS"),
     Option("no_save", "write nothing to the history store (no sessions, runs or ratings)", False, flag=True),
+    Option("allow_empty", "exit 0 when no run could start (every agent missing, every run item skipped); by default "
+           "such a session fails with one line naming why", False, flag=True),
     Option("html", "write a self-contained HTML report (charts, sortable tables, run details)", None, metavar="PATH"),
     Option("md", f"write the summary as GitHub-flavoured Markdown (also appended to ${STEP_SUMMARY_ENV} when set)", None,
            metavar="PATH"),

@@ -12,6 +12,11 @@ from pytest_agentrace.errors import AgentError
 from pytest_agentrace.record.model import AgentStatus
 
 OFF = ["--disable", "plugins", "--disable", "remote_plugin", "--disable", "apps", "-c", "analytics.enabled=false"]
+
+
+def shell_env(env: dict[str, str]) -> list[str]:
+    """The flags that give Codex's shell tool the run's environment and PATH (``shell_environment_policy``)."""
+    return ["-c", 'shell_environment_policy.inherit="all"', "-c", f'shell_environment_policy.set.PATH="{env["PATH"]}"']
 # `codex features list` as 0.171.0 prints it (excerpt; a removed feature is never disabled by name)
 FEATURES_0171 = """\
 agent_message_board                      under development  false
@@ -38,10 +43,10 @@ def fake_codex(tmp_path, features: str | None):
 def test_argv_edits_read_only_model_and_sandbox(tmp_path):
     env = fake_codex(tmp_path, FEATURES_0171)
     assert Codex().invocation(make_ctx(tmp_path, name="codex", prompt="fix it", env=env)).argv == [
-        "codex", "exec", "--json", "-s", "workspace-write", *OFF, "fix it",
+        "codex", "exec", "--json", "-s", "workspace-write", *OFF, *shell_env(env), "fix it",
     ]
     assert Codex().invocation(make_ctx(tmp_path, name="codex", edits=False, model="gpt-5", env=env)).argv == [
-        "codex", "exec", "--json", "-s", "read-only", *OFF, "--model", "gpt-5", "fix the bug",
+        "codex", "exec", "--json", "-s", "read-only", *OFF, *shell_env(env), "--model", "gpt-5", "fix the bug",
     ]
     argv = Codex().invocation(make_ctx(tmp_path, name="codex", sandbox="danger-full-access", prompt="-x", env=env)).argv
     assert argv[3:5] == ["-s", "danger-full-access"] and argv[-2:] == ["--", "-x"]
@@ -57,7 +62,7 @@ def test_only_features_the_installed_build_knows_are_disabled(tmp_path, features
     the build on PATH shows (probed once per executable)."""
     argv = Codex().invocation(make_ctx(tmp_path, name="codex", env=fake_codex(tmp_path, features))).argv
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--disable"] == disabled
-    assert argv[-3:-1] == ["-c", "analytics.enabled=false"]
+    assert argv[-7:-5] == ["-c", "analytics.enabled=false"]
 
 
 def test_stdin_is_closed_and_codex_home_is_per_run(tmp_path):

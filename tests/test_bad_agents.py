@@ -54,7 +54,7 @@ def test_prompt_file_and_model_placeholders(pytester: pytest.Pytester, bin_dir: 
         print(json.dumps(sys.argv[1:]))
         print("same" if pathlib.Path(sys.argv[2]).read_text() == sys.argv[1] else "differs")
     """)
-    key = "sk-ant-" + "k" * 30
+    key = "sk-ant-api03-" + "k" * 93 + "AA"
     (pytester.path / "task.yaml").write_text(
         f"name: t\ndescription: the prompt text {key}\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
         "env: {TASK_VAR: from-task}\n"

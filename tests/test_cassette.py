@@ -115,7 +115,7 @@ def test_scrubber_keeps_secrets_out_and_paths_portable(tmp_path: Path) -> None:
     ws, home = tmp_path / "ws", tmp_path / "home"
     s = Scrubber.make([DUMMY, "hunter2-secret-value"], ws, home)
     text = (f"write {ws}/hello.txt from {home}/.claude key {DUMMY} and hunter2-secret-value and "
-            "sk-ant-abcdefghijklmnop12")
+            "sk-ant-api03-" + "abcdefghijklmnop12" * 6)
     assert s.text(text) == (f"write {WORKSPACE}/hello.txt from {HOME}/.claude key <redacted> and <redacted> and "
                             "<redacted>")
     other = Scrubber.make([], tmp_path / "elsewhere", tmp_path / "h2")

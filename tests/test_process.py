@@ -150,3 +150,15 @@ def test_descendant_that_left_the_group_is_killed_too(tmp_path: Path) -> None:
     for pid in escaped:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_every_pipe_is_closed_after_a_run(tmp_path: Path) -> None:
+    import gc
+    import warnings
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for kwargs in ({}, {"stdin": "fed"}, {"timeout": 0.5}):
+            process.run(py("import sys, time; print(sys.stdin.read() if not sys.stdin.isatty() else '');"
+                           "time.sleep(0.2 if len(sys.argv) < 2 else 0)"), cwd=tmp_path, **kwargs)
+        gc.collect()
+    assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []

@@ -58,6 +58,11 @@ def test_solving_script_passes_fibonacci(cli: str, pytester: pytest.Pytester, mo
     run = runs[f"task:fibonacci/default/{cli}/r1"]
     assert run["status"] == "passed", (run["reason"], res.stdout.str()[-3000:])
     res.assert_outcomes(passed=1)
+    # the double's model is free, whatever list price the CLI applies to the model name it was given
+    assert (run["usage"]["cost_usd"], run["usage"]["cost_source"]) == (0.0, "priced")
+    assert run["extra"]["cost_note"] == "the model double's model is priced at 0 USD"
+    # the script's shell calls (python -m pytest) found the session's tools: Codex's shell keeps the run's PATH
+    assert [n for n in run["extra"].get("notes", []) if "command not found" in n] == []
     assert json.loads((Path(run["_dir"]) / "model-double.json").read_text())["offline"] is OFFLINE
     log = requests(run)
     check_log_is_complete(log, [0] if cli == "aider" else [0, 1, 2])

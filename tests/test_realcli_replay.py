@@ -114,6 +114,8 @@ def test_record_then_replay_offline(cli: str, pytester: pytest.Pytester, monkeyp
     assert rep["status"] == "passed", (rep["reason"], rep["_stdout"])
     assert summary(rep) == summary(rec)
     assert rep["extra"]["replay"]["turns_played"] == rep["extra"]["replay"]["turns_recorded"] == len(posts)
+    if cli == "aider":  # aider's figure comes from the per-token price the harness wrote into its metadata file
+        assert [r["usage"]["cost_source"] for r in (rec, rep)] == ["harness-priced"] * 2
 
     # a changed prompt does not match the first recorded request
     bad = session(pytester, cli, "out-changed", CHANGED, "--agentrace-replay", "cassettes")

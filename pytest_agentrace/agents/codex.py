@@ -108,7 +108,20 @@ class Codex(CliAdapter):
     def quiet_flags(self, ctx: RunContext) -> list[str]:
         """``--disable F`` for each of ``DISABLED_FEATURES`` this build knows, then ``-c analytics.enabled=false``."""
         known = known_features(self.executable, ctx.env)
-        return [arg for f in DISABLED_FEATURES if f in known for arg in ("--disable", f)] + ["-c", "analytics.enabled=false"]
+        return ([arg for f in DISABLED_FEATURES if f in known for arg in ("--disable", f)] + ["-c", "analytics.enabled=false"]
+                + self.shell_env_flags(ctx))
+
+    @staticmethod
+    def shell_env_flags(ctx: RunContext) -> list[str]:
+        """``-c shell_environment_policy...``: Codex builds its shell tool's environment from this policy (Codex
+        config reference, ``[shell_environment_policy]``: ``inherit``, ``set``), and without it the tool's PATH
+        lost the run's toolchain (``python: command not found``). The tool inherits the run's environment and its
+        PATH is set to the run's PATH (a TOML string)."""
+        flags = ["-c", 'shell_environment_policy.inherit="all"']
+        path = (ctx.env or {}).get("PATH")
+        if path:
+            flags += ["-c", f"shell_environment_policy.set.PATH={json.dumps(path)}"]
+        return flags
 
     def cli_env(self, ctx: RunContext) -> dict[str, str]:
         """``TMPDIR`` inside the per-run HOME (when HOME is per run): codex 0.171.0 refuses to create its sandbox

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_agentrace.record.redact import SECRET_NAME, redact
+from pytest_agentrace.record.redact import is_secret_name, redact
 
 VERSION = 1
 STRICT, LOOSE = "strict", "loose"
@@ -187,7 +187,7 @@ class Scrubber:
     def headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         """Headers fit to write: credentials, secret-looking names and hop-by-hop headers left out."""
         return {k: self.text(v) for k, v in headers.items()
-                if k.lower() not in DROP_HEADERS and not SECRET_NAME.search(k.replace("-", "_"))}
+                if k.lower() not in DROP_HEADERS and not is_secret_name(k)}
 
     def query(self, query: Mapping[str, list[str]]) -> dict[str, list[str]]:
         return {k: [self.text(x) for x in v] for k, v in query.items() if k.lower() not in DROP_QUERY}

@@ -47,7 +47,7 @@ from pytest_agentrace.model_double.environment import (
 from pytest_agentrace.model_double.recorder import RecordingProxy, provider_url, record_key
 from pytest_agentrace.model_double.script import TurnUsage, load_script
 from pytest_agentrace.model_double.server import ModelDouble, path_model
-from pytest_agentrace.record.model import AgentStatus, Usage
+from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 from pytest_agentrace.record.redact import secret_values
 from pytest_agentrace.record.safefile import write_text
 from pytest_agentrace.run.sandbox import SANDBOX_HOME
@@ -110,6 +110,14 @@ def _without_userinfo(url: str) -> str:
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
+def _count_lines(log: Path) -> int:
+    """Non-blank lines of the request log ``log`` (0 when it does not exist); the file is closed at once."""
+    if not log.exists():
+        return 0
+    with log.open(encoding="utf-8") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -131,6 +139,7 @@ class AgentSession:
             self.offline = prefix is not None
         self.double: ModelDouble | None = None
         self.base_url: str | None = None
+        self.cost_note: str | None = None
         self.port: int | None = None
         self.info: dict[str, Any] = {}
         self.proxy: RecordingProxy | None = None
@@ -220,7 +229,7 @@ class AgentSession:
         if self.script_path or self.replayer is not None:
             log = self.run_dir / REQUEST_LOG
             try:
-                self.info["requests"] = sum(1 for line in log.open(encoding="utf-8") if line.strip()) if log.exists() else 0
+                self.info["requests"] = _count_lines(log)
             except OSError:
                 pass
         self._write_info()
@@ -240,20 +249,30 @@ class AgentSession:
 
     def extra(self) -> dict[str, Any]:
         """Fields for the run record's ``extra``: ``replay`` (``cassette``, ``match``, ``turns_played``,
-        ``turns_recorded``) for a replayed run, ``cassette`` (the file written) for a recorded one."""
+        ``turns_recorded``) for a replayed run, ``cassette`` (the file written) for a recorded one; ``cost_note``
+        when ``settle`` priced the run at 0."""
+        note = {"cost_note": self.cost_note} if getattr(self, "cost_note", None) else {}
         if self.replayer is not None:
             log = read_log(self.run_dir / REQUEST_LOG)
             played = sum(1 for r in log if r["answer"].get("kind") == "replay" and r["answer"].get("turn") is not None)
-            return {"replay": {"cassette": str(self.cassette), "match": self.replayer.match,
-                               "turns_played": played, "turns_recorded": len(self.replayer.cassette.turns)}}
+            return {**note, "replay": {"cassette": str(self.cassette), "match": self.replayer.match,
+                                       "turns_played": played, "turns_recorded": len(self.replayer.cassette.turns)}}
         if self.ctx.options.record and self.base_url:
-            return {"cassette": str(self.cassette)}
-        return {}
+            return {**note, "cassette": str(self.cassette)}
+        return note
 
     def settle(self, usage: Usage) -> Usage:
-        """``usage`` checked against the request log (see the module docstring); unchanged without a script."""
+        """``usage`` checked against the request log (see the module docstring) and its cost labelled: a run on the
+        double's script costs 0 USD (``priced``: the double's model is free, whatever list price the CLI applied);
+        aider's own figure under the double's environment is ``harness-priced`` (the harness wrote its per-token
+        price, ``environment.aider_env``)."""
+        if self.base_url is not None and usage.cost_source == CostSource.REPORTED and self.spec.agent.adapter == "aider":
+            usage = dataclasses.replace(usage, cost_source=CostSource.HARNESS_PRICED)
         if not self.script_path:
             return usage
+        if usage.cost_usd or usage.cost_source != CostSource.PRICED:
+            usage = dataclasses.replace(usage, cost_usd=0.0, cost_source=CostSource.PRICED)
+            self.cost_note = "the model double's model is priced at 0 USD"
         log = read_log(self.run_dir / REQUEST_LOG)
         why = script_mismatch(log, bool(getattr(self.ctx, "edits", True)))
         if why is not None and usage.status != AgentStatus.ERROR:

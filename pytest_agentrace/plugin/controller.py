@@ -25,6 +25,7 @@ A failure to write one output is a warning line and never loses the others or ch
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import json
 import os
@@ -131,6 +132,16 @@ def network_line(outcomes: Iterable[Outcome]) -> str | None:
     parts = [f"{mode} ({n} run{'s' if n != 1 else ''}: {what.get(mode, mode)})" for mode, n in sorted(modes.items())]
     tail = f"; {blocked} run{'s' if blocked != 1 else ''} had a contact refused (run.json extra.network)" if blocked else ""
     return "agentrace: network: " + ", ".join(parts) + tail
+
+
+def empty_session_line(skipped: dict[str, str]) -> str:
+    """The one line of a session in which no run could start: how many run items were skipped and the commonest
+    reason (``skipped``: node id -> skip reason)."""
+    reasons = collections.Counter(skipped.values())
+    reason, count = reasons.most_common(1)[0]
+    more = f"; {len(reasons) - 1} other reason(s)" if len(reasons) > 1 else ""
+    return (f"no run could start: all {len(skipped)} run items were skipped ({count}: {reason}{more}); "
+            "--agentrace-allow-empty accepts this")
 
 
 class Controller:
@@ -247,6 +258,8 @@ class Controller:
                 document = self._document(outcomes, report)
             except Exception as exc:  # noqa: BLE001 - a report bug must not break the session
                 notes.append((f"agentrace: could not build the report: {type(exc).__name__}: {exc}", True))
+        if gates and not outcomes and self.skipped and not self.settings.allow_empty:
+            failures.append(empty_session_line(self.skipped))
         self.result = SessionResult(outcomes, report, tuple(rows) if rows is not None else None, tuple(failures),
                                     tuple(notes), validation, document)
         return self.result

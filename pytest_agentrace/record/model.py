@@ -71,7 +71,8 @@ class CostSource(enum.StrEnum):
     """Where ``Usage.cost_usd`` came from."""
 
     REPORTED = "reported"  # the CLI's own figure
-    PRICED = "priced"  # tokens x pricing table
+    PRICED = "priced"  # tokens x pricing table (ours or the task's ``pricing:``); the model double's model at 0
+    HARNESS_PRICED = "harness-priced"  # the CLI's figure from a per-token price the harness gave it (aider's metadata)
     ESTIMATED = "estimated"  # from input/output sizes; only when tokens are unknown
     NONE = "none"
 

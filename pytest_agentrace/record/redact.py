@@ -1,15 +1,41 @@
 """Redaction: every field that is stored or exported goes through here.
 
-Two kinds of secret become ``<redacted>``:
+Three kinds of secret become ``<redacted>``:
 
-- the values of secret-like environment variables: names containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL or
-  AUTH (``secret_values``; values of 8 characters or more, so ``AUTH=1`` style switches do not blank out text);
-- well-known key shapes, wherever they appear: Anthropic ``sk-ant-...``, OpenAI ``sk-...`` / ``sk-proj-...``,
-  GitHub ``ghp_``/``gho_``/``ghs_``/``ghu_``/``ghr_`` and ``github_pat_...``, AWS access key ids ``AKIA...``, Google
-  API keys ``AIza...``, Slack ``xox?-...``, bearer tokens, and ``NAME=value`` for secret-like names.
+- the values (``MIN_SECRET`` characters or more) of secret-like variables (``is_secret_name``): a name is split
+  into words at ``_``, ``-``, ``.`` and lower-to-upper case changes, and is secret-like when a word is one of
+  ``SECRET_WORDS`` (``TOKEN``, ``SECRET``, ``PASSWORD``, ...), or ``KEY`` / ``AUTH`` ends a name of two or more
+  words (``OPENAI_API_KEY``, ``HTTP_AUTH``). Words are whole: ``GIT_AUTHOR_NAME``, ``MAX_TOKENS`` and ``KEYBOARD``
+  are not secret-like. A name whose last word says it holds metadata (``_PATH``, ``_FILE``, ``_NAME``, ``_URL``,
+  ``_ID``, ``_TYPE``, ...) is not secret-like either;
+- assignments in text: ``NAME=value`` / ``NAME: value`` (optionally quoted) for a secret-like ``NAME``,
+  ``Authorization: Bearer|Basic|Token ...`` headers, bare ``Bearer <12+ chars>`` and the password of a URL's
+  ``user:password@``;
+- well-known key shapes, each with the format's real prefix and minimum length, and delimited (no letter, digit,
+  ``_`` or ``-`` on either side, so ``fix-the-task-scheduler-deadlock`` or ``flask-...`` never match):
+
+  ================  =====================================================  ======================
+  provider          shape                                                  source
+  ================  =====================================================  ======================
+  Anthropic         ``sk-ant-(api|admin|oat|ort)NN-`` + 80 or more         Anthropic console keys
+  OpenAI            ``sk-(proj|svcacct|admin)-`` + 40 or more; ``sk-`` +   OpenAI project/legacy
+                    32 or more letters and digits (no ``-``)
+  GitHub            ``gh[pousr]_`` + 36; ``github_pat_`` + 70 or more      GitHub token formats
+  AWS               ``AKIA|ASIA|ABIA|ACCA`` + 16 upper-case letters/digits AWS access key ids
+  Google            ``AIza`` + 35                                          Google API keys
+  Slack             ``xox[abposr]-`` digit groups ``-`` + 24 or more       Slack tokens
+  ================  =====================================================  ======================
 
 ``redact`` works on text (logs, raw output, diffs, rendered reports); ``redact_outcome`` on a whole record (answer,
 tool-call summaries, errors, reasons, ...), before it is written to ``run.json`` or sent to the controller.
+``tests/test_redact_corpus.py`` proves both directions: every shape above is caught, and none of the built-in and
+example task names, a dictionary of common identifiers, author names or paths is touched.
+
+Why not ``detect-secrets`` (Yelp, PyPI): it reports *that* a line holds a secret (file, line number and a hash of
+the secret), not the span, so it cannot replace a secret inside a line; its entropy detectors flag git hashes,
+UUIDs and base64 payloads, which fill agent logs and cassettes, so it would bring the false positives this module
+exists to avoid; and its keyword detector is the substring rule (``AUTH`` in ``AUTHOR``) rejected here. The shapes
+it knows for the providers above are the same public formats listed in the table.
 """
 
 from __future__ import annotations
@@ -22,39 +48,73 @@ from typing import Any
 from pytest_agentrace.record.model import Outcome
 
 MARK = "<redacted>"
-SECRET_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)")
 MIN_SECRET = 8  # characters: shorter values are not searched for (they would blank out ordinary words)
-_SHAPES = re.compile(
-    r"sk-ant-[A-Za-z0-9_\-]{12,}"
-    r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}"
-    r"|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|github_pat_[A-Za-z0-9_]{20,}"
-    r"|A(?:KIA|SIA)[0-9A-Z]{16}"
-    r"|AIza[0-9A-Za-z_\-]{30,}"
-    r"|xox[abprs]-[A-Za-z0-9\-]{10,}"
-)
-_ASSIGN = re.compile(r"(?i)\b([A-Z0-9_]*(?:API_KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH)[A-Z0-9_]*)=(\S+)")
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]{12,}")
+SECRET_WORDS = frozenset({"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
+                          "CREDENTIALS", "APIKEY", "AUTHORIZATION", "COOKIE", "PAT"})
+TAIL_WORDS = frozenset({"KEY", "AUTH"})  # secret-like only as the last word of a longer name: API_KEY, BASIC_AUTH
+META_WORDS = frozenset({"PATH", "FILE", "DIR", "NAME", "URL", "ID", "TYPE", "MODE", "HELPER", "HOST", "PORT", "USER",
+                        "USERNAME", "LENGTH", "LEN", "COUNT", "LIMIT", "EXPIRY", "EXPIRES", "VERSION"})
+_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+_EDGE_L, _EDGE_R = r"(?<![A-Za-z0-9_\-])", r"(?![A-Za-z0-9_\-])"
+_SHAPES = re.compile(_EDGE_L + "(?:" + "|".join((
+    r"sk-ant-(?:api|admin|oat|ort)\d{2}-[A-Za-z0-9_\-]{80,}",
+    r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_\-]{40,}",
+    r"sk-[A-Za-z0-9]{32,}",
+    r"gh[pousr]_[A-Za-z0-9]{36}",
+    r"github_pat_[A-Za-z0-9_]{70,}",
+    r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}",
+    r"AIza[0-9A-Za-z_\-]{35}",
+    r"xox[abposr]-[0-9]{6,}(?:-[0-9]{6,}){0,2}-[0-9A-Za-z]{24,}",
+)) + ")" + _EDGE_R)
+_ASSIGN = re.compile(r"(?<![A-Za-z0-9_\-])([A-Za-z][A-Za-z0-9_\-.]*)([\"']?\s*[=:]\s*[\"']?)([^\s\"',;&]+)")
+_AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest)\s+)?)"
+                          r"([^\s\"',]+)")
+_BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/\-]{12,}=*)")
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)([^/\s@]+)(@)")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable, header or key ``name`` names a secret (the whole-word rule of the module docstring):
+    ``OPENAI_API_KEY``, ``X-Session-Token``, ``password``, ``apiKey`` are; ``GIT_AUTHOR_NAME``, ``MAX_TOKENS``,
+    ``KEY``, ``SSH_KEY_PATH``, ``author`` are not."""
+    words = [w.upper() for w in _WORD_SPLIT.split(name) if w]
+    if not words or words[-1] in META_WORDS:
+        return False
+    if any(w in SECRET_WORDS for w in words):
+        return True
+    return len(words) > 1 and words[-1] in TAIL_WORDS
 
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     """Values (``MIN_SECRET`` characters or more) of secret-like variables of ``env`` (default ``os.environ``),
     longest first, so that a value containing another is replaced whole."""
     env = os.environ if env is None else env
-    found = {v for k, v in env.items() if v and len(v) >= MIN_SECRET and SECRET_NAME.search(k)}
+    found = {v for k, v in env.items() if v and len(v) >= MIN_SECRET and is_secret_name(k)}
     return sorted(found, key=len, reverse=True)
 
 
+def _assignment(m: re.Match[str]) -> str:
+    name, sep, value = m.groups()
+    if (value.startswith(MARK) or len(value) < 3 or value.lower() in _SCHEMES or value[0] in "$<%"
+            or any(c in value for c in "([{") or not is_secret_name(name)):
+        return m.group(0)  # a reference (``$VAR``, ``f(x)``, ``<placeholder>``), not a value
+    return f"{name}{sep}{MARK}"
+
+
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every literal of ``secrets`` and every known key shape replaced by ``<redacted>``."""
+    """``text`` with every literal of ``secrets`` (``MIN_SECRET`` characters or more), every secret assignment,
+    authorization header and known key shape replaced by ``<redacted>``."""
     if not text:
         return text
     for s in secrets:
         if s and len(s) >= MIN_SECRET and s in text:
             text = text.replace(s, MARK)
-    text = _ASSIGN.sub(lambda m: f"{m.group(1)}={MARK}", text)
+    text = _SHAPES.sub(MARK, text)
+    text = _AUTH_HEADER.sub(lambda m: m.group(1) + (m.group(2) if m.group(2).startswith(MARK) else MARK), text)
     text = _BEARER.sub(lambda m: f"{m.group(1)}{MARK}", text)
-    return _SHAPES.sub(MARK, text)
+    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{MARK}{m.group(3)}", text)
+    return _ASSIGN.sub(_assignment, text)
 
 
 def redact_data(data: Any, secrets: Iterable[str] = ()) -> Any:

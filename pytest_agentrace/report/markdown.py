@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_agentrace.report.leaderboard import RACE_NOTE
 from pytest_agentrace.report.limits import hits_line
+from pytest_agentrace.report.stats_text import ratio_text
 from pytest_agentrace.stats.verdict import FIXED, TARGET_TEXT
 
 COMMENT_MARKER = "<!-- agentrace-report -->"
@@ -145,7 +146,7 @@ def comparison_rows(doc: Mapping[str, Any]) -> list[list[Any]]:
     for c in doc.get("comparisons") or []:
         f = comparison_fields(c)
         rows.append([f["agent"], f["case"] or "-", f["arm"], f["baseline"], f"{f['runs']} vs {f['baseline_runs']}",
-                     with_ci(f["ratio"], f["ci"], num, digits=2), verdict_text(f), f"{pct(f['pass_arm'])} vs {pct(f['pass_base'])}",
+                     with_ci(f["ratio"], f["ci"], ratio_text), verdict_text(f), f"{pct(f['pass_arm'])} vs {pct(f['pass_base'])}",
                      f["pass_verdict"] or "-"])
     return rows
 

@@ -6,6 +6,7 @@ drop, least important first); Markdown is never narrowed."""
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -40,6 +41,16 @@ OPTIONAL = {
 
 def _f(x: float | None, digits: int = 2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
+
+
+def ratio_text(x: float | None, digits: int = 2) -> str:
+    """A ratio (relative cost) with ``digits`` decimals, or ``digits`` significant digits below 0.1 so a small one
+    is not printed as ``0.00``: ``1.04``, ``0.50``, ``0.0024``, ``0.000051``; ``-`` for None."""
+    if x is None:
+        return "-"
+    if x == 0 or abs(x) >= 0.1 or not math.isfinite(x):
+        return f"{x:.{digits}f}"
+    return f"{x:.{digits - 1 - math.floor(math.log10(abs(x)))}f}"
 
 
 def _pct(x: float | None) -> str:
@@ -213,7 +224,7 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_
         if arm == base:
             rel, verdict, cost_p = "1.00", "baseline", "-"
         elif comp is not None:
-            rel, verdict, cost_p = (_f(comp.relative_cost) + _ci(comp.relative_cost_ci), _verdict(comp),
+            rel, verdict, cost_p = (ratio_text(comp.relative_cost) + _ci(comp.relative_cost_ci, ratio_text), _verdict(comp),
                                     _p_bh(comp.cost_p, comp.cost_p_adj, comp.cost_p_error))
         else:
             rel, verdict, cost_p = "-", "-", "-"
@@ -239,7 +250,7 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_
         return lines
     for c in sorted(cs, key=lambda c: (c.case, c.arm)):
         comp = case_comps.get((kind, source, agent, c.arm, c.case))
-        rel = "1.00" if c.arm == base else (_f(comp.relative_cost) + _ci(comp.relative_cost_ci) if comp else "-")
+        rel = "1.00" if c.arm == base else (ratio_text(comp.relative_cost) + _ci(comp.relative_cost_ci, ratio_text) if comp else "-")
         crow.append([c.case, c.arm, c.valid, _tok(c.tokens_mean) + _ci(c.tokens_ci, _tok), rel,
                      _p_bh(comp.cost_p, comp.cost_p_adj, comp.cost_p_error) if comp else "-", _verdict(comp) if comp else ("baseline" if c.arm == base else "-")])
     lines.append("tokens by case:")
@@ -326,7 +337,7 @@ def plan_lines(rows: Sequence[Any], fmt: str = "text", priced: bool = False, wid
         headers.append("Further USD")
     table = []
     for r in rows:
-        row = [r.agent, r.case, r.arm, r.runs, _f(r.relative_cost) + _ci(r.relative_cost_ci), r.state_text(),
+        row = [r.agent, r.case, r.arm, r.runs, ratio_text(r.relative_cost) + _ci(r.relative_cost_ci, ratio_text), r.state_text(),
                "-" if r.more_runs is None else r.more_runs, _tok(r.further_tokens)]
         if priced:
             row.append("-" if r.further_usd is None else f"{r.further_usd:.2f}")

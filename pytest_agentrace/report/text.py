@@ -69,8 +69,9 @@ def warning_note(o: Outcome, limit: int = MAX_WARNINGS) -> str | None:
 
 def run_notes(o: Outcome) -> list[str]:
     """Everything the summary should say about how a run's figures were read: cut output, parse warnings,
-    why tokens are unknown."""
-    return [n for n in (*cut_notes(o), warning_note(o), tokens_reason(o)) if n]
+    why tokens are unknown, and the run's own ``extra.notes`` (a tool call that met ``command not found``)."""
+    notes = [n for n in (o.extra.get("notes") or ()) if isinstance(n, str)]
+    return [n for n in (*cut_notes(o), warning_note(o), tokens_reason(o), *notes) if n]
 
 
 def notes_lines(labelled: Iterable[tuple[str, Outcome]]) -> list[str]:
@@ -79,7 +80,7 @@ def notes_lines(labelled: Iterable[tuple[str, Outcome]]) -> list[str]:
     return ["notes:", *lines] if lines else []
 
 
-COST_MARKS = {"priced": " (priced)", "estimated": " (est.)"}  # by cost_source; a reported cost has none
+COST_MARKS = {"priced": " (priced)", "estimated": " (est.)", "harness-priced": " (harness price)"}  # by cost_source; a reported cost has none
 
 
 def fmt_cost(o: Outcome) -> str:

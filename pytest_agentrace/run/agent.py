@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Mapping
@@ -218,6 +219,10 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             extra["network"] = contacts
             if net is not None and (blocked := net.blocked_reason()):
                 extra["network_blocked"] = blocked
+    missing = missing_commands(stdout + "\n" + stderr)
+    if missing:  # a tool call met a missing program: the run may pass, but the agent worked without it
+        extra = {**extra, "notes": [*extra.get("notes", ()), "a tool call's output says command not found: "
+                                    + ", ".join(missing)]}
     if cut:  # raw.out/raw.err lost their middle: the record says so (usage.parse_warnings)
         usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, *process.cut_notes(cut, output_bytes)))
     return AgentRun(code, seconds, timed_out, usage, error=fault, output_bytes=output_bytes, extra=extra, limit=hit,
@@ -256,6 +261,15 @@ def network_for(spec: RunSpec, ctx: RunContext, argv: list[str], env: dict[str, 
 
 _CLI_VERSIONS: dict[str, str | None] = {}  # resolved executable path -> version, probed once per process
 VERSION_TIMEOUT = 30.0  # seconds (gemini needs about 6 s to start)
+
+
+MISSING_COMMAND = re.compile(r"(?:^|[\s\"'])(?:[\w/.-]+: )?(?:line \d+: )?([\w.+-]+): command not found")
+
+
+def missing_commands(text: str) -> list[str]:
+    """The programs a shell said it could not find in ``text`` (an agent's output with its tool calls' output):
+    bash's ``NAME: command not found`` (also ``sh: line 1: NAME: ...``, and inside JSON strings), sorted, once each."""
+    return sorted(set(MISSING_COMMAND.findall(text)))
 
 
 def named_files(spec: RunSpec) -> list[Path]:

@@ -238,6 +238,7 @@ def run(
         sweep.kill_new()
     for cap in (out, err):
         cap.thread.join(timeout=5)
+    _close_pipes(proc)
     if interrupted:
         raise KeyboardInterrupt
     code = None if timed_out or stopped or halted else proc.returncode
@@ -300,6 +301,17 @@ def cut_notes(cut: Mapping[str, int], totals: Mapping[str, int]) -> tuple[str, .
         for name, dropped in cut.items() if dropped and name in files
     )
 
+
+
+def _close_pipes(proc: subprocess.Popen) -> None:
+    """Close the parent's ends of the child's pipes (an unclosed one is a ``ResourceWarning``, an error under
+    ``-W error``). Called once the readers have finished; a reader still blocked only sees its pipe end."""
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
 
 
 def _feed(proc: subprocess.Popen, data: str) -> None:
