@@ -90,7 +90,7 @@ MAX_LABELS = 3  # run labels named on a note many runs share
 
 def notes_lines(labelled: Iterable[tuple[str, Outcome]]) -> list[str]:
     """A ``notes:`` block, one line per distinct note: led by its run's label when one run has it, else once with
-    the count of runs (``no price for model 'x' (24 runs: a-r1, a-r2, a-r3, ...)``); empty when no run has a
+    the count of runs, their labels in natural order (``no price for model 'x' (24 runs: a-r1, a-r2, a-r3, ...)``); empty when no run has a
     note."""
     by_note: dict[str, list[str]] = {}
     for label, o in labelled:
@@ -101,6 +101,7 @@ def notes_lines(labelled: Iterable[tuple[str, Outcome]]) -> list[str]:
         if len(labels) == 1:
             lines.append(f"  {labels[0]}: {note}")
         else:
+            labels = sorted(labels, key=lambda x: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", x)])
             named = ", ".join(labels[:MAX_LABELS]) + (", ..." if len(labels) > MAX_LABELS else "")
             lines.append(f"  {note} ({len(labels)} runs: {named})")
     return ["notes:", *lines] if lines else []
@@ -241,7 +242,7 @@ def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int 
         fitted = fit(rows, headers, width, REPS_OPTIONAL if several else TASK_OPTIONAL, numparse=not several)
         lines += fitted.lines + dropped_note(fitted.dropped, width)
 
-        def label(o: Outcome) -> str:
+        def label(o: Outcome, several: bool = several) -> str:
             return f"{o.agent}-r{o.rep}" if several else o.agent
 
         failed = [f"  {label(o)}: {o.status}: {o.reason}" if several else f"  {o.agent}: {o.reason}"
