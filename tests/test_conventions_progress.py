@@ -61,3 +61,37 @@ def test_eta_from_finished_runs() -> None:
     tracker.finished(ids[2], 31.0)  # a skipped run counts as done, not in the mean
     assert tracker.done == 3 and tracker.durations == [10.0, 30.0]
     assert [fmt_eta(s) for s in (None, 40, 300, 5400)] == ["ETA unknown", "ETA 40 s", "ETA 5 min", "ETA 1.5 h"]
+
+
+def _slow_task(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "slow", SLOW)
+    (pytester.path / "task.yaml").write_text("name: fix-add\ndescription: Fix add().\nrepo: repo\n"
+                                             "test_command: python -m pytest -q test_calc.py\nagents: [{name: slow, command: slow}]\n")
+
+
+WHOLE = re.compile(r"^agentrace: progress: \d/2 runs done(; running [^;]+)?; ETA (unknown|\d+ s|\d+ min)$")
+
+
+@pytest.mark.parametrize(("verbose", "xdist"), [
+    pytest.param([], [], id="dots-serial"), pytest.param(["-q"], [], id="q-serial"),
+    pytest.param(["-v"], [], id="v-serial"), pytest.param(["-v"], ["-p", "xdist", "-n", "2"], id="v-xdist"),
+])
+def test_progress_lines_have_lines_of_their_own_in_a_log(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str],
+                                                         verbose: list[str]) -> None:
+    """In a CI log (a subprocess writing to a pipe) each progress line starts at column 0 and nothing of pytest's
+    (its dots, a file prefix, ``[ 50%]``) is written after it on its line; a serial session's lines are not lost in
+    the captured call phase; and under ``-v`` each run's node id is printed once."""
+    _slow_task(pytester, bin_dir)
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agentrace", "--agentrace-no-save",
+                                        "--agentrace-reps", "2", "--agentrace-progress-seconds", "0.4", *verbose, *xdist)
+    res.assert_outcomes(passed=2)
+    out = res.stdout.lines
+    touched = [line for line in out if "agentrace: progress:" in line]
+    assert touched, res.stdout.str()
+    assert all(WHOLE.match(line) for line in touched), touched
+    if verbose == ["-v"]:
+        for rep in (1, 2):
+            named = [line for line in out if f"task.yaml::fix-add[slow-r{rep}]" in line]
+            assert len(named) == 1 and "PASSED" in named[0], named
+            assert f"agentrace: started fix-add[slow-r{rep}]" in out

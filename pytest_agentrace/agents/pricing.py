@@ -162,9 +162,11 @@ def apply_pricing(
 ) -> Usage:
     """Return ``usage`` with ``cost_usd``/``cost_source`` filled when the CLI reported no cost (module
     docstring). ``agent`` is the ``AgentSpec`` (``id``, ``name``, ``label``, ``model``); ``overrides`` a task's
-    ``pricing:``. Warnings go to ``parse_warnings``; never raises."""
+    ``pricing:`` (None where the file has no ``pricing`` key, as for trials and ``agentrace parse``: a missing price
+    is then not told to be added there). Warnings go to ``parse_warnings``; never raises."""
     if usage.cost_usd is not None or usage.cost_source != CostSource.NONE:
         return usage
+    advice = "" if overrides is None else PRICING_ADVICE
     overrides = overrides or {}
     for key in dict.fromkeys(x for x in (getattr(agent, "id", None), getattr(agent, "label", None), getattr(agent, "name", None)) if x):
         if key in overrides:
@@ -178,13 +180,13 @@ def apply_pricing(
         for model, tokens in usage.model_usage.items():
             price = lookup(model)
             if price is None:
-                return _warn(usage, f"no price for model {model!r}; add it to the task's pricing:")
+                return _warn(usage, f"no price for model {model!r}{advice}")
             items.append((tokens, price, f"model {model!r}"))
         return _priced(usage, items, prompt)
     model = usage.model or getattr(agent, "model", None)
     price = lookup(model) if model else None
     if price is None:
-        return usage if not model else _warn(usage, f"no price for model {model!r}; add it to the task's pricing:")
+        return usage if not model else _warn(usage, f"no price for model {model!r}{advice}")
     return _priced(usage, [(dataclasses.asdict(usage), price, f"model {model!r}")], prompt)
 
 
@@ -213,6 +215,10 @@ def _estimated(usage: Usage, price: Price, prompt: str | None) -> Usage:
         return _warn(usage, warning or "no estimate")
     note = f"cost estimated from prompt and answer sizes ({CHARS_PER_TOKEN} characters per token, one request): a floor"
     return dataclasses.replace(usage, cost_usd=value, cost_source=CostSource.ESTIMATED, parse_warnings=(*usage.parse_warnings, note))
+
+
+PRICING_ADVICE = "; add it to the task's pricing:"
+NO_PRICE_PREFIXES = ("no price for model", "no price applied")  # the warnings of a run left unpriced
 
 
 def _warn(usage: Usage, message: str) -> Usage:

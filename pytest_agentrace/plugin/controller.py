@@ -183,7 +183,7 @@ class Controller:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logstart(self, nodeid: str, location: tuple):
         with self.progress.lock:
-            self.progress.started(nodeid)
+            self.progress.started(nodeid, location)
             return (yield)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -196,7 +196,10 @@ class Controller:
     def pytest_runtest_logreport(self, report: pytest.TestReport):
         with self.progress.lock:
             self._take(report)
-            return (yield)
+            self.progress.before_report(report)
+            result = yield
+            self.progress.reported(report, self.by_node.get(report.nodeid))
+            return result
 
     def _take(self, report: pytest.TestReport) -> None:
         """Take a run's payload (on the controller these include every xdist worker's); the last one per run id
@@ -217,7 +220,6 @@ class Controller:
             longrepr = report.longrepr
             reason = str(longrepr[2]) if isinstance(longrepr, tuple | list) and len(longrepr) == 3 else str(longrepr)
             self.skipped[report.nodeid] = reason.removeprefix("Skipped: ")
-        self.progress.reported(report, self.by_node.get(report.nodeid))
 
     # -- the session's end -------------------------------------------------------------------------------------
 

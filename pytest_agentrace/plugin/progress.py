@@ -162,6 +162,7 @@ class Progress:
         self.out = None
         self.mode = "off"  # until the session starts and the terminal reporter is known
         self.printed: set[str] = set()
+        self.deferred: set[str] = set()  # node ids whose -v prefix pytest writes with the result (``started``)
         self.live: LiveRun | None = None
         self.lock = threading.RLock()
         self.tracker = Tracker(_workers(config))
@@ -250,26 +251,79 @@ class Progress:
                     self._line(self.tracker.line(time.monotonic()))
 
     def _line(self, text: str) -> None:
-        """A line of our own between pytest's lines: end pytest's open line, write ours, and mark the line as
-        open (as pytest-xdist does for its report lines) so the reporter starts its next output on a new line."""
-        with self.lock:
-            self.tr.ensure_newline()
-            self.tr.write(text)
-            self.tr.currentfspath = -2
+        """A line of our own between pytest's lines, always from column 0: when pytest's dots or a ``-v`` node id
+        are on the current line (``TerminalWriter.width_of_current_line``), ours starts on the next. It is written
+        with output capture suspended (``CaptureManager.global_and_fixture_disabled``: a run's call phase is
+        captured, and a serial session's lines were lost in it). Then the line is left for pytest to end: under
+        ``-v`` its next ``write_ensure_prefix`` starts a new line (the line is marked open, as pytest-xdist does for
+        its report lines); with a file prefix and dots (the default) the prefix is written again before the next
+        dot (``before_report``); where pytest's letters follow whatever is on the line (``-q``, pytest-xdist) ours
+        is ended here."""
+        with self.lock, self._uncaptured():
+            tw = self.tr._tw
+            if tw.width_of_current_line:
+                tw.line()
+            tw.write(text)
+            if self.tr.showlongtestinfo:
+                self.tr.currentfspath = -2
+            elif self.tr.showfspath and not _xdist(self.config):
+                self.tr.currentfspath = None
+            else:
+                tw.line()
+                self.tr.currentfspath = None
+            tw.flush()
 
-    def started(self, nodeid: str) -> None:
+    def _uncaptured(self) -> contextlib.AbstractContextManager:
+        capman = self.config.pluginmanager.get_plugin("capturemanager")
+        return capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+
+    def started(self, nodeid: str, location: tuple | None = None) -> None:
+        """A test starts; under ``-v`` in plain mode a run item gets ``agentrace: started <name>``, and pytest's own
+        ``<node id> `` prefix (which a progress line would interrupt, after which pytest writes it again with the
+        result) is left for its result line: the node id is printed once."""
         with self.lock:
             self.tracker.started(nodeid, time.monotonic())
             if self.mode == "plain" and self.config.get_verbosity() >= 1 and is_run_item(nodeid):
                 self._line(f"agentrace: started {nodeid.rsplit('::', 1)[-1]}")
+                prefix = self._prefix(nodeid, location)
+                if prefix is not None:  # pytest's logstart writes its prefix only when the line does not hold it
+                    self.tr.currentfspath = prefix
+                    self.deferred.add(nodeid)
+
+    def _prefix(self, nodeid: str, location: tuple | None) -> str | None:
+        """The ``<node id> `` prefix pytest writes for a test under ``-v`` when it starts (its ``_locationline``;
+        under pytest-xdist it writes it too, and the result line names the node again), or None when pytest has
+        no such method."""
+        locationline = getattr(self.tr, "_locationline", None)
+        if location is None or not self.tr.showlongtestinfo or locationline is None:
+            return None
+        try:
+            return str(locationline(nodeid, *location))
+        except (TypeError, ValueError):
+            return None
+
+    def before_report(self, report: pytest.TestReport) -> None:
+        """Before pytest writes a report it shows (the call phase, or a setup or teardown that did not pass): a
+        ``-v`` node id left out at its start is written with its result (the line is marked open, so pytest's
+        ``write_ensure_prefix`` starts a new line with it); under dots, a file prefix a progress line came after is
+        written again, so the dot does not land on the progress line."""
+        if self.mode != "plain" or self.tr is None or not (report.when == "call" or not report.passed):
+            return
+        with self.lock:
+            if report.nodeid in self.deferred:
+                self.deferred.discard(report.nodeid)
+                self.tr.currentfspath = -2
+            elif (self.tr.showfspath and not self.tr.showlongtestinfo and not _xdist(self.config)
+                  and self.tr.currentfspath is None and is_run_item(report.nodeid)):
+                self.tr.write_fspath_result(report.nodeid, "")
 
     def finished(self, nodeid: str) -> None:
         with self.lock:
             self.tracker.finished(nodeid, time.monotonic())
 
     def reported(self, report: pytest.TestReport, outcome: Outcome | None) -> None:
-        """A test report; ``outcome`` is its run's, when known. Under ``-v`` in plain mode one line beside the report
-        pytest shows the result for (the call phase, or a failed setup)."""
+        """A test report, after pytest wrote it; ``outcome`` is its run's, when known. Under ``-v`` in plain mode one
+        line after the report pytest shows the result for (the call phase, or a failed setup)."""
         if report.when == "setup" and report.skipped:
             self.tracker.skipped.add(report.nodeid)
         if self.mode != "plain" or self.config.get_verbosity() < 1 or outcome is None or report.nodeid in self.printed:

@@ -3,8 +3,9 @@
 ``fit`` renders a table and, while it is wider than ``width``: (1) wraps the headers at their spaces, down to
 their cells' width (``Time (s)`` over two lines); (2) drops the ``optional`` columns that hold nothing (every cell
 ``-``); (3) wraps cells at spaces (more lines in the same row), widest column first, to no less than ``SOFT_MIN``
-characters and never breaking a word; (4) drops the other ``optional`` columns, least important first; (5) wraps
-cells down to their longest word; (6) breaks words, down to ``HARD_MIN`` characters. A table that still does not
+characters and never breaking a word; (4) drops the other ``optional`` columns, least important first (those in
+``keep`` only when wrapping every cell to its longest word would not do); (5) wraps cells down to their longest
+word (a word wraps after a hyphen: ``docs-`` over ``first``); (6) breaks words, down to ``HARD_MIN`` characters. A table that still does not
 fit is returned as narrow as it got (``Fitted.fits`` False), so a caller can split it (the task x agent matrix
 splits its agent columns). ``fit_table`` adds a line naming the dropped columns; ``fit_lines`` wraps plain text
 lines (table lines are left alone) and ``shorten`` cuts one string in its middle. ``width`` None: no limit.
@@ -13,7 +14,9 @@ No pytest import; tabulate is imported lazily.
 
 from __future__ import annotations
 
+import re
 import textwrap
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,14 +43,14 @@ def line_width(lines: Sequence[str]) -> int:
 
 
 def _wrap(value: Any, limit: int | None) -> Any:
-    """A text cell wrapped at spaces to ``limit`` characters per line (a longer word is broken); numbers and cells
-    that fit are returned as they are."""
+    """A text cell wrapped at spaces and after hyphens (``docs-`` / ``first``) to ``limit`` characters per line (a
+    longer word is broken); numbers and cells that fit are returned as they are."""
     if limit is None or not isinstance(value, str) or max(map(len, value.splitlines() or [""])) <= limit:
         return value
     return "\n".join(
         part
         for line in value.splitlines()
-        for part in textwrap.wrap(line, limit, break_long_words=True, break_on_hyphens=False) or [""]
+        for part in textwrap.wrap(line, limit, break_long_words=True, break_on_hyphens=True) or [""]
     )
 
 
@@ -57,14 +60,27 @@ def _render(
     numparse: bool,
     limits: Sequence[int | None],
     header_limits: Sequence[int | None],
+    tight: bool = False,
 ) -> list[str]:
     """The table as GitHub-style lines, cells and headers wrapped to their limits (multi-line cells, which tabulate
-    lays out over several lines of one row; done here because tabulate's own ``maxcolwidths`` fails on ``1,000``)."""
-    from tabulate import tabulate
+    lays out over several lines of one row; done here because tabulate's own ``maxcolwidths`` fails on ``1,000``).
+    ``tight``: no column wider than its widest cell or header (tabulate otherwise makes each column 2 characters
+    wider than its header, its ``MIN_PADDING``, which has no argument of its own)."""
+    import tabulate as _tabulate
 
     body = [[_wrap(c, limits[i]) for i, c in enumerate(r)] if isinstance(r, (list, tuple)) else r for r in rows]
     heads = [_wrap(h, header_limits[i]) for i, h in enumerate(headers)]
-    return tabulate(body, headers=heads, tablefmt="github", disable_numparse=not numparse).splitlines()
+    with _PADDING_LOCK:
+        saved = _tabulate.MIN_PADDING
+        _tabulate.MIN_PADDING = 0 if tight else saved
+        try:
+            text = _tabulate.tabulate(body, headers=heads, tablefmt="github", disable_numparse=not numparse)
+        finally:
+            _tabulate.MIN_PADDING = saved
+    return text.splitlines()
+
+
+_PADDING_LOCK = threading.Lock()
 
 
 def _column_widths(lines: list[str]) -> list[int]:
@@ -74,8 +90,15 @@ def _column_widths(lines: list[str]) -> list[int]:
     return [len(part) - 2 for part in rule.strip("|").split("|")]
 
 
-def _longest_word(values: Sequence[Any]) -> int:
-    return max((len(w) for v in values for w in str(v).split()), default=1)
+_PIECE = re.compile(r"[^\s-]*[A-Za-z]{2}-(?=[A-Za-z])|[^\s]+")  # what textwrap keeps whole (it breaks after a hyphen
+# that has two letters before it and a letter after it)
+
+
+def _longest_word(values: Sequence[Any], hyphens: bool = True) -> int:
+    """The longest piece of ``values`` that wrapping keeps on one line: a word, or (``hyphens``) its part up to a
+    hyphen. Headers (agent names in the matrix) are kept whole: ``hyphens`` False."""
+    pieces = _PIECE.findall if hyphens else str.split
+    return max((len(w) for v in values for w in pieces(str(v))), default=1)
 
 
 class _Table:
@@ -87,10 +110,11 @@ class _Table:
         self.numparse = numparse
         self.limits: list[int | None] = [None] * len(self.headers)
         self.header_limits: list[int | None] = [None] * len(self.headers)
+        self.tight = False
         self.lines = self.render()
 
     def render(self) -> list[str]:
-        return _render(self.rows, self.headers, self.numparse, self.limits, self.header_limits)
+        return _render(self.rows, self.headers, self.numparse, self.limits, self.header_limits, self.tight)
 
     def column(self, i: int) -> list[Any]:
         return [r[i] for r in self.rows if isinstance(r, (list, tuple))]
@@ -108,7 +132,7 @@ class _Table:
             max((len(x) for c in self.column(i) for x in str(c).splitlines()), default=0)
             for i in range(len(self.headers))
         ]
-        self.header_limits = [max(_longest_word([h]), cells[i]) for i, h in enumerate(self.headers)]
+        self.header_limits = [max(_longest_word([h], hyphens=False), cells[i]) for i, h in enumerate(self.headers)]
         self.lines = self.render()
 
     def narrow(self, width: int, floors: Sequence[int], header_too: bool = False) -> None:
@@ -148,14 +172,18 @@ def fit(
     width: int | None = None,
     optional: Sequence[str] = (),
     numparse: bool = True,
+    keep: Sequence[str] = (),
 ) -> Fitted:
     """Render ``rows`` under ``headers`` as a GitHub-style table no wider than ``width`` (module docstring).
 
     ``rows``: lists of cells, or ``tabulate.SEPARATING_LINE``; ``optional``: headers of columns that may be
-    dropped, least important first; ``numparse``: let tabulate align numbers (as ``tabulate`` does by default)."""
+    dropped, least important first; ``keep``: those of them that matter most, dropped (when they hold something)
+    only when wrapping every cell down to its longest word does not make the table fit; ``numparse``: let tabulate
+    align numbers (as ``tabulate`` does by default)."""
     table = _Table(rows, headers, numparse)
     if width is None or line_width(table.lines) <= width:
         return Fitted(table.lines)
+    table.tight = True  # narrowing: columns no wider than their contents
     table.wrap_headers()
     natural = {
         h: max((len(x) for c in table.column(i) for x in str(c).splitlines()), default=0)
@@ -164,7 +192,7 @@ def fit(
 
     def floors(least: int) -> list[int]:  # never break a word; keep ``least`` characters of cells that long
         return [
-            max(_longest_word([h]), _longest_word(table.column(i)), min(least, natural[h]))
+            max(_longest_word([h], hyphens=False), _longest_word(table.column(i)), min(least, natural[h]))
             for i, h in enumerate(table.headers)
         ]
 
@@ -181,9 +209,22 @@ def fit(
 
     present = [n for n in optional if n in table.headers]
     empty = [n for n in present if all(str(c).strip() in ("", "-") for c in table.column(table.headers.index(n)))]
-    drop(empty)  # columns with nothing in them go first: no figure is lost
+    for name in empty:  # columns with nothing in them go first, before any cell is wrapped: no figure is lost
+        if line_width(table.lines) <= width:
+            break
+        table.drop(name)
+        dropped.append(name)
     table.narrow(width, floors(SOFT_MIN))
-    drop([n for n in present if n not in empty])
+    drop([n for n in present if n not in empty and n not in keep])
+    for name in [n for n in present if n not in empty and n in keep]:
+        if line_width(table.lines) <= width:
+            break
+        before = list(table.limits), list(table.header_limits), table.lines
+        table.narrow(width, floors(0))
+        if line_width(table.lines) <= width:
+            break
+        table.limits, table.header_limits, table.lines = list(before[0]), list(before[1]), before[2]
+        drop([name])
     if line_width(table.lines) > width:
         table.narrow(width, floors(0))
     broken = line_width(table.lines) > width
@@ -205,9 +246,10 @@ def fit_table(
     width: int | None = None,
     optional: Sequence[str] = (),
     numparse: bool = True,
+    keep: Sequence[str] = (),
 ) -> list[str]:
     """``fit`` as lines, followed by the ``dropped_note`` when columns were dropped."""
-    fitted = fit(rows, headers, width, optional, numparse)
+    fitted = fit(rows, headers, width, optional, numparse, keep)
     return fitted.lines + dropped_note(fitted.dropped, width)
 
 

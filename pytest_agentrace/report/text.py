@@ -6,6 +6,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 
+from pytest_agentrace.agents.pricing import NO_PRICE_PREFIXES
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.report.fit import dropped_note, fit, fit_lines, shorten
 from pytest_agentrace.report.limits import status_text
@@ -15,6 +16,11 @@ from pytest_agentrace.stats.score import rank
 TASK_HEADERS = ["Rank", "Agent", "Score", "Status", "Tests", "Verify", "Exit", "Lint", "Time (s)", "Lines"]
 COST_HEADERS = ["Tokens", "Cost (USD)"]
 TASK_OPTIONAL = ("Lines", "Exit", "Lint", "Tokens", "Rank", "Verify", "Tests")  # dropped in this order to fit a width
+# a task with several reps: one row per agent over its reps
+REPS_HEADERS = ["Rank", "Agent", "Runs", "Passed", "Score", "Tests", "Verify", "Lint", "Time (s)", "Lines"]
+REPS_COST_HEADERS = ["Tokens/run", "Cost/run (USD)"]
+REPS_OPTIONAL = ("Lines", "Lint", "Verify", "Rank", "Tests", "Cost/run (USD)")
+MAX_FAILED = 20  # "not passed" lines per task table with reps
 
 
 def _check(o: Outcome, name: str) -> str:
@@ -60,23 +66,45 @@ def cut_notes(o: Outcome) -> list[str]:
 def warning_note(o: Outcome, limit: int = MAX_WARNINGS) -> str | None:
     """``parse warnings: a; b; c (+N more in run.json)`` for the run's parse warnings (cut notes aside), or None."""
     cut = set(cut_notes(o))
-    found = [w for w in o.usage.parse_warnings if w not in cut]
+    found = [w for w in o.usage.parse_warnings if w not in cut and not w.startswith(NO_PRICE_PREFIXES)]
     if not found:
         return None
     more = f" (+{len(found) - limit} more in run.json)" if len(found) > limit else ""
     return "parse warnings: " + "; ".join(found[:limit]) + more
 
 
+def price_notes(o: Outcome) -> list[str]:
+    """The run's notes on a cost left unknown (``no price for model 'x'``, with ``; add it to the task's pricing:``
+    where the file has that key: ``agents.pricing.apply_pricing``)."""
+    return [w for w in o.usage.parse_warnings if w.startswith(NO_PRICE_PREFIXES)]
+
+
 def run_notes(o: Outcome) -> list[str]:
     """Everything the summary should say about how a run's figures were read: cut output, parse warnings,
-    why tokens are unknown, and the run's own ``extra.notes`` (a tool call that met ``command not found``)."""
+    why tokens or cost are unknown, and the run's own ``extra.notes`` (a tool call that met ``command not found``)."""
     notes = [n for n in (o.extra.get("notes") or ()) if isinstance(n, str)]
-    return [n for n in (*cut_notes(o), warning_note(o), tokens_reason(o), *notes) if n]
+    return [n for n in (*cut_notes(o), warning_note(o), tokens_reason(o), *price_notes(o), *notes) if n]
+
+
+MAX_LABELS = 3  # run labels named on a note many runs share
 
 
 def notes_lines(labelled: Iterable[tuple[str, Outcome]]) -> list[str]:
-    """A ``notes:`` block, one line per note, each led by its run's label; empty when no run has a note."""
-    lines = [f"  {label}: {note}" for label, o in labelled for note in run_notes(o)]
+    """A ``notes:`` block, one line per distinct note: led by its run's label when one run has it, else once with
+    the count of runs, their labels in natural order (``no price for model 'x' (24 runs: a-r1, a-r2, a-r3, ...)``); empty when no run has a
+    note."""
+    by_note: dict[str, list[str]] = {}
+    for label, o in labelled:
+        for note in run_notes(o):
+            by_note.setdefault(note, []).append(label)
+    lines = []
+    for note, labels in by_note.items():
+        if len(labels) == 1:
+            lines.append(f"  {labels[0]}: {note}")
+        else:
+            labels = sorted(labels, key=lambda x: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", x)])
+            named = ", ".join(labels[:MAX_LABELS]) + (", ..." if len(labels) > MAX_LABELS else "")
+            lines.append(f"  {note} ({len(labels)} runs: {named})")
     return ["notes:", *lines] if lines else []
 
 
@@ -104,44 +132,130 @@ def title_line(head: str, source: str, width: int | None = None) -> str:
     return f"{head}  [{shorten(_display_path(source), room)}]"
 
 
+def _ranked(runs: list[Outcome], scores: dict[str, float | None]) -> tuple[list[Outcome], dict[str, int | None]]:
+    """``runs`` sorted by ``scores`` (by run id; competition ranking, ties share a rank; None last), and the ranks."""
+    ranks = rank(scores)
+    return sorted(runs, key=lambda o: (ranks[o.run_id] is None, ranks[o.run_id] or 0, o.agent)), ranks
+
+
+def _single_rep_table(runs: list[Outcome], show_cost: bool) -> tuple[list[list], list[str], list[Outcome]]:
+    runs, ranks = _ranked(runs, {o.run_id: o.score for o in runs})
+    rows = []
+    for o in runs:
+        row = [
+            ranks[o.run_id] or "-", o.agent, "-" if o.score is None else f"{o.score:.1f}",
+            status_text(o) + (" (reused)" if o.reused else ""), _check(o, "tests"), _check(o, "verify"),
+            "-" if o.exit_code is None else o.exit_code, _check(o, "lint"), f"{o.seconds:.1f}", o.lines_changed,
+        ]
+        if show_cost:
+            row += [tokens_cell(o), fmt_cost(o)]
+        rows.append(row)
+    return rows, TASK_HEADERS + (COST_HEADERS if show_cost else []), runs
+
+
+def _ratio(values: list[bool]) -> str:
+    return f"{sum(values)}/{len(values)}" if values else "-"
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def mean_cost(runs: list[Outcome]) -> str:
+    """Mean cost per run in USD over the runs that have one: ``0.0123``, ``0.0123 (priced)``, ``0.0123 of 3``
+    (only 3 of the runs have one), ``-`` for none."""
+    known = [o.usage for o in runs if o.usage.cost_usd is not None]
+    if not known:
+        return "-"
+    sources = {u.cost_source for u in known}
+    mark = next((COST_MARKS[s] for s in ("estimated", "priced") if s in sources), "")
+    part = f" of {len(known)}" if len(known) < len(runs) else ""
+    return f"{sum(u.cost_usd for u in known) / len(known):.4f}{mark}{part}"
+
+
+def mean_tokens(runs: list[Outcome]) -> str:
+    """Mean total tokens per run over the runs with a count; ``unknown`` when agents ran but none gave one."""
+    known = [o.usage.total_tokens for o in runs if o.usage.total_tokens is not None]
+    if known:
+        return fmt_tokens(round(sum(known) / len(known)))
+    return TOKENS_UNKNOWN if any(agent_ran(o) for o in runs) else "-"
+
+
+def _reps_table(runs: list[Outcome], show_cost: bool) -> tuple[list[list], list[str], list[Outcome]]:
+    """One row per agent over its reps: runs (errors), passed / samples, mean score, checks passed / runs with
+    the check, mean agent seconds and lines changed, mean tokens and cost per run; ranked by mean score."""
+    by_agent: dict[str, list[Outcome]] = defaultdict(list)
+    for o in runs:
+        by_agent[o.agent].append(o)
+    means = {agent: _mean([float(o.score) for o in rs if o.is_sample and o.score is not None])
+             for agent, rs in by_agent.items()}
+    ranks = rank(means)
+    agents = sorted(by_agent, key=lambda a: (ranks[a] is None, ranks[a] or 0, a))
+    rows = []
+    for agent in agents:
+        rs = sorted(by_agent[agent], key=lambda o: o.rep)
+        samples = [o for o in rs if o.is_sample]
+        errors, reused = len(rs) - len(samples), sum(o.reused for o in rs)
+        extra = [f"{errors} error" + ("s" if errors != 1 else "")] if errors else []
+        extra += [f"{reused} reused"] if reused else []
+        score, seconds = means[agent], _mean([o.seconds for o in samples])
+        lines = _mean([float(o.lines_changed) for o in samples if o.lines_changed is not None])
+
+        def checks(name: str, samples: list[Outcome] = samples) -> str:
+            return _ratio([o.checks[name].passed for o in samples if name in o.checks])
+
+        row = [
+            ranks[agent] or "-", agent, f"{len(rs)}" + (f" ({', '.join(extra)})" if extra else ""),
+            _ratio([o.status == Status.PASSED for o in samples]), "-" if score is None else f"{score:.1f}",
+            checks("tests"), checks("verify"), checks("lint"), "-" if seconds is None else f"{seconds:.1f}",
+            "-" if lines is None else f"{lines:.1f}",
+        ]
+        if show_cost:
+            row += [mean_tokens(samples or rs), mean_cost(samples)]
+        rows.append(row)
+    ordered = [o for agent in agents for o in sorted(by_agent[agent], key=lambda o: o.rep)]
+    return rows, REPS_HEADERS + (REPS_COST_HEADERS if show_cost else []), ordered
+
+
 def task_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int | None = None,
                 notes: bool = True) -> list[str]:
-    """One ranked table per task (per rep when a task has several), as lines of text no wider than ``width``
-    (``report.fit``: cells wrap, then ``TASK_OPTIONAL`` columns drop; None: no limit). ``notes``: the runs' notes
-    (unknown tokens, cut output, warnings) after each table (``-q`` leaves them out).
+    """One ranked table per task, as lines of text no wider than ``width`` (``report.fit``: cells wrap, then
+    optional columns drop; None: no limit). ``notes``: the runs' notes (unknown tokens, cut output, warnings) after
+    each table (``-q`` leaves them out).
 
-    Rows are ranked by score (competition ranking, ties share a rank); ``error`` runs come last with rank ``-``.
+    A task with one rep per agent gets a row per run (``TASK_HEADERS``), ranked by score (competition ranking,
+    ties share a rank; ``error`` runs last with rank ``-``). A task with several reps gets a row per agent over its
+    reps (``REPS_HEADERS``: runs, passed / samples, mean score, checks passed / runs with that check, mean seconds,
+    lines, tokens and USD per run), ranked by mean score: one table per task, however many reps.
     """
 
-    by_case: dict[tuple[str, str], dict[int, list[Outcome]]] = defaultdict(lambda: defaultdict(list))
+    by_case: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
     for o in outcomes:
         if o.kind == "task":
-            by_case[(o.case, o.source)][o.rep].append(o)
+            by_case[(o.case, o.source)].append(o)
     lines: list[str] = []
-    for (case, source), reps in sorted(by_case.items()):
-        for rep, runs in sorted(reps.items()):
-            ranks = rank({o.run_id: o.score for o in runs})
-            runs = sorted(runs, key=lambda o: (ranks[o.run_id] is None, ranks[o.run_id] or 0, o.agent))
-            rows = []
-            for o in runs:
-                row = [
-                    ranks[o.run_id] or "-", o.agent, "-" if o.score is None else f"{o.score:.1f}",
-                    status_text(o) + (" (reused)" if o.reused else ""), _check(o, "tests"), _check(o, "verify"),
-                    "-" if o.exit_code is None else o.exit_code, _check(o, "lint"), f"{o.seconds:.1f}", o.lines_changed,
-                ]
-                if show_cost:
-                    row += [tokens_cell(o), fmt_cost(o)]
-                rows.append(row)
-            lines.append(title_line(f"task {case}" + (f" (rep {rep})" if len(reps) > 1 else ""), source, width))
-            fitted = fit(rows, TASK_HEADERS + (COST_HEADERS if show_cost else []), width, TASK_OPTIONAL)
-            lines += fitted.lines + dropped_note(fitted.dropped, width)
-            failed = [f"  {o.agent}: {o.reason}" for o in runs if o.status != Status.PASSED and o.reason]
-            if failed:
-                lines.append("not passed:")
-                lines.extend(failed)
-            if notes:
-                lines.extend(notes_lines((o.agent, o) for o in runs))
-            lines.append("")
+    for (case, source), runs in sorted(by_case.items()):
+        reps = {o.rep for o in runs}
+        several = len(reps) > 1 or len(runs) > len({o.agent for o in runs})
+        rows, headers, ordered = (_reps_table if several else _single_rep_table)(runs, show_cost)
+        head = f"task {case}" + (f" ({len(reps)} reps)" if several else "")
+        lines.append(title_line(head, source, width))
+        fitted = fit(rows, headers, width, REPS_OPTIONAL if several else TASK_OPTIONAL, numparse=not several)
+        lines += fitted.lines + dropped_note(fitted.dropped, width)
+
+        def label(o: Outcome, several: bool = several) -> str:
+            return f"{o.agent}-r{o.rep}" if several else o.agent
+
+        failed = [f"  {label(o)}: {o.status}: {o.reason}" if several else f"  {o.agent}: {o.reason}"
+                  for o in ordered if o.status != Status.PASSED and o.reason]
+        if failed:
+            lines.append("not passed:")
+            lines.extend(failed[:MAX_FAILED] if several else failed)
+            if several and len(failed) > MAX_FAILED:
+                lines.append(f"  ... and {len(failed) - MAX_FAILED} more (see the run.json files)")
+        if notes:
+            lines.extend(notes_lines((label(o), o) for o in ordered))
+        lines.append("")
     return fit_lines(lines, width)
 
 

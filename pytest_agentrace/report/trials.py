@@ -11,34 +11,19 @@ from collections.abc import Iterable
 
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.report.fit import fit_lines, fit_table
-from pytest_agentrace.report.text import (
-    COST_MARKS,
-    TOKENS_UNKNOWN,
-    agent_ran,
-    fmt_tokens,
-    notes_lines,
-    title_line,
-)
+from pytest_agentrace.report.text import mean_cost, mean_tokens, notes_lines, title_line
 
 MAX_NOTES = 20
 TRIAL_HEADERS = ["Question", "Arm", "Agent", "Runs", "Passed", "Correct", "Recall", "Verify", "Used tool", "Claims ok", "Errors", "Time (s)"]
 # dropped in this order to fit a width
-TRIAL_OPTIONAL = ("Claims ok", "Used tool", "Recall", "Tokens/run", "Verify", "Errors", "Correct")
+# dropped in this order to fit a width (columns of nothing but ``-`` first): the answer key's Correct and the
+# tokens per run, the figures a trial is run for, go last
+TRIAL_OPTIONAL = ("Claims ok", "Used tool", "Recall", "Cost/run (USD)", "Verify", "Errors", "Time (s)", "Tokens/run", "Correct")
+TRIAL_KEEP = ("Tokens/run", "Correct")
 
 
 def _ratio(items: list[bool]) -> str:
     return f"{sum(items)}/{len(items)}" if items else "-"
-
-
-def _mean_cost(runs: list[Outcome]) -> str:
-    """Mean cost per run in USD over the runs that have one, e.g. ``0.0123``, ``0.0123 (priced)``, ``0.01 of 3``."""
-    known = [o.usage for o in runs if o.usage.cost_usd is not None]
-    if not known:
-        return "-"
-    sources = {u.cost_source for u in known}
-    mark = next((COST_MARKS[s] for s in ("estimated", "priced") if s in sources), "")
-    part = f" of {len(known)}" if len(known) < len(runs) else ""
-    return f"{sum(u.cost_usd for u in known) / len(known):.4f}{mark}{part}"
 
 
 def trial_notes(cells: dict[tuple[str, str, str], list[Outcome]]) -> list[str]:
@@ -82,15 +67,13 @@ def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int
                 len(runs) - len(samples), f"{sum(o.seconds for o in samples) / len(samples):.1f}" if samples else "-",
             ]
             if show_cost:
-                tokens = [o.usage.total_tokens for o in samples if o.usage.total_tokens is not None]
-                unknown = TOKENS_UNKNOWN if any(agent_ran(o) for o in samples) else "-"
-                row.append(fmt_tokens(round(sum(tokens) / len(tokens))) if tokens else unknown)
-                row.append(_mean_cost(samples))
+                row.append(mean_tokens(samples))
+                row.append(mean_cost(samples))
             rows.append(row)
         name = next(iter(cells.values()))[0].extra.get("trial", "")
         lines.append(title_line(f"trial {name}", source, width))
         headers = TRIAL_HEADERS + (["Tokens/run", "Cost/run (USD)"] if show_cost else [])
-        lines += fit_table(rows, headers, width, TRIAL_OPTIONAL, numparse=False)
+        lines += fit_table(rows, headers, width, TRIAL_OPTIONAL, numparse=False, keep=TRIAL_KEEP)
         notes = sorted({f"  {o.case}[{o.arm}-{o.agent}-r{o.rep}]: {o.status}: {o.reason}" for c in cells.values() for o in c if o.status != Status.PASSED and o.reason})
         if notes:
             lines.append("not passed:")
