@@ -167,7 +167,7 @@ def test_snapshot_regressed_not_run_and_new(project: pytest.Pytester, xdist: lis
     assert "agentrace: FAILED" not in text  # reported, but no gate asked for
     res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-arm", "docs", "--agentrace-fail-on", "regressed,pass@1<0.5", *xdist)
     text = res.stdout.str()
-    assert "agentrace: FAILED regressed: bot port [docs]: regressed (Holm p=" in text and "tests) - lower pass rate" in text
+    assert "agentrace: FAILED regressed: bot port [docs]: regressed (Holm p=" in text and "test) - lower pass rate" in text
     assert "agentrace: FAILED pass@1<0.5: bot port [docs]: pass@1 0.00 (0/4 passed)" in text
 
 
