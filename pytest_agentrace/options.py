@@ -36,7 +36,7 @@ from pytest_agentrace.run.sandbox import MODES as SANDBOX_MODES
 from pytest_agentrace.spec.builtin import difficulty_list, name_list
 from pytest_agentrace.spec.shard import shard_arg
 from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES as RESAMPLES
-from pytest_agentrace.stats.verdict import FIXED, GATE_HELP, TARGETS
+from pytest_agentrace.stats.verdict import FIXED, GATE_CELLS, GATE_HELP, HOLM, TARGETS
 
 DEFAULT_OUT = ".agentrace"  # the results folder, relative to the rootdir (pytest) or the working folder (CLI)
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # GitHub Actions' job summary file: the Markdown summary is appended
@@ -235,9 +235,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("snapshot_update", "write the --agentrace-snapshot file from this session instead of comparing", False, flag=True),
     Option("tolerance", "token ratio change within which a snapshot comparison calls nothing dearer/improved (default 0.10)",
            0.10, type=non_negative_float, metavar="FRACTION", cli="--tolerance"),
-    Option("regression_alpha", "one-sided level of the snapshot pass-rate test behind 'regressed' (default 0.05)", 0.05,
+    Option("regression_alpha", "one-sided level of the snapshot pass-rate test behind 'regressed', and the family-wise "
+           "error rate of the verdict gates (default 0.05)", 0.05,
            type=probability, metavar="P", cli="--alpha"),
     Option("fail_on", "fail (exit 1) when one of these occurs: " + GATE_HELP, [], many=True, metavar="LIST", cli="--fail-on"),
+    Option("gate_cells", "how the verdict gates of --agentrace-fail-on treat many cells: 'holm' (default) fails only "
+           "on a verdict whose Holm-adjusted p over every test the gates look at is below --agentrace-regression-alpha "
+           "(a session with no change fails at most that often, however many cells); 'raw' gates each cell at its own "
+           "level (false failures grow with the cells: 18-38% of unchanged sessions at 10 cases)", HOLM,
+           choices=GATE_CELLS, cli="--gate-cells"),
     Option("generalize", "what a verdict over several cases is about: 'fixed' (default) asks whether the arm is cheaper on "
            "the cases that ran (runs resampled within each case, labels permuted within each case; can decide with 2-3 "
            "cases); 'cases' asks whether it would hold for new cases like these (cases resampled, sign-flip test over "

@@ -101,10 +101,15 @@ def test_snapshot_then_compare_exit_status(tmp_path: Path, capsys: pytest.Captur
     assert json.loads(snap.read_text())["name"] == "v1"
     code, text, _ = main(capsys, "compare", str(out), "--snapshot", str(snap), "--fail-on", "regressed,dearer", "--resamples", "500")
     assert code == 0 and text.strip().endswith("2 cells: 0 regressed, 0 dearer, 0 improved, 2 same, 0 not run, 0 new. "
-                                               "`same` means no change could be shown, not that none exists.")
+                                               "`same` means no change could be shown, not that none exists.\n"
+                                               "gate: 4 tests (regressed, dearer over 2 rows) at a family-wise error rate "
+                                               "of 5% (Holm); 0 failed.")
+    assert "Gate p (Holm)" in text
     after = results(tmp_path / "after", reps=8, docs_passed=2)  # docs: 8/8 -> 2/8
     code, text, err = main(capsys, "compare", str(after), "--snapshot", str(snap), "--fail-on", "regressed", "--resamples", "500")
-    assert code == 1 and "FAIL regressed: a q1 [docs]: regressed - lower pass rate (one-sided Boschloo p=" in err
+    # Boschloo one-sided 2/8 vs 8/8 is ~0.0013; Holm over the 2 cells' regressed tests doubles it, still below 0.05
+    assert code == 1 and "FAIL regressed: a q1 [docs]: regressed (Holm p=0.00" in err and ", 2 tests) - lower pass rate" in err
+    assert text.strip().endswith("gate: 2 tests (regressed over 2 rows) at a family-wise error rate of 5% (Holm); 1 failed.")
     code, text, err = main(capsys, "compare", str(after), "--snapshot", str(snap), "--resamples", "500")
     assert code == 0 and "regressed" in text and not err  # reported, no gate asked for
     code, text, _ = main(capsys, "compare", str(after), "--snapshot", str(snap), "--old-arm", "base", "--new-arm", "docs", "--format", "json",
@@ -124,7 +129,8 @@ def test_compare_over_several_cases_for_either_target(tmp_path: Path, capsys: py
     snap = tmp_path / "s.json"
     assert main(capsys, "snapshot", str(before), "--to", str(snap))[0] == 0
     code, text, err = main(capsys, "compare", str(after), "--snapshot", str(snap), "--fail-on", "regressed", "--resamples", "300")
-    assert code == 1 and "FAIL regressed: a all 2 cases [docs]: regressed - lower pass rate (one-sided stratified exact p=" in err
+    assert code == 1 and "FAIL regressed: a all 2 cases [docs]: regressed (Holm p=" in err
+    assert "6 tests) - lower pass rate (one-sided stratified exact p=" in err
     assert "Over all cases (2 arms): 1 regressed, 0 dearer, 0 improved, 1 same." in text
     code, text, err = main(capsys, "compare", str(after), "--snapshot", str(snap), "--generalize", "cases", "--format", "json", "--resamples", "300")
     pooled = [r for r in json.loads(text)["rows"] if r["pooled"]]

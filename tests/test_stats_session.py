@@ -120,7 +120,9 @@ def test_fail_on_dearer_sets_exit_status_1_with_a_red_reason(project: pytest.Pyt
     res.assert_outcomes(passed=8)
     assert res.ret == 1
     text = res.stdout.str()
-    assert "agentrace: FAILED dearer: bot arm docs vs base: relative cost dearer (provisional) - relative cost 1.50" in text
+    assert ("agentrace: FAILED dearer: bot arm docs vs base: relative cost dearer (provisional) (Holm p=0.0286, 1 test) - "
+            "relative cost 1.50") in text
+    assert "agentrace: gate: 1 test (dearer over 1 row) at a family-wise error rate of 5% (Holm); 1 failed." in text
     assert text.count("agentrace: FAILED") == 1
     # the same session without the gate passes
     res = run(project, *xdist)
@@ -165,7 +167,7 @@ def test_snapshot_regressed_not_run_and_new(project: pytest.Pytester, xdist: lis
     assert "agentrace: FAILED" not in text  # reported, but no gate asked for
     res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-arm", "docs", "--agentrace-fail-on", "regressed,pass@1<0.5", *xdist)
     text = res.stdout.str()
-    assert "agentrace: FAILED regressed: bot port [docs]: regressed - lower pass rate" in text
+    assert "agentrace: FAILED regressed: bot port [docs]: regressed (Holm p=" in text and "test) - lower pass rate" in text
     assert "agentrace: FAILED pass@1<0.5: bot port [docs]: pass@1 0.00 (0/4 passed)" in text
 
 

@@ -99,3 +99,30 @@ def test_gate_failures_name_each_failing_cell() -> None:
         "regressed: a q1 [docs]: regressed - lower pass rate",
         "worse: a arm docs vs base: pass rate worse - pass rate 0.50 vs 1.00",
     ]
+
+
+def test_holm_adjust_matches_hand_computation() -> None:
+    from pytest_agentrace.stats import numerics
+
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 -> 0.02, 0.03, 0.06, 0.04 -> running max 0.02, 0.03, 0.06, 0.06
+    assert numerics.holm_adjust([0.01, None, 0.04, 0.03, 0.005]) == pytest.approx([0.03, None, 0.06, 0.06, 0.02])
+
+
+def test_gate_family_holm_keeps_a_lone_raw_hit_from_failing_many_cells() -> None:
+    """20 snapshot rows; one reads regressed at raw p 0.01: raw mode fails it, Holm over the 20 tests (0.2) does not;
+    at p 0.001 Holm (0.02) fails it too."""
+    def rows(p_hit: float):
+        out = [SimpleNamespace(agent="a", case=f"q{i}", arm="x", verdict="same", also=(), detail="-",
+                               gate_p={"regressed": 0.5}) for i in range(19)]
+        return out + [SimpleNamespace(agent="a", case="q19", arm="x", verdict="regressed", also=(), detail="lower",
+                                      gate_p={"regressed": p_hit})]
+    gates = verdict.parse_fail_on("regressed")
+    assert verdict.gate_failures(gates, snapshot_rows=rows(0.01), mode="raw") == ["regressed: a q19 [x]: regressed - lower"]
+    assert verdict.gate_failures(gates, snapshot_rows=rows(0.01)) == []
+    fam = verdict.gate_family(gates, snapshot_rows=rows(0.001))
+    assert fam.adjusted("row", 19) == {"regressed": pytest.approx(0.02)}
+    assert verdict.gate_failures(gates, snapshot_rows=rows(0.001), family=fam) == [
+        "regressed: a q19 [x]: regressed (Holm p=0.02, 20 tests) - lower"]
+    assert fam.summary(1) == "gate: 20 tests (regressed over 20 rows) at a family-wise error rate of 5% (Holm); 1 failed."
+    with pytest.raises(ValueError, match="gate-cells: choose holm or raw"):
+        verdict.gate_family(gates, snapshot_rows=[], mode="bonferroni")

@@ -47,7 +47,7 @@ from pytest_agentrace.stats.snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from pytest_agentrace.stats.verdict import FIXED, gate_failures, parse_fail_on
+from pytest_agentrace.stats.verdict import FIXED, HOLM, gate_failures, gate_family, parse_fail_on
 
 REGRESS_FAIL_ON = "regressed"  # what `agentrace regress` fails on when --fail-on is not given
 
@@ -141,7 +141,7 @@ def _compare_options(p: argparse.ArgumentParser, required: bool = True, suppress
     p.add_argument("--snapshot", required=required, metavar="FILE", help="snapshot file (agentrace snapshot / --agentrace-snapshot-update)", **kw)
     p.add_argument("--old-arm", metavar="A", help="compare the snapshot's arm A ...", **kw)
     p.add_argument("--new-arm", metavar="B", help="... with this run's arm B", **kw)
-    add_cli_options(p, "tolerance", "regression_alpha", "fail_on", suppress=suppress)
+    add_cli_options(p, "tolerance", "regression_alpha", "fail_on", "gate_cells", suppress=suppress)
 
 
 def run(func, args: argparse.Namespace) -> int:
@@ -286,8 +286,10 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.regression_alpha,
                    target=getattr(args, "generalize", FIXED))
-    print("\n".join(compare_lines(rows, args.format, width=stdout_width())))
-    failures = gate_failures([g for g in gates if g.verdict], snapshot_rows=rows)
+    verdict_gates = [g for g in gates if g.verdict]
+    family = gate_family(verdict_gates, snapshot_rows=rows, mode=getattr(args, "gate_cells", HOLM), rate=args.regression_alpha) if verdict_gates else None
+    failures = gate_failures(verdict_gates, snapshot_rows=rows, family=family) if family is not None else []
+    print("\n".join(compare_lines(rows, args.format, width=stdout_width(), family=family, failed=len(failures))))
     for line in failures:
         print(f"FAIL {line}", file=sys.stderr)
     return 1 if failures else 0

@@ -64,7 +64,7 @@ from pytest_agentrace.stats.snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from pytest_agentrace.stats.verdict import gate_failures, parse_fail_on
+from pytest_agentrace.stats.verdict import GateFamily, gate_failures, gate_family, parse_fail_on
 
 OUTCOME_PROPERTY = "agentrace.outcome"
 
@@ -114,6 +114,7 @@ class SessionResult:
     notes: tuple[tuple[str, bool], ...]  # (line, is_warning)
     validation: tuple[tuple[tuple[str, ...], ...], int] | None
     document: dict[str, Any] | None
+    gate: GateFamily | None = None  # the tests the verdict gates looked at (None: no verdict gate)
 
 
 def network_line(outcomes: Iterable[Outcome]) -> str | None:
@@ -242,15 +243,19 @@ class Controller:
         if line := network_line(outcomes):
             notes.append((line, False))
         failures: list[str] = []
-        report = rows = None
+        report = rows = family = None
         validation = validate.verdict_rows(outcomes) if self.settings.validate and outcomes else None
         if outcomes:
             try:
                 report, rows, snap_notes = self._statistics(list(outcomes))
                 notes += [(n, False) for n in snap_notes]
                 if gates:
-                    failures += gate_failures(parse_fail_on(self.settings.fail_on), report.cells, report.comparisons,
-                                              rows, report.reliability)
+                    parsed = parse_fail_on(self.settings.fail_on)
+                    if any(g.verdict for g in parsed):
+                        family = gate_family(parsed, report.comparisons, rows, self.settings.gate_cells, self.settings.regression_alpha)
+                    failures += gate_failures(parsed, report.cells, report.comparisons, rows, report.reliability, family=family)
+                    if family is not None:
+                        notes.append((f"agentrace: {family.summary(len(failures))}", False))
             except Exception as exc:  # noqa: BLE001 - a bug in the statistics must not lose the session's results; it fails the session visibly
                 failures.append(f"the statistics could not be computed: {type(exc).__name__}: {exc}")
             notes += self._record(outcomes)
@@ -263,7 +268,7 @@ class Controller:
         if gates and not outcomes and self.skipped and not self.settings.allow_empty:
             failures.append(empty_session_line(self.skipped))
         self.result = SessionResult(outcomes, report, tuple(rows) if rows is not None else None, tuple(failures),
-                                    tuple(notes), validation, document)
+                                    tuple(notes), validation, document, family)
         return self.result
 
     def _statistics(self, outcomes: list[Outcome]) -> tuple[StatsReport, list[SnapshotRow] | None, list[str]]:
@@ -422,7 +427,8 @@ class Controller:
             for line in stats:
                 write(line)
         if result.snapshot_rows is not None:
-            for line in ["", f"compared with snapshot {self.settings.snapshot}:", *compare_lines(list(result.snapshot_rows), width=width)]:
+            for line in ["", f"compared with snapshot {self.settings.snapshot}:", *compare_lines(list(result.snapshot_rows), width=width,
+                                                                                                    family=result.gate)]:
                 write(line)
         if result.validation is not None:
             rows, invalid = result.validation

@@ -314,13 +314,33 @@ def render(report: Any, fmt: str = "text", width: int | None = None) -> str:
 # ---------------------------------------------------------------------------------------------- snapshot, plan
 
 
-def compare_lines(rows: Sequence[Any], fmt: str = "text", width: int | None = None) -> list[str]:
+def _gate_p(adjusted: dict[str, float]) -> str:
+    return ", ".join(f"{v} {p:.3g}" for v, p in adjusted.items()) or "-"
+
+
+def compare_lines(rows: Sequence[Any], fmt: str = "text", width: int | None = None, family: Any = None,
+                  failed: int | None = None) -> list[str]:
     """The snapshot comparison table (agent, case, arm, passed old -> new, verdict, detail) and its closing line,
-    in ``text`` no wider than ``width`` characters."""
+    in ``text`` no wider than ``width`` characters. With a ``verdict.GateFamily`` (``family``: the verdict gates in
+    force) a column ``Gate p (Holm)`` gives each row's adjusted p per gated verdict, and a last line how many tests
+    the gates looked at and at what family-wise rate (``failed``: how many failed)."""
+    holm = family is not None and family.tests
+    summary = [family.summary(failed)] if family is not None and failed is not None else []
     if fmt == "json":
-        return [json.dumps({"rows": [r.to_dict() for r in rows], "summary": closing_line(rows)}, indent=2)]
+        doc: dict[str, Any] = {"rows": [r.to_dict() for r in rows], "summary": closing_line(rows)}
+        if family is not None:
+            doc["gate"] = {"mode": family.mode, "rate": family.rate, "tests": len(family.tests), "summary": (summary or [None])[0],
+                           "adjusted": [family.adjusted("row", i) for i in range(len(rows))]}
+        return [json.dumps(doc, indent=2)]
+    headers = list(COMPARE_HEADERS)
     table = [[r.agent, r.case, r.arm, r.passed_text(), str(r.verdict), r.detail] for r in rows]
-    lines = _table(table, COMPARE_HEADERS, fmt, width, "compare") + [closing_line(rows)]
+    if holm:
+        headers.insert(5, "Gate p (Holm)" if family.mode == "holm" else "Gate p (raw)")
+        for i, row in enumerate(table):
+            adj = family.adjusted("row", i)
+            row.insert(5, _gate_p(adj if family.mode == "holm" else {t.metric: t.p for t in family.tests
+                                                                       if t.source == "row" and t.index == i}))
+    lines = _table(table, headers, fmt, width, "compare") + [closing_line(rows)] + summary
     return fit_lines(lines, width) if fmt == "text" else lines
 
 

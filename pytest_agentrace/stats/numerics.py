@@ -315,6 +315,37 @@ def bh_adjust(pvalues: Sequence[float | None]) -> list[float | None]:
     return out
 
 
+def holm_adjust_array(p):
+    """Holm's step-down adjusted p-values along the last axis of ``p`` (..., m) (Holm, "A simple sequentially
+    rejective multiple test procedure", Scand. J. Statist. 6, 1979): sorted ascending, the i-th (from 0) becomes
+    ``max_{j <= i} min(1, (m - j) p_(j))``. Rejecting where the adjusted value is below ``alpha`` keeps the chance of
+    any false rejection among the ``m`` tests at or below ``alpha`` whatever their dependence. NaN entries count as 1
+    (a test that was looked at and found nothing). Returns an array of the same shape."""
+    import numpy as np
+
+    p = np.asarray(p, dtype=float)
+    p = np.where(np.isfinite(p), p, 1.0)
+    m = p.shape[-1]
+    if m == 0:
+        return p.copy()
+    order = np.argsort(p, axis=-1, kind="stable")
+    ranked = np.take_along_axis(p, order, axis=-1) * (m - np.arange(m))
+    ranked = np.minimum(1.0, np.maximum.accumulate(ranked, axis=-1))
+    out = np.empty_like(p)
+    np.put_along_axis(out, order, ranked, axis=-1)
+    return out
+
+
+def holm_adjust(pvalues: Sequence[float | None]) -> list[float | None]:
+    """``holm_adjust_array`` of a list; None entries stay None and are not counted in the family."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None and math.isfinite(p)]
+    out: list[float | None] = [None] * len(pvalues)
+    if idx:
+        for i, p in zip(idx, holm_adjust_array([float(pvalues[i]) for i in idx]), strict=True):  # type: ignore[arg-type]
+            out[i] = float(p)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- reliability
 
 

@@ -30,7 +30,7 @@ from pytest_agentrace.stats.verdict import (
     REGRESSION_ALPHA,
     SAME_NOTE,
     Verdict,
-    snapshot_verdicts,
+    snapshot_tests,
 )
 
 SCHEMA = "agentrace-snapshot"
@@ -145,6 +145,7 @@ class SnapshotRow:
     ratio_p: float | None = None
     also: tuple[str, ...] = ()  # further verdicts that hold (``dearer`` of a ``regressed`` cell); gates see them too
     pooled: bool = False  # a row over all compared cases of one (kind, arm, agent), for the inference target
+    gate_p: dict[str, float] | None = None  # per gateable verdict the p-value of its test (``verdict.snapshot_tests``)
 
     def passed_text(self) -> str:
         old = "-" if self.old_total is None else f"{self.old_passed}/{self.old_total}"
@@ -200,11 +201,12 @@ def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str 
             rng = stats.rng_for(seed, "snapshot", key)
             ratio = stats.cluster_contrast([(new["tokens"], old["tokens"])], "ratio", 0.95, resamples, rng)
             ratio_p = stats.permutation_p(new["tokens"], old["tokens"], resamples, rng)
-        (verdict, *also), detail = snapshot_verdicts(old["passed"], old["total"], new["passed"], new["total"], ratio, ratio_p, tolerance, alpha)
+        (verdict, *also), detail, gate_p = snapshot_tests(old["passed"], old["total"], new["passed"], new["total"], ratio, ratio_p,
+                                                          tolerance, alpha)
         detail = detail + _version_notes(old, new)
         rows.append(SnapshotRow(old["kind"], old["case"], arm_label(old["arm"]), old["agent"], old["passed"], old["total"],
                                 new["passed"], new["total"], verdict, "; ".join(detail),
-                                ratio.to_dict() if ratio is not None else None, ratio_p, tuple(also)))
+                                ratio.to_dict() if ratio is not None else None, ratio_p, tuple(also), gate_p=gate_p))
     for key, runs in new_groups.items():
         if key not in seen:
             new = cell_record(runs)
@@ -261,11 +263,11 @@ def pooled_row(kind: str, arm: str, agent: str, found: Sequence[tuple[dict[str, 
     runs_side = min((min(len(a), len(b)) for a, b in tok), default=0)
     old_p, old_t = sum(o["passed"] for o, _ in found), sum(o["total"] for o, _ in found)
     new_p, new_t = sum(n["passed"] for _, n in found), sum(n["total"] for _, n in found)
-    (verdict, *also), detail = snapshot_verdicts(old_p, old_t, new_p, new_t, ratio, ratio_p, tolerance, alpha, pass_test=test,
-                                                 runs_per_side=runs_side, pass_rates=rates)
+    (verdict, *also), detail, gate_p = snapshot_tests(old_p, old_t, new_p, new_t, ratio, ratio_p, tolerance, alpha, pass_test=test,
+                                                      runs_per_side=runs_side, pass_rates=rates)
     what = "these cases" if target == FIXED else "new cases like these"
     return SnapshotRow(kind, f"all {len(found)} cases", arm, agent, old_p, old_t, new_p, new_t, verdict, "; ".join([*detail, f"target: {what}"]),
-                       ratio.to_dict() if ratio is not None else None, ratio_p, tuple(also), pooled=True)
+                       ratio.to_dict() if ratio is not None else None, ratio_p, tuple(also), pooled=True, gate_p=gate_p)
 
 
 def closing_line(rows: Sequence[SnapshotRow]) -> str:

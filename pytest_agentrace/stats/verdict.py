@@ -114,6 +114,16 @@ def provisional(n_arm: int, n_base: int) -> bool:
 def snapshot_verdicts(old_passed: int, old_total: int, new_passed: int, new_total: int, ratio: Any = None, ratio_p: float | None = None,
                       tolerance: float = 0.10, alpha: float = REGRESSION_ALPHA, token_alpha: float = 0.05, pass_test: Any = None,
                       runs_per_side: int | None = None, pass_rates: tuple[float, float] | None = None) -> tuple[list[str], list[str]]:
+    """``snapshot_tests`` without the gate p-values."""
+    found, detail, _ = snapshot_tests(old_passed, old_total, new_passed, new_total, ratio, ratio_p, tolerance, alpha, token_alpha,
+                                      pass_test, runs_per_side, pass_rates)
+    return found, detail
+
+
+def snapshot_tests(old_passed: int, old_total: int, new_passed: int, new_total: int, ratio: Any = None, ratio_p: float | None = None,
+                   tolerance: float = 0.10, alpha: float = REGRESSION_ALPHA, token_alpha: float = 0.05, pass_test: Any = None,
+                   runs_per_side: int | None = None,
+                   pass_rates: tuple[float, float] | None = None) -> tuple[list[str], list[str], dict[str, float]]:
     """Verdicts of one cell against its snapshot (a cell can be both ``regressed`` and ``dearer``: each gate must
     see both), with detail phrases.
 
@@ -133,7 +143,15 @@ def snapshot_verdicts(old_passed: int, old_total: int, new_passed: int, new_tota
     (the stratified exact test, or the sign-flip test over cases), ``pass_rates`` ``(old, new)`` the rates it
     compares (means over cases), and ``runs_per_side`` (the fewest runs of any case and side) the run count that
     must reach ``SNAPSHOT_MIN_RUNS``.
+
+    The third item gives, per gateable verdict, the p-value of the test behind it (what a family-wise gate
+    adjusts, ``gate_family``): ``regressed`` the one-sided pass-rate p towards a lower rate; ``dearer`` the token
+    test's two-sided p when the ratio is above 1 (else 1: read with the direction it is a valid one-sided p);
+    ``improved`` twice the smaller of the one-sided higher-rate p and the token p below 1 (Bonferroni over its two
+    routes). A test that could not run has p 1.
     """
+    gate_p = {Verdict.REGRESSED.value: 1.0, Verdict.DEARER.value: 1.0, Verdict.IMPROVED.value: 1.0}
+    up_p = 1.0
     detail: list[str] = []
     old_rate = old_passed / old_total if old_total else None
     new_rate = new_passed / new_total if new_total else None
@@ -149,6 +167,10 @@ def snapshot_verdicts(old_passed: int, old_total: int, new_passed: int, new_tota
             p = boschloo_p(new_passed, new_total, old_passed, old_total, side)
         p = 1.0 if p is None else p
         if new_rate < old_rate:
+            gate_p[Verdict.REGRESSED.value] = p
+        else:
+            up_p = p
+        if new_rate < old_rate:
             regressed = p < alpha
             detail.append(f"lower pass rate (one-sided {name} p={p:.3g} < {alpha:g})" if regressed else f"lower pass rate, within noise (p={p:.2g})")
         else:
@@ -159,6 +181,8 @@ def snapshot_verdicts(old_passed: int, old_total: int, new_passed: int, new_tota
         iv = ratio.interval
         enough = (min(ratio.n_arm, ratio.n_base) if runs_per_side is None else runs_per_side) >= SNAPSHOT_MIN_RUNS
         sign = significant(iv, ratio_p, token_alpha, 1.0) if enough else 0
+        if enough and ratio_p is not None:
+            gate_p[Verdict.DEARER.value if ratio.estimate > 1 else Verdict.IMPROVED.value] = ratio_p
         dearer = sign > 0 and iv.lo > 1.0 + tolerance
         improved_cost = sign < 0 and iv.hi < 1.0 - tolerance
         text = f"tokens x{ratio.estimate:.2f}"
@@ -174,7 +198,8 @@ def snapshot_verdicts(old_passed: int, old_total: int, new_passed: int, new_tota
     found = [v.value for v, hit in ((Verdict.REGRESSED, regressed), (Verdict.DEARER, dearer)) if hit]
     if not found and (improved_cost or improved_pass):
         found = [Verdict.IMPROVED.value]
-    return found or [Verdict.SAME.value], detail
+    gate_p[Verdict.IMPROVED.value] = min(1.0, 2.0 * min(up_p, gate_p[Verdict.IMPROVED.value]))
+    return found or [Verdict.SAME.value], detail, gate_p
 
 
 def snapshot_verdict(old_passed: int, old_total: int, new_passed: int, new_total: int, ratio: Any = None, ratio_p: float | None = None,
@@ -235,10 +260,112 @@ def parse_fail_on(values: str | Sequence[str] | None) -> list[Gate]:
 
 
 SNAPSHOT_GATES = frozenset({Verdict.REGRESSED, Verdict.DEARER, Verdict.IMPROVED})
+# ``--agentrace-gate-cells``: how a verdict gate treats the many cells it looks at
+HOLM = "holm"  # the default: Holm's adjustment over every test the gates look at (family-wise error <= the rate)
+RAW = "raw"  # each cell's own test at its own level: the chance of a false failure grows with the cells
+GATE_CELLS = (HOLM, RAW)
+GATE_RATE = 0.05  # the family-wise error rate of the verdict gates (``--agentrace-regression-alpha`` sets it)
+_METRIC_P = {"relative cost": "cost_p", "pass rate": "pass_p", "score": "score_p"}
+
+
+def check_gate_cells(mode: str) -> str:
+    """``mode`` when it is one of ``GATE_CELLS``; raises ``ValueError`` naming the choices otherwise."""
+    if mode not in GATE_CELLS:
+        raise ValueError(f"gate-cells: choose {' or '.join(GATE_CELLS)}, not {mode!r}")
+    return mode
+
+
+@dataclass(frozen=True)
+class GateTest:
+    """One test a verdict gate looks at: ``source`` ``row`` (a snapshot row, ``index`` into the rows) or
+    ``comparison`` (an arm-vs-baseline comparison, ``index`` into them), its ``metric`` (the verdict for a row,
+    relative cost / pass rate / score for a comparison), the test's ``p`` and Holm's ``adjusted`` p over the family."""
+
+    source: str
+    index: int
+    metric: str
+    p: float
+    adjusted: float
+
+
+@dataclass(frozen=True)
+class GateFamily:
+    """The family of tests the verdict gates look at and how they are decided.
+
+    ``mode`` ``holm``: a gated verdict fails the session only when its test's Holm-adjusted p is below ``rate``, so
+    the chance that a session with no change anywhere fails is at most ``rate`` however many cells there are (Holm
+    1979; valid under any dependence between the tests). ``raw``: every cell's verdict at its own level; with ``m``
+    independent tests at level ``a`` the chance of a false failure is up to ``1 - (1 - a)^m`` (10 cases x 2 verdicts
+    at 0.05: up to 64%; the discrete exact tests make it smaller, 28-38% measured at 10 cases x 8 runs)."""
+
+    mode: str
+    rate: float
+    tests: tuple[GateTest, ...]
+    verdicts: tuple[str, ...]
+
+    def adjusted(self, source: str, index: int) -> dict[str, float]:
+        """``{metric: adjusted p}`` of one row or comparison (empty when no gated test looks at it)."""
+        return {t.metric: t.adjusted for t in self.tests if t.source == source and t.index == index}
+
+    def passes(self, source: str, index: int, metric: str) -> bool:
+        """True when a verdict of this row or comparison and metric may fail the session (``raw``: always;
+        ``holm``: adjusted p below ``rate``; a verdict without a test p-value, a sequential decision say, as it is)."""
+        if self.mode == RAW:
+            return True
+        found = [t.adjusted for t in self.tests if t.source == source and t.index == index and t.metric == metric]
+        return not found or found[0] < self.rate
+
+    def summary(self, failed: int) -> str:
+        """``gate: 44 tests (regressed, dearer over 22 rows) at a family-wise error rate of 5% (Holm); 0 failed.``"""
+        items = len({(t.source, t.index) for t in self.tests})
+        what = ", ".join(self.verdicts) + f" over {items} row{'s' if items != 1 else ''}"
+        if self.mode == RAW:
+            return (f"gate: {_tests(len(self.tests))} ({what}), each at {self.rate:g} on its own "
+                    f"(--agentrace-gate-cells raw: no family-wise rate); {failed} failed.")
+        return (f"gate: {_tests(len(self.tests))} ({what}) at a family-wise error rate of {self.rate:.0%} "
+                f"(Holm); {failed} failed.")
+
+
+def _tests(m: int) -> str:
+    return f"{m} test{'s' if m != 1 else ''}"
+
+
+def gate_family(gates: Iterable[Gate], comparisons: Sequence[Any] = (), snapshot_rows: Sequence[Any] | None = None,
+                mode: str = HOLM, rate: float = GATE_RATE) -> GateFamily:
+    """Every test the verdict ``gates`` look at (see ``gate_failures`` for which), with Holm-adjusted p-values
+    (``numerics.holm_adjust``). A snapshot row contributes one test per gated verdict (its ``gate_p``, from
+    ``snapshot_tests``; rows ``not run`` / ``new`` none); a comparison one per metric whose verdict a gate names
+    (cheaper / dearer: relative cost; better / worse: pass rate and score). Raises ``ValueError`` for a bad ``mode``."""
+    from pytest_agentrace.stats.numerics import holm_adjust
+
+    check_gate_cells(mode)
+    words = [g.verdict for g in gates if g.verdict]
+    raw: list[tuple[str, int, str, float | None]] = []
+    for word in dict.fromkeys(words):
+        if snapshot_rows is not None and word in SNAPSHOT_GATES:
+            for i, r in enumerate(snapshot_rows):
+                gate_p = getattr(r, "gate_p", None)
+                if gate_p and word in gate_p:
+                    raw.append(("row", i, word, gate_p[word]))
+            continue
+        metrics = (("relative cost",) if word in (Verdict.CHEAPER, Verdict.DEARER)
+                   else ("pass rate", "score") if word in (Verdict.BETTER, Verdict.WORSE) else ())
+        for i, c in enumerate(comparisons):
+            for metric in metrics:
+                p = getattr(c, _METRIC_P[metric], None)
+                if p is not None:
+                    raw.append(("comparison", i, metric, p))
+    seen: dict[tuple[str, int, str], float] = {}
+    for source, i, metric, p in raw:  # better and worse look at the same test: count it once
+        seen.setdefault((source, i, metric), float(p))  # type: ignore[arg-type]
+    adjusted = holm_adjust(list(seen.values()))
+    tests = tuple(GateTest(src, i, m, p, float(a)) for ((src, i, m), p), a in zip(seen.items(), adjusted, strict=True))
+    return GateFamily(mode, rate, tests, tuple(dict.fromkeys(words)))
 
 
 def gate_failures(gates: Iterable[Gate], cells: Sequence[Any] = (), comparisons: Sequence[Any] = (),
-                  snapshot_rows: Sequence[Any] | None = None, flips: Sequence[Any] = ()) -> list[str]:
+                  snapshot_rows: Sequence[Any] | None = None, flips: Sequence[Any] = (), mode: str = HOLM,
+                  rate: float = GATE_RATE, family: GateFamily | None = None) -> list[str]:
     """One reason line per (gate, failing cell). Inputs are ``cells.CellSummary``, ``cells.ArmComparison``,
     ``snapshot.SnapshotRow`` and ``cells.Reliability`` objects (anything with the same attributes).
 
@@ -247,19 +374,31 @@ def gate_failures(gates: Iterable[Gate], cells: Sequence[Any] = (), comparisons:
     regression gate is about change since the snapshot, so an arm that costs more than the baseline arm by
     design (a docs arm, say) does not fail every session. Other verdicts (worse, cheaper, ...) gate the
     arm-vs-baseline comparisons as without a snapshot.
+
+    Verdict gates are decided family-wise (``gate_family``, ``mode`` ``holm``: a verdict fails only when its
+    Holm-adjusted p is below ``rate``) unless ``mode`` is ``raw``; ``family`` passes one already built.
+    Threshold gates (pass@k, pass^k, flip, pass_rate) are descriptive limits, not tests, and are not adjusted.
     """
+    gates = list(gates)
+    fam = family if family is not None else gate_family(gates, comparisons, snapshot_rows, mode, rate)
     out: list[str] = []
+
+    def holm(source: str, index: int, metric: str) -> str:
+        adj = fam.adjusted(source, index).get(metric)
+        return "" if fam.mode == RAW or adj is None else f" (Holm p={adj:.3g}, {_tests(len(fam.tests))})"
+
     for g in gates:
         if g.verdict:
             against_snapshot = snapshot_rows is not None and g.verdict in SNAPSHOT_GATES
-            for c in () if against_snapshot else comparisons:
+            for i, c in enumerate(() if against_snapshot else comparisons):
                 for metric, v in (("relative cost", c.cost_verdict), ("pass rate", c.pass_verdict), ("score", c.score_verdict)):
-                    if v == g.verdict:
+                    if v == g.verdict and fam.passes("comparison", i, metric):
                         extra = " (provisional)" if metric == "relative cost" and c.provisional else ""
-                        out.append(f"{g.text}: {c.agent} arm {c.arm} vs {c.baseline}: {metric} {v}{extra} - {c.summary(metric)}")
-            for r in snapshot_rows or ():
-                if g.verdict in (r.verdict, *getattr(r, "also", ())):
-                    out.append(f"{g.text}: {r.agent} {r.case} [{r.arm}]: {g.verdict} - {r.detail}")
+                        out.append(f"{g.text}: {c.agent} arm {c.arm} vs {c.baseline}: {metric} {v}{extra}"
+                                   f"{holm('comparison', i, metric)} - {c.summary(metric)}")
+            for i, r in enumerate(snapshot_rows or ()):
+                if g.verdict in (r.verdict, *getattr(r, "also", ())) and fam.passes("row", i, g.verdict):
+                    out.append(f"{g.text}: {r.agent} {r.case} [{r.arm}]: {g.verdict}{holm('row', i, g.verdict)} - {r.detail}")
         elif g.metric == "flip":
             for f in flips:
                 if g.breached(f.flip_rate):
