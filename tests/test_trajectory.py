@@ -18,7 +18,7 @@ from pytest_agentrace.record.trajectory import build_trajectory, load_trajectory
 
 EXAMPLES = Path(__file__).parents[1] / "example_suites" / "tasks"
 XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
-KEY = "sk-ant-api03-" + "x" * 30
+KEY = "sk-ant-api03-" + "x" * 90  # a real key's length (record.redact matches 80 or more)
 
 
 def outcome(**usage) -> Outcome:
