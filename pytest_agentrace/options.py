@@ -242,7 +242,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("gate_cells", "how the verdict gates of --agentrace-fail-on treat many cells: 'holm' (default) fails only "
            "on a verdict whose Holm-adjusted p over every test the gates look at is below --agentrace-regression-alpha "
            "(a session with no change fails at most that often, however many cells); 'raw' gates each cell at its own "
-           "level (false failures grow with the cells: 18-38% of unchanged sessions at 10 cases)", HOLM,
+           "level (false failures grow with the cells: 18 to 38 percent of unchanged sessions at 10 cases)", HOLM,
            choices=GATE_CELLS, cli="--gate-cells"),
     Option("generalize", "what a verdict over several cases is about: 'fixed' (default) asks whether the arm is cheaper on "
            "the cases that ran (runs resampled within each case, labels permuted within each case; can decide with 2-3 "

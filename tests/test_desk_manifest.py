@@ -93,7 +93,7 @@ def test_key_and_digest_catch_the_three_rehashed_forgeries(keyed, xdist, monkeyp
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-reps", "2", "--agentrace-db", str(db),
                              "--junitxml", "j.xml", *xdist)
     res.assert_outcomes(passed=2, xfailed=2)
-    m = re.search(r"agentrace: results digest ([0-9a-f]{64})", res.stdout.str())
+    m = re.search(r"agentrace: results digest .*\n  ([0-9a-f]{64})", res.stdout.str())
     assert m, res.stdout.str()
     digest, out = m.group(1), pytester.path / "out"
     assert digest == results_digest(out)

@@ -70,6 +70,9 @@ pricing:
   test: {{input: 2, output: 8}}
 """
 
+# the fakes replay recorded samples
+SHOW_SAMPLES: tuple[str, ...] = ()  # the sandbox shows the samples as it shows the system
+
 # agent id -> (Tokens column, Cost (USD) column), worked out by hand from the samples:
 EXPECTED_TABLE = {
     "claude": ("2,260", "0.0125"),  # total_cost_usd as reported
@@ -80,6 +83,18 @@ EXPECTED_TABLE = {
     "cursor": ("17,098", "0.0077 (priced)"),  # 4210 x 1.25/M + 88 x 10/M + 12800 x 0.125/M = 0.0077425
     "copilot": ("2,260", "0.0049 (priced)"),  # OTel: 2200 x 2/M + 60 x 8/M = 0.00488 (task price for model "test")
 }
+
+
+def without_shell_policy(argv: list[str]) -> list[str]:
+    """``argv`` without Codex's ``-c shell_environment_policy...`` pairs (the run's PATH is in them)."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "-c" and i + 1 < len(argv) and argv[i + 1].startswith("shell_environment_policy."):
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
 
 
 def expected_argv(run_dir: Path) -> dict[str, list[str]]:
@@ -159,7 +174,7 @@ def test_seven_fake_clis_race_with_parsed_tokens_cost_and_documented_argv(pytest
     assert set(records) == set(FAKES), "each fake ran exactly once"
     run_dirs = pytester.path / "results" / "runs" / "fix-add" / "default"
     for exe, argv in expected_argv(run_dirs).items():
-        assert records[exe]["argv"] == argv, exe
+        assert without_shell_policy(records[exe]["argv"]) == argv, exe
     homes = {exe: r["env"]["HOME"] for exe, r in records.items()}
     assert len(set(homes.values())) == 7 and os.environ.get("HOME") not in homes.values()  # one fresh HOME per run
     assert records["codex"]["env"]["CODEX_HOME"] == str(Path(homes["codex"]) / ".codex")
@@ -181,7 +196,7 @@ def test_no_cost_option_hides_tokens_and_cost(pytester: pytest.Pytester, only_fa
     install_fakes(only_fakes_on_path, pytester.path / "rec", ["claude"])
     make_repo(pytester.path / "repo", BUGGY_REPO)
     (pytester.path / "task.yaml").write_text(TASK.replace('agents: [claude, "codex:gpt-5", aider, gemini, opencode, cursor, copilot]', "agents: [claude]"))
-    res = pytester.runpytest("--agentrace", "--agentrace-no-cost", *xdist)
+    res = pytester.runpytest("--agentrace", "--agentrace-no-cost", *SHOW_SAMPLES, *xdist)
     res.assert_outcomes(passed=1)
     cols = header_cells(res.stdout.str())
     assert "Agent" in cols and "Tokens" not in cols and "Cost (USD)" not in cols
@@ -192,7 +207,7 @@ def test_missing_cli_is_skipped_with_its_name(pytester: pytest.Pytester, only_fa
     install_fakes(only_fakes_on_path, pytester.path / "rec", ["claude"])
     make_repo(pytester.path / "repo", BUGGY_REPO)
     (pytester.path / "task.yaml").write_text(TASK.replace('agents: [claude, "codex:gpt-5", aider, gemini, opencode, cursor, copilot]', "agents: [claude, codex, cursor]"))
-    res = pytester.runpytest("--agentrace", "-rs", *xdist)
+    res = pytester.runpytest("--agentrace", "-rs", *SHOW_SAMPLES, *xdist)
     res.assert_outcomes(passed=1, skipped=2)
     assert any(line.rstrip().endswith(": agent 'codex' not found on PATH") for line in res.stdout.lines)
     assert any(line.rstrip().endswith("agent 'cursor' not found on PATH (looked for cursor-agent)") for line in res.stdout.lines)
@@ -213,7 +228,7 @@ def test_auth_error_output_is_status_error_not_a_failure(pytester: pytest.Pytest
         write_script(only_fakes_on_path / exe, f"import sys\nsys.stdout.write({out!r})\nsys.exit(1)\n")
     make_repo(pytester.path / "repo", BUGGY_REPO)
     (pytester.path / "task.yaml").write_text(TASK.replace('agents: [claude, "codex:gpt-5", aider, gemini, opencode, cursor, copilot]', "agents: [claude, codex]"))
-    res = pytester.runpytest("--agentrace", "--agentrace-out", "results", *xdist)
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "results", *SHOW_SAMPLES, *xdist)
     res.assert_outcomes(errors=2)
     runs = {p.parts[-3]: json.loads(p.read_text()) for p in (pytester.path / "results/runs/fix-add/default").glob("*/1/run.json")}
     assert runs["claude"]["status"] == "error" and "Invalid API key" in runs["claude"]["reason"]
@@ -239,7 +254,7 @@ def test_custom_command_with_an_adapter_kind_parses_like_that_adapter(pytester: 
     make_repo(pytester.path / "repo", BUGGY_REPO)
     agents = 'agents: [{name: mine, command: "my-wrapper {prompt}", kind: claude}, {name: gem, command: "my-gemini {prompt}", kind: gemini}]'
     (pytester.path / "task.yaml").write_text(TASK.replace('agents: [claude, "codex:gpt-5", aider, gemini, opencode, cursor, copilot]', agents))
-    res = pytester.runpytest("--agentrace", "--agentrace-out", "results", *xdist)
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "results", *SHOW_SAMPLES, *xdist)
     res.assert_outcomes(passed=2)
     rows = table_rows(res.stdout.str())
     cols = header_cells(res.stdout.str())

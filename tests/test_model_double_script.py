@@ -72,7 +72,7 @@ def test_bad_scripts_name_the_key(tmp_path, text, key, message) -> None:
 def test_missing_file_and_bad_yaml(tmp_path) -> None:
     with pytest.raises(SpecError, match="cannot read the model script"):
         load_script(tmp_path / "nope.yaml")
-    with pytest.raises(SpecError, match="not a valid YAML model script at line 3"):
+    with pytest.raises(SpecError, match="not a valid YAML model script at line 2"):  # the unclosed [ (context mark)
         load_script(write(tmp_path, "steps:\n  - text: [unclosed\n"))
     with pytest.raises(SpecError, match="YAML mapping"):
         load_script(write(tmp_path, "- text: x\n"))

@@ -131,23 +131,24 @@ def test_fail_on_dearer_sets_exit_status_1_with_a_red_reason(project: pytest.Pyt
 
 @pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_snapshot_update_then_compare_dearer_and_version_change(project: pytest.Pytester, xdist: list[str]) -> None:
-    write_trial(project, reps=4)
+    write_trial(project, reps=6)  # 6 a side: a permutation p can pass Holm over 4 tests
     res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-snapshot-update", *xdist)
     assert res.ret == 0
     assert "snapshot written:" in res.stdout.str()
     snap = json.loads((project.path / "snap.json").read_text())
     assert sorted(snap["cells"]) == ["trial:port/base/bot", "trial:port/docs/bot"]
     docs = snap["cells"]["trial:port/docs/bot"]
-    assert (docs["passed"], docs["total"], docs["cli_versions"], docs["models"]) == (4, 4, ["1.0.0"], ["m1"])
-    assert docs["tokens"] == [int(600 * f) for f in NOISE[:4]]
-    # tokens x1.3 and a new CLI version: dearer beyond the 10% tolerance, and the detail says the version changed
-    write_trial(project, reps=4, env={"SCALE": "1.3", "BOT_VERSION": "1.1.0"})
+    assert (docs["passed"], docs["total"], docs["cli_versions"], docs["models"]) == (6, 6, ["1.0.0"], ["m1"])
+    assert docs["tokens"] == [int(600 * f) for f in NOISE[:6]]
+    # tokens x2 and a new CLI version: dearer beyond the 10% tolerance, and the detail says the version changed (a
+    # shift large enough for 4 runs a side to pass the gate's family-wise adjustment, Holm over every tested row)
+    write_trial(project, reps=6, env={"SCALE": "2.0", "BOT_VERSION": "1.1.0"})
     res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-fail-on", "regressed,dearer", *xdist)
     assert res.ret == 1
     text = res.stdout.str()
     rows = {r[2]: r for r in stats_rows(text, "bot")}
-    assert rows["docs"][3:5] == ["4/4 -> 4/4", "dearer"] and "tokens x1.30" in rows["docs"][5]
-    assert "different agent CLI version: 1.0.0 -> 1.1.0" in rows["docs"][5]
+    assert rows["docs"][3:5] == ["6/6 -> 6/6", "dearer"] and "tokens x2.00" in rows["docs"][6]
+    assert "different agent CLI version: 1.0.0 -> 1.1.0" in rows["docs"][6]
     assert "2 cells: 0 regressed, 2 dearer, 0 improved, 0 same, 0 not run, 0 new. `same` means no change could be shown, not that none exists." in text
     assert text.count("agentrace: FAILED dearer: bot port [") == 2
 

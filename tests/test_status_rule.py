@@ -74,7 +74,8 @@ CASES = {
     "ok": ("passed", None),
     "crash": ("failed", "agent crashed (exit 3)"),
     "hang": ("timeout", "agent timed out after 4s"),
-    "unreadable": ("failed", "the agent left the workspace unreadable to git"),
+    # the agent breaks its own .git: the harness's git folder (the desk) is not it, so the run is judged as usual
+    "unreadable": ("passed", None),  # its fix is right and the desk does not read the agent's .git
     "setup": ("error", None),
 }
 

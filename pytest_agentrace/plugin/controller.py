@@ -316,8 +316,9 @@ class Controller:
             try:
                 seal_session(self.out, self.session_id)  # with $AGENTRACE_MANIFEST_KEY only
                 self.digest = results_digest(self.out)
-                notes.append((f"agentrace: results digest {self.digest} (check the folder later with "
-                              f"`agentrace verify {self.out} --digest {self.digest}`)", False))
+                # two short lines (the digest alone is 64 characters): they fit an 80-column log
+                notes.append(("agentrace: results digest (agentrace verify OUT --digest D):", False))
+                notes.append((f"  {self.digest}", False))
             except OSError as exc:
                 notes.append((f"agentrace: manifests not sealed: {exc}", True))
         try:
