@@ -23,7 +23,6 @@ import argparse
 import functools
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ from pytest_agentrace.model_double.cassette import Cassette, Replayer, Scrubber
 from pytest_agentrace.model_double.script import load_script
 from pytest_agentrace.model_double.server import ModelDouble
 from pytest_agentrace.record.redact import secret_values
-from pytest_agentrace.run.netbridge import loopback_up
+from pytest_agentrace.run.netbridge import loopback_up, run_child
 
 
 @functools.cache
@@ -108,18 +107,10 @@ def main(args: list[str] | None = None) -> int:
         scrub = Scrubber.make(secret_values(), ns.workspace, ns.home)
         replayer = Replayer(Cassette.load(ns.cassette), ns.match, scrub)
         double = ModelDouble(log=log, port=ns.port, replayer=replayer, key=key, rejected_log=rejected).start()
-    try:
-        child = subprocess.Popen(argv)
-    except OSError as exc:
-        print(f"agentrace netns: cannot start {argv[0]}: {exc}", file=sys.stderr)
-        return 127
-    # the runner signals the whole process group; pass signals on and wait for the agent's own exit
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: child.send_signal(signum))
-    code = child.wait()
+    code = run_child(argv, "netns")
     if double is not None:
         double.stop()
-    return code if code >= 0 else 128 - code
+    return code
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from pytest_agentrace.run.netproxy import relay
+
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds pytest_agentrace/
 NO_PROXY = "localhost,127.0.0.1,::1"
@@ -68,25 +70,10 @@ def wrap(argv: list[str], socket_path: str, proxy_port: int, forwards: Mapping[i
     return [*inner, "--", *argv]
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        try:
-            if writer.can_write_eof():
-                writer.write_eof()
-        except (OSError, RuntimeError):
-            pass
-
-
 async def _join(a: tuple[asyncio.StreamReader, asyncio.StreamWriter],
                 b: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
     try:
-        await asyncio.gather(_pipe(a[0], b[1]), _pipe(b[0], a[1]))
+        await asyncio.gather(relay(a[0], b[1]), relay(b[0], a[1]))
     finally:
         for w in (a[1], b[1]):
             try:
@@ -172,10 +159,16 @@ def main(args: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"agentrace netbridge: cannot make the run's network: {exc}", file=sys.stderr)
         return 125
+    return run_child(argv, "netbridge")
+
+
+def run_child(argv: list[str], helper: str) -> int:
+    """Run ``argv`` as this helper's child, passing SIGTERM and SIGINT on (the runner signals the whole process
+    group); its exit code, a signal N as ``128 + N``, 127 when it cannot start (``agentrace HELPER: cannot start``)."""
     try:
         child = subprocess.Popen(argv)
     except OSError as exc:
-        print(f"agentrace netbridge: cannot start {argv[0]}: {exc}", file=sys.stderr)
+        print(f"agentrace {helper}: cannot start {argv[0]}: {exc}", file=sys.stderr)
         return 127
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: child.send_signal(signum))

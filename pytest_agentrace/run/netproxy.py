@@ -109,7 +109,8 @@ def _head_end(buf: bytes) -> int:
     return -1 if end < 0 else end + 4
 
 
-async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy ``reader`` to ``writer`` until EOF, then half-close ``writer`` (one direction of a tunnel)."""
     try:
         while data := await reader.read(65536):
             writer.write(data)
@@ -194,7 +195,7 @@ async def _serve(gate: Gate, reader: asyncio.StreamReader, writer: asyncio.Strea
                                   + b"".join(h + b"\r\n" for h in kept) + b"\r\n")
         if rest:
             upstream_writer.write(rest)
-        await asyncio.gather(_relay(reader, upstream_writer), _relay(up_reader, writer))
+        await asyncio.gather(relay(reader, upstream_writer), relay(up_reader, writer))
     except (ConnectionError, OSError, asyncio.IncompleteReadError):
         pass
     finally:
