@@ -314,12 +314,12 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
             continue
         value = getoption(opt.dest)
         if value is None and opt.has_ini:
-            try:
+            try:  # pytest's own conversion of a typed key (8.4+), or ours of a string (8.3)
                 raw = getini(opt.dest)
-            except (TypeError, ValueError) as exc:  # pytest's own conversion of a typed key
+                if raw not in (None, "", []):
+                    value = opt.from_ini(raw)
+            except (TypeError, ValueError) as exc:
                 raise ValueError(f"ini key {opt.dest}: {exc}; write {_INI_EXAMPLE[opt.ini_type]}") from None
-            if raw not in (None, "", []):
-                value = opt.from_ini(raw)
         if value is None:
             value = list(opt.default) if isinstance(opt.default, list) else opt.default
         values[opt.name] = value

@@ -21,11 +21,20 @@ def settings(config: pytest.Config) -> _options.Settings:
     found = config.stash.get(SETTINGS_KEY, None)
     if found is None:
         try:
-            found = _options.resolve(config.getoption, config.getini)
+            found = _options.resolve(config.getoption, lambda name: _getini(config, name))
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
         config.stash[SETTINGS_KEY] = found
     return found
+
+
+def _getini(config: pytest.Config, name: str) -> object:
+    """``config.getini``, with pytest 9.2's ``UsageError`` for a value of the wrong type as a ``ValueError`` (so that
+    ``options.resolve`` names the key, as on earlier pytests)."""
+    try:
+        return config.getini(name)
+    except pytest.UsageError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def enabled(config: pytest.Config) -> bool:
