@@ -40,8 +40,8 @@ from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import planning
 from pytest_agentrace.stats.answers import score_answer
 from pytest_agentrace.stats.ratings import elo, elo_history, races
-from pytest_agentrace.stats.score import score_outcomes
 from pytest_agentrace.stats.report import build_report
+from pytest_agentrace.stats.score import score_outcomes
 from pytest_agentrace.stats.snapshot import (
     SnapshotError,
     compare,

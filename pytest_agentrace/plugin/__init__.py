@@ -274,6 +274,29 @@ NOTHING_COLLECTED = (
 )
 
 
+DESELECTED_KEY = pytest.StashKey[int]()
+WORKER_DESELECTED = "agentrace_deselected"  # workeroutput key: a pytest-xdist worker's deselected items
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Count deselected items (``-k``, ``-m``, shards, difficulty), so that a session whose items were all deselected
+    gets no "nothing collected" hint; under pytest-xdist the workers deselect, and pass their count on."""
+    if items:
+        config = items[0].config
+        config.stash[DESELECTED_KEY] = config.stash.get(DESELECTED_KEY, 0) + len(items)
+        if hasattr(config, "workeroutput"):
+            config.workeroutput[WORKER_DESELECTED] = config.stash[DESELECTED_KEY]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist controller: add a finished worker's deselected count (``pytest_deselected``)."""
+    count = getattr(node, "workeroutput", {}).get(WORKER_DESELECTED, 0)
+    if count:
+        node.config.stash[DESELECTED_KEY] = max(node.config.stash.get(DESELECTED_KEY, 0), count)
+
+
 def nothing_collected_lines(config: pytest.Config) -> list[str]:
     """The hint printed under ``--agentrace`` when nothing was collected (exit status 5, nothing deselected): the
     file patterns the plugin collects (``pytest_collect_file``), after the folders or files that were searched."""
@@ -289,7 +312,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if not enabled(config) or is_worker(config):
         return
     if (exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and not terminalreporter.stats.get("deselected")
-            and not terminalreporter.stats.get("error")):
+            and not config.stash.get(DESELECTED_KEY, 0) and not terminalreporter.stats.get("error")):
         terminalreporter.section("agentrace: nothing collected")
         for line in nothing_collected_lines(config):
             terminalreporter.write_line(line)
