@@ -6,10 +6,14 @@ document (``report.json_export``) plus the run files in the results folder (prom
 text from a run is HTML-escaped, and files longer than ``MAX_FILE_CHARS`` are cut with a note saying so.
 
 Sections: headline and theme toggle; charts (score vs cost per agent, pass rate with Wilson 95% intervals,
-relative cost with 95% intervals per arm, Elo over time); sortable tables (leaderboard, tasks, trials, arms vs
-baseline, Elo); and the runs table, whose rows expand to the prompt, final answer, tool calls, diff and logs, with
-a filter box (every word typed must appear in a run's case, kind, arm, agent, rep or status) and one toggle per
-outcome with its count (as pytest-html's outcome filters), which show or hide the runs of that status.
+relative cost with 95% intervals per arm, Elo over time; an empty one says why); sortable tables (leaderboard,
+tasks, trials, arms vs baseline, Elo with its scope: these runs or the whole history store); and the runs table,
+whose rows expand to the run's transcript turn by turn (from its ATIF ``trajectory.json``: the prompt, then the
+agent's tool calls in order and its final answer), diff, check logs and links to the run folder's files (relative
+to the page when its path is known), with a filter box (every word typed must appear in a run's case, kind, arm,
+agent, rep or status) and one toggle per outcome with its count (as pytest-html's outcome filters), which show or
+hide the runs of that status. A baseline's failed run (``markdown.expected_failure``: ``noop``'s) is ``xfailed``,
+an expected failure, as pytest counts it. Wide tables scroll inside their own box, so the page fits a 390 px screen.
 """
 
 from __future__ import annotations
