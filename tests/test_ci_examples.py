@@ -64,11 +64,26 @@ def test_every_piped_github_step_runs_under_bash() -> None:
         assert step.get("shell", default) == "bash", f"{job}: {step.get('name')}"
 
 
-def test_examples_install_from_the_repository_until_published() -> None:
+WHEEL_GLOB = "ci/wheels/pytest_agentrace-*.whl"
+
+
+def test_examples_install_from_a_built_wheel_until_published(tmp_path: Path) -> None:
+    """Until the package is on PyPI, every install line takes the wheel the user built and committed (no package
+    index name, no repository URL), the comment says how to build it, and the glob matches the wheel's file name."""
+    import tomllib
+
     for name in ("github-actions.yml", "gitlab-ci.yml"):
         text = (CI / name).read_text()
-        assert "not on PyPI yet" in text and "AGENTRACE_PIP" in text
-        assert "pip install pytest-agentrace" not in text
+        assert "not on PyPI yet" in text and "python -m build --wheel" in text and "ci/wheels/" in text
+        assert "git+" not in text and "AGENTRACE_PIP" not in text and "pip install pytest-agentrace" not in text
+        installs = [line for line in text.splitlines() if "pip install" in line and not line.lstrip().startswith("#")]
+        assert len(installs) == 2 and all(WHEEL_GLOB in line for line in installs), installs
+    meta = tomllib.loads((CI.parent.parent / "pyproject.toml").read_text())["project"]
+    wheel = f"{meta['name'].replace('-', '_')}-{meta['version']}-py3-none-any.whl"  # what `python -m build` names it
+    (tmp_path / "ci" / "wheels").mkdir(parents=True)
+    (tmp_path / "ci" / "wheels" / wheel).write_bytes(b"")
+    expanded = subprocess.run(["bash", "-c", f"printf '%s\\n' {WHEEL_GLOB}"], cwd=tmp_path, capture_output=True, text=True)
+    assert expanded.stdout.splitlines() == [f"ci/wheels/{wheel}"]
 
 
 AGENT_TASK = ("name: fix-it\ndescription: Create fixed.txt.\ntest_command: test -f fixed.txt\n"

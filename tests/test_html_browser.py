@@ -1,7 +1,9 @@
 """The HTML report of the acceptance session in a real headless Chromium (Debian's, driven by Playwright):
 it loads with no console errors and no network request, tables sort, the theme toggles (and stays toggled),
-the outcome toggles and the filter box show only the runs asked for, run rows expand to their escaped details,
-and screenshots are saved under test-artifacts/.
+the outcome toggles and the filter box show only the runs asked for, run rows expand to their escaped details
+(the transcript turn by turn, links to the run's files), the page is no wider than the window at 1280 and at
+390 px (chart cards included), and screenshots are saved under test-artifacts/ (report-1280.png, report-390.png,
+...).
 
 Needs ``bash scripts/install-browser.sh`` (chromium from apt, playwright from PyPI; no browser download)."""
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from urllib.parse import unquote
 
 import numpy  # noqa: F401  (imported once here: pytester's in-process runs cannot re-import numpy's C extension)
 import pytest
@@ -138,8 +141,40 @@ def test_report_in_headless_chromium(report: Path) -> None:
             page.screenshot(path=str(ARTIFACTS / "report-expanded.png"), full_page=False)
             first.locator("button.expand").click()
             assert details.is_hidden()
+            context.close()
+
+            # the same page at a desktop width and at a phone's (390 px): nothing wider than the window, every chart
+            # card inside it, wide tables scrolling in their own box; an expanded run shows its transcript and links
+            # its files, which exist next to the page
+            for width in (1280, 390):
+                context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme="light")
+                page = context.new_page()
+                page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None)
+                page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+                page.on("request", lambda r: requests.append(r.url))
+                page.goto(url)
+                page.wait_for_load_state("load")
+                assert page.evaluate("document.documentElement.scrollWidth") <= width
+                cards = page.eval_on_selector_all("figure", "fs => fs.map(f => f.getBoundingClientRect().right)")
+                assert len(cards) == 4 and max(cards) <= width
+                charts = page.eval_on_selector_all("svg.chart", "ss => ss.map(s => s.getBoundingClientRect().right)")
+                assert max(charts) <= width
+                page.screenshot(path=str(ARTIFACTS / f"report-{width}.png"), full_page=True)
+                first = page.locator("#runs tbody.run").first
+                first.locator("button.expand").click()
+                details = first.locator("tr.details")
+                text = details.inner_text()
+                assert "Transcript (2 turns)" in text and "Turn 1: user (prompt)" in text and "Turn 2: agent" in text
+                hrefs = details.locator("ul.run-files a").evaluate_all("as => as.map(a => a.href)")
+                names = details.locator("ul.run-files a").evaluate_all("as => as.map(a => a.textContent)")
+                assert {"run.json", "trajectory.json", "prompt.txt"} <= set(names)
+                assert all(h.startswith(report.parent.as_uri() + "/") and Path(unquote(h[len("file://"):])).is_file() for h in hrefs)
+                assert page.evaluate("document.documentElement.scrollWidth") <= width  # still, with a run open
+                page.screenshot(path=str(ARTIFACTS / f"report-{width}-expanded.png"), full_page=False)
+                context.close()
         finally:
             browser.close()
     assert problems == []
     assert set(requests) == {report.as_uri()}  # nothing fetched but the page itself
-    assert (ARTIFACTS / "report-light.png").stat().st_size > 10_000
+    for name in ("report-light.png", "report-1280.png", "report-390.png"):
+        assert (ARTIFACTS / name).stat().st_size > 10_000

@@ -4,7 +4,8 @@ Store commands (read ``--db``, default ``$AGENTRACE_DB`` or ``./.agentrace/histo
 ``leaderboard [--task] [--since 7d|DATE] [--min-runs N]``, ``history [--task] [--agent] [--limit N]``,
 ``trend [--agent] [--task] [--days 30]``; each takes ``--format terminal|markdown|json|html`` and ``-o FILE``.
 Results-folder commands (read ``OUT/runs/**/run.json``): ``html OUT -o report.html``, ``export OUT [-o FILE]``
-(the JSON export, ``schemas/report.schema.json``) and ``comment OUT`` (a PR-comment body with a hidden marker).
+(the JSON export, ``schemas/report.schema.json``) and ``comment OUT [--full-report URL]`` (a PR-comment body with a
+hidden marker, at most 65,536 characters: a larger report is cut to its headline tables and points to the full one).
 Definitions of races, wins and trend points are in ``report.leaderboard``.
 """
 
@@ -95,6 +96,10 @@ def register(sub: Any) -> None:
         p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out of the session)")
         p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE" + (" (default: report.html)" if name == "html" else " instead of standard output"))
         add_cli_options(p, "baseline", "seed", "resamples", "db", "generalize")
+        if name == "comment":
+            p.add_argument("--full-report", default=None, metavar="URL|PATH",
+                           help="where the full report is (e.g. the CI run's artifact URL): named in the comment when the "
+                                "report is cut to fit GitHub's 65,536-character limit")
         if name == "export":
             p.add_argument("--format", choices=("json", "atif"), default="json",
                            help="json: the report document (default); atif: ATIF-v1.8 trajectories, one JSON object for "
@@ -246,7 +251,8 @@ def cmd_html(args: argparse.Namespace) -> int:
     data = _export_for(args)
     if data is None:
         return 2
-    _emit(render_report(data, Path(args.out).resolve()), args.output or "report.html")
+    target = args.output or "report.html"
+    _emit(render_report(data, Path(args.out).resolve(), html_path=Path(target)), target)
     return 0
 
 
@@ -254,7 +260,7 @@ def cmd_comment(args: argparse.Namespace) -> int:
     data = _export_for(args)
     if data is None:
         return 2
-    _emit(comment_body(data), args.output)
+    _emit(comment_body(data, full_report=args.full_report), args.output)
     return 0
 
 

@@ -34,12 +34,14 @@ from pytest_agentrace.report.stats_text import (
     plan_lines,
     render,
 )
+from pytest_agentrace.report.summary import summary_lines
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import planning
 from pytest_agentrace.stats.answers import score_answer
 from pytest_agentrace.stats.ratings import elo, elo_history, races
 from pytest_agentrace.stats.report import build_report
+from pytest_agentrace.stats.score import score_outcomes
 from pytest_agentrace.stats.snapshot import (
     SnapshotError,
     compare,
@@ -253,8 +255,27 @@ def _report(args: argparse.Namespace) -> int:
         raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
     seq = {"cap": args.stop_when_decided} if args.stop_when_decided else None
     report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq, target=args.generalize)
-    sys.stdout.write(render(report, args.format, width=stdout_width()))
+    width = stdout_width()
+    if args.format != "json":
+        sys.stdout.write(task_summary([o for o in outcomes if not cases or o.case in cases], args.format, width))
+    sys.stdout.write(render(report, args.format, width=width))
     return 0
+
+
+def task_summary(outcomes: list[Any], fmt: str, width: int | None) -> str:
+    """The session summary's tables of task races (``report.summary``: a ranked run table per task, one row per agent
+    over its reps, the task x agent matrix from two tasks) for ``agentrace report`` in ``text`` or ``markdown`` (there
+    in a ``text`` code block); "" when ``outcomes`` hold no task run. The statistics report follows it and adds only
+    what these tables do not show (``stats_text.report_lines``)."""
+    tasks = [o for o in outcomes if o.kind == "task"]
+    if not tasks:
+        return ""
+    lines = summary_lines(score_outcomes(tasks, per_session=False), width=width if fmt == "text" else None)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if fmt == "markdown":
+        return "```text\n" + "\n".join(lines) + "\n```\n\n"
+    return "\n".join(lines) + "\n\n"
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:

@@ -264,10 +264,59 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return _shard.header(config) if enabled(config) else []
 
 
+NOTHING_COLLECTED = (
+    "agentrace: no task or trial file was found{where}. --agentrace collects:",
+    "  task files      *.yaml / *.yml whose top level has `description:` and `test_command:` (`agentrace init` writes one)",
+    "  trial files     *.toml (not pyproject.toml) with a top-level [[questions]] array",
+    "  Harbor tasks    a folder holding task.toml and instruction.md",
+    "  built-in tasks  --agentrace-builtin NAME (or all; `agentrace tasks list` shows them)",
+    "A file named on the command line is always read as a task (YAML) or trial (TOML), so its mistakes are reported.",
+)
+
+
+DESELECTED_KEY = pytest.StashKey[int]()
+WORKER_DESELECTED = "agentrace_deselected"  # workeroutput key: a pytest-xdist worker's deselected items
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Count deselected items (``-k``, ``-m``, shards, difficulty), so that a session whose items were all deselected
+    gets no "nothing collected" hint; under pytest-xdist the workers deselect, and pass their count on."""
+    if items:
+        config = items[0].config
+        config.stash[DESELECTED_KEY] = config.stash.get(DESELECTED_KEY, 0) + len(items)
+        if hasattr(config, "workeroutput"):
+            config.workeroutput[WORKER_DESELECTED] = config.stash[DESELECTED_KEY]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist controller: add a finished worker's deselected count (``pytest_deselected``)."""
+    count = getattr(node, "workeroutput", {}).get(WORKER_DESELECTED, 0)
+    if count:
+        node.config.stash[DESELECTED_KEY] = max(node.config.stash.get(DESELECTED_KEY, 0), count)
+
+
+def nothing_collected_lines(config: pytest.Config) -> list[str]:
+    """The hint printed under ``--agentrace`` when nothing was collected (exit status 5, nothing deselected): the
+    file patterns the plugin collects (``pytest_collect_file``), after the folders or files that were searched."""
+    args = [a for a in config.args if not a.startswith("-")]
+    where = f" under {', '.join(args)}" if args else ""
+    return [NOTHING_COLLECTED[0].format(where=where), *NOTHING_COLLECTED[1:]]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """Under ``--agentrace-race``: one line per race (winner and time, runner-up and gap, stopped agents)."""
-    if not enabled(config) or is_worker(config) or not settings(config).race:
+    """Under ``--agentrace-race``: one line per race (winner and time, runner-up and gap, stopped agents). When
+    nothing was collected (and nothing deselected or failed to collect): the file patterns the plugin looks for."""
+    if not enabled(config) or is_worker(config):
+        return
+    if (exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and not terminalreporter.stats.get("deselected")
+            and not config.stash.get(DESELECTED_KEY, 0) and not terminalreporter.stats.get("error")):
+        terminalreporter.section("agentrace: nothing collected")
+        for line in nothing_collected_lines(config):
+            terminalreporter.write_line(line)
+    if not settings(config).race:
         return
     lines = _race.summary_lines(config)
     if lines:

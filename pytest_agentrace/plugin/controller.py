@@ -380,7 +380,7 @@ class Controller:
 
     def _write(self, doc: dict[str, Any]) -> list[tuple[str, bool]]:
         """Render the export document to each requested output; returns note lines."""
-        renders = {"html": lambda: html.render_report(doc), "md": lambda: markdown.render(doc),
+        renders = {"html": lambda: html.render_report(doc, html_path=self._report_targets().get("html")), "md": lambda: markdown.render(doc),
                    "json": lambda: json.dumps(doc, indent=2, sort_keys=True) + "\n"}
         lines: list[tuple[str, bool]] = []
         for kind, path in self._report_targets().items():

@@ -9,6 +9,7 @@ Shapes: ``scatter(points)`` with ``points = [{x, y, series, label}]``; ``interva
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 PALETTE = 8  # colours --c0 .. --c7 (Okabe-Ito, see report.css)
 WIDTH = 640
 FONT = 12
+EMPTY_CHARS = 80  # an empty chart's sentence is wrapped at this many characters (12 px text in a 640-wide box)
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5, integer: bool = False) -> list[float]:
@@ -61,7 +63,11 @@ def _svg(width: int, height: int, title: str, body: list[str]) -> str:
 
 
 def _empty(title: str, message: str) -> str:
-    return _svg(WIDTH, 60, title, [f'<text x="10" y="35" class="muted">{escape(message)}</text>'])
+    """A short chart holding only ``message`` (why there is nothing to plot), wrapped into lines of at most
+    ``EMPTY_CHARS`` characters so it stays inside the chart at any width."""
+    rows = textwrap.wrap(message, EMPTY_CHARS) or [""]
+    body = [f'<text x="10" y="{28 + 18 * i}" class="muted empty">{escape(row)}</text>' for i, row in enumerate(rows)]
+    return _svg(WIDTH, 24 + 18 * len(rows), title, body)
 
 
 def _legend(colours: Mapping[str, str], x: float, y: float) -> list[str]:
@@ -73,12 +79,16 @@ def _legend(colours: Mapping[str, str], x: float, y: float) -> list[str]:
     return out
 
 
+EMPTY = "no data for this chart"
+
+
 def scatter(points: Sequence[Mapping[str, Any]], title: str, x_label: str, y_label: str,
-            y_range: tuple[float, float] | None = None) -> str:
-    """One dot per point (``x``, ``y``), coloured by ``series``, with ``label`` as its tooltip, and a legend."""
+            y_range: tuple[float, float] | None = None, empty: str = EMPTY) -> str:
+    """One dot per point (``x``, ``y``), coloured by ``series``, with ``label`` as its tooltip, and a legend;
+    ``empty``: the sentence shown when no point has both values (why the chart is empty)."""
     pts = [p for p in points if p.get("x") is not None and p.get("y") is not None]
     if not pts:
-        return _empty(title, "no data for this chart")
+        return _empty(title, empty)
     colours = series_colours([p["series"] for p in pts])
     left, right, top, bottom = 56, 150, 14, 42
     height = 300
@@ -112,15 +122,15 @@ def scatter(points: Sequence[Mapping[str, Any]], title: str, x_label: str, y_lab
 
 
 def intervals(rows: Sequence[Mapping[str, Any]], title: str, x_label: str, x_range: tuple[float, float] | None = None,
-              reference: float | None = None) -> str:
+              reference: float | None = None, empty: str = EMPTY) -> str:
     """One horizontal interval per row (``lo``..``hi`` with a dot at ``value``), labelled on the left.
 
     ``tone`` ``good`` / ``bad`` / other colours the row; ``reference`` draws a dashed vertical line (e.g. 1.00).
-    Rows without an interval show the dot alone.
+    Rows without an interval show the dot alone; ``empty``: the sentence shown when no row has a value.
     """
     rows = [r for r in rows if r.get("value") is not None]
     if not rows:
-        return _empty(title, "no data for this chart")
+        return _empty(title, empty)
     left, right, top = 230, 24, 10
     row_h = max(24, 72 // len(rows))  # a single row still gets a readable plot
     height = top + row_h * len(rows) + 44
@@ -156,11 +166,13 @@ def intervals(rows: Sequence[Mapping[str, Any]], title: str, x_label: str, x_ran
     return _svg(WIDTH, height, title, body)
 
 
-def lines(series: Mapping[str, Sequence[tuple[float, float]]], title: str, x_label: str, y_label: str) -> str:
-    """One polyline per series (points ``(x, y)`` in order) with dots, a legend and axis ticks."""
+def lines(series: Mapping[str, Sequence[tuple[float, float]]], title: str, x_label: str, y_label: str,
+          empty: str = EMPTY) -> str:
+    """One polyline per series (points ``(x, y)`` in order) with dots, a legend and axis ticks; ``empty``: the
+    sentence shown when there is no point."""
     series = {k: list(v) for k, v in series.items() if v}
     if not series:
-        return _empty(title, "no data for this chart")
+        return _empty(title, empty)
     colours = series_colours(list(series))
     left, right, top, bottom, height = 56, 150, 14, 42, 300
     xs = [x for pts in series.values() for x, _ in pts]

@@ -6,24 +6,32 @@ document (``report.json_export``) plus the run files in the results folder (prom
 text from a run is HTML-escaped, and files longer than ``MAX_FILE_CHARS`` are cut with a note saying so.
 
 Sections: headline and theme toggle; charts (score vs cost per agent, pass rate with Wilson 95% intervals,
-relative cost with 95% intervals per arm, Elo over time); sortable tables (leaderboard, tasks, trials, arms vs
-baseline, Elo); and the runs table, whose rows expand to the prompt, final answer, tool calls, diff and logs, with
-a filter box (every word typed must appear in a run's case, kind, arm, agent, rep or status) and one toggle per
-outcome with its count (as pytest-html's outcome filters), which show or hide the runs of that status.
+relative cost with 95% intervals per arm, Elo over time; an empty one says why); sortable tables (leaderboard,
+tasks, trials, arms vs baseline, Elo with its scope: these runs or the whole history store); and the runs table,
+whose rows expand to the run's transcript turn by turn (from its ATIF ``trajectory.json``: the prompt, then the
+agent's tool calls in order and its final answer), diff, check logs and links to the run folder's files (relative
+to the page when its path is known), with a filter box (every word typed must appear in a run's case, kind, arm,
+agent, rep or status) and one toggle per outcome with its count (as pytest-html's outcome filters), which show or
+hide the runs of that status. A baseline's failed run (``markdown.expected_failure``: ``noop``'s) is ``xfailed``,
+an expected failure, as pytest counts it. Wide tables scroll inside their own box, so the page fits a 390 px screen.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from pytest_agentrace.record.model import Outcome
-from pytest_agentrace.record.redact import redact, secret_values
-from pytest_agentrace.record.safefile import read_text
+from pytest_agentrace.record.redact import redact, redact_data, secret_values
+from pytest_agentrace.record.safefile import read_text, regular_files
+from pytest_agentrace.record.trajectory import TRAJECTORY_FILE, build_trajectory, read_prompt
 from pytest_agentrace.report import charts
 from pytest_agentrace.report.leaderboard import RACE_NOTE
 from pytest_agentrace.report.limits import status_text
@@ -31,6 +39,8 @@ from pytest_agentrace.report.markdown import (
     COMPARISON_HEADERS,
     LEADERBOARD_HEADERS,
     comparison_fields,
+    elo_title,
+    expected_failure,
     headline,
     interval,
     not_passed,
@@ -50,7 +60,10 @@ MAX_FILE_BYTES = 16 << 20  # read at most this much of a run's file (its length 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 LOG_FILES = (("stderr", "raw.err"),)
 GOOD_VERDICTS = {"cheaper", "better", "improved"}
-STATUS_ORDER = ("passed", "failed", "timeout", "error")  # the outcome toggles, in this order (others after)
+XFAILED = "xfailed"  # a baseline's expected failure (markdown.expected_failure): pytest's word for it
+STATUS_ORDER = ("passed", "failed", XFAILED, "timeout", "error")  # the outcome toggles, in this order (others after)
+STATUS_LABELS = {XFAILED: "expected failures"}  # a toggle's words where they are not the status itself
+MAX_LINKED_FILES = 60  # a run folder's files linked in its details, at most
 BAD_VERDICTS = {"dearer", "worse", "regressed"}
 
 
@@ -92,7 +105,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], table_id: str, 
     ths = "".join(f'<th scope="col" data-type="{"num" if i in numeric else "text"}"{" class=num" if i in numeric else ""}>{escape(h)}</th>'
                   for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(_cell(c).render() for c in row) + "</tr>" for row in rows)
-    return f'<table class="sortable" id="{escape(table_id)}"><thead><tr>{ths}</tr></thead><tbody>{body}</tbody></table>'
+    return (f'<div class="table-wrap"><table class="sortable" id="{escape(table_id)}"><thead><tr>{ths}</tr></thead>'
+            f'<tbody>{body}</tbody></table></div>')
 
 
 def page(title: str, subtitle: str, body: str, footer: str = "") -> str:
@@ -136,6 +150,22 @@ def _number_cell(v: Any) -> Cell:
 # -- charts -------------------------------------------------------------------------------------------------
 
 
+def scatter_empty(doc: Mapping[str, Any]) -> str:
+    """Why the score-vs-cost chart has no point: no task runs (trials have no score), no scored task run, or no
+    run that reported tokens or cost."""
+    cells = doc.get("cells") or []
+    task = [c for c in cells if c.get("kind") == "task"]
+    if not task:
+        if cells:
+            return ("No task runs: score vs cost compares agents on task files, and this report holds only trials "
+                    "(answers are not scored 0-100; see the pass-rate and relative-cost charts).")
+        return "No runs to plot."
+    if all(c.get("score_mean") is None for c in task):
+        return "No task run was scored: every one was an infrastructure error (see the runs table for the reasons)."
+    return ("No task run reported its tokens or cost: the agents' output gave no usage to read "
+            "(expand a run for the notes on its figures).")
+
+
 def _charts(doc: Mapping[str, Any]) -> str:
     cells = doc.get("cells") or []
     task_cells = [c for c in cells if c.get("kind") == "task"]
@@ -143,22 +173,28 @@ def _charts(doc: Mapping[str, Any]) -> str:
     points = [{"x": c.get("cost_mean") if use_cost else c.get("tokens_mean"), "y": c.get("score_mean"), "series": c["agent"],
                "label": f"{c['agent']} on {c['case']}"} for c in task_cells]
     figures = [("Score vs cost per agent", charts.scatter(points, "Score vs cost per agent", "cost per run (USD)" if use_cost else "tokens per run",
-                                                          "mean score", y_range=(0, 100)))]
+                                                          "mean score", y_range=(0, 100), empty=scatter_empty(doc)))]
     rows = []
     for c in cells:
         lo, hi = interval(c.get("pass_ci"))
         rows.append({"label": f"{c['agent']} · {c['case']}" + ("" if c.get("kind") == "task" else f" · {c['arm']}"),
                      "value": c.get("pass_rate"), "lo": lo, "hi": hi})
-    figures.append(("Pass rate with Wilson 95% intervals", charts.intervals(rows, "Pass rate with Wilson 95% intervals", "pass rate", x_range=(0.0, 1.0))))
+    figures.append(("Pass rate with Wilson 95% intervals", charts.intervals(
+        rows, "Pass rate with Wilson 95% intervals", "pass rate", x_range=(0.0, 1.0),
+        empty="No cell has a valid run: every run was an infrastructure error." if cells else "No runs to plot.")))
     rows = []
     for c in doc.get("comparisons") or []:
         f = comparison_fields(c)
         lo, hi = interval(f["ci"])
         tone = "good" if f["verdict"] in GOOD_VERDICTS else "bad" if f["verdict"] in BAD_VERDICTS else ""
         rows.append({"label": f"{f['agent']} · {f['arm']} vs {f['baseline']}", "value": f["ratio"], "lo": lo, "hi": hi, "tone": tone})
-    figures.append(("Relative cost vs baseline arm (95% intervals)", charts.intervals(rows, "Relative cost vs baseline arm", "tokens relative to baseline (1.00 = same)", reference=1.0)))
-    figures.append(("Elo over time", charts.lines(elo_series((doc.get("elo") or {}).get("steps") or []), "Elo over time",
-                                                  "race (in time order)", "rating")))
+    figures.append(("Relative cost vs baseline arm (95% intervals)", charts.intervals(
+        rows, "Relative cost vs baseline arm", "tokens relative to baseline (1.00 = same)", reference=1.0,
+        empty=("No arm comparison: relative cost compares the arms of a trial file with its baseline arm, and no trial "
+               "here ran two or more arms with known tokens."))))
+    figures.append((f"Elo over time: {elo_title(doc)}", charts.lines(
+        elo_series((doc.get("elo") or {}).get("steps") or []), "Elo over time", "race (in time order)", "rating",
+        empty="No race yet: Elo rates agents from races, the runs of two or more agents on one task and rep.")))
     return '<div class="charts">' + "".join(f"<figure><figcaption>{escape(t)}</figcaption>{svg}</figure>" for t, svg in figures) + "</div>"
 
 
@@ -230,12 +266,12 @@ def _tables(doc: Mapping[str, Any]) -> str:
     ratings = (doc.get("elo") or {}).get("ratings") or {}
     if ratings:
         rows = [[a, Cell(num(r, 0), r, "num")] for a, r in sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))]
-        out.append(_section("Elo", table(["Agent", "Rating"], rows, "elo", numeric=[1])))
+        out.append(_section(elo_title(doc), table(["Agent", "Rating"], rows, "elo", numeric=[1]), anchor="elo"))
     return "".join(out)
 
 
-def _section(title: str, body: str, note: str = "") -> str:
-    anchor = title.lower().replace(" ", "-")
+def _section(title: str, body: str, note: str = "", anchor: str | None = None) -> str:
+    anchor = anchor or title.lower().replace(" ", "-")
     return f'<section id="section-{escape(anchor)}"><h2>{escape(title)}</h2>{body}' + (f'<p class="note">{escape(note)}</p>' if note else "") + "</section>"
 
 
@@ -288,20 +324,112 @@ def figure_notes(run: Mapping[str, Any]) -> str:
     return '<h4>Notes on the figures</h4><ul class="notes">' + "".join(f"<li>{escape(i)}</li>" for i in items) + "</ul>"
 
 
-def run_details(run: Mapping[str, Any], run_dir: Path | None) -> str:
-    """The expanded part of a run row: reason, notes on the figures, prompt, final answer, tool calls, diff,
-    check logs, stderr."""
+def run_trajectory(run: Mapping[str, Any], run_dir: Path | None) -> dict[str, Any]:
+    """The run's ATIF trajectory (``record.trajectory``): its ``trajectory.json`` (a regular file, read through no
+    link, at most ``MAX_FILE_BYTES``), else one built from the record and its ``prompt.txt``; every string redacted."""
+    data: Any = None
+    if run_dir is not None:
+        text = read_text(run_dir / TRAJECTORY_FILE, MAX_FILE_BYTES)
+        if text is not None:
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = None
+    if not isinstance(data, dict):
+        try:
+            data = build_trajectory(Outcome.from_dict(dict(run)), read_prompt(run_dir) if run_dir is not None else None)
+        except (KeyError, TypeError, ValueError):
+            data = {}
+    return redact_data(data)
+
+
+def _turn_head(step: Mapping[str, Any], number: int) -> str:
+    who = {"user": "user (prompt)", "agent": "agent"}.get(str(step.get("source")), str(step.get("source") or "?"))
+    bits = [f"Turn {step.get('step_id', number)}: {who}"]
+    if step.get("model_name"):
+        bits.append(str(step["model_name"]))
+    if step.get("llm_call_count") is not None:
+        n = step["llm_call_count"]
+        bits.append(f"{n} model call{'s' if n != 1 else ''}")
+    metrics = step.get("metrics") or {}
+    if metrics.get("prompt_tokens") is not None or metrics.get("completion_tokens") is not None:
+        bits.append(f"{tokens(metrics.get('prompt_tokens'))} in / {tokens(metrics.get('completion_tokens'))} out tokens")
+    if (step.get("extra") or {}).get("seconds") is not None:
+        bits.append(f"{num(step['extra']['seconds'])} s")
+    return " · ".join(bits)
+
+
+def transcript(run: Mapping[str, Any], run_dir: Path | None) -> str:
+    """The run turn by turn, from its trajectory (``run_trajectory``): an ordered list with one item per step: the
+    user's prompt, then the agent's tool calls in order (name and one-line summary) and its final answer; each text
+    cut at ``MAX_FILE_CHARS``. The trajectory's own notes (what a record does not hold) follow the list."""
+    traj = run_trajectory(run, run_dir)
+    steps = [st for st in traj.get("steps") or [] if isinstance(st, Mapping)]
+    if not steps:
+        return ""
+    items = []
+    for i, st in enumerate(steps, 1):
+        parts = [f'<div class="turn-head">{escape(_turn_head(st, i))}</div>']
+        message = str(st.get("message") or "")
+        if st.get("source") == "user":
+            parts.append(_file_block("Prompt", None, text=message, keep="head") or '<p class="note">prompt not recorded</p>')
+            items.append('<li class="turn turn-user">' + "".join(parts) + "</li>")
+            continue
+        calls = [c for c in st.get("tool_calls") or [] if isinstance(c, Mapping)]
+        if calls:
+            lis = "".join(f'<li><code>{escape(str(c.get("function_name") or "?"))}</code>'
+                          + (f" {escape(str((c.get('extra') or {}).get('summary')))}" if (c.get("extra") or {}).get("summary") else "")
+                          + "</li>" for c in calls[:500])
+            more = f'<p class="note">… and {len(calls) - 500} more tool calls</p>' if len(calls) > 500 else ""
+            parts.append(f"<h4>Tool calls ({len(calls)})</h4><ol class=\"tool-calls\">{lis}</ol>{more}")
+        parts.append(_file_block("Final answer", None, text=message, keep="tail") or '<p class="note">no final answer</p>')
+        items.append(f'<li class="turn turn-{escape(str(st.get("source") or "other"))}">' + "".join(parts) + "</li>")
+    notes = f'<p class="note">{escape(str(traj["notes"]))}</p>' if traj.get("notes") else ""
+    return f'<h4>Transcript ({len(steps)} turns)</h4><ol class="transcript">{"".join(items)}</ol>{notes}'
+
+
+def file_href(path: Path, html_dir: Path | None) -> str:
+    """A link to ``path`` from a page in ``html_dir``: relative (``../runs/...``, each part percent-encoded) so the
+    links still work when the page and the results folder are copied together; an absolute ``file:`` URL when the
+    page's folder is unknown."""
+    if html_dir is None:
+        return path.resolve().as_uri()
+    rel = os.path.relpath(path, html_dir)
+    return "/".join(quote(part) for part in Path(rel).parts)
+
+
+def run_files(run_dir: Path | None, html_dir: Path | None) -> str:
+    """Links to the run folder's regular files (``safefile.regular_files``: no link is listed or followed), with
+    their sizes; at most ``MAX_LINKED_FILES``."""
+    if run_dir is None or not run_dir.is_dir() or run_dir.is_symlink():
+        return ""
+    files = list(regular_files(run_dir))
+    if not files:
+        return ""
+    items = []
+    for f in files[:MAX_LINKED_FILES]:
+        try:
+            size = f.stat().st_size
+        except OSError:
+            continue
+        name = f.relative_to(run_dir).as_posix()
+        items.append(f'<li><a href="{escape(file_href(f, html_dir))}">{escape(name)}</a> <span class="note">{size:,} bytes</span></li>')
+    more = f'<p class="note">… and {len(files) - MAX_LINKED_FILES} more in {escape(str(run_dir))}</p>' if len(files) > MAX_LINKED_FILES else ""
+    return f'<h4>Run files ({len(files)})</h4><ul class="run-files">{"".join(items)}</ul>{more}'
+
+
+def run_details(run: Mapping[str, Any], run_dir: Path | None, html_dir: Path | None = None) -> str:
+    """The expanded part of a run row: reason, notes on the figures, the transcript (prompt, tool calls, final
+    answer, turn by turn), diff, check logs, stderr, and links to the run folder's files (relative to ``html_dir``,
+    the page's folder)."""
     parts = []
-    if run.get("reason"):
+    if expected_failure(run):
+        parts.append("<p><strong>expected failure:</strong> a baseline expected to fail (pytest counts it as xfailed, "
+                     "not as a failure)" + (f": {escape(str(run['reason']))}" if run.get("reason") else "") + "</p>")
+    elif run.get("reason"):
         parts.append(f"<p><strong>{escape(str(run['status']))}:</strong> {escape(str(run['reason']))}</p>")
     parts.append(figure_notes(run))
-    usage = run.get("usage") or {}
-    parts.append(_file_block("Prompt", run_dir / "prompt.txt" if run_dir else None, keep="head"))
-    parts.append(_file_block("Final answer", None, text=usage.get("answer") or "", keep="tail"))
-    calls = usage.get("tool_calls") or []
-    if calls:
-        text = "\n".join(f"{i}. {c.get('name', '')}" + (f": {c['summary']}" if c.get("summary") else "") for i, c in enumerate(calls, 1))
-        parts.append(_file_block(f"Tool calls ({len(calls)})", None, text=text, keep="head"))
+    parts.append(transcript(run, run_dir))
     parts.append(_file_block("Diff", run_dir / "diff.patch" if run_dir else None, keep="head", diff=True))
     for name, check in sorted((run.get("checks") or {}).items()):
         title = f"{name} check: `{check.get('command', '')}` exit {check.get('exit_code')}" + (" (timed out)" if check.get("timed_out") else "")
@@ -311,11 +439,17 @@ def run_details(run: Mapping[str, Any], run_dir: Path | None) -> str:
         parts.append(block or f"<h4>{escape(title)}</h4><p class=\"note\">no log</p>")
     for title, name in LOG_FILES:
         parts.append(_file_block(title, run_dir / name if run_dir else None))
+    parts.append(run_files(run_dir, html_dir))
     body = "".join(p for p in parts if p)
     return f'<div class="detail">{body or "<p class=note>No run files found.</p>"}</div>'
 
 
-def _runs(doc: Mapping[str, Any]) -> str:
+def run_status(run: Mapping[str, Any]) -> str:
+    """The run's status in the report: ``xfailed`` for a baseline's expected failure, else its recorded status."""
+    return XFAILED if expected_failure(run) else str(run["status"])
+
+
+def _runs(doc: Mapping[str, Any], html_dir: Path | None = None) -> str:
     runs = doc.get("runs") or []
     if not runs:
         return ""
@@ -332,35 +466,42 @@ def _runs(doc: Mapping[str, Any]) -> str:
                                        (str(r["case"]), str(r["arm"]), str(r["agent"]), str(r["rep"]))):
             run_dir = None  # a record naming a folder outside the results folder: its files are not read
         did = f"run-{i}"
+        status = run_status(r)
+        shown = "failed (expected)" if status == XFAILED else status_text(r)
         cells = [
-            Cell(html=f'<button type="button" class="expand" aria-expanded="false" aria-controls="{did}" title="show prompt, answer, tool calls, diff and logs">▸</button>'),
+            Cell(html=f'<button type="button" class="expand" aria-expanded="false" aria-controls="{did}" title="show the transcript, diff, logs and run files">▸</button>'),
             Cell(r["case"]), Cell(r["kind"]), Cell(r["arm"]), Cell(r["agent"]), _cell(r["rep"]),
-            _status(r["status"], status_text(r)),
+            _status(status, shown),
             Cell(num(r.get("score")), r.get("score"), "num"), Cell(tokens(u.get("total_tokens")), u.get("total_tokens"), "num"),
             Cell(usd(u.get("cost_usd")), u.get("cost_usd"), "num"), _cell(len(u.get("tool_calls") or [])),
             Cell(num(r.get("seconds")), r.get("seconds"), "num"),
         ]
-        search = " ".join(str(x) for x in (r["case"], r["kind"], r["arm"], r["agent"], f"r{r['rep']}", status_text(r)))
-        groups.append(f'<tbody class="run" data-run-id="{escape(r["run_id"])}" data-status="{escape(str(r["status"]))}"'
+        search = " ".join(str(x) for x in (r["case"], r["kind"], r["arm"], r["agent"], f"r{r['rep']}", shown, status))
+        groups.append(f'<tbody class="run" data-run-id="{escape(r["run_id"])}" data-status="{escape(status)}"'
                       f' data-search="{escape(search.lower())}"><tr>' + "".join(c.render() for c in cells) + "</tr>"
-                      f'<tr class="details" id="{did}" hidden><td colspan="{len(headers)}">{run_details(r, run_dir)}</td></tr></tbody>')
+                      f'<tr class="details" id="{did}" hidden><td colspan="{len(headers)}">{run_details(r, run_dir, html_dir)}</td></tr></tbody>')
     bad = not_passed(doc)
-    note = f"{len(bad)} of {len(runs)} runs did not pass. " if bad else ""
-    table_html = f'<table class="sortable" id="runs"><thead><tr>{ths}</tr></thead>{"".join(groups)}</table>'
+    xfailed = sum(expected_failure(r) for r in runs)
+    note = (f"{len(bad)} of {len(runs)} runs did not pass" + (f" ({xfailed} of them baselines' expected failures)" if xfailed else "")
+            + ". ") if bad else ""
+    table_html = f'<div class="table-wrap"><table class="sortable" id="runs"><thead><tr>{ths}</tr></thead>{"".join(groups)}</table></div>'
     return _section("Runs", _run_filter(runs) + table_html,
-                    note + f"Expand a row for its prompt, final answer, tool calls, diff and check logs (files over {MAX_FILE_CHARS:,} characters are cut).")
+                    note + "Expand a row for its transcript turn by turn (prompt, tool calls, final answer), diff, check logs and "
+                    f"links to the run folder's files (texts over {MAX_FILE_CHARS:,} characters are cut).")
 
 
 def _run_filter(runs: Sequence[Mapping[str, Any]]) -> str:
     """The filter box and the outcome toggles above the runs table (wired by ``report.js``): one checkbox per
-    status present, labelled with its count, all checked at first."""
+    status present (``run_status``: baselines' expected failures apart from failures), labelled with its count, all
+    checked at first."""
     counts: dict[str, int] = {}
     for r in runs:
-        counts[str(r["status"])] = counts.get(str(r["status"]), 0) + 1
+        counts[run_status(r)] = counts.get(run_status(r), 0) + 1
     order = [s for s in STATUS_ORDER if s in counts] + sorted(set(counts) - set(STATUS_ORDER))
     toggles = "".join(
         f'<label class="outcome"><input type="checkbox" class="outcome-toggle" value="{escape(status)}" checked> '
-        f'<span class="status-{escape(status)}">{counts[status]} {escape(status)}</span></label>' for status in order)
+        f'<span class="status-{escape(status)}">{counts[status]} {escape(STATUS_LABELS.get(status, status))}</span></label>'
+        for status in order)
     return ('<div class="run-filter" role="search">'
             '<label for="run-filter-text">Filter runs</label> '
             '<input type="search" id="run-filter-text" placeholder="case, agent, arm, status ..." autocomplete="off"> '
@@ -369,13 +510,16 @@ def _run_filter(runs: Sequence[Mapping[str, Any]]) -> str:
             '</div>')
 
 
-def render_report(doc: Mapping[str, Any], out: Path | None = None) -> str:
-    """The whole report page for an export document (``out`` overrides the document's ``results_dir``)."""
+def render_report(doc: Mapping[str, Any], out: Path | None = None, html_path: Path | None = None) -> str:
+    """The whole report page for an export document (``out`` overrides the document's ``results_dir``).
+    ``html_path``: where the page will be written, so links to run files are relative to its folder (None:
+    absolute ``file:`` links)."""
     if out is not None:
         doc = {**doc, "results_dir": str(out)}
     system = doc.get("system") or {}
     footer = (f"<footer>pytest-agentrace {escape(str(doc['product']['version']))} · generated {escape(str(doc['generated']))} · "
               f"Python {escape(str(system.get('python')))} on {escape(str(system.get('platform')))} · "
               f"pass-rate intervals: Wilson 95%; token intervals: bootstrap 95% (seed {escape(str(doc['config'].get('seed')))})</footer>")
-    body = f'<section id="section-charts"><h2>Charts</h2>{_charts(doc)}</section>' + _tables(doc) + _runs(doc)
+    html_dir = Path(os.path.abspath(html_path)).parent if html_path is not None else None
+    body = f'<section id="section-charts"><h2>Charts</h2>{_charts(doc)}</section>' + _tables(doc) + _runs(doc, html_dir)
     return page("agentrace report", headline(doc), body, footer)

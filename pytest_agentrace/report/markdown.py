@@ -17,6 +17,7 @@ from pytest_agentrace.stats.verdict import FIXED, TARGET_TEXT
 
 COMMENT_MARKER = "<!-- agentrace-report -->"
 MAX_NOT_PASSED = 20
+COMMENT_LIMIT = 65_536  # GitHub's largest issue / pull-request comment body, in characters
 
 
 def _cell_text(value: Any) -> str:
@@ -157,9 +158,40 @@ def not_passed(doc: Mapping[str, Any]) -> list[str]:
             for r in doc.get("runs") or [] if r.get("status") != "passed"]
 
 
+def elo_title(doc: Mapping[str, Any]) -> str:
+    """The Elo table's title with its scope: ``history-wide`` when its races include sessions other than the runs of
+    this report (the export's Elo comes from the history store when one is given), else the runs shown here; with
+    the number of races and sessions it rates (``elo.steps``)."""
+    steps = (doc.get("elo") or {}).get("steps") or []
+    sessions = {s.get("session_id") for s in steps}
+    here = {r.get("session_id") for r in doc.get("runs") or []}
+    n_races, n_sessions = len(steps), len(sessions)
+    counts = f"{n_races} race{'s' if n_races != 1 else ''} in {n_sessions} session{'s' if n_sessions != 1 else ''}"
+    if sessions - here:
+        return f"Elo, history-wide ({counts} of the history store, not only these runs)"
+    return f"Elo over these runs ({counts})"
+
+
+def expected_failure(run: Mapping[str, Any]) -> bool:
+    """True for a failed run of a baseline expected to fail, which pytest reports as ``xfailed``: the ``noop`` agent
+    (any model; ``~N`` suffix dropped) unless its record says otherwise, or a record whose ``extra.expect`` is
+    ``fail`` (``plugin.collect.make_items`` marks these items strict xfail)."""
+    if run.get("status") != "failed":
+        return False
+    expect = (run.get("extra") or {}).get("expect")
+    if expect is not None:
+        return expect == "fail"
+    return str(run.get("agent", "")).split(":", 1)[0].split("~", 1)[0] == "noop"
+
+
 def headline(doc: Mapping[str, Any]) -> str:
+    """``N runs: P passed, F failed, X expected failures, T timed out, E errors`` (expected failures: baselines'
+    failed runs, ``expected_failure``, left out of ``failed``; said only when there are some), limit hits, session,
+    commit and version, joined by `` · ``."""
     t = doc["totals"]
-    parts = [f"{t['runs']} runs: {t['passed']} passed, {t['failed']} failed, {t['timeout']} timed out, {t['error']} errors"]
+    xfailed = sum(expected_failure(r) for r in doc.get("runs") or [])
+    failed = f"{t['failed'] - xfailed} failed" + (f", {xfailed} expected failure{'s' if xfailed != 1 else ''} (baselines)" if xfailed else "")
+    parts = [f"{t['runs']} runs: {t['passed']} passed, {failed}, {t['timeout']} timed out, {t['error']} errors"]
     hits = hits_line(doc.get("runs") or [])
     if hits:  # failed runs stopped at a resource limit
         parts.append(hits)
@@ -195,7 +227,7 @@ def render(doc: Mapping[str, Any], title: str = "agentrace report", level: int =
     ratings = (doc.get("elo") or {}).get("ratings") or {}
     if ratings:
         elo_rows = [[a, num(r, 0)] for a, r in sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))]
-        out += [f"{h}# Elo", "", md_table(["Agent", "Rating"], elo_rows), ""]
+        out += [f"{h}# {elo_title(doc)}", "", md_table(["Agent", "Rating"], elo_rows), ""]
     bad = not_passed(doc)
     if bad:
         out += [f"<details><summary>{len(bad)} run(s) did not pass</summary>", ""]
@@ -208,6 +240,91 @@ def render(doc: Mapping[str, Any], title: str = "agentrace report", level: int =
     return "\n".join(out) + "\n"
 
 
-def comment_body(doc: Mapping[str, Any]) -> str:
-    """A PR-comment body: ``COMMENT_MARKER`` on the first line, then the report (``render``)."""
-    return COMMENT_MARKER + "\n" + render(doc, title="agentrace results")
+def comment_body(doc: Mapping[str, Any], limit: int = COMMENT_LIMIT, full_report: str | None = None) -> str:
+    """A PR-comment body: ``COMMENT_MARKER`` on the first line, then the report (``render``), at most ``limit``
+    characters (GitHub refuses a comment over 65,536). A larger report becomes ``compact``: the headline, then
+    each table cut to the rows that fit its share, and a pointer to the full report (``full_report``: a URL or a
+    path; else the commands that write it). Raises ``ValueError`` when ``limit`` cannot hold even the headline."""
+    body = COMMENT_MARKER + "\n" + render(doc, title="agentrace results")
+    if len(body) <= limit:
+        return body
+    body = COMMENT_MARKER + "\n" + compact(doc, limit - len(COMMENT_MARKER) - 1, full_report)
+    if len(body) > limit:
+        raise ValueError(f"a comment of at most {limit:,} characters cannot hold this report's headline")
+    return body
+
+
+def _rows_that_fit(headers: Sequence[str], rows: Sequence[Sequence[Any]], budget: int) -> tuple[str, int]:
+    """The table of the first rows of ``rows`` whose Markdown is at most ``budget`` characters (binary search on the
+    row count: a GFM table's columns are as wide as their widest cell) and how many rows it holds (0: "")."""
+    lo, hi = 0, len(rows)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(md_table(headers, rows[:mid])) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return (md_table(headers, rows[:lo]) if lo else ""), lo
+
+
+def _verdict_first(rows: list[list[Any]]) -> list[list[Any]]:
+    """Comparison rows with a cost or pass verdict other than ``same`` first (``comparison_rows`` order kept)."""
+    def decided(r: list[Any]) -> bool:
+        return str(r[6]).split(" ")[0] not in ("same", "-") or str(r[8]) not in ("same", "-")
+    return sorted(rows, key=lambda r: not decided(r))
+
+
+def compact(doc: Mapping[str, Any], limit: int, full_report: str | None = None, title: str = "agentrace results") -> str:
+    """The report in at most ``limit`` characters: title, headline and a pointer to the full report, then the
+    leaderboard, arms vs baseline (rows with a verdict first), tasks, trials and Elo, each table given an equal share
+    of what is left (a share a table does not use passes to the next ones) and cut to the rows that fit, with a line
+    saying how many rows are left out; the runs that did not pass (first ``MAX_NOT_PASSED``, lines cut at 300
+    characters) and the method footer when they fit."""
+    where = f"[the full report]({full_report})" if full_report and full_report.startswith(("http://", "https://")) else (
+        f"the full report at `{full_report}`" if full_report else
+        "the full report: `agentrace html OUT -o report.html` (or `agentrace report OUT`) on the results folder")
+    head = [f"## {title}", "", headline(doc), "",
+            f"> This session is too large for one comment: the tables below are cut to their first rows. See {where}.", ""]
+    tail = [f"<sub>Pass-rate intervals: Wilson 95%. Token intervals: bootstrap 95% (seed {doc['config'].get('seed', 0)}). "
+            f"Generated {doc['generated']}.</sub>"]
+    bad = not_passed(doc)
+    details: list[str] = []
+    if bad:
+        details = [f"<details><summary>{len(bad)} run(s) did not pass</summary>", ""]
+        details += [f"- {_cell_text(line if len(line) <= 300 else line[:299] + '…')}" for line in bad[:MAX_NOT_PASSED]]
+        if len(bad) > MAX_NOT_PASSED:
+            details.append(f"- … and {len(bad) - MAX_NOT_PASSED} more (see the full report)")
+        details += ["", "</details>", ""]
+    ratings = (doc.get("elo") or {}).get("ratings") or {}
+    tables = [
+        ("Leaderboard", LEADERBOARD_HEADERS, leaderboard_rows(doc)),
+        ("Arms vs baseline", COMPARISON_HEADERS, _verdict_first(comparison_rows(doc))),
+        ("Tasks", TASK_HEADERS, task_rows(doc)),
+        ("Trials", TRIAL_HEADERS, trial_rows(doc)),
+        (elo_title(doc), ["Agent", "Rating"], [[a, num(r, 0)] for a, r in sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))]),
+    ]
+    tables = [t for t in tables if t[2]]
+
+    def size(lines: list[str]) -> int:
+        return len("\n".join(lines)) + 1
+
+    fixed = size(head) + size(tail)
+    left = limit - fixed - (size(details) if size(details) + fixed < limit // 2 else 0)
+    if left < 0:
+        raise ValueError(f"a comment of at most {limit:,} characters cannot hold this report's headline")
+    out = list(head)
+    for i, (name, headers, rows) in enumerate(tables):
+        share = left // (len(tables) - i)
+        section = [f"### {name}", ""]
+        more = "\n_… and {n} more rows: see the full report._"
+        budget = share - size(section) - len(more.format(n=len(rows))) - 2
+        text, shown = _rows_that_fit(headers, rows, budget)
+        if not shown:
+            continue
+        section += [text + ("" if shown == len(rows) else more.format(n=f"{len(rows) - shown:,}")), ""]
+        out += section
+        left -= size(section)
+    if size(out) + size(details) + size(tail) <= limit:
+        out += details
+    out += tail
+    return "\n".join(out) + "\n"
