@@ -22,6 +22,7 @@ as a whole word.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import getpass
 import json
@@ -91,6 +92,8 @@ VOLATILE_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bses_[0-9A-Za-z]{16,}\b"), "<session>"),  # OpenCode's session ids
     (re.compile(r"\b\d+\.\d+\s?(?:ms|s|seconds?|milliseconds?)\b"), "<duration>"),
     (re.compile(r"\bChunk ID: \w+"), "Chunk ID: <id>"),  # Codex 0.171.0 exec_command output: a random id per call
+    # Codex 0.171.0 exec_command output: the output's size in tokens (a longer path, a longer output)
+    (re.compile(r"\b(Original token count:? )\d+"), r"\1<n>"),
     (re.compile(r"\b(PGID|PID|pid)(:? ?)\d+"), r"\1\2<pid>"),  # Gemini CLI 0.61.0 shell output: "Process Group PGID: N"
     # temp folders: pytest's numbered ones, mktemp(1)'s tmp.XXXXXXXXXX, Python tempfile's tmpXXXXXXXX
     (re.compile(r"\bpytest-of-[^/\s]+/pytest-\d+\b"), "pytest-of-<user>/pytest-<n>"),
@@ -153,7 +156,8 @@ def normalise_headers(headers: Mapping[str, str]) -> dict[str, str]:
 class HostFacts:
     """What a cassette must not hold of the machine: ``user``, ``host``, ``kernel`` (``platform.release()``),
     ``os_version`` (``platform.version()``), ``platform`` (``platform.platform()``), ``os_names`` (names from
-    ``/etc/os-release``), ``user_homes`` (``$HOME`` and the password database's home). Empty strings: unknown."""
+    ``/etc/os-release``), ``os_short`` (``NAME VERSION_ID`` there, also matched with more version parts),
+    ``user_homes`` (``$HOME`` and the password database's home). Empty strings: unknown."""
 
     user: str = ""
     host: str = ""
@@ -161,39 +165,38 @@ class HostFacts:
     os_version: str = ""
     platform: str = ""
     os_names: tuple[str, ...] = ()
+    os_short: str = ""  # NAME's first word and VERSION_ID ("Debian 12"), as in user agents ("Debian 12.0.0")
     user_homes: tuple[str, ...] = ()
 
     @staticmethod
-    @functools.cache
     def read() -> HostFacts:
-        """This machine's facts (cached for the process); a fact that cannot be read is left empty."""
-        def safe(fn: Any) -> str:
-            try:
-                return str(fn() or "").strip()
-            except Exception:  # noqa: BLE001 - an unreadable fact is simply not replaced
-                return ""
-        try:
-            rel = platform.freedesktop_os_release()
-        except OSError:
-            rel = {}
-        names = [rel.get("PRETTY_NAME", ""), " ".join(filter(None, (rel.get("NAME"), rel.get("VERSION"))))]
-        homes = [os.environ.get("HOME", ""), safe(lambda: pwd.getpwuid(os.getuid()).pw_dir)]
-        return HostFacts(user=safe(getpass.getuser), host=safe(socket.gethostname), kernel=safe(platform.release),
-                         os_version=safe(platform.version), platform=safe(platform.platform),
-                         os_names=tuple(n for n in names if len(n) >= 4),
-                         user_homes=tuple(dict.fromkeys(h.rstrip("/") for h in homes if h)))
+        """This machine's facts; a fact that cannot be read is left empty. ``$HOME`` is read at each call, the
+        rest once per process."""
+        homes = [os.environ.get("HOME", ""), *_machine().user_homes]
+        return dataclasses.replace(_machine(), user_homes=tuple(dict.fromkeys(h.rstrip("/") for h in homes if h)))
 
-    @property
-    def os_short(self) -> re.Pattern[str] | None:
-        """``NAME VERSION_ID`` as CLIs' user agents write it (``Debian 12.0.0``), from the os-release names."""
-        try:
-            rel = platform.freedesktop_os_release()
-        except OSError:
-            return None
-        first, version = (rel.get("NAME") or "").split(" ")[0], rel.get("VERSION_ID") or ""
-        if not first or not version or len(first) < 3:
-            return None
-        return re.compile(rf"\b{re.escape(first)} {re.escape(version)}(?:\.\d+)*\b")
+
+def _safe(fn: Any) -> str:
+    try:
+        return str(fn() or "").strip()
+    except Exception:  # noqa: BLE001 - an unreadable fact is simply not replaced
+        return ""
+
+
+@functools.cache
+def _machine() -> HostFacts:
+    try:
+        rel = platform.freedesktop_os_release()
+    except OSError:
+        rel = {}
+    names = [rel.get("PRETTY_NAME", ""), " ".join(filter(None, (rel.get("NAME"), rel.get("VERSION"))))]
+    home = _safe(lambda: pwd.getpwuid(os.getuid()).pw_dir)
+    first, version = (rel.get("NAME") or "").partition(" ")[0], rel.get("VERSION_ID") or ""
+    short = f"{first} {version}" if len(first) >= 3 and version else ""
+    return HostFacts(user=_safe(getpass.getuser), host=_safe(socket.gethostname), kernel=_safe(platform.release),
+                     os_version=_safe(platform.version), platform=_safe(platform.platform),
+                     os_names=tuple(dict.fromkeys(n for n in names if len(n) >= 4)), os_short=short,
+                     user_homes=(home,) if home else ())
 
 
 def dashed(path: str) -> str:
@@ -255,8 +258,8 @@ class Portable:
                             (facts.os_version, OS_VERSION), (facts.kernel, KERNEL)):
             if len(value) >= 5:
                 rules.append((re.compile(re.escape(value)), mark))
-        if (short := facts.os_short) is not None and facts.os_names:
-            rules.append((short, OS))
+        if facts.os_short:
+            rules.append((re.compile(rf"\b{re.escape(facts.os_short)}(?:\.\d+)*\b"), OS))
         rules += _name_rules(facts.host, HOST, host=True) + _name_rules(facts.user, USER, host=False)
         targets: list[tuple[str, str]] = []
         if workspace:
