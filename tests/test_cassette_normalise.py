@@ -210,3 +210,12 @@ def test_session_paths_from_the_run_layout(tmp_path: Path) -> None:
     assert session_paths(ctx) == {"basetemp": base, "results": tmp_path / "out"}
     assert session_paths(SimpleNamespace(home=tmp_path / "h", run_dir=tmp_path / "r")) == {"basetemp": None,
                                                                                         "results": None}
+
+
+def test_a_cassette_recorded_before_the_placeholders_still_matches_where_it_was_recorded(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    body = _request(str(ws), "/home/agentrace", ALICE, "2026-12-01", "0x7f6a085a49e0")
+    old = Cassette("r", [{"turn": 1, "request": {"method": "POST", "path": "/v1/messages", "query": {}, "body": body},
+                          "response": {"status": 200, "headers": {}, "chunks": ["{}"], "encoding": "utf-8"}}])
+    here = Scrubber.make([], ws, "/home/agentrace", facts=ALICE)
+    assert isinstance(Replayer(old, scrub=here).answer("POST", "/v1/messages", {}, json.dumps(body).encode()), Reply)

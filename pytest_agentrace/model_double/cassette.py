@@ -338,7 +338,10 @@ class Replayer:
                 return Mismatch(nxt, "path", f"recorded {waiting[0]['request'].get('path')!r}, got {path!r}")
             rec = same[0]
             if self.match == STRICT:
-                diff = first_difference(comparable(rec["request"]), comparable(live))
+                # the recorded side through this run's placeholders too: a cassette recorded before they existed
+                # still matches in the folders and on the machine it was recorded in
+                recorded = {**rec["request"], "body": self.scrub.data(rec["request"].get("body"))}
+                diff = first_difference(comparable(recorded), comparable(live))
                 if diff is not None:
                     return Mismatch(rec["turn"], *diff)
             self._used.add(rec["turn"])
