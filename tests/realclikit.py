@@ -11,9 +11,13 @@ requests; Aider has no tool calls (edits are parsed from text).
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
+import platform
+import re
 import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -124,3 +128,29 @@ def leftover_processes(root: Path) -> list[str]:
         if cwd.startswith(str(root)) or str(root) in cmd:
             found.append(f"{entry.name} {cwd} {cmd[:200]}")
     return found
+
+
+def host_facts_in(text: str, paths: list[str]) -> list[str]:
+    """This machine's facts found in ``text`` (a cassette): ``paths`` and the user's home as substrings, the
+    kernel (``platform.release()``), kernel build (``platform.version()``) and OS name (``/etc/os-release``) as
+    substrings, the user and host names (``getpass.getuser()``, ``socket.gethostname()``) as whole words, or,
+    for a name that is an everyday word or shorter than 4 characters (``root``, ``vm``: CLIs' prompts say "the
+    root cause"), where it stands as a name: a line of its own (``whoami``), a path component, ``pytest-of-NAME``,
+    ``NAME@``, ``@NAME``, ``=NAME``, ``Linux NAME`` (``uname -a``)."""
+    try:
+        pretty = platform.freedesktop_os_release().get("PRETTY_NAME", "")
+    except OSError:
+        pretty = ""
+    found = [f"path {p}" for p in (*paths, os.path.expanduser("~")) if len(p) > 5 and p in text]
+    found += [f"{what} {v!r}" for what, v in (("kernel", platform.release()), ("kernel build", platform.version()),
+                                                ("OS", pretty)) if len(v) >= 5 and v in text]
+    for what, name in (("user", getpass.getuser()), ("host", socket.gethostname())):
+        n = re.escape(name)
+        if len(name) >= 4 and name not in ("root", "admin", "user", "runner", "ubuntu", "test"):
+            forms = [rf"(?<![\w-]){n}(?![\w-])"]
+        else:
+            forms = [rf"(?m)^{n}$", rf"/{n}(?=[/\s\"']|$)", rf"pytest-of-{n}\b", rf"\b{n}@", rf"@{n}\b", rf"={n}\b",
+                     rf"Linux {n} "]
+        found += [f"{what} {name!r} ({f})" for f in forms if re.search(f, text)]
+    return found
+

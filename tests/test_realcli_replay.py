@@ -2,15 +2,20 @@
 
 A standalone model double (``agentrace model-double SCRIPT``, a subprocess) acts as the upstream of a session
 that records with ``--agentrace-record DIR --agentrace-record-upstream URL``. The double is then stopped (SIGTERM,
-exit 0), and a second session replays the cassette (``--agentrace-replay DIR``): status, tokens, tool calls,
-answer and diff equal the recorded run's, and the history store marks the replayed run. A third session with a
-changed prompt against the same cassette is an ``error`` run whose reason is a cassette mismatch naming turn 1.
-No cassette holds the dummy key the CLI sent while recording.
+exit 0), and a second session, with another basetemp and another HOME, replays the cassette strictly
+(``--agentrace-replay DIR``): status, tokens, tool calls, answer and diff equal the recorded run's, and the history
+store marks the replayed run. The script's shell step prints what differs by session and machine (the workspace,
+HOME, an object address, the date, ``uname -a``, the user and host names, a mktemp folder, a UUID), so every turn
+after it holds them. A third session with a changed prompt against the same cassette is an ``error`` run whose
+reason is a cassette mismatch naming turn 1. No cassette holds the dummy key the CLI sent while recording, nor
+the machine's user name, host name, kernel, OS, or a path of the recording session.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -18,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from realclikit import CLIS, outcomes, require_cli, session_args
+from realclikit import CLIS, host_facts_in, outcomes, require_cli, session_args
 
 from pytest_agentrace.model_double.environment import DUMMY_KEY
 
@@ -29,7 +34,7 @@ side: {usage: {input: 310, output: 7}}
 steps:
   - write: {path: hello.txt, content: "hi\\n"}
     usage: {input: 1000, output: 50, cache_read: 200}
-  - shell: cat hello.txt
+  - shell: "cat hello.txt; pwd; echo $HOME; python3 -c 'print(object())'; date; uname -a; whoami; hostname; mktemp -d; python3 -c 'import uuid; print(uuid.uuid4())'"
     usage: {input: 1100, output: 40}
   - text: "DONE: hello.txt holds hi."
     usage: {input: 1200, output: 10}
@@ -76,11 +81,13 @@ def session(pytester: pytest.Pytester, cli: str, out: str, prompt: str, *args: s
 
 
 def summary(run: dict) -> dict:
-    """What a replay must reproduce: status, tokens, tool calls, answer, diff."""
+    """What a replay must reproduce: status, tokens, tool calls (absolute workspace paths as ``<workspace>``),
+    answer, diff."""
     u = run["usage"]
     names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens")
     tokens = {k: u[k] for k in names}
-    calls = [(c["name"], c.get("summary")) for c in u.get("tool_calls") or []]
+    # an absolute path in the workspace differs by session: <basetemp>/<run's scratch folder>/ws
+    calls = [(c["name"], re.sub(r"/\S*/ws/", "<workspace>/", c.get("summary") or "")) for c in u.get("tool_calls") or []]
     return {"status": run["status"], "tokens": tokens, "turns": u.get("turns"), "tool_calls": calls,
             "answer": u.get("answer"), "diff": run["_diff"], "lines_changed": run["lines_changed"]}
 
@@ -109,11 +116,21 @@ def test_record_then_replay_offline(cli: str, pytester: pytest.Pytester, monkeyp
     assert len([i for i in data["interactions"] if i["turn"] is not None]) == len(posts)
     assert rec["extra"]["cassette"] == str(cassettes[0])
 
-    # the upstream is gone: the replay is served by the cassette alone
-    rep = session(pytester, cli, "out-replay", PROMPT, "--agentrace-replay", "cassettes")
+    # no cassette holds a fact of this machine or a path of the recording session
+    record_paths = [str(pytester.path), os.path.realpath(pytester.path.parent / "basetemp")]
+    for path in cassettes:
+        assert host_facts_in(path.read_text(), record_paths) == [], path
+
+    # the upstream is gone: the replay is served by the cassette alone, in a session with another basetemp and
+    # HOME (a new pytest session numbers its temporary folders anew), matched strictly
+    monkeypatch.setenv("HOME", str(pytester.mkdir("another-home")))
+    rep = session(pytester, cli, "out-replay", PROMPT, "--agentrace-replay", "cassettes", "--agentrace-replay-match",
+                  "strict", f"--basetemp={pytester.path / 'another-basetemp'}")
+    assert rep["_dir"].startswith(str(pytester.path / "out-replay"))
     assert rep["status"] == "passed", (rep["reason"], rep["_stdout"])
     assert summary(rep) == summary(rec)
     assert rep["extra"]["replay"]["turns_played"] == rep["extra"]["replay"]["turns_recorded"] == len(posts)
+    assert rep["extra"]["replay"]["match"] == "strict"
     if cli == "aider":  # aider's figure comes from the per-token price the harness wrote into its metadata file
         assert [r["usage"]["cost_source"] for r in (rec, rep)] == ["harness-priced"] * 2
 

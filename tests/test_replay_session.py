@@ -16,10 +16,14 @@ import pytest
 from pytest_agentrace.model_double.environment import DUMMY_KEY
 
 FAKE_CLI = r'''#!/usr/bin/env python3
-import json, os, sys, time, urllib.request
+import getpass, json, os, platform, sys, time, urllib.request
 base = os.environ["OPENAI_BASE_URL"]
+# what a real CLI's system prompt says of its session and machine
+system = "Today is %s. cwd %s, HOME %s, %s, %s, user %s, tool output %r" % (
+    time.strftime("%Y-%m-%d"), os.getcwd(), os.environ["HOME"], platform.platform(), " ".join(platform.uname()),
+    getpass.getuser(), object())
 body = {"model": "test", "stream": False, "user": "run-%f" % time.time(),
-        "messages": [{"role": "system", "content": "Today is %s." % time.strftime("%Y-%m-%d")},
+        "messages": [{"role": "system", "content": system},
                      {"role": "user", "content": sys.argv[1]}]}
 req = urllib.request.Request(base + "/chat/completions", data=json.dumps(body).encode(), method="POST",
                              headers={"Content-Type": "application/json",
@@ -59,6 +63,7 @@ def runs(out: Path) -> dict[str, dict]:
 
 
 def session(pytester: pytest.Pytester, out: str, *args: str) -> dict[str, dict]:
+    """A session in a subprocess, results in ``out``; ``args`` may name another ``--basetemp``."""
     ini = pytester.makeini("[pytest]\n")
     res = pytester.runpytest_subprocess("--agentrace", "-c", str(ini), "--rootdir", str(pytester.path), "-p",
                                         "no:cacheprovider", "--agentrace-out", out, "--agentrace-db", "history.db",
@@ -69,7 +74,8 @@ def session(pytester: pytest.Pytester, out: str, *args: str) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["serial", "xdist"])
-def test_record_replay_and_mismatch_sessions(pytester: pytest.Pytester, model_double, xdist: list[str]) -> None:
+def test_record_replay_and_mismatch_sessions(pytester: pytest.Pytester, model_double, xdist: list[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_agentrace.model_double.script import parse_script
 
     model_double.use(parse_script(__import__("yaml").safe_load(SCRIPT), "script.yaml"))
@@ -85,8 +91,13 @@ def test_record_replay_and_mismatch_sessions(pytester: pytest.Pytester, model_do
         assert DUMMY_KEY not in (pytester.path / "cassettes" / name).read_text()
     model_double.use(parse_script({"steps": [{"text": "the upstream answered"}]}, "other.yaml"))  # never asked
 
-    rep = session(pytester, "out2", *xdist, "--agentrace-replay", "cassettes")
-    assert {r["status"] for r in rep.values()} == {"passed"}
+    # another session, basetemp and HOME: the workspace, HOME and object address in the prompt differ, strictly
+    for name in files:
+        text = (pytester.path / "cassettes" / name).read_text()
+        assert "{{workspace}}" in text and str(pytester.path) not in text and "0x<addr>" in text
+    monkeypatch.setenv("HOME", str(pytester.mkdir("another-home")))
+    rep = session(pytester, "out2", *xdist, "--agentrace-replay", "cassettes", f"--basetemp={pytester.path / 'bt2'}")
+    assert {r["status"] for r in rep.values()} == {"passed"}, [r["reason"] for r in rep.values()]
     assert {r["usage"]["answer"] for r in rep.values()} == {"the recorded answer"}
     assert len(model_double.requests()) == 2  # the upstream saw nothing more
     assert {r["extra"]["replay"]["turns_played"] for r in rep.values()} == {1}

@@ -6,7 +6,9 @@
 - ``tools``: reading requests and mapping steps onto the tools a CLI offered; ``wire``: the encoders;
 - ``environment``: per-CLI offline settings (``offline_env``); ``netns``: ``--agentrace-offline``;
 - ``cassette``: recorded traffic (``--agentrace-record``/``--agentrace-replay``) as JSON, its scrubbing and
-  matching (``Replayer``); ``recorder``: the recording proxy in front of a CLI's provider or an upstream URL;
+  matching (``Replayer``); ``normalise``: the one table of what varies by machine and session (placeholders for
+  paths and host facts, marks for ids and times), used when recording and when matching; ``recorder``: the
+  recording proxy in front of a CLI's provider or an upstream URL;
 - ``runs``: what the runner calls for an agent with ``model_double:``; ``fixtures``: the ``model_double``
   pytest fixture.
 

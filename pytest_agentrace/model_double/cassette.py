@@ -18,15 +18,17 @@ by the recording proxy (``recorder``) and played by the model double (``server``
 
 Nothing secret is written: auth headers and headers whose names look secret are left out, query keys such as
 ``key`` dropped, and every string goes through ``record.redact`` (the session's secret values, the dummy key
-and known key shapes). The run's workspace and HOME paths are written as ``{{workspace}}`` / ``{{home}}`` and
-put back on replay, so a cassette replays in another folder (a path split across two stream chunks is kept).
+and known key shapes). Nothing of the recording machine is written either (``normalise``): the run's paths
+(workspace, HOME, basetemp, results folder) and the host's facts (user and host name, kernel, OS) are written as
+placeholders (``{{workspace}}``, ``{{home}}``, ``{{user}}``, ...) and put back on replay, so a cassette replays in
+another folder, session and machine (a path split across two stream chunks is kept). Requests are stored
+normalised: volatile keys dropped and volatile text marked (ids, timestamps, object addresses, temp-folder
+numbers), and headers that carry session or request ids as ``<id>``.
 
 Matching (``Replayer``): the k-th POST to a path is compared with the next unused recorded POST to that path.
-``strict`` compares method, path, query and body after ``normalise``: volatile keys (``VOLATILE_KEYS``: ids,
-timestamps, cache-control, user and session fields, prompt-cache keys) are dropped at any depth and volatile
-text (``VOLATILE_TEXT``: dates, times, UUIDs, long hex ids, durations, process ids, kernel versions) is replaced
-by a mark; headers are never
-compared (user agents, session and request ids live there). ``loose`` matches by turn only.
+``strict`` compares method, path, query and body after ``normalise.normalise`` (the same normalisers as when
+recording, with the replaying run's paths and machine as placeholders); headers are never compared (user agents,
+session and request ids live there). ``loose`` matches by turn only.
 """
 
 from __future__ import annotations
@@ -43,38 +45,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.model_double.normalise import (  # noqa: F401 - re-exported: the cassette's normalisers
+    HOME,
+    VOLATILE_KEYS,
+    VOLATILE_TEXT,
+    WORKSPACE,
+    HostFacts,
+    Portable,
+    normalise,
+    normalise_headers,
+    normalise_text,
+)
 from pytest_agentrace.record.redact import is_secret_name, redact
 
 VERSION = 1
 STRICT, LOOSE = "strict", "loose"
 MATCH_MODES = (STRICT, LOOSE)
-WORKSPACE, HOME = "{{workspace}}", "{{home}}"
 # request headers never written: credentials, and hop-by-hop headers that say nothing about the request
 DROP_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie", "set-cookie",
                 "proxy-authorization", "connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 DROP_QUERY = {"key", "api_key", "access_token"}
-VOLATILE_KEYS = frozenset({
-    "id", "call_id", "tool_use_id", "tool_call_id", "callID", "previous_response_id", "response_id",
-    "session_id", "sessionId", "conversation_id", "request_id", "requestId", "user_id", "userId", "user",
-    "metadata", "client_metadata", "prompt_cache_key", "safety_identifier", "cache_control", "cacheControl",
-    "timestamp", "created", "created_at", "createdAt", "time",
-})
-_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
-_DAYS = "Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
-VOLATILE_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"), "<time>"),
-    (re.compile(r"\b\d{4}[-/]\d{2}[-/]\d{2}\b"), "<date>"),
-    (re.compile(rf"\b(?:(?:{_DAYS}),? )?(?:{_MONTHS}|(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?) "
-                r"\d{1,2}(?:st|nd|rd|th)?,? \d{4}\b"), "<date>"),
-    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?(?: ?[AP]M)?\b"), "<time>"),
-    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
-    (re.compile(r"\b[0-9a-f]{16,}\b"), "<hex>"),
-    (re.compile(r"\b\d+\.\d+\s?(?:ms|s|seconds?|milliseconds?)\b"), "<duration>"),
-    (re.compile(r"\bChunk ID: \w+"), "Chunk ID: <id>"),  # Codex 0.171.0 exec_command output: a random id per call
-    (re.compile(r"\b(PGID|PID|pid)(:? ?)\d+"), r"\1\2<pid>"),  # Gemini CLI 0.61.0 shell output: "Process Group PGID: N"
-    # the host's kernel in the CLIs' environment prompts ("OS Version: Linux 6.8.0-49-generic"): another machine
-    (re.compile(r"\b(Linux|Darwin) \d+\.\d+[\w.+~-]*"), r"\1 <version>"),
-)
 
 
 class CassetteError(Exception):
@@ -139,35 +129,25 @@ class Cassette:
 
 @dataclass(frozen=True)
 class Scrubber:
-    """Makes recorded values safe and portable: ``secrets`` (literal values) redacted, ``paths`` (workspace
-    and HOME, as given and resolved) written as their placeholders; ``restore`` puts this run's paths back
-    (``targets``: placeholder -> the path the CLI sees)."""
+    """Makes recorded values safe and portable: ``secrets`` (literal values) redacted, this run's paths and this
+    machine's facts written as placeholders (``portable``, ``normalise.Portable``); ``restore`` puts this run's
+    values back."""
 
     secrets: tuple[str, ...] = ()
-    paths: tuple[tuple[str, str], ...] = ()  # (local path, placeholder), longest path first
-    targets: tuple[tuple[str, str], ...] = ()  # (placeholder, path)
+    portable: Portable = field(default_factory=Portable)
 
     @classmethod
     def make(cls, secrets: Iterable[str], workspace: Path | str | None, home: Path | str | None,
-             other_homes: Iterable[Path | str] = ()) -> Scrubber:
+             other_homes: Iterable[Path | str] = (), *, basetemp: Path | str | None = None,
+             results: Path | str | None = None, facts: HostFacts | None = None) -> Scrubber:
         """``home`` is the HOME the CLI sees (restored on replay); ``other_homes`` are only scrubbed (the per-run
-        HOME outside a sandbox whose CLI sees another)."""
-        pairs: dict[str, str] = {}
-        for value, mark in ((h, HOME) for h in (*other_homes, home)):
-            if value:
-                for p in {str(value), os.path.realpath(value)}:
-                    pairs[p.rstrip("/")] = mark
-        if workspace:  # the workspace wins where both fit
-            for p in {str(workspace), os.path.realpath(workspace)}:
-                pairs[p.rstrip("/")] = WORKSPACE
-        ordered = tuple(sorted(pairs.items(), key=lambda kv: len(kv[0]), reverse=True))
-        targets = tuple((mark, str(v).rstrip("/")) for v, mark in ((workspace, WORKSPACE), (home, HOME)) if v)
-        return cls(tuple(sorted({s for s in secrets if s}, key=len, reverse=True)), ordered, targets)
+        HOME outside a sandbox whose CLI sees another); ``basetemp`` and ``results`` are the session's; ``facts``
+        the machine's (``HostFacts.read()`` when None). See ``normalise.Portable.make``."""
+        portable = Portable.make(workspace, home, other_homes, basetemp, results, facts)
+        return cls(tuple(sorted({s for s in secrets if s}, key=len, reverse=True)), portable)
 
     def text(self, value: str) -> str:
-        for path, mark in self.paths:
-            value = value.replace(path, mark)
-        return redact(value, self.secrets)
+        return redact(self.portable.apply(value), self.secrets)
 
     def data(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -179,15 +159,22 @@ class Scrubber:
         return value
 
     def restore(self, value: str) -> str:
-        """``value`` with the placeholders replaced by this run's paths."""
-        for mark, path in self.targets:
-            value = value.replace(mark, path)
-        return value
+        """``value`` with the placeholders replaced by this run's paths and this machine's facts."""
+        return self.portable.restore(value)
 
     def headers(self, headers: Mapping[str, str]) -> dict[str, str]:
         """Headers fit to write: credentials, secret-looking names and hop-by-hop headers left out."""
         return {k: self.text(v) for k, v in headers.items()
                 if k.lower() not in DROP_HEADERS and not is_secret_name(k)}
+
+    def request(self, method: str, path: str, query: Mapping[str, list[str]], headers: Mapping[str, str],
+                raw: bytes) -> dict[str, Any]:
+        """A request as stored: scrubbed (``text``), then normalised (``normalise.normalise``; headers by
+        ``normalise.normalise_headers``): what strict matching compares, with nothing volatile or of this machine."""
+        body = request_body(raw, self)
+        return {"method": method, "path": path, "query": normalise(self.query(query)),
+                "headers": normalise_headers(self.headers(headers)),
+                "body": body if isinstance(body, dict) and set(body) == {"base64"} else normalise(body)}
 
     def query(self, query: Mapping[str, list[str]]) -> dict[str, list[str]]:
         return {k: [self.text(x) for x in v] for k, v in query.items() if k.lower() not in DROP_QUERY}
@@ -228,30 +215,6 @@ def now() -> str:
 
 
 # --- matching ------------------------------------------------------------------------------------------------
-
-
-def normalise_text(value: str) -> str:
-    """``value`` with ``VOLATILE_TEXT`` replaced by marks (``<date>``, ``<time>``, ``<uuid>``, ...)."""
-    for pattern, mark in VOLATILE_TEXT:
-        value = pattern.sub(mark, value)
-    return value
-
-
-def normalise(value: Any) -> Any:
-    """A JSON value with ``VOLATILE_KEYS`` dropped at any depth and every string passed through
-    ``normalise_text``; a string that holds JSON is normalised as that JSON (tool arguments)."""
-    if isinstance(value, str):
-        if value[:1] in "{[" and len(value) > 1:
-            try:
-                return normalise(json.loads(value))
-            except ValueError:
-                pass
-        return normalise_text(value)
-    if isinstance(value, dict):
-        return {k: normalise(v) for k, v in value.items() if k not in VOLATILE_KEYS}
-    if isinstance(value, list):
-        return [normalise(v) for v in value]
-    return value
 
 
 def comparable(request: Mapping[str, Any]) -> dict[str, Any]:
@@ -344,7 +307,7 @@ class Replayer:
     def __init__(self, cassette: Cassette, match: str = STRICT, scrub: Scrubber | None = None):
         if match not in MATCH_MODES:
             raise ValueError(f"replay match must be one of {', '.join(MATCH_MODES)}, not {match!r}")
-        self.cassette, self.match, self.scrub = cassette, match, scrub or Scrubber()
+        self.cassette, self.match, self.scrub = cassette, match, scrub or Scrubber.make((), None, None)
         self._used: set[int] = set()
         self._lock = threading.Lock()
 
@@ -375,7 +338,10 @@ class Replayer:
                 return Mismatch(nxt, "path", f"recorded {waiting[0]['request'].get('path')!r}, got {path!r}")
             rec = same[0]
             if self.match == STRICT:
-                diff = first_difference(comparable(rec["request"]), comparable(live))
+                # the recorded side through this run's placeholders too: a cassette recorded before they existed
+                # still matches in the folders and on the machine it was recorded in
+                recorded = {**rec["request"], "body": self.scrub.data(rec["request"].get("body"))}
+                diff = first_difference(comparable(recorded), comparable(live))
                 if diff is not None:
                     return Mismatch(rec["turn"], *diff)
             self._used.add(rec["turn"])

@@ -58,12 +58,12 @@ def probe() -> tuple[tuple[str, ...] | None, str]:
 
 
 def wrap(argv: list[str], script: str | None = None, log: str | None = None, port: int | None = None,
-         unshare: bool = True, replay: tuple[str, str, str, str] | None = None) -> list[str]:
+         unshare: bool = True, replay: tuple[str, ...] | None = None) -> list[str]:
     """``argv`` run inside a new loopback-only network namespace, with the model double inside it when
     ``script`` is given (``log``: its JSONL request log, ``port``: the port the run's config names).
     ``unshare=False``: the caller makes the namespace (the sandbox's ``--unshare-net``); only this module's helper
-    is put in front of ``argv``. ``replay``: ``(cassette, match, workspace, home)``: the double inside plays that
-    cassette (``cassette.Replayer``) instead of a script.
+    is put in front of ``argv``. ``replay``: ``(cassette, match, workspace, home[, basetemp, results])``: the double
+    inside plays that cassette (``cassette.Replayer``) instead of a script, with those paths as placeholders.
 
     Raises ``RuntimeError`` (with ``probe``'s reason) when namespaces are not permitted."""
     prefix: tuple[str, ...] | None = ()
@@ -75,9 +75,9 @@ def wrap(argv: list[str], script: str | None = None, log: str | None = None, por
     if script:
         inner += ["--script", script, "--log", str(log or os.devnull), "--port", str(port)]
     elif replay:
-        cassette, match, workspace, home = replay
+        cassette, match, workspace, home, basetemp, results = (*replay, "", "")[:6]
         inner += ["--cassette", cassette, "--match", match, "--workspace", workspace, "--home", home,
-                  "--log", str(log or os.devnull), "--port", str(port)]
+                  "--basetemp", basetemp, "--results", results, "--log", str(log or os.devnull), "--port", str(port)]
     return [*prefix, *inner, "--", *argv]
 
 
@@ -91,6 +91,8 @@ def main(args: list[str] | None = None) -> int:
     parser.add_argument("--match", default="strict")
     parser.add_argument("--workspace")
     parser.add_argument("--home")
+    parser.add_argument("--basetemp")
+    parser.add_argument("--results")
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     ns = parser.parse_args(args)
     argv = ns.argv[1:] if ns.argv[:1] == ["--"] else ns.argv
@@ -104,7 +106,8 @@ def main(args: list[str] | None = None) -> int:
     if ns.script:
         double = ModelDouble(load_script(ns.script), log, port=ns.port, key=key, rejected_log=rejected).start()
     elif ns.cassette:  # the agent's environment holds its keys: scrubbed from live requests as when recorded
-        scrub = Scrubber.make(secret_values(), ns.workspace, ns.home)
+        scrub = Scrubber.make(secret_values(), ns.workspace, ns.home, basetemp=ns.basetemp or None,
+                              results=ns.results or None)
         replayer = Replayer(Cassette.load(ns.cassette), ns.match, scrub)
         double = ModelDouble(log=log, port=ns.port, replayer=replayer, key=key, rejected_log=rejected).start()
     code = run_child(argv, "netns")

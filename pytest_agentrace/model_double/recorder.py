@@ -10,7 +10,7 @@ Credentials: the CLI holds only the dummy key. The proxy puts the real key in it
 environment has one (``AGENTRACE_RECORD_KEY`` for any upstream; else ``ANTHROPIC_API_KEY`` as ``x-api-key``,
 ``OPENAI_API_KEY`` as a bearer token, ``GEMINI_API_KEY``/``GOOGLE_API_KEY`` as ``x-goog-api-key`` for the real
 providers); without one the CLI's own headers go through (a model double or a keyless gateway). No key
-reaches the cassette (``cassette.Scrubber``).
+reaches the cassette, nor do the run's paths and the machine's facts (``cassette.Scrubber``, ``normalise``).
 
 Responses: status and headers as received (hop-by-hop headers aside); a body with ``Content-Length`` is read
 whole and sent with its length, any other body (SSE) is sent chunk by chunk as it arrives and ends when the
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
-from pytest_agentrace.model_double.cassette import Cassette, Scrubber, now, request_body
+from pytest_agentrace.model_double.cassette import Cassette, Scrubber, now
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 OPENAI_URL = "https://api.openai.com"
@@ -214,8 +214,7 @@ class RecordingProxy:
         """Keep one exchange (scrubbed at once: nothing secret is held longer than the request)."""
         s = self.scrub
         text, encoding = s.chunks(chunks)
-        request = {"method": record["method"], "path": record["path"], "query": s.query(record["query"]),
-                   "headers": s.headers(record["headers"]), "body": request_body(record["raw"], s)}
+        request = s.request(record["method"], record["path"], record["query"], record["headers"], record["raw"])
         response = {"status": status, "headers": s.headers(headers), "stream": stream, "chunks": text,
                     "encoding": encoding}
         with self._lock:

@@ -124,6 +124,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def session_paths(ctx: Any) -> dict[str, Path | None]:
+    """The session's folders a cassette writes as placeholders (``normalise.PLACEHOLDERS``): ``basetemp``, pytest's
+    basetemp (the parent of the run's scratch folder, which holds ``ctx.home``) and ``results``, the results folder
+    (the parent of the ``runs`` folder that holds ``ctx.run_dir``). None where the layout is not that one."""
+    home, run_dir = Path(ctx.home), Path(ctx.run_dir)
+    basetemp = home.parent.parent if home.name == "home" else None
+    results = next((p.parent for p in run_dir.parents if p.name == "runs"), None)
+    return {"basetemp": basetemp, "results": results}
+
+
 class AgentSession:
     """The model double and/or network namespace of one run (see the module docstring)."""
 
@@ -148,7 +158,8 @@ class AgentSession:
         opts = ctx.options
         # inside the sandbox the CLI's HOME is SANDBOX_HOME: both are scrubbed, the one the CLI sees is restored
         home, homes = (SANDBOX_HOME, [ctx.home]) if opts.sandbox is not None else (ctx.home, [])
-        scrub = Scrubber.make([*secret_values(ctx.env), DUMMY_KEY, self.key], ctx.workspace, home, homes)
+        self.paths = session_paths(ctx)
+        scrub = Scrubber.make([*secret_values(ctx.env), DUMMY_KEY, self.key], ctx.workspace, home, homes, **self.paths)
         if opts.replay:
             self.cassette = cassette_path(opts.replay, spec.id)
             try:
@@ -182,7 +193,7 @@ class AgentSession:
         if opts.record:
             upstream = opts.record_upstream or self.base_url or provider_url(spec.agent.adapter)
             key = record_key(opts.record_upstream or self.base_url, upstream, ctx.env)
-            scrub = Scrubber.make([*scrub.secrets, *([key] if key else [])], ctx.workspace, home, homes)
+            scrub = Scrubber.make([*scrub.secrets, *([key] if key else [])], ctx.workspace, home, homes, **self.paths)
             self.proxy = RecordingProxy(upstream, scrub, key).start()
             self.cassette = cassette_path(opts.record, spec.id)
             self.upstream = scrub.text(_without_userinfo(upstream))
@@ -203,7 +214,8 @@ class AgentSession:
             replay = None
             if self.replayer is not None:
                 home = SANDBOX_HOME if self.sandboxed else str(self.ctx.home)
-                replay = (str(self.cassette), self.replayer.match, str(self.ctx.workspace), home)
+                replay = (str(self.cassette), self.replayer.match, str(self.ctx.workspace), home,
+                          str(self.paths["basetemp"] or ""), str(self.paths["results"] or ""))
             argv = netns.wrap(argv, self.script_path, log, self.port, unshare=not self.sandboxed, replay=replay)
             env = {**env, KEY_ENV: self.key}
         self.info = {
