@@ -135,6 +135,6 @@ def test_cli_report_json_and_text_show_the_same_figures(capsys: pytest.CaptureFi
     # the arm family's p-values are this comparison's cost p (2/70) and pass p (Boschloo 0.253): BH doubles the
     # smaller one (2/70 * 2/1 = 0.057) and leaves the larger (0.253 * 2/2)
     assert rows[0][6] == "0.029 (0.057)" and rows[1][6] == "0.253"
-    assert "BH p = Benjamini-Hochberg adjusted within each family" in text
+    assert "BH p = Benjamini-Hochberg adjusted over the arm-vs-baseline comparisons" in text and "Holm p = Holm adjusted" in text
     assert rows[1][:4] == ["docs", "100% vs 60%", "80% vs 60% (1 error)", "+0.40 (-0.17 to +0.77)"]
     assert "1 infrastructure error (excluded), 1 run with unknown tokens" in text

@@ -62,12 +62,12 @@ METHODS = {
             "14 degrees of freedom in the runs, else BCa) with an exact permutation test (arm labels permuted within each "
             "case; Monte Carlo with its error when there are too many relabellings); pass-rate difference: Newcombe interval "
             "and Boschloo exact test (one case) or MOVER-Wilson interval and stratified exact test; per-case verdicts on "
-            "Benjamini-Hochberg adjusted p; p-values also Benjamini-Hochberg adjusted"),
+            "Holm adjusted p (family-wise); arm p-values also Benjamini-Hochberg adjusted"),
     CASES: ("pass rates: Wilson 95% intervals (errors excluded; bracket with errors as failures); tokens per run: bootstrap "
             "(BCa with small-sample expansion); target: new cases like these (--agentrace-generalize cases); relative cost: "
             "cluster bootstrap (cases, then runs) with an exact permutation test (one case) or sign-flip test over cases; "
             "pass-rate difference: Newcombe interval, Boschloo exact test (one case) or paired case bootstrap with "
-            "sign-flip test; per-case verdicts on Benjamini-Hochberg adjusted p; p-values also Benjamini-Hochberg adjusted"),
+            "sign-flip test; per-case verdicts on Holm adjusted p (family-wise); arm p-values also Benjamini-Hochberg adjusted"),
 }
 
 
