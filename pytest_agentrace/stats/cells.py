@@ -249,7 +249,7 @@ class Spread:
     ``cv``: coefficient of variation of relative cost, pooled over the agent's cells (``sqrt(sum((n-1) cv_c^2) /
     sum(n-1))``; dividing by a per-case baseline mean does not change a cell's CV). ``runs_needed``: runs per
     arm (per case, over the agent's ``cases``, for the inference ``target``) to detect a relative change of
-    ``effect`` with ``power`` at two-sided ``alpha`` (``power.runs_needed``; one case: ``stats.runs_needed``).
+    ``effect`` with ``power`` at two-sided ``alpha`` (``power.runs_needed``, one formula for any number of cases).
     """
 
     kind: str
@@ -307,11 +307,6 @@ def spread(cells: Iterable[CellSummary], effect: float = 0.2, alpha: float = 0.0
         for c in cs:
             per_source[c.source].add(c.case)
         k = min(len(v) for v in per_source.values())
-        if value is None:
-            need = None
-        elif k == 1:
-            need = stats.runs_needed(value, effect, alpha, power)
-        else:
-            need = pw.runs_needed(value, effect, alpha, power, k, target)
+        need = None if value is None else pw.runs_needed(value, effect, alpha, power, k, target)
         out.append(Spread(kind, agent, value, used, need, effect, alpha, power, k, target))
     return out
