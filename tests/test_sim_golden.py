@@ -115,8 +115,10 @@ def test_races_elo_and_coderace_statistics(report) -> None:
     assert y.elo == pytest.approx(1484 - 32 * (0.5 - e))
     assert (x.wins, x.races, x.win_rate, y.wins, y.win_rate) == (1, 2, 0.5, 0, 0.0)
     assert x.score_mean == 80 and x.score_sd == pytest.approx(math.sqrt(200))
-    # t_{0.975,1} * sd / sqrt(2) = 127.1 either side of 80, cut to the score's range 0-100 (the true mean lies in it)
-    assert x.score_ci == pytest.approx((max(0.0, 80 - 12.706205 * 10), min(100.0, 80 + 12.706205 * 10)), abs=1e-4) == (0.0, 100.0)
+    # Wilson's interval of 80/100 over 2 runs, times 100 (a 0-100 score's variance is at most m (100 - m))
+    center, half = (0.8 + Z * Z / 4) / (1 + Z * Z / 2), Z * math.sqrt(0.8 * 0.2 / 2 + Z * Z / 16) / (1 + Z * Z / 2)
+    assert x.score_ci == pytest.approx((100 * (center - half), 100 * (center + half)), abs=1e-6)
+    assert x.score_ci == pytest.approx((22.31, 98.24), abs=0.01)
     assert x.consistency == pytest.approx(1 - math.sqrt(200) / 80)
     assert y.consistency == 0.0 and y.reliability == 0.5 and x.reliability == 1.0
 
