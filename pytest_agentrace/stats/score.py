@@ -15,10 +15,12 @@ Components (each 0..1) of one run:
     above the previous value (single linkage, so the grouping is transitive); each value counts as its group's
     smallest, so two values less than 5% of the larger apart are always in one group and never change ranks
     (a chain of small steps can tie values further apart: 100, 104, 108 are one group);
-  * time resolution: for ``time`` a step also joins the group when it is at most ``TIME_RESOLUTION`` (1 s): the
+  * time resolution: for ``time`` a step also joins the group when it is at most ``TIME_RESOLUTION`` (2 s): the
     harness's own timing noise (process start, sandbox set-up, scheduling on a shared machine) moves a run by tenths
     of a second, and min-max normalisation would turn such a step into the whole time weight (two agents running
-    the identical command once scored 96.2 and 89.8). Time differences below max(1 s, 5% of the run) are ties;
+    the identical command once scored 96.2 and 89.8). Time differences up to max(2 s, 5% of the run) are ties: with
+    timing noise of sd 0.3 s plus 1% of the run, identical agents are named winner of a race in under 5% of races
+    (``tests/test_sim_honest.py``; a 1 s resolution let 10.6% through);
   * zero lines everywhere -> 1 for all passing runs;
   * ``error`` runs (infrastructure) are not scored (score None) and not ranked.
 A passing run scores at least ``tests`` (+ ``verify``) weight (40 / 55 by default) while a failing one
@@ -35,7 +37,7 @@ from pytest_agentrace.record.model import AgentStatus, Outcome, Status
 DEFAULT_WEIGHTS = {"tests": 40.0, "exit": 20.0, "lint": 15.0, "time": 15.0, "lines": 10.0}
 VERIFY_WEIGHTS = {"tests": 25.0, "verify": 30.0, "exit": 20.0, "lint": 15.0, "time": 5.0, "lines": 5.0}
 TIE_BAND = 0.05
-TIME_RESOLUTION = 1.0  # seconds: time differences up to this are ties (the harness's timing noise; module docstring)
+TIME_RESOLUTION = 2.0  # seconds: time differences up to this are ties (the harness's timing noise; module docstring)
 
 
 def weights(has_verify: bool, scoring: Mapping[str, float] | None = None) -> dict[str, float]:
