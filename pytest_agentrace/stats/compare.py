@@ -11,7 +11,7 @@ The inference target (``verdict.TARGETS``) decides what a comparison over severa
   stratified by case (``strata``), permutation tests with arm labels permuted within each case, each case
   weighted equally. It can decide with 2 or 3 cases, and says nothing about cases that did not run.
 - ``cases`` (``--agentrace-generalize cases``): "would it hold for other cases like these?". Cases are a sample:
-  a cluster bootstrap (cases, then runs) and sign-flip tests over the per-case figures, which need 6 cases or more
+  a clustered-t interval over the per-case figures (t on K - 1 df) and sign-flip tests over them, which need 6 cases or more
   to reach p < 0.05 (with n cases a sign-flip p cannot go below ``2 / 2**n``).
 
 With one case both targets use the same methods (a two-sample bootstrap and the exact permutation test).
@@ -54,9 +54,10 @@ class ArmComparison:
     """One arm against the baseline arm for one agent, over ``cases`` (the cases both have valid runs for), for
     the inference ``target`` (``fixed`` or ``cases``; see the module docstring).
 
-    Relative cost (tokens of the arm's runs / the baseline's mean, per case, averaged over cases with equal
-    weights): ``relative_cost`` with ``relative_cost_ci`` (fixed: bootstrap stratified by case, ``strata``; cases:
-    cluster bootstrap, ``stats.cluster_contrast``); ``cost_test`` / ``cost_p``: ``permutation`` (one case),
+    Relative cost (the arm's mean tokens / the baseline's mean, per case; over cases their geometric mean, each case
+    weighted equally): ``relative_cost`` with ``relative_cost_ci`` (fixed: bootstrap stratified by case, ``strata``; cases:
+    clustered-t, ``stats.cluster_contrast``; over several cases the estimate is the geometric mean of the case
+    ratios); ``cost_test`` / ``cost_p``: ``permutation`` (one case),
     ``stratified permutation`` (fixed, several cases) or ``sign-flip`` on the per-case log ratios (cases, whose
     paired case-level bootstrap interval is ``log_ratio_ci``); ``cost_p_error`` the Monte Carlo standard error of
     a permutation p-value that was not enumerated (0 when exact), ``cost_p_min`` the smallest p-value its test can
@@ -206,7 +207,7 @@ def cost_batch(cases: Sequence[tuple[Any, Any]], confidence: float = 0.95, resam
     it with thousands). ``cases``: per case ``(A, B)`` token arrays (T, n_arm), (T, n_base), every value > 0.
 
     Returns arrays: ``estimate``, ``lo``, ``hi``, ``method`` (the interval: stratified bootstrap for ``fixed``,
-    cluster bootstrap for ``cases``; one case: the same two-sample bootstrap), ``p`` and ``p_error`` (the test:
+    clustered-t for ``cases``; one case: the same two-sample bootstrap), ``p`` and ``p_error`` (the test:
     permutation for one case, stratified permutation for ``fixed``, sign-flip on per-case log ratios for ``cases``),
     ``log_mean``/``log_lo``/``log_hi``/``log_method`` (paired case-level bootstrap of the log ratios; ``cases``, several
     cases), ``sign`` (-1 cheaper, +1 dearer, 0 no clear difference: the interval excludes 1.00, p < ``alpha``, and -
@@ -308,7 +309,7 @@ def pass_result(tables: Sequence[tuple[int, int, int, int]], target: str = FIXED
 def score_result(sc: Sequence[tuple[Sequence[float], Sequence[float]]], target: str = FIXED, confidence: float = 0.95,
                  resamples: int = stats.DEFAULT_RESAMPLES, rng_ci=None, rng_p=None) -> tuple[stats.Contrast, float | None]:
     """Score delta (arm - baseline, mean over cases) and its test's p: stratified bootstrap and stratified
-    permutation test (one case or ``fixed``), cluster bootstrap and sign-flip test (``cases``, several cases)."""
+    permutation test (one case or ``fixed``), clustered-t interval and sign-flip test (``cases``, several cases)."""
     if target == FIXED or len(sc) == 1:
         p, _ = strata.stratified_permutation_p(sc, "difference", resamples, rng_p)
         return strata.stratified_contrast(sc, "difference", confidence, resamples, rng_ci), p

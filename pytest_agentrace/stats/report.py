@@ -32,7 +32,7 @@ class StatsReport:
 
     ``comparisons``: per (kind, source, agent, arm) over shared cases; ``case_comparisons``: the same per case.
     ``races``: ``ratings.RaceStats`` for task files; ``footer``: method, seed, counts of cases, reps and errors;
-    ``arm_tokens``: tokens per run of arms with several cases, with a cluster bootstrap interval.
+    ``arm_tokens``: tokens per run of arms with several cases, with a clustered-t interval over the case means.
     """
 
     settings: dict[str, Any]
@@ -65,7 +65,8 @@ METHODS = {
             "Holm adjusted p (family-wise); arm p-values also Benjamini-Hochberg adjusted"),
     CASES: ("pass rates: Wilson 95% intervals (errors excluded; bracket with errors as failures); tokens per run: bootstrap "
             "(BCa with small-sample expansion); target: new cases like these (--agentrace-generalize cases); relative cost: "
-            "cluster bootstrap (cases, then runs) with an exact permutation test (one case) or sign-flip test over cases; "
+            "geometric mean of the case ratios with a clustered-t interval (K-1 df) and a sign-flip test over cases (one case: "
+            "bootstrap and exact permutation test); "
             "pass-rate difference: Newcombe interval, Boschloo exact test (one case) or paired case bootstrap with "
             "sign-flip test; per-case verdicts on Holm adjusted p (family-wise); arm p-values also Benjamini-Hochberg adjusted"),
 }
