@@ -57,8 +57,9 @@ class StatsReport:
 
 METHODS = {
     FIXED: ("pass rates: Wilson 95% intervals (errors excluded; bracket with errors as failures); tokens per run: bootstrap "
-            "(BCa with small-sample expansion); target: the cases that ran (fixed cases); relative cost: bootstrap stratified "
-            "by case (runs resampled within their case, cases weighted equally; symmetric bootstrap-t on the log scale from "
+            "(BCa with small-sample expansion); target: the cases that ran (fixed cases); relative cost: geometric mean of the "
+            "case ratios, bootstrap stratified by case (runs resampled within their case, cases weighted equally; symmetric "
+            "bootstrap-t on the log scale from "
             "14 degrees of freedom in the runs, else BCa) with an exact permutation test (arm labels permuted within each "
             "case; Monte Carlo with its error when there are too many relabellings); pass-rate difference: Newcombe interval "
             "and Boschloo exact test (one case) or MOVER-Wilson interval and stratified exact test; per-case verdicts on "
