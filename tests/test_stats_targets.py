@@ -150,14 +150,15 @@ def test_stratified_pass_rate_test_and_bounded_intervals() -> None:
 
 
 def test_new_cases_target_names_its_answer() -> None:
-    """The same data under --agentrace-generalize cases: cluster bootstrap and sign-flip, no verdict with 2 cases, and
+    """The same data under --agentrace-generalize cases: clustered-t interval and sign-flip, no verdict with 2 cases, and
     the report's target line and method say which question was answered."""
     outs = constant({"port": (142, 288), "storage": (161, 288)}, 4)
     fixed, cases = build_report(outs, resamples=R), build_report(outs, resamples=R, target="cases")
     assert fixed.footer["target"] == "fixed" and cases.footer["target"] == "cases"
     (comp,) = cases.comparisons
     assert comp.cost_test == "sign-flip" and comp.cost_p == pytest.approx(0.5) and comp.cost_verdict == "no clear difference"
-    assert "cluster bootstrap" in cases.footer["method"] and "stratified by case" in fixed.footer["method"]
+    assert "clustered-t" in cases.footer["method"] and "stratified by case" in fixed.footer["method"]
+    assert comp.relative_cost_ci.method == "clustered-t" and comp.relative_cost == pytest.approx(math.sqrt(142 / 288 * 161 / 288))
     (row,) = planning.plan_rows(outs, resamples=R, target="cases")
     assert row.state == "add cases" and "a verdict needs 6 or more cases" in row.state_text()
     with pytest.raises(ValueError, match="choose fixed or cases"):
