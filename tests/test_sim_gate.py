@@ -15,7 +15,7 @@ pass-rate test by the normal approximation of its exact conditional null) and ke
 below ``SCREEN`` times ``rate / 44`` (a 5x margin for the Monte Carlo tests: a true p below the threshold then passes
 the screen with probability 1 - 1e-5; 45x for the normal approximation). The kept sessions go through the full
 path above. The share of failing sessions must be at most 5% plus two Monte Carlo standard errors; ``raw`` mode on
-the same sessions is shown for contrast (the issue measured 28-38%).
+the same sessions is shown for contrast (the issue measured 28-38% of sessions failing; 55% of 20 here).
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def test_aa_snapshot_gate_family_wise(sd: float) -> None:
     """A/A, 10 cases x 2 arms x 8 runs, ``compare --fail-on regressed,dearer``: share of failing sessions.
     Measured (T = 2,000 sessions per log-sd; the Monte Carlo standard error of a 5% rate is 0.49 points, bound
     5.97%): log-sd 0.3 1.90%, log-sd 0.8 2.60% (83 and 104 sessions screened in). Each cell's test alone
-    (``--agentrace-gate-cells raw``) failed 62% of the first 40 sessions at log-sd 0.8 (checked on 20 here)."""
+    (``--agentrace-gate-cells raw``) failed 55% of the first 20 sessions at log-sd 0.8."""
     trials = 2000
     rng = np.random.default_rng(2600 + int(10 * sd))
     old, new = draw(rng, trials, sd)
