@@ -77,3 +77,15 @@ def test_no_lint_command_is_full_lint_credit_and_verify_weights() -> None:
     assert s == {"a": 100.0}
     s = score_group([run("a", "failed", True, lint=True, verify=False)], True, True)
     assert s == {"a": 60.0}  # tests 25 + exit 20 + lint 15; no verify, no time/lines (did not pass)
+
+
+def test_time_differences_up_to_two_seconds_are_ties() -> None:
+    """The time component's resolution: 2.0 s vs 3.9 s is 95% apart but under 2 s (the harness's timing noise), so a
+    tie; 2.0 s vs 4.1 s is not (above both 2 s and 5%): the slower run loses the 15 time points. Lines keep the 5%
+    band alone (3 vs 4 lines differ)."""
+    s = score_group([run("a", "passed", True, seconds=2.0, lines=10), run("b", "passed", True, seconds=3.9, lines=10)], False, True)
+    assert s == {"a": 100.0, "b": 100.0}
+    s = score_group([run("a", "passed", True, seconds=2.0, lines=10), run("b", "passed", True, seconds=4.1, lines=10)], False, True)
+    assert s == {"a": 100.0, "b": 85.0}
+    s = score_group([run("a", "passed", True, seconds=2.0, lines=3), run("b", "passed", True, seconds=2.0, lines=4)], False, True)
+    assert s == {"a": 100.0, "b": 90.0}

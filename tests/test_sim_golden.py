@@ -115,8 +115,10 @@ def test_races_elo_and_coderace_statistics(report) -> None:
     assert y.elo == pytest.approx(1484 - 32 * (0.5 - e))
     assert (x.wins, x.races, x.win_rate, y.wins, y.win_rate) == (1, 2, 0.5, 0, 0.0)
     assert x.score_mean == 80 and x.score_sd == pytest.approx(math.sqrt(200))
-    # t_{0.975,1} * sd / sqrt(2) = 127.1 either side of 80, cut to the score's range 0-100 (the true mean lies in it)
-    assert x.score_ci == pytest.approx((max(0.0, 80 - 12.706205 * 10), min(100.0, 80 + 12.706205 * 10)), abs=1e-4) == (0.0, 100.0)
+    # Wilson's interval of 80/100 over 2 runs, times 100 (a 0-100 score's variance is at most m (100 - m))
+    center, half = (0.8 + Z * Z / 4) / (1 + Z * Z / 2), Z * math.sqrt(0.8 * 0.2 / 2 + Z * Z / 16) / (1 + Z * Z / 2)
+    assert x.score_ci == pytest.approx((100 * (center - half), 100 * (center + half)), abs=1e-6)
+    assert x.score_ci == pytest.approx((22.31, 98.24), abs=0.01)
     assert x.consistency == pytest.approx(1 - math.sqrt(200) / 80)
     assert y.consistency == 0.0 and y.reliability == 0.5 and x.reliability == 1.0
 
@@ -135,6 +137,6 @@ def test_cli_report_json_and_text_show_the_same_figures(capsys: pytest.CaptureFi
     # the arm family's p-values are this comparison's cost p (2/70) and pass p (Boschloo 0.253): BH doubles the
     # smaller one (2/70 * 2/1 = 0.057) and leaves the larger (0.253 * 2/2)
     assert rows[0][6] == "0.029 (0.057)" and rows[1][6] == "0.253"
-    assert "BH p = Benjamini-Hochberg adjusted within each family" in text
+    assert "BH p = Benjamini-Hochberg adjusted over the arm-vs-baseline comparisons" in text and "Holm p = Holm adjusted" in text
     assert rows[1][:4] == ["docs", "100% vs 60%", "80% vs 60% (1 error)", "+0.40 (-0.17 to +0.77)"]
     assert "1 infrastructure error (excluded), 1 run with unknown tokens" in text

@@ -3,9 +3,9 @@
 - A/A (no true difference, per-case costs differing up to tenfold): the share of trials with a false cheaper/dearer
   stays at or below 5% plus Monte Carlo error, for the fixed-cases target (bootstrap stratified by case + stratified
   permutation test) and the new-cases target (cluster bootstrap + sign-flip test), for the arm's verdict and for
-  the per-case verdicts taken together (decided on Benjamini-Hochberg adjusted p), at 1, 2, 3, 5 and 10 cases x 4,
+  the per-case verdicts taken together (decided on Holm adjusted p), at 1, 2, 3, 5 and 10 cases x 4,
   8 and 12 runs per arm, and under stop-when-decided (caps 4, 8 and 12).
-- Coverage of the fixed-cases interval (true ratios differing between cases): 93-97%.
+- Coverage of the fixed-cases interval: ``tests/test_sim_honest.py``.
 - Power for a true 30% and 45% cost drop at CV 0.1, 0.3 and 0.8 over several cases, within 10 points of what
   ``agentrace plan`` predicts (``power.power``), for both targets.
 
@@ -23,7 +23,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import false_discovery_control
 
 from pytest_agentrace.stats import compare, power, resample, sequential
 from pytest_agentrace.stats import numerics as stats
@@ -52,7 +51,7 @@ def draw(rng: np.random.Generator, trials: int, cases: int, n: int, cv: float = 
 
 
 def per_case_any(data, target: str, resamples: int, rng) -> np.ndarray:
-    """Per trial: does any per-case verdict (one case's interval + test, decided on BH p over the cases) say
+    """Per trial: does any per-case verdict (one case's interval + test, decided on Holm p over the cases) say
     cheaper/dearer? The per-case comparisons of the report (``compare_arms(by_case=True)`` -> ``with_bh``)."""
     los, his, ps = [], [], []
     for a, b in data:
@@ -61,22 +60,22 @@ def per_case_any(data, target: str, resamples: int, rng) -> np.ndarray:
         his.append(r["hi"])
         ps.append(r["p"])
     p = np.stack(ps, axis=1)
-    adj = false_discovery_control(p, axis=1, method="bh") if p.shape[1] > 1 else p
+    adj = stats.holm_adjust_array(p)
     sign = np.stack([np.where(adj[:, j] < ALPHA, np.where(his[j] < 1, -1, np.where(los[j] > 1, 1, 0)), 0) for j in range(p.shape[1])], axis=1)
     return np.any(sign != 0, axis=1)
 
 
 @pytest.mark.parametrize("cases", CASES)
 def test_aa_fixed_cases(cases: int) -> None:
-    """Fixed cases, A/A: the arm's verdict and any per-case verdict (BH over the cases). Measured (T = 2,000 per
-    cell, seed 10 + cases; bound 5.97%), arm at 4 / 8 / 12 runs: 1 case 3.15 / 3.5 / 4.4%; 2 cases 4.1 / 4.2 /
-    4.1%; 3 cases 3.6 / 3.55 / 4.15%; 5 cases 3.35 / 4.15 / 4.8%; 10 cases 4.0 / 3.9 / 3.95%. Any per-case
-    verdict: 0-0.35% at 4 runs (2/70 per case cannot pass BH's first step alpha/cases), 4.55-5.6% at 8 and 12
-    (8,000 trials of 5 and 10 cases x 8 runs: 4.45% and 4.4%). Unadjusted, the per-case verdicts called a false
-    difference in 13% of 3-case and 35% of 10-case trials (the issue's study)."""
+    """Fixed cases, A/A: the arm's verdict and any per-case verdict (Holm over the cases). T = 2,000 per cell up to
+    3 cases (bound 5.97%), 1,000 at 5 and 10 (bound 6.38%), seed 10 + cases. Measured, arm at 4 / 8 / 12 runs:
+    1 case 3.15 / 3.5 / 4.4%; 2 cases 4.5 / 4.3 / 4.05%; 3 cases 4.0 / 3.9 / 4.4%; 5 cases 3.3 / 3.5 / 2.7%; 10 cases
+    3.6 / 5.9 / 4.5%. Any per-case verdict on Holm p: 0% at 4 runs (2/70 per case cannot pass Holm's first step
+    alpha/cases), 3.7-5.4% at 8 and 12 (the family-wise 5%, within MC error). Unadjusted, the per-case verdicts called a false difference in 13% of
+    3-case and 35% of 10-case trials (the issue's study)."""
     rng = np.random.default_rng(10 + cases)
     for n in RUNS:
-        trials = 2000
+        trials = 2000 if cases <= 3 else 1000
         data = draw(rng, trials, cases, n)
         r = compare.cost_batch(data, resamples=400, rng_ci=rng, rng_p=rng)
         arm = float(np.mean(r["sign"] != 0))
@@ -89,7 +88,8 @@ def test_aa_fixed_cases(cases: int) -> None:
 def test_aa_new_cases(cases: int) -> None:
     """New cases (``--agentrace-generalize cases``), A/A: the cluster bootstrap + sign-flip verdict. With 5 or fewer
     cases the sign-flip p cannot go below 2/2^cases >= 0.0625, so no verdict is ever given (0%); at 10 cases
-    measured 0.8% / 1.0% / 0.7% at 4 / 8 / 12 runs (T = 1,000, bound 6.38%). A per-case comparison has one case,
+    measured 5.0% / 3.0% / 4.0% at 4 / 8 / 12 runs (T = 1,000, bound 6.38%; the two-stage bootstrap interval, used
+    before, made it 0.7-1.0%: it counted the runs' noise twice). A per-case comparison has one case,
     where both targets run the same two-sample methods (checked here on the same draws): its A/A rate is the
     fixed-cases test's above. One case is the fixed-cases test too."""
     rng = np.random.default_rng(20 + cases)
@@ -145,26 +145,6 @@ def test_aa_stop_when_decided_both_targets(cases: int) -> None:
         assert fixed <= mc_bound(trials) and per_case <= mc_bound(trials) and flip <= mc_bound(trials)
 
 
-@pytest.mark.parametrize("cv", [0.3, 0.8])
-def test_fixed_cases_interval_coverage(cv: float) -> None:
-    """Coverage of the fixed-cases relative-cost interval (bootstrap stratified by case) of the mean over cases of
-    the true ratios, which differ between cases (0.5 .. 1.0; one case: 0.7). T = 2,000 per cell (standard error
-    0.5 points). Measured at CV 0.3: 93.8-96.9%; at CV 0.8: 93.0-95.6% (93.0%: one case x 4 runs, BCa; several
-    cases or 8 runs: the symmetric bootstrap-t). A cluster bootstrap over cases, the new-cases interval, covers
-    these fixed cases 99+% of the time (the issue's study): it answers another question."""
-    rng = np.random.default_rng(40 + int(10 * cv))
-    worst = []
-    for cases in CASES:
-        ratios = np.linspace(0.5, 1.0, cases) if cases > 1 else np.array([0.7])
-        for n in RUNS:
-            data = draw(rng, 2000, cases, n, cv, ratios)
-            _, lo, hi, _, _ = resample.stratified_contrast(data, "ratio", 0.95, 600, rng)
-            cov = float(np.mean((lo <= ratios.mean()) & (ratios.mean() <= hi)))
-            print(f"fixed-cases interval, CV {cv}, {cases} cases x {n} runs: coverage {cov:.1%}")
-            worst.append(cov)
-            assert 0.93 <= cov <= 0.97
-
-
 @pytest.mark.parametrize("kind", ["lognormal-0.8", "mixture"])
 def test_single_case_coverage_for_skewed_tokens(kind: str) -> None:
     """One case, 8 and 12 runs a side, skewed costs: log-normal with CV 0.8, and a mixture where 20% of runs cost
@@ -192,9 +172,11 @@ def test_single_case_coverage_for_skewed_tokens(kind: str) -> None:
 def test_power_over_several_cases_matches_the_plan(cases: int, target: str, runs: int) -> None:
     """A true 30% and 45% drop at CV 0.1, 0.3 and 0.8: the share of `cheaper` verdicts against ``plan``'s predicted
     power (``power.power``: a t test on the mean per-case log difference at the exact test's attainable level).
-    The verdict also needs the interval of the mean ratio, biased upward at few runs (``power._interval_shift``).
-    Measured (T = 1,000): within 0-6 points everywhere; e.g. fixed, 3 cases x 4 runs, CV 0.8, 45% drop: 26.1% vs
-    25.6%; 5 cases x 4 runs, CV 0.3, 30% drop: 89.6% vs 92.7%; new cases, 10 x 4, CV 0.8, 45% drop: 46.1% vs 44.9%."""
+    The verdict also needs the interval (geometric mean of the case ratios; new cases: clustered-t), whose power the
+    plan includes.
+    Measured (T = 1,000, standard error up to 1.6 points): within 0-3.2 points everywhere; e.g. fixed, 3 cases x 4
+    runs, CV 0.8, 45% drop: 39.2% vs 41.0%; 5 cases x 4 runs, CV 0.3, 30% drop: 93.5% vs 95.3%; new cases, 10 x 4,
+    CV 0.8, 30% drop: 45.7% vs 42.9%."""
     rng = np.random.default_rng(60 + cases + runs)
     for cv in (0.1, 0.3, 0.8):
         for effect in (0.3, 0.45):
@@ -203,4 +185,4 @@ def test_power_over_several_cases_matches_the_plan(cases: int, target: str, runs
             found = float(np.mean(r["sign"] < 0))
             predicted = power.power(runs, cv, effect, cases, target)
             print(f"{target}, {cases} cases x {runs} runs, CV {cv}, {effect:.0%} drop: cheaper in {found:.1%}, plan {predicted:.1%}")
-            assert abs(found - predicted) <= 0.10
+            assert abs(found - predicted) <= 0.05

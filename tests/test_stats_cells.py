@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import t as student_t
 
 from pytest_agentrace.record.model import Outcome, Usage
 from pytest_agentrace.stats import cells, compare, planning, sequential
@@ -200,15 +201,17 @@ def test_plan_rows_states() -> None:
 
 
 def test_tokens_per_run_of_an_arm_over_several_cases_has_a_cluster_interval() -> None:
-    """Arm tokens over cases: the mean of the case means (1000-scale and 2000-scale cases: about 1,500) with a
-    cluster bootstrap interval that covers both case means (two cases: a resample may draw either twice) within the
-    range of the runs; one-case arms are left to the cell summary."""
+    """Arm tokens over cases: the mean of the case means (1000-scale and 2000-scale cases: about 1,500) with the
+    clustered-t interval over the case means (mean -/+ t_(0.975, 1) sd / sqrt(2), 1 df: two cases say little about
+    a third), cut at 0 tokens; one-case arms are left to the cell summary."""
     outs = arms(6, 0.6, cases=("q1", "q2"))
     toks = {t.arm: t for t in cells.arm_tokens(outs, resamples=R)}
     base_means = [np.mean([o.usage.total_tokens for o in outs if o.arm == "base" and o.case == q]) for q in ("q1", "q2")]
     assert toks["base"].cases == 2 and toks["base"].mean == pytest.approx(np.mean(base_means))
     base_runs = [o.usage.total_tokens for o in outs if o.arm == "base"]
-    assert min(base_runs) <= toks["base"].ci.lo < min(base_means) and max(base_means) < toks["base"].ci.hi <= max(base_runs)
+    half = student_t.ppf(0.975, 1) * np.std(base_means, ddof=1) / math.sqrt(2)
+    assert toks["base"].ci.method == "clustered-t" and toks["base"].ci.lo < min(base_runs)
+    assert toks["base"].ci.lo == pytest.approx(max(0.0, np.mean(base_means) - half)) and toks["base"].ci.hi == pytest.approx(np.mean(base_means) + half)
     assert toks["docs"].mean == pytest.approx(0.6 * toks["base"].mean, rel=0.05)
     assert cells.arm_tokens(arms(6, 0.6), resamples=R) == []  # one case
     report = build_report(outs, resamples=R)

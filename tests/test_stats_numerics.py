@@ -94,9 +94,13 @@ def test_cluster_contrast_point_none_and_dropped_cases() -> None:
         stats.cluster_contrast([([1], [1])], "product")
 
 
-def test_cluster_contrast_several_cases_estimate_is_mean_of_case_ratios() -> None:
+def test_cluster_contrast_several_cases_estimate_is_geometric_mean_of_case_ratios() -> None:
     c = stats.cluster_contrast([([50, 70], [100, 100]), ([900, 1100], [1000, 1000]), ([5, 7, 6], [10, 10])], resamples=2000)
-    assert c.estimate == pytest.approx((0.6 + 1.0 + 0.6) / 3)
+    assert c.estimate == pytest.approx((0.6 * 1.0 * 0.6) ** (1 / 3))
+    logs = np.log([0.6, 1.0, 0.6])  # the clustered-t interval on the log ratios, 2 df (Miller 2024)
+    half = sps.t.ppf(0.975, 2) * logs.std(ddof=1) / math.sqrt(3)
+    assert c.interval.method == "clustered-t"
+    assert (c.interval.lo, c.interval.hi) == pytest.approx((math.exp(logs.mean() - half), math.exp(logs.mean() + half)))
     assert (c.cases, c.n_arm, c.n_base) == (3, 7, 6)
     assert c.interval.lo < c.estimate < c.interval.hi
 

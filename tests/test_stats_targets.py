@@ -1,4 +1,4 @@
-"""Issue 13 on synthetic outcomes: the two inference targets, per-case verdicts on BH p, bounded intervals, and one
+"""Issue 13 on synthetic outcomes: the two inference targets, per-case verdicts on Holm p, bounded intervals, and one
 answer per question - stop-when-decided, ``plan`` and the fixed-sample report agree on the same runs (constant
 tokens, as the model double serves them, included)."""
 
@@ -95,16 +95,19 @@ def test_stop_when_decided_plan_and_report_never_contradict() -> None:
     assert {"clear", "futile"} <= {s for s, _ in seen}  # both kinds of decision were exercised
 
 
-def test_per_case_verdicts_are_decided_on_bh_p() -> None:
+def test_per_case_verdicts_are_decided_on_holm_p() -> None:
     """Three cases, one of them cheaper with p = 2/70 (4 constant runs a side): alone it would read cheaper; its
-    family (the arm's three cases) adjusts it to 3 x 2/70 = 0.086, so it reads no clear difference, and the table
-    shows both p-values. With the other two cases clearly cheaper too, all three pass BH (p_(3) = 2/70 <= 0.05)."""
+    family (the arm's three cases) adjusts it by Holm to 3 x 2/70 = 0.086, so it reads no clear difference, and the
+    table shows both p-values. Holm is family-wise: three cases all at 2/70 stay undecided too (3 x 2/70 > 0.05; BH,
+    used before, passed them all), while at 8 runs a side (p = 2/12,870 each) all three read cheaper."""
     outs = constant({"q1": (500, 1000)}, 4) + [o.replace(case=c, run_id=o.run_id.replace("q1", c)) for c in ("q2", "q3")
                                                 for o in constant({"q1": (1000, 1000)}, 4)]
     per_case = {c.cases[0]: c for c in compare.compare_arms(outs, resamples=R, by_case=True)}
     assert per_case["q1"].cost_p == pytest.approx(2 / 70) and per_case["q1"].cost_p_adj == pytest.approx(3 * 2 / 70)
     assert per_case["q1"].cost_verdict == "no clear difference"
     all_cheaper = constant({"q1": (500, 1000), "q2": (600, 1000), "q3": (700, 1000)}, 4)
+    assert {c.cost_verdict for c in compare.compare_arms(all_cheaper, resamples=R, by_case=True)} == {"no clear difference"}
+    all_cheaper = constant({"q1": (500, 1000), "q2": (600, 1000), "q3": (700, 1000)}, 8)
     assert {c.cost_verdict for c in compare.compare_arms(all_cheaper, resamples=R, by_case=True)} == {"cheaper"}
     from pytest_agentrace.report.stats_text import report_lines
 
@@ -147,14 +150,15 @@ def test_stratified_pass_rate_test_and_bounded_intervals() -> None:
 
 
 def test_new_cases_target_names_its_answer() -> None:
-    """The same data under --agentrace-generalize cases: cluster bootstrap and sign-flip, no verdict with 2 cases, and
+    """The same data under --agentrace-generalize cases: clustered-t interval and sign-flip, no verdict with 2 cases, and
     the report's target line and method say which question was answered."""
     outs = constant({"port": (142, 288), "storage": (161, 288)}, 4)
     fixed, cases = build_report(outs, resamples=R), build_report(outs, resamples=R, target="cases")
     assert fixed.footer["target"] == "fixed" and cases.footer["target"] == "cases"
     (comp,) = cases.comparisons
     assert comp.cost_test == "sign-flip" and comp.cost_p == pytest.approx(0.5) and comp.cost_verdict == "no clear difference"
-    assert "cluster bootstrap" in cases.footer["method"] and "stratified by case" in fixed.footer["method"]
+    assert "clustered-t" in cases.footer["method"] and "stratified by case" in fixed.footer["method"]
+    assert comp.relative_cost_ci.method == "clustered-t" and comp.relative_cost == pytest.approx(math.sqrt(142 / 288 * 161 / 288))
     (row,) = planning.plan_rows(outs, resamples=R, target="cases")
     assert row.state == "add cases" and "a verdict needs 6 or more cases" in row.state_text()
     with pytest.raises(ValueError, match="choose fixed or cases"):

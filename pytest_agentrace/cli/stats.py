@@ -230,16 +230,18 @@ def formula_lines(f: dict[str, Any]) -> list[str]:
         lines.append("formula: smallest n with P(|T| > t_{1-a/2, 2n-2}) >= power, T non-central t with lambda = |ln(1 - effect)| / "
                      "(sigma sqrt(2/n)), sigma^2 = ln(1 + CV^2) (two-sample t test on log cost; Julious 2004), a = the level the "
                      "exact permutation test can reach with n runs per arm (2 floor(alpha C(2n,n) / 2) / C(2n,n); alpha from 6 runs on); "
-                     f"to first order 2 (z_(1-alpha/2) + z_power)^2 sigma^2 / ln(1 - effect)^2 = {approx:.1f}")
+                     f"to first order 2 (z_(1-alpha/2) + z_power)^2 sigma^2 / ln(1 - effect)^2 = {approx:.1f}; or, when smaller, the "
+                     "power of the interval, a t test at alpha with lambda = |ln(1 - effect)| / (CV sqrt(2/n)) (the same formula as "
+                     "for several cases with K = 1)")
     elif target == FIXED:
         lines.append("formula: the stratified permutation test as a t test on the mean over cases of the per-case log differences: "
                      "lambda = |ln(1 - effect)| / (sigma sqrt(2/(n K))), 2K(n-1) df, at the level a test with C(2n,n)^K relabellings "
-                     "can reach (K cases, sigma^2 = ln(1 + CV^2)); or, when smaller, the power of the interval, whose mean of "
-                     "ratios sits ln(1 + CV^2/n) above the truth and varies with 2 CV^2 / (n K)")
+                     "can reach (K cases, sigma^2 = ln(1 + CV^2)); or, when smaller, the power of the interval of the geometric "
+                     "mean of the case ratios, a t test at alpha with lambda = |ln(1 - effect)| / (CV sqrt(2/(n K))))")
     else:
         lines.append("formula: the sign-flip test over the K per-case log ratios as a one-sample t test with K-1 df on values of sd "
                      "sqrt(case_sd^2 + 2 sigma^2 / n), at the level a test with 2^K sign patterns can reach (sigma^2 = ln(1 + CV^2)); "
-                     "or, when smaller, the power of the cluster-bootstrap interval (power.CLUSTER_WITHIN)")
+                     "or, when smaller, the power of the clustered-t interval (K-1 df, per-case sd sqrt(case_sd^2 + 2 CV^2 / n))")
     lines.append("power by runs per arm" + per + ": " + ", ".join(f"{r}: {p:.0%}" for r, p in f["power_by_runs"].items()))
     return lines
 

@@ -22,7 +22,7 @@ ARM_HEADERS = ["Arm", "Runs", "Correct (95% CI)", "Tokens/run (95% CI)", "Relati
                "Cost p (BH p)", "Turns", "Used tool", "Seconds"]
 PASS_HEADERS = ["Arm", "Pass rate", "Errors as failures", "Difference (Newcombe 95% CI)", "Boschloo p",
                 "Verdict test p", "BH p", "Verdict", "Cohen's d"]
-CASE_HEADERS = ["Case", "Arm", "Runs", "Tokens/run (95% CI)", "Relative cost (95% CI)", "p (BH p)", "Verdict"]
+CASE_HEADERS = ["Case", "Arm", "Runs", "Tokens/run (95% CI)", "Relative cost (95% CI)", "p (Holm p)", "Verdict"]
 RELIABILITY_HEADERS = ["Arm", "Cases", "Flipping cases", "pass@1", "pass@k", "pass^k"]
 CLAIM_HEADERS = ["Agent", "Arm", "Claims", "False pass", "False fail", "Invalid"]
 COMPARE_HEADERS = ["Agent", "Case", "Arm", "Passed (old -> new)", "Verdict", "Detail"]
@@ -30,7 +30,7 @@ COMPARE_HEADERS = ["Agent", "Case", "Arm", "Passed (old -> new)", "Verdict", "De
 OPTIONAL = {
     "arm": ("Turns", "Used tool", "Seconds", "Cost p (BH p)"),
     "pass": ("Cohen's d", "Verdict test p", "Boschloo p", "BH p", "Errors as failures"),
-    "case": ("p (BH p)", "Runs"),
+    "case": ("p (Holm p)", "Runs"),
     "tasks": ("Errors", "Seconds", "pass@k / pass^k (k=runs)", "Tokens/run (95% CI)"),
     "races": ("Flipping tasks", "Consistency", "Reliability", "Tasks", "95% CI (t)", "Elo"),
     "reliability": ("pass^k", "pass@k"),
@@ -70,7 +70,8 @@ def _p(p: float | None) -> str:
 
 
 def _p_bh(p: float | None, adjusted: float | None, error: float | None = None) -> str:
-    """``"0.031 (0.062)"``: a verdict p-value and, in brackets, its Benjamini-Hochberg adjusted value; a Monte Carlo
+    """``"0.031 (0.062)"``: a verdict p-value and, in brackets, its adjusted value (Benjamini-Hochberg for the arm
+    comparisons, Holm for the per-case ones); a Monte Carlo
     p-value carries its standard error (``"0.012±0.001 (0.024)"``)."""
     if p is None:
         return "-"
@@ -298,8 +299,10 @@ def footer_lines(report: Any, fmt: str = "text") -> list[str]:
         f"seed {f['seed']}, {f['resamples']:,} resamples; {_plural(f['cases'], 'case')}, up to {_plural(f['reps'], 'rep')}, "
         f"{_plural(f['runs'], 'run')}, {_plural(f['errors'], 'infrastructure error')} (excluded), "
         f"{_plural(f['tokens_unknown'], 'run')} with unknown tokens (excluded from token figures)"
-        + ("; BH p = Benjamini-Hochberg adjusted within each family: the arm-vs-baseline comparisons together, the "
-           "per-case comparisons of each arm per metric together (per-case verdicts are decided on their BH p)." if multiple else "."),
+        + ("; BH p = Benjamini-Hochberg adjusted over the arm-vs-baseline comparisons together (false-discovery rate, "
+           "shown for reading; their verdicts rest on their own p); Holm p = Holm adjusted over the per-case comparisons "
+           "of each arm per metric (per-case verdicts are decided on it: family-wise error 5% per arm and metric)."
+           if multiple else "."),
     ]
 
 

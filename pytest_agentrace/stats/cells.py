@@ -14,6 +14,7 @@ A *cell* is case x arm x agent (case = task name or trial question id). Rules sh
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -170,9 +171,9 @@ def summarize(outcomes: Iterable[Outcome], seed: int = 0, resamples: int = stats
 @dataclass(frozen=True)
 class ArmTokens:
     """Tokens per run of one arm over several cases (``kind, source, agent, arm``): ``mean`` is the mean over its
-    ``cases`` of each case's mean tokens per run, ``ci`` a two-stage cluster bootstrap interval (cases, then runs
-    within a case; ``stats.cluster_contrast``, as for relative cost), so it says how much the figure would move
-    with another draw of cases as well as of runs."""
+    ``cases`` of each case's mean tokens per run, ``ci`` the clustered-t interval over the case means (``K - 1`` df;
+    ``stats.cluster_contrast``, as for relative cost under the new-cases target), cut at 0 tokens, so it says how
+    much the figure would move with another draw of cases as well as of runs (with 2 cases, 1 df: very wide)."""
 
     kind: str
     source: str
@@ -198,7 +199,10 @@ def arm_tokens(outcomes: Iterable[Outcome], seed: int = 0, resamples: int = stat
         if len(per_case) < 2:
             continue
         c = stats.cluster_contrast([(t, [0.0]) for t in per_case], "difference", confidence, resamples, stats.rng_for(seed, "arm-tokens", *key))
-        out.append(ArmTokens(*key, cases=len(per_case), mean=c.estimate, ci=c.interval))
+        ci = c.interval
+        if ci.defined:
+            ci = dataclasses.replace(ci, lo=max(0.0, ci.lo))
+        out.append(ArmTokens(*key, cases=len(per_case), mean=c.estimate, ci=ci))
     return out
 
 
@@ -249,7 +253,7 @@ class Spread:
     ``cv``: coefficient of variation of relative cost, pooled over the agent's cells (``sqrt(sum((n-1) cv_c^2) /
     sum(n-1))``; dividing by a per-case baseline mean does not change a cell's CV). ``runs_needed``: runs per
     arm (per case, over the agent's ``cases``, for the inference ``target``) to detect a relative change of
-    ``effect`` with ``power`` at two-sided ``alpha`` (``power.runs_needed``; one case: ``stats.runs_needed``).
+    ``effect`` with ``power`` at two-sided ``alpha`` (``power.runs_needed``, one formula for any number of cases).
     """
 
     kind: str
@@ -307,11 +311,6 @@ def spread(cells: Iterable[CellSummary], effect: float = 0.2, alpha: float = 0.0
         for c in cs:
             per_source[c.source].add(c.case)
         k = min(len(v) for v in per_source.values())
-        if value is None:
-            need = None
-        elif k == 1:
-            need = stats.runs_needed(value, effect, alpha, power)
-        else:
-            need = pw.runs_needed(value, effect, alpha, power, k, target)
+        need = None if value is None else pw.runs_needed(value, effect, alpha, power, k, target)
         out.append(Spread(kind, agent, value, used, need, effect, alpha, power, k, target))
     return out

@@ -11,7 +11,7 @@ The inference target (``verdict.TARGETS``) decides what a comparison over severa
   stratified by case (``strata``), permutation tests with arm labels permuted within each case, each case
   weighted equally. It can decide with 2 or 3 cases, and says nothing about cases that did not run.
 - ``cases`` (``--agentrace-generalize cases``): "would it hold for other cases like these?". Cases are a sample:
-  a cluster bootstrap (cases, then runs) and sign-flip tests over the per-case figures, which need 6 cases or more
+  a clustered-t interval over the per-case figures (t on K - 1 df) and sign-flip tests over them, which need 6 cases or more
   to reach p < 0.05 (with n cases a sign-flip p cannot go below ``2 / 2**n``).
 
 With one case both targets use the same methods (a two-sample bootstrap and the exact permutation test).
@@ -54,9 +54,10 @@ class ArmComparison:
     """One arm against the baseline arm for one agent, over ``cases`` (the cases both have valid runs for), for
     the inference ``target`` (``fixed`` or ``cases``; see the module docstring).
 
-    Relative cost (tokens of the arm's runs / the baseline's mean, per case, averaged over cases with equal
-    weights): ``relative_cost`` with ``relative_cost_ci`` (fixed: bootstrap stratified by case, ``strata``; cases:
-    cluster bootstrap, ``stats.cluster_contrast``); ``cost_test`` / ``cost_p``: ``permutation`` (one case),
+    Relative cost (the arm's mean tokens / the baseline's mean, per case; over cases their geometric mean, each case
+    weighted equally): ``relative_cost`` with ``relative_cost_ci`` (fixed: bootstrap stratified by case, ``strata``; cases:
+    clustered-t, ``stats.cluster_contrast``; over several cases the estimate is the geometric mean of the case
+    ratios); ``cost_test`` / ``cost_p``: ``permutation`` (one case),
     ``stratified permutation`` (fixed, several cases) or ``sign-flip`` on the per-case log ratios (cases, whose
     paired case-level bootstrap interval is ``log_ratio_ci``); ``cost_p_error`` the Monte Carlo standard error of
     a permutation p-value that was not enumerated (0 when exact), ``cost_p_min`` the smallest p-value its test can
@@ -72,7 +73,8 @@ class ArmComparison:
     Score (``cells.score_value``): ``score_delta`` with ``score_delta_ci`` (as relative cost, on differences; within
     -100..100), ``score_p``, ``cohens_d`` (None for zero-variance samples), ``score_verdict``. ``cost_p_adj`` /
     ``pass_p_adj``: Benjamini-Hochberg over every cost and pass p-value of the comparisons reported together;
-    ``score_p_adj`` over their score p-values (``with_bh``: per-case comparisons are decided on these).
+    ``score_p_adj`` over their score p-values; per-case comparisons instead carry Holm's adjustment over the cases of
+    their arm, per metric, and are decided on it (``with_bh``).
     ``sequential``: the stop-when-decided decision when the session used it (its verdict replaces ``cost_verdict``).
     """
 
@@ -205,7 +207,7 @@ def cost_batch(cases: Sequence[tuple[Any, Any]], confidence: float = 0.95, resam
     it with thousands). ``cases``: per case ``(A, B)`` token arrays (T, n_arm), (T, n_base), every value > 0.
 
     Returns arrays: ``estimate``, ``lo``, ``hi``, ``method`` (the interval: stratified bootstrap for ``fixed``,
-    cluster bootstrap for ``cases``; one case: the same two-sample bootstrap), ``p`` and ``p_error`` (the test:
+    clustered-t for ``cases``; one case: the same two-sample bootstrap), ``p`` and ``p_error`` (the test:
     permutation for one case, stratified permutation for ``fixed``, sign-flip on per-case log ratios for ``cases``),
     ``log_mean``/``log_lo``/``log_hi``/``log_method`` (paired case-level bootstrap of the log ratios; ``cases``, several
     cases), ``sign`` (-1 cheaper, +1 dearer, 0 no clear difference: the interval excludes 1.00, p < ``alpha``, and -
@@ -307,7 +309,7 @@ def pass_result(tables: Sequence[tuple[int, int, int, int]], target: str = FIXED
 def score_result(sc: Sequence[tuple[Sequence[float], Sequence[float]]], target: str = FIXED, confidence: float = 0.95,
                  resamples: int = stats.DEFAULT_RESAMPLES, rng_ci=None, rng_p=None) -> tuple[stats.Contrast, float | None]:
     """Score delta (arm - baseline, mean over cases) and its test's p: stratified bootstrap and stratified
-    permutation test (one case or ``fixed``), cluster bootstrap and sign-flip test (``cases``, several cases)."""
+    permutation test (one case or ``fixed``), clustered-t interval and sign-flip test (``cases``, several cases)."""
     if target == FIXED or len(sc) == 1:
         p, _ = strata.stratified_permutation_p(sc, "difference", resamples, rng_p)
         return strata.stratified_contrast(sc, "difference", confidence, resamples, rng_ci), p
@@ -372,8 +374,8 @@ def compare_arms(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
     Uses the cases where both the arm and the baseline have at least one valid run; a group with one arm gives
     nothing. ``baseline``: see ``resolve_baseline``. ``target``: ``fixed`` (default) or ``cases`` (module
     docstring). ``resamples`` bootstrap draws (default 10,000), seeded by ``seed``. P-values are also given after
-    Benjamini-Hochberg over the whole returned list; per-case comparisons (``by_case``) are decided on those
-    (``with_bh``). Returns comparisons sorted by (kind, source, agent, arm[, case]).
+    Benjamini-Hochberg over the whole returned list; per-case comparisons (``by_case``) after Holm over the cases of
+    each arm, and are decided on those (``with_bh``). Returns comparisons sorted by (kind, source, agent, arm[, case]).
     """
     check_target(target)
     outcomes = list(outcomes)
@@ -402,13 +404,16 @@ def compare_arms(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
 
 
 def with_bh(comparisons: list[ArmComparison], decide: bool = False, alpha: float = 0.05) -> list[ArmComparison]:
-    """Fill ``cost_p_adj`` / ``pass_p_adj`` / ``score_p_adj`` with Benjamini-Hochberg adjusted p-values.
+    """Fill ``cost_p_adj`` / ``pass_p_adj`` / ``score_p_adj`` with adjusted p-values.
 
-    Families: arm comparisons (``decide`` False) - every cost and pass p-value of ``comparisons`` together, their
-    score p-values apart. Per-case comparisons (``decide``) - the cases of one arm against the baseline for one
-    agent, per metric (cost, pass, score), and the verdicts are then taken on the adjusted p-values: with many cases
-    some unadjusted p falls below ``alpha`` by chance (13% of 3-case and 35% of 10-case A/A trials showed a false
-    per-case verdict); adjusted, the share of A/A trials with any false per-case verdict stays at ``alpha``.
+    Arm comparisons (``decide`` False): Benjamini-Hochberg (``stats.bh_adjust``) over every cost and pass p-value of
+    ``comparisons`` together, their score p-values apart - shown for reading, the verdicts keep their own p.
+    Per-case comparisons (``decide``): Holm (``stats.holm_adjust``) over the cases of one arm against the baseline
+    for one agent, per metric (cost, pass, score), and the verdicts are then taken on the adjusted p-values: with
+    many cases some unadjusted p falls below ``alpha`` by chance (13% of 3-case and 35% of 10-case A/A trials showed
+    a false per-case verdict). Holm bounds the chance of any false per-case verdict at ``alpha`` (family-wise) also
+    when some cases truly differ; Benjamini-Hochberg, used before, let the cases without an effect get a false
+    verdict in up to 7% of such trials (``tests/test_sim_targets.py``).
     Stop-when-decided decisions (``with_sequential``) are applied after this and keep their own verdict."""
     out = list(comparisons)
     if not decide:
@@ -419,9 +424,9 @@ def with_bh(comparisons: list[ArmComparison], decide: bool = False, alpha: float
     for i, c in enumerate(out):
         families[(c.kind, c.source, c.agent, c.arm)].append(i)
     for idx in families.values():
-        cost = stats.bh_adjust([out[i].cost_p for i in idx])
-        passed = stats.bh_adjust([out[i].pass_p for i in idx])
-        score = stats.bh_adjust([out[i].score_p for i in idx])
+        cost = stats.holm_adjust([out[i].cost_p for i in idx])
+        passed = stats.holm_adjust([out[i].pass_p for i in idx])
+        score = stats.holm_adjust([out[i].score_p for i in idx])
         for j, i in enumerate(idx):
             c = dataclasses.replace(out[i], cost_p_adj=cost[j], pass_p_adj=passed[j], score_p_adj=score[j])
             pass_ci = stats.Interval(c.pass_diff_ci[0], c.pass_diff_ci[1], "newcombe", c.relative_cost_ci.confidence)

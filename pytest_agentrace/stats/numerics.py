@@ -254,16 +254,13 @@ def usable_cases(cases: Sequence[tuple[Sequence[float], Sequence[float]]], kind:
 
 def cluster_contrast(cases: Sequence[tuple[Sequence[float], Sequence[float]]], kind: str = "ratio", confidence: float = 0.95,
                      resamples: int = DEFAULT_RESAMPLES, rng=None) -> Contrast:
-    """Two-stage (cluster) bootstrap of an arm-vs-baseline contrast over cases.
+    """The new-cases interval of an arm-vs-baseline contrast over cases (``resample.cluster_contrast`` with one data
+    set): the clustered-t interval of the per-case contrasts (log ratios, or differences), ``K - 1`` df (Miller,
+    "Adding Error Bars to Evals", 2024); for ratios the estimate is the geometric mean of the case ratios.
 
     ``cases``: per case ``(arm_values, baseline_values)`` (e.g. tokens of every run). Cases with an empty side,
-    or (ratio) a baseline mean <= 0, are dropped. Each resample draws cases with replacement, then, inside each
-    drawn case, the arm's runs and the baseline's runs with replacement (Davison & Hinkley, "Bootstrap Methods
-    and their Application", 1997, sec. 3.8, strategy 1); the statistic is the mean over drawn cases of the
-    per-case contrast. With one case this is the ordinary two-sample bootstrap. Jackknife for BCa: leave one
-    case out (several cases) or one run out (one case). Critical value: the small-sample expansion over the
-    per-case, per-side groups, or over the per-case contrasts (``C - 1`` degrees of freedom) when that is wider.
-    ``resamples`` bootstrap draws (default 10,000). (``resample.cluster_contrast`` with one data set.)
+    or (ratio) a baseline mean <= 0, are dropped. With one case the two-sample bootstrap of
+    ``resample.stratified_contrast`` (``resamples`` draws, default 10,000).
     """
     if kind not in ("ratio", "difference"):
         raise ValueError(f"cluster_contrast: kind must be ratio or difference, not {kind!r}")

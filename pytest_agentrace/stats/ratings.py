@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
-from pytest_agentrace.stats.numerics import _var, bounded, t_interval
+from pytest_agentrace.stats.numerics import _var, z_value
 from pytest_agentrace.stats.score import score_outcomes
 
 INITIAL = 1500.0
@@ -110,10 +110,9 @@ def elo_history(outcomes: Iterable[Outcome]) -> list[dict[str, Any]]:
 class RaceStats:
     """coderace's per-agent statistics over task runs, done right.
 
-    ``runs``: valid runs (errors excluded); ``score_mean`` / ``score_sd`` over them; ``score_ci``: Student t 95%
-    interval (exact t quantiles at every n; the runs are those of these tasks, so it says how sure the mean is for
-    these tasks, not for tasks in general), cut to the score's range 0-100 (``numerics.bounded``: the true mean
-    lies in that range, so cutting never loses coverage); ``consistency = max(0, 1 - CV of score)`` (coderace's definition);
+    ``runs``: valid runs (errors excluded); ``score_mean`` / ``score_sd`` over them; ``score_ci``: ``score_interval``
+    (95%; the runs are those of these tasks, so it says how sure the mean is for these tasks, not for tasks in
+    general); ``consistency = max(0, 1 - CV of score)`` (coderace's definition);
     ``reliability``: share of valid runs that neither timed out nor had a non-zero agent exit code; ``races``:
     tasks where at least one other agent raced; ``wins``: races where the agent's mean score beat every other
     agent's by more than the draw margin (1 point) - ties are not wins; ``win_rate = wins / races``.
@@ -138,6 +137,30 @@ class RaceStats:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
+def score_interval(scores: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """Interval (0-100) for the mean of composite ``scores`` (each 0-100): Wilson's interval of ``mean / 100`` with
+    ``n`` runs, times 100. A score in [0, 100] with mean ``m`` has variance at most ``m (100 - m)`` (the variance of a
+    run that scores 0 or 100), so the Wilson pivot, which assumes that largest variance, is conservative for any
+    score distribution; unlike a t interval it keeps its width when every run scored the same (all passed: 5 runs at
+    100 give 57-100, not a zero-width 100-100) and when mostly-passing scores hide rare failures (a t interval covered
+    34-72% there; ``tests/test_sim_honest.py``). None for no scores. Wilson, JASA 22, 1927."""
+    if not scores:
+        return None
+    n = len(scores)
+    m = min(1.0, max(0.0, sum(scores) / n / 100.0))
+    lo, hi = _wilson_fraction(m, n, confidence)
+    return (100.0 * lo, 100.0 * hi)
+
+
+def _wilson_fraction(p: float, n: int, confidence: float) -> tuple[float, float]:
+    """``wilson_interval`` for an observed fraction ``p`` (not necessarily k/n) of ``n``."""
+    z = z_value(confidence)
+    denom = 1.0 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, center - half) if p > 0 else 0.0, min(1.0, center + half) if p < 1 else 1.0)
+
+
 def race_stats(outcomes: Sequence[Outcome]) -> list[RaceStats]:
     """``RaceStats`` per agent over the task outcomes (sorted by mean score, best first)."""
     outcomes = score_outcomes(outcomes)
@@ -160,7 +183,7 @@ def race_stats(outcomes: Sequence[Outcome]) -> list[RaceStats]:
         mine = [r for r in all_races if agent in r.scores and len(r.scores) > 1]
         wins = sum(all(r.scores[agent] - s > DRAW_MARGIN for b, s in r.scores.items() if b != agent) for r in mine)
         out.append(RaceStats(
-            agent, len({(o.source, o.case) for o in runs}), len(valid), mean, sd, bounded(t_interval(scores), 0.0, 100.0), consistency,
+            agent, len({(o.source, o.case) for o in runs}), len(valid), mean, sd, score_interval(scores), consistency,
             len(ok) / len(valid) if valid else None, len(mine), wins, wins / len(mine) if mine else None, ratings.get(agent),
         ))
     return sorted(out, key=lambda s: (-(s.score_mean if s.score_mean is not None else -1), s.agent))

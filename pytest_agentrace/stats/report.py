@@ -32,7 +32,7 @@ class StatsReport:
 
     ``comparisons``: per (kind, source, agent, arm) over shared cases; ``case_comparisons``: the same per case.
     ``races``: ``ratings.RaceStats`` for task files; ``footer``: method, seed, counts of cases, reps and errors;
-    ``arm_tokens``: tokens per run of arms with several cases, with a cluster bootstrap interval.
+    ``arm_tokens``: tokens per run of arms with several cases, with a clustered-t interval over the case means.
     """
 
     settings: dict[str, Any]
@@ -57,17 +57,19 @@ class StatsReport:
 
 METHODS = {
     FIXED: ("pass rates: Wilson 95% intervals (errors excluded; bracket with errors as failures); tokens per run: bootstrap "
-            "(BCa with small-sample expansion); target: the cases that ran (fixed cases); relative cost: bootstrap stratified "
-            "by case (runs resampled within their case, cases weighted equally; symmetric bootstrap-t on the log scale from "
+            "(BCa with small-sample expansion); target: the cases that ran (fixed cases); relative cost: geometric mean of the "
+            "case ratios, bootstrap stratified by case (runs resampled within their case, cases weighted equally; symmetric "
+            "bootstrap-t on the log scale from "
             "14 degrees of freedom in the runs, else BCa) with an exact permutation test (arm labels permuted within each "
             "case; Monte Carlo with its error when there are too many relabellings); pass-rate difference: Newcombe interval "
             "and Boschloo exact test (one case) or MOVER-Wilson interval and stratified exact test; per-case verdicts on "
-            "Benjamini-Hochberg adjusted p; p-values also Benjamini-Hochberg adjusted"),
+            "Holm adjusted p (family-wise); arm p-values also Benjamini-Hochberg adjusted"),
     CASES: ("pass rates: Wilson 95% intervals (errors excluded; bracket with errors as failures); tokens per run: bootstrap "
             "(BCa with small-sample expansion); target: new cases like these (--agentrace-generalize cases); relative cost: "
-            "cluster bootstrap (cases, then runs) with an exact permutation test (one case) or sign-flip test over cases; "
+            "geometric mean of the case ratios with a clustered-t interval (K-1 df) and a sign-flip test over cases (one case: "
+            "bootstrap and exact permutation test); "
             "pass-rate difference: Newcombe interval, Boschloo exact test (one case) or paired case bootstrap with "
-            "sign-flip test; per-case verdicts on Benjamini-Hochberg adjusted p; p-values also Benjamini-Hochberg adjusted"),
+            "sign-flip test; per-case verdicts on Holm adjusted p (family-wise); arm p-values also Benjamini-Hochberg adjusted"),
 }
 
 

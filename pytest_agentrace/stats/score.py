@@ -15,6 +15,12 @@ Components (each 0..1) of one run:
     above the previous value (single linkage, so the grouping is transitive); each value counts as its group's
     smallest, so two values less than 5% of the larger apart are always in one group and never change ranks
     (a chain of small steps can tie values further apart: 100, 104, 108 are one group);
+  * time resolution: for ``time`` a step also joins the group when it is at most ``TIME_RESOLUTION`` (2 s): the
+    harness's own timing noise (process start, sandbox set-up, scheduling on a shared machine) moves a run by tenths
+    of a second, and min-max normalisation would turn such a step into the whole time weight (two agents running
+    the identical command once scored 96.2 and 89.8). Time differences up to max(2 s, 5% of the run) are ties: with
+    timing noise of sd 0.3 s plus 1% of the run, identical agents are named winner of a race in under 5% of races
+    (``tests/test_sim_honest.py``; a 1 s resolution let 10.6% through);
   * zero lines everywhere -> 1 for all passing runs;
   * ``error`` runs (infrastructure) are not scored (score None) and not ranked.
 A passing run scores at least ``tests`` (+ ``verify``) weight (40 / 55 by default) while a failing one
@@ -31,6 +37,7 @@ from pytest_agentrace.record.model import AgentStatus, Outcome, Status
 DEFAULT_WEIGHTS = {"tests": 40.0, "exit": 20.0, "lint": 15.0, "time": 15.0, "lines": 10.0}
 VERIFY_WEIGHTS = {"tests": 25.0, "verify": 30.0, "exit": 20.0, "lint": 15.0, "time": 5.0, "lines": 5.0}
 TIE_BAND = 0.05
+TIME_RESOLUTION = 2.0  # seconds: time differences up to this are ties (the harness's timing noise; module docstring)
 
 
 def weights(has_verify: bool, scoring: Mapping[str, float] | None = None) -> dict[str, float]:
@@ -42,23 +49,25 @@ def weights(has_verify: bool, scoring: Mapping[str, float] | None = None) -> dic
     return {k: v / total for k, v in raw.items()} if total > 0 else {}
 
 
-def _tie_floor(values: Sequence[float]) -> dict[float, float]:
-    """Map each value to the smallest value of its tie group (see module docstring)."""
+def _tie_floor(values: Sequence[float], resolution: float = 0.0) -> dict[float, float]:
+    """Map each value to the smallest value of its tie group (see module docstring); a step of at most
+    ``resolution`` (same unit as the values) also ties."""
     floor: dict[float, float] = {}
     group_min = previous = None
     for v in sorted(set(values)):
-        if previous is None or (v - previous) > TIE_BAND * v:
+        if previous is None or (v - previous) > max(TIE_BAND * v, resolution):
             group_min = v
         floor[v] = group_min
         previous = v
     return floor
 
 
-def normalised(values: Mapping[str, float]) -> dict[str, float]:
-    """Min-max normalise ``{run_id: value}`` to 1 (best, lowest) .. 0 (worst), with the tie band applied."""
+def normalised(values: Mapping[str, float], resolution: float = 0.0) -> dict[str, float]:
+    """Min-max normalise ``{run_id: value}`` to 1 (best, lowest) .. 0 (worst), with the tie band (and steps up to
+    ``resolution``) applied."""
     if not values:
         return {}
-    floor = _tie_floor(list(values.values()))
+    floor = _tie_floor(list(values.values()), resolution)
     snapped = {k: floor[v] for k, v in values.items()}
     lo, hi = min(snapped.values()), max(snapped.values())
     if hi == lo:
@@ -88,7 +97,7 @@ def score_group(outcomes: Iterable[Outcome], has_verify: bool, has_lint: bool, s
     runs = list(outcomes)
     w = weights(has_verify, scoring)
     passing = [o for o in runs if o.status == Status.PASSED]
-    time_n = normalised({o.run_id: o.seconds for o in passing})
+    time_n = normalised({o.run_id: o.seconds for o in passing}, TIME_RESOLUTION)
     lines_n = normalised({o.run_id: float(o.lines_changed) for o in passing})
     out: dict[str, float | None] = {}
     for o in runs:

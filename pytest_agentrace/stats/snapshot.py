@@ -230,7 +230,7 @@ def pooled_row(kind: str, arm: str, agent: str, found: Sequence[tuple[dict[str, 
 
     ``fixed`` (the cases compared): token ratio new / old by the bootstrap stratified by case with the stratified
     permutation test, pass rate by the stratified exact test (one-sided), each case weighted equally. ``cases``
-    (new cases like these): cluster bootstrap with the sign-flip test over the per-case log ratios, pass rate by the
+    (new cases like these): clustered-t interval with the sign-flip test over the per-case log ratios, pass rate by the
     one-sided sign-flip test over the per-case differences (below 6 cases it cannot reach 0.05). The verdict rules
     are ``verdict.snapshot_verdicts``' with these tests."""
     import math

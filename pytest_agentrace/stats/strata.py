@@ -23,7 +23,8 @@ def stratified_contrast(cases: Sequence[tuple[Sequence[float], Sequence[float]]]
                         resamples: int = stats.DEFAULT_RESAMPLES, rng=None) -> stats.Contrast:
     """Bootstrap stratified by case of an arm-vs-baseline contrast (``resample.stratified_contrast`` with one data
     set): ``cases`` per case ``(arm values, baseline values)``; cases with an empty side, or (ratio) a baseline
-    mean <= 0, are dropped. The estimate is the mean over cases of the per-case contrast."""
+    mean <= 0, are dropped. The estimate is ``resample.over_cases`` of the per-case contrasts: for ratios their
+    geometric mean, for differences their mean."""
     data = stats.usable_cases(cases, kind)
     if not data:
         return stats.Contrast(kind, None, stats.Interval.none(confidence), 0, 0, 0, False)

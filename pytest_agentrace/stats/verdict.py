@@ -11,9 +11,10 @@ A verdict is the decision of one comparison, always read together with its inter
   ``alpha``. ``provisional`` below 8 runs per arm in some case.
 - ``better`` / ``worse`` (per metric: pass rate, score): the same two conditions on a difference whose null is 0;
   with one case the pass-rate verdict is Boschloo's exact test alone.
-- per-case verdicts (one comparison per case, reported together) are decided on their Benjamini-Hochberg
-  adjusted p-values (``compare.with_bh``), so the share of A/A trials with a false per-case verdict stays at
-  ``alpha`` however many cases there are.
+- per-case verdicts (one comparison per case, reported together) are decided on their Holm adjusted p-values
+  (``compare.with_bh``, family: the cases of one arm and agent, per metric), so the chance of any false per-case
+  verdict - also among the cases without an effect when other cases truly differ - stays at or below ``alpha``
+  (family-wise; Benjamini-Hochberg, used before, bounded only the false-discovery rate).
 - ``regressed`` / ``dearer`` / ``improved`` / ``same`` / ``not run`` / ``new`` (a session against a snapshot):
   see ``snapshot_verdict``. ``same`` means no change could be shown, not that none exists.
 - ``no clear difference``: nothing could be shown.
