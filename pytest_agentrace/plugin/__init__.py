@@ -183,7 +183,8 @@ def session_cgroup(found: _options.Settings) -> Parent | None:
 def session_sandbox(config: pytest.Config, found: _options.Settings) -> Sandbox | None:
     """The session's sandbox profile (``run.sandbox``), or None under ``--agentrace-sandbox off`` or where bwrap cannot
     run (``auto``: the reason is kept for the summary's warning; ``bwrap``: a usage error). Hides the results folder
-    and the user's HOME; shows the session's interpreter and this package read-only."""
+    and the user's HOME; shows the session's interpreter, its package folders (every ``site-packages`` /
+    ``dist-packages`` folder on ``sys.path``) and this package read-only."""
     if found.sandbox == "off":
         return None
     exe, why = sandbox_probe(found.offline)
@@ -193,7 +194,9 @@ def session_sandbox(config: pytest.Config, found: _options.Settings) -> Sandbox 
         config.stash[SANDBOX_WHY_KEY] = why
         return None
     package = Path(_options.__file__).resolve().parent
-    visible = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent, package.parent)
+    # the interpreter's package folders wherever they are (a user site under the hidden HOME, a folder a .pth adds)
+    sites = tuple(Path(p) for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir())
+    visible = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent, package.parent, *sites)
     return Sandbox(exe, hidden=(out_dir(config),), visible=visible, offline=found.offline)
 
 

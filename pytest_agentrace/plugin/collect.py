@@ -32,6 +32,7 @@ from pytest_agentrace.plugin.session import (
     out_dir,
     settings,
 )
+from pytest_agentrace.record.attempts import recorded_dir
 from pytest_agentrace.record.manifest import record_run
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.run.agent import agent_path_error, missing_executable
@@ -456,7 +457,8 @@ class RunItem(pytest.Function):
         self.stash[OUTCOME_KEY] = outcome
         self.user_properties.extend(outcome_properties(outcome))
         if not outcome.reused:  # hashed before any later agent starts (record.manifest)
-            record_run(out_dir(self.config), self.config.stash[SESSION_ID_KEY], spec.id, spec.run_dir(out_dir(self.config)))
+            out, sid = out_dir(self.config), self.config.stash[SESSION_ID_KEY]
+            record_run(out, sid, spec.id, recorded_dir(out, sid, spec.run_dir(out)))  # an error's attempt: its own folder
         if outcome.status == Status.ERROR:
             pytest.fail(f"{spec.id}: infrastructure error: {outcome.reason}", pytrace=False)
         super().runtest()

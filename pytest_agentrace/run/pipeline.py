@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.errors import WorkspaceError
+from pytest_agentrace.record import attempts
 from pytest_agentrace.record.model import (
     AgentStatus,
     CheckResult,
@@ -79,7 +80,20 @@ def execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id
     """Run ``spec`` end to end in the scratch folder ``tmp`` and write its records under ``spec.run_dir(out)``
     (``run.json`` last, atomically; ``trajectory.json`` (``record.trajectory``), ``prompt.txt``, ``argv.json``,
     ``raw.out``, ``raw.err``, ``diff.patch`` and the check logs before it). Returns the Outcome. Never raises but
-    ``KeyboardInterrupt``."""
+    ``KeyboardInterrupt``. A finished record already in the run's folder is never lost (``record.attempts``): an
+    ``error`` run over it is written as this session's attempt beside it, and an interrupt puts it back."""
+    keeper = attempts.Keeper(out, spec.run_dir(out), session_id)
+    keeper.set_aside()
+    try:
+        outcome = _execute_safely(spec, tmp, out, options, session_id)
+    except BaseException:
+        keeper.restore()
+        raise
+    keeper.settle(outcome.status)
+    return outcome
+
+
+def _execute_safely(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str) -> Outcome:
     try:
         return _execute(spec, tmp, out, options, session_id)
     except Exception as exc:  # noqa: BLE001 - a fault of ours must not lose the run: an error run with its traceback

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_agentrace.agents.base import RunOptions
+from pytest_agentrace.record.attempts import recorded_dir
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.record.runfile import write_atomic, write_run
 from pytest_agentrace.record.trajectory import write_trajectory
@@ -179,8 +180,9 @@ def run_group(members: Sequence[tuple[RunSpec, Path]], out: Path, options: RunOp
             o = o.replace(status=str(Status.STOPPED), reason=f"stopped: {winner} won the race and this run had not "
                           f"finished {grace:g} s later (the grace window)", score=None, checks={})
         o = o.replace(extra={**o.extra, "race": race.to_dict()})
-        write_trajectory(spec.run_dir(out), o)
-        write_run(spec.run_dir(out), o)
+        where = recorded_dir(out, session_id, spec.run_dir(out))  # an error over a finished record: its attempt
+        write_trajectory(where, o)
+        write_run(where, o)
         outcomes[spec.id] = o
     return race, outcomes
 
