@@ -26,7 +26,7 @@ from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.script import load_script
-from pytest_agentrace.plugin import collect, validate
+from pytest_agentrace.plugin import collect, interrupts, validate
 from pytest_agentrace.plugin import race as _race
 from pytest_agentrace.plugin import shard as _shard
 from pytest_agentrace.plugin.controller import Controller
@@ -118,8 +118,10 @@ def pytest_configure(config: pytest.Config) -> None:
         model_double=str((Path(config.invocation_params.dir) / model_double).resolve()) if model_double else None,
         **_cassette_options(config, found))
     _check_model_double(config)
+    install_sigterm(config)  # in workers too: a worker's SIGTERM ends its agent's group like Ctrl-C (plugin.interrupts)
     if is_worker(config):
         return
+    interrupts.install(config)
     out = out_dir(config)
     if _options.in_package(out):
         raise pytest.UsageError(f"the results folder would be {out}, inside the installed pytest-agentrace package; "
@@ -132,7 +134,6 @@ def pytest_configure(config: pytest.Config) -> None:
         except SnapshotError as exc:
             raise pytest.UsageError(f"--agentrace-snapshot: {exc}") from None
     _lock_out_dir(config, out, found.lock_timeout)
-    install_sigterm(config)
     config.pluginmanager.register(Controller(config, found, config.stash[SESSION_ID_KEY], out), Controller.NAME)
 
 
