@@ -456,9 +456,10 @@ class RunItem(pytest.Function):
         outcome = run(self.config, spec, tmp)
         self.stash[OUTCOME_KEY] = outcome
         self.user_properties.extend(outcome_properties(outcome))
-        if not outcome.reused:  # hashed before any later agent starts (record.manifest)
+        if not outcome.reused and settings(self.config).race:  # hashed before any later agent starts (record.manifest;
+            # a run outside a race is hashed by run.pipeline.execute itself, an error's attempt in its own folder)
             out, sid = out_dir(self.config), self.config.stash[SESSION_ID_KEY]
-            record_run(out, sid, spec.id, recorded_dir(out, sid, spec.run_dir(out)))  # an error's attempt: its own folder
+            record_run(out, sid, spec.id, recorded_dir(out, sid, spec.run_dir(out)))
         if outcome.status == Status.ERROR:
             pytest.fail(f"{spec.id}: infrastructure error: {outcome.reason}", pytrace=False)
         super().runtest()
