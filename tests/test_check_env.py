@@ -22,10 +22,18 @@ XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"],
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv that sees the packages of the interpreter running these tests (pytest, the plugin and its
+    dependencies): ``--system-site-packages`` alone gives the *base* interpreter's, which lack them when this suite
+    itself runs from a venv, so a ``.pth`` line adds this interpreter's site folders (their own ``.pth`` files, e.g.
+    an editable install, processed by ``site.addsitedir``)."""
+    import site
+
     root = tmp_path_factory.mktemp("venv") / "v"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(root)], check=True)
     purelib = subprocess.run([root / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
+    ours = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    Path(purelib, "_suite_site.pth").write_text("import site; " + "; ".join(f"site.addsitedir({p!r})" for p in ours) + "\n")
     Path(purelib, "venvonlytool.py").write_text("import sys\nprint('venvonlytool: ok')\nsys.exit(0)\n")
     return root
 

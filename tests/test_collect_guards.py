@@ -76,3 +76,47 @@ def test_a_file_named_on_the_command_line_is_always_loaded(pytester: pytest.Pyte
     assert "other.toml: key 'questions': a trial file needs a [[questions]] array of tables" in res.stdout.str()
     res = pytester.runpytest("--agentrace", ".")
     assert res.ret == pytest.ExitCode.NO_TESTS_COLLECTED and "error" not in res.stdout.str().lower()
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_an_agent_mapping_on_the_command_line_replaces_the_files_entry(
+        pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
+    """``--agentrace-agent '{name: claude, command: ...}'`` runs that command in place of the task file's ``claude``
+    (before, the file's entry was kept: skipped as "not installed", or the real CLI ran); the summary names the
+    command that ran. A plain name still picks the file's entry."""
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "fixer", FIXER)
+    write_script(bin_dir / "claude", "import pathlib\npathlib.Path('REAL_CLI_RAN').write_text('')\nraise SystemExit(3)\n")
+    (pytester.path / "task.yaml").write_text(TASK.format(name="t", agents="claude, noop"))
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-agent", "{name: claude, command: fixer}",
+                             "-p", "no:randomly", *xdist)
+    res.assert_outcomes(passed=1)
+    record = json.loads((pytester.path / "o/runs/t/default/claude/1/run.json").read_text())
+    assert record["status"] == "passed" and record["agent"] == "claude"
+    assert "fixed calc.py" in (pytester.path / "o/runs/t/default/claude/1/raw.out").read_text()
+    assert not list(pytester.path.rglob("REAL_CLI_RAN"))
+    assert "agent claude: ran `fixer` (--agentrace-agent; replaces the files' entries named claude)" in res.stdout.str()
+
+
+def test_a_plain_agent_name_keeps_the_files_entry_and_prints_no_override(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "fixer", FIXER)
+    (pytester.path / "task.yaml").write_text(TASK.format(name="t", agents="{name: claude, command: fixer}, noop"))
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-agent", "claude")
+    res.assert_outcomes(passed=1)
+    assert "--agentrace-agent; replaces" not in res.stdout.str()
+
+
+def test_an_agent_mapping_replaces_a_trials_agent_of_that_name(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    """In a trial the same rule holds: the mapping replaces the file's ``claude`` for every arm."""
+    make_repo(pytester.path / "app", {"ANSWER.txt": "port 8123\n"})
+    write_script(bin_dir / "answerer", "print('The port is 8123.')\n")
+    (pytester.path / "trial.toml").write_text(
+        'name = "ports"\n[defaults]\nreps = 1\n[[repos]]\nname = "app"\nsource = "app"\n[[arms]]\nname = "baseline"\n'
+        '[[agents]]\nname = "claude"\n[[agents]]\nname = "noop"\n'
+        '[[questions]]\nid = "port"\nrepo = "app"\nprompt = "Which port?"\nexpect = ["8123"]\n')
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-agent",
+                             "{name: claude, command: answerer}", "-rA")
+    res.assert_outcomes(passed=1)
+    assert "PASSED trial.toml::port[baseline-claude-r1]" in res.stdout.str()
+    assert "agent claude: ran `answerer`" in res.stdout.str()

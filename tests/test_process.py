@@ -113,18 +113,21 @@ class _SignalledPopen(process.subprocess.Popen):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_while_spawning_still_kills_the_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int) -> None:
     previous = signal.signal(signal.SIGTERM, resume._raise_interrupt)  # what --agentrace installs for SIGTERM
+    # Python's own Ctrl-C handler, also when this suite was started with SIGINT ignored (nohup ... &)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         monkeypatch.setattr(_SignalledPopen, "sig", sig)
         monkeypatch.setattr(_SignalledPopen, "spawned", [])
         monkeypatch.setattr(process.subprocess, "Popen", _SignalledPopen)
         with pytest.raises(KeyboardInterrupt):
             process.run(["sleep", "60"], cwd=tmp_path, grace=0.5)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
     [pid] = _SignalledPopen.spawned
     with pytest.raises(ProcessLookupError):  # killed and reaped, not left running in its own session
         os.kill(pid, 0)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
 
 def test_descendant_that_left_the_group_is_killed_too(tmp_path: Path) -> None:

@@ -65,6 +65,9 @@ def test_fast_agent_wins_and_the_sleeper_is_stopped(race_project: pytest.Pyteste
     assert slow["reason"].startswith("stopped: fixer won the race")
     assert slow["extra"]["race"]["winner"] == "task:fix-add/default/fixer/r1"
     assert slow["extra"]["race"]["stopped"] == ["task:fix-add/default/sleeper/r1"]
+    assert slow["checks"] == {}  # the stop cut its checks short: none ran to a result
+    row = next(line for line in res.stdout.lines if line.startswith("|") and " sleeper " in line)
+    assert [c.strip() for c in row.split("|")[4:7]] == ["stopped", "not run", "-"]  # Status, Tests, Verify
     with Store(race_project.path / "history.db") as store:
         rows = {r["run_id"]: r for r in store.runs()}
     assert rows["task:fix-add/default/sleeper/r1"]["status"] == "stopped"
@@ -119,3 +122,22 @@ def test_a_race_stays_on_one_shard(race_project: pytest.Pytester, xdist: list[st
         assert len(ids) == 2 and len(reps) == 1  # both agents of one rep: the race's runs start together
         seen += ids
     assert len(set(seen)) == 6
+
+
+def test_the_statistics_footer_counts_stopped_runs_as_stopped() -> None:
+    """The report's footer says how many runs were stopped in races, apart from infrastructure errors (it counted
+    them as errors); a reps table counts them apart too."""
+    from pytest_agentrace.report.stats_text import footer_lines
+    from pytest_agentrace.report.text import task_tables
+    from pytest_agentrace.stats.report import build_report
+
+    def run(agent: str, rep: int, status: str) -> Outcome:
+        checks = {} if status == "stopped" else {"tests": CheckResult("tests", "pytest", 0 if status == "passed" else 1, 1.0)}
+        return Outcome(run_id=f"task:t/default/{agent}/r{rep}", kind="task", source="t.yaml", case="t", arm="default",
+                       agent=agent, rep=rep, status=status, checks=checks, exit_code=0, seconds=1.0)
+
+    runs = [run("a", 1, "passed"), run("a", 2, "passed"), run("b", 1, "stopped"), run("b", 2, "error"), run("b", 3, "failed")]
+    footer = footer_lines(build_report(runs, resamples=200))[-1]
+    assert "5 runs, 1 infrastructure error (excluded), 1 stopped in a race (excluded), " in footer
+    row = next(line for line in task_tables(runs) if line.startswith("|") and " b " in line)
+    assert "3 (1 error, 1 stopped)" in row

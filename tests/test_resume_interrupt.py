@@ -34,10 +34,18 @@ def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
 
 
-def start(project: Path, out: str, *args: str) -> subprocess.Popen:
+def default_sigint() -> None:
+    """In the started session (before exec): SIGINT's default disposition, so the session installs Python's Ctrl-C
+    handler even when this suite was started with SIGINT ignored (``nohup ... &``), which children inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def start(project: Path, out: str, *args: str, sandbox: tuple[str, ...] = NO_SANDBOX,
+          preexec=default_sigint) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "pytest", "--agentrace", "--agentrace-out", out, *NO_SANDBOX, "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        [sys.executable, "-m", "pytest", "--agentrace", "--agentrace-out", out, *sandbox, "-p", "no:cacheprovider", "-p", "no:randomly", *args],
         cwd=project, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=preexec,
     )
 
 
@@ -95,8 +103,8 @@ def interrupt_then_resume(tmp_path: Path, xdist: list[str], sig: int, group: boo
     assert "KeyboardInterrupt" in stdout or "Interrupted" in stdout, stdout
     pids = [int(x) for x in (root / "waiting").read_text().split()]
     wait_for(lambda: not any(alive(pid) for pid in pids), f"the blocked agents {pids} to be gone")
-    # no half-written record, no temp file left by the atomic writer
-    assert not list(out.glob("runs/**/.run.json.*"))
+    # no half-written record, no temp file left by the atomic writer (safefile.TEMP_PREFIX; .run.json.* before)
+    assert not list(out.glob("runs/**/.run.json.*")) and not list(out.glob("**/.agentrace-tmp.*"))
     first = runs(out)
     assert 1 <= len(first) < 6
     assert all(r["status"] in ("passed", "failed") for r in first.values())

@@ -95,3 +95,19 @@ def test_regression_level_is_an_option() -> None:
     now = cell_runs(passed=2, n=4)
     assert snapshot.compare(snap, now, resamples=500)[0].verdict == "same"  # 4/4 -> 2/4: one-sided p = 0.089
     assert snapshot.compare(snap, now, resamples=500, alpha=0.1)[0].verdict == "regressed"
+
+
+def test_a_cell_of_errors_alone_reads_errors_not_same() -> None:
+    """A cell whose runs this session were all infrastructure errors has no sample: it reads ``errors`` (was
+    ``same``), the closing line counts it, no gate reads it, and the pooled row leaves it out."""
+    from pytest_agentrace.stats.verdict import GATE_VERDICTS
+
+    snap = snapshot.make_snapshot(cell_runs("q1") + cell_runs("q2"))
+    now = [run("q1", "docs", "a", r, "error", None) for r in (1, 2, 3)] + cell_runs("q2")
+    rows = {r.case: r for r in snapshot.compare(snap, now)}
+    assert rows["q1"].verdict == "errors" and rows["q1"].passed_text() == "4/4 -> 0/0"
+    assert rows["q1"].detail == "every run an infrastructure error (3): nothing to compare"
+    assert rows["q2"].verdict == "same" and "all 2 cases" not in rows  # one comparable cell: no pooled row
+    line = snapshot.closing_line(list(rows.values()))
+    assert line.startswith("2 cells: 0 regressed, 0 dearer, 0 improved, 1 same, 0 not run, 0 new, 1 errors.")
+    assert "errors" not in GATE_VERDICTS

@@ -26,7 +26,7 @@ from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.script import load_script
-from pytest_agentrace.plugin import collect, validate
+from pytest_agentrace.plugin import collect, interrupts, validate
 from pytest_agentrace.plugin import race as _race
 from pytest_agentrace.plugin import shard as _shard
 from pytest_agentrace.plugin.controller import Controller
@@ -118,8 +118,10 @@ def pytest_configure(config: pytest.Config) -> None:
         model_double=str((Path(config.invocation_params.dir) / model_double).resolve()) if model_double else None,
         **_cassette_options(config, found))
     _check_model_double(config)
+    install_sigterm(config)  # in workers too: a worker's SIGTERM ends its agent's group like Ctrl-C (plugin.interrupts)
     if is_worker(config):
         return
+    interrupts.install(config)
     out = out_dir(config)
     if _options.in_package(out):
         raise pytest.UsageError(f"the results folder would be {out}, inside the installed pytest-agentrace package; "
@@ -132,7 +134,6 @@ def pytest_configure(config: pytest.Config) -> None:
         except SnapshotError as exc:
             raise pytest.UsageError(f"--agentrace-snapshot: {exc}") from None
     _lock_out_dir(config, out, found.lock_timeout)
-    install_sigterm(config)
     config.pluginmanager.register(Controller(config, found, config.stash[SESSION_ID_KEY], out), Controller.NAME)
 
 
@@ -183,7 +184,8 @@ def session_cgroup(found: _options.Settings) -> Parent | None:
 def session_sandbox(config: pytest.Config, found: _options.Settings) -> Sandbox | None:
     """The session's sandbox profile (``run.sandbox``), or None under ``--agentrace-sandbox off`` or where bwrap cannot
     run (``auto``: the reason is kept for the summary's warning; ``bwrap``: a usage error). Hides the results folder
-    and the user's HOME; shows the session's interpreter and this package read-only."""
+    and the user's HOME; shows the session's interpreter, its package folders (every ``site-packages`` /
+    ``dist-packages`` folder on ``sys.path``) and this package read-only."""
     if found.sandbox == "off":
         return None
     exe, why = sandbox_probe(found.offline)
@@ -193,7 +195,9 @@ def session_sandbox(config: pytest.Config, found: _options.Settings) -> Sandbox 
         config.stash[SANDBOX_WHY_KEY] = why
         return None
     package = Path(_options.__file__).resolve().parent
-    visible = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent, package.parent)
+    # the interpreter's package folders wherever they are (a user site under the hidden HOME, a folder a .pth adds)
+    sites = tuple(Path(p) for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir())
+    visible = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent, package.parent, *sites)
     return Sandbox(exe, hidden=(out_dir(config),), visible=visible, offline=found.offline)
 
 

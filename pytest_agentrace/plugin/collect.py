@@ -32,6 +32,7 @@ from pytest_agentrace.plugin.session import (
     out_dir,
     settings,
 )
+from pytest_agentrace.record.attempts import recorded_dir
 from pytest_agentrace.record.manifest import record_run
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.run.agent import agent_path_error, missing_executable
@@ -191,10 +192,19 @@ def mark_collisions(items: list[pytest.Item]) -> None:
                     f"folder (runs/{case}/...) and overwrite each other; rename one (task 'name' / question 'id')")
 
 
+def overrides(spec) -> bool:
+    """Whether an ``--agentrace-agent`` spec says more than a name (``claude``, ``codex:gpt-5``, or the same as a
+    mapping): a mapping with a ``command``, ``env``, ``args``, ... is a whole agent, and replaces the file's entries
+    of its name instead of picking them."""
+    return spec != type(spec)(name=spec.name, id=spec.id, model=spec.model)
+
+
 def task_agents(listed, wanted):
     """The agents of a task file's runs: ``listed`` (the file's), or for each ``--agentrace-agent`` spec the file's
     entries it names (by id, name or ``name:model``, so their ``model_double``, ``env`` and ``args`` are kept),
-    else the spec itself (a task can run any agent)."""
+    else the spec itself (a task can run any agent). A spec that is a whole agent (``overrides``: e.g.
+    ``{name: claude, command: ...}``) always runs as given: the command line wins over the file's entry of that
+    name, which it replaces (keeping that entry's id)."""
     if not wanted:
         return listed
     chosen: list = []
@@ -202,9 +212,38 @@ def task_agents(listed, wanted):
         named = [a for a in listed if w.id in (a.id, a.name, a.label)]
         if not named and w.command is None:  # an agent of one's own ({name, command}) needs no built-in name
             known_agent(Path("--agentrace-agent"), f"--agentrace-agent {w.id}", w.name)
+        if named and overrides(w):
+            named = [w]
         chosen += [a for a in named or [w] if a not in chosen]
     given = iter(unique_agent_ids(a for a in chosen if a not in listed))  # the file's entries keep their ids
     return tuple(a if a in listed else next(given) for a in chosen)
+
+
+def override_lines(config: pytest.Config, ran: set[str]) -> list[str]:
+    """One summary line per ``--agentrace-agent`` spec that is a whole agent (``overrides``) and ran (its id in
+    ``ran``), saying what ran in place of any file's entry of its name: ``agent claude: ran `my-agent {prompt}`
+    (--agentrace-agent; replaces the files' entries named claude)``."""
+    import shlex
+
+    lines = []
+    for spec in cli_agents(config) or ():
+        if overrides(spec) and spec.id in ran:
+            what = f"`{shlex.join(spec.command)}`" if spec.command else f"the {spec.name} CLI with the option's settings"
+            lines.append(f"agent {spec.id}: ran {what} (--agentrace-agent; replaces the files' entries named {spec.name})")
+    return lines
+
+
+def trial_agents(listed, wanted) -> list:
+    """A trial's agents under ``--agentrace-agent``: the file's entries each spec names (by id, name or
+    ``name:model``); a spec that is a whole agent (``overrides``) replaces the entries of its name, or runs beside
+    them when the trial has none. Ids are made unique (``unique_agent_ids``)."""
+    chosen: list = []
+    for w in wanted:
+        named = [a for a in listed if w.id in (a.id, a.name, a.label)]
+        if overrides(w):
+            named = [w]
+        chosen += [a for a in named if a not in chosen]
+    return list(unique_agent_ids(chosen))
 
 
 MARKERS = {
@@ -314,11 +353,12 @@ class TrialFile(SpecFile):
         if override:
             trial = dataclasses.replace(trial, timeout=float(override))
         agents = list(trial.agents)
-        wanted = settings(self.config).agent
+        wanted = cli_agents(self.config)
         if wanted:
-            agents = [a for a in agents if {a.id, a.name, a.label} & set(wanted)]
+            agents = trial_agents(trial.agents, wanted)
             if not agents:
-                raise SpecError(self.path, "--agentrace-agent", f"{', '.join(wanted)} matches none of this trial's agents: {', '.join(a.id for a in trial.agents)}")
+                given = ", ".join(settings(self.config).agent)
+                raise SpecError(self.path, "--agentrace-agent", f"{given} matches none of this trial's agents: {', '.join(a.id for a in trial.agents)}")
         arms = [a.name for a in trial.arms]
         wanted_arms = settings(self.config).arm
         if wanted_arms:
@@ -416,8 +456,10 @@ class RunItem(pytest.Function):
         outcome = run(self.config, spec, tmp)
         self.stash[OUTCOME_KEY] = outcome
         self.user_properties.extend(outcome_properties(outcome))
-        if not outcome.reused:  # hashed before any later agent starts (record.manifest)
-            record_run(out_dir(self.config), self.config.stash[SESSION_ID_KEY], spec.id, spec.run_dir(out_dir(self.config)))
+        if not outcome.reused and settings(self.config).race:  # hashed before any later agent starts (record.manifest;
+            # a run outside a race is hashed by run.pipeline.execute itself, an error's attempt in its own folder)
+            out, sid = out_dir(self.config), self.config.stash[SESSION_ID_KEY]
+            record_run(out, sid, spec.id, recorded_dir(out, sid, spec.run_dir(out)))
         if outcome.status == Status.ERROR:
             pytest.fail(f"{spec.id}: infrastructure error: {outcome.reason}", pytrace=False)
         super().runtest()

@@ -39,7 +39,7 @@ import pytest
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import STEP_SUMMARY_ENV, Settings
 from pytest_agentrace.plugin import validate
-from pytest_agentrace.plugin.collect import planned_reps
+from pytest_agentrace.plugin.collect import override_lines, planned_reps
 from pytest_agentrace.plugin.progress import Progress, is_run_item
 from pytest_agentrace.plugin.session import SANDBOX_WHY_KEY, report_path
 from pytest_agentrace.record import index
@@ -420,7 +420,7 @@ class Controller:
             for line in result.failures:
                 write(f"agentrace: FAILED {line}", red=True, bold=True)
             return
-        for line in [*tables, *skips]:
+        for line in [*tables, *skips, *override_lines(config, {o.agent for o in result.outcomes})]:
             write(line)
         stats = report_lines(result.report, width=width, footer=verbosity >= 0) if result.report is not None else []
         if stats:

@@ -10,6 +10,7 @@ on one shard (``race_unit``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from pytest_agentrace.plugin.session import RUN_OPTIONS_KEY, SESSION_ID_KEY, out_dir, settings
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.run.agent import agent_path_error, missing_executable
+from pytest_agentrace.run.pipeline import execute
 from pytest_agentrace.run.race import (
     Race,
     claim,
@@ -64,7 +66,9 @@ def outcome(config: pytest.Config, spec: RunSpec, tmp: Path) -> Outcome:
     folder = race_dir(out, session_id, group_id(spec))
     if claim(folder):
         scratch = [(s, _scratch(tmp, i, s)) for i, s in enumerate(members)]
-        race, outcomes = run_group(scratch, out, config.stash[RUN_OPTIONS_KEY], session_id, found.race_grace)
+        # each member is hashed into the manifest once the race is in its record (RunItem.runtest)
+        race, outcomes = run_group(scratch, out, config.stash[RUN_OPTIONS_KEY], session_id, found.race_grace,
+                                   run=functools.partial(execute, manifest=False))
         write_result(folder, race, outcomes)
     else:
         longest = max(s.timeout for s in members)

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.record.attempts import ATTEMPTS_DIR, KEPT
 from pytest_agentrace.record.model import Outcome, contradictions
 from pytest_agentrace.record.runfile import RUN_FILE, write_atomic
 from pytest_agentrace.record.safefile import append_bytes, read_bytes, regular_files
@@ -301,6 +302,8 @@ def verify(out: Path, *, artifacts: bool = True, key: bytes | None = None) -> Ve
     known, errors = load_manifests(out, key)
     result = Verification(manifest_errors=errors)
     present = {p.parent.relative_to(out).as_posix(): p.parent for p in (out / "runs").glob(f"**/{RUN_FILE}")}
+    present.update({p.parent.relative_to(out).as_posix(): p.parent for p in (out / ATTEMPTS_DIR).glob(f"**/{RUN_FILE}")
+                    if KEPT not in p.relative_to(out).parts})  # errors beside finished records (record.attempts)
     for where in sorted(set(known) - set(present)):
         result.problems[where] = "removed after its session (in a manifest, not on disk)"
     for where, run_dir in sorted(present.items()):

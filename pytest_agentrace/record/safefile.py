@@ -5,7 +5,9 @@ Writes (``write_text``, ``write_bytes``) go to a fresh temp name created with ``
 the target's folder, opened itself with ``O_DIRECTORY | O_NOFOLLOW``, and are renamed over the target name within
 that folder: whatever stood there (a regular file, a symlink, a FIFO; an empty or agent-made folder is removed
 first, links inside it never followed) is replaced, never written through. ``write_new`` creates a file that must
-not exist yet. A folder that is a link is refused (``UnsafePath``).
+not exist yet. A folder that is a link is refused (``UnsafePath``). While a write is between its temp file and the
+rename, SIGINT and SIGTERM are held (``signals_held``, main thread) and delivered right after: a Ctrl-C never leaves
+a temp file behind.
 
 Reads (``read_bytes``, ``read_text``) open with ``O_NOFOLLOW | O_NONBLOCK`` inside a folder opened without
 following a link, and return None unless the file is a regular file (``fstat``): a link, a FIFO, a device or a
@@ -14,10 +16,13 @@ folder is never read. ``regular_files`` lists a folder's regular files without d
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
+import signal
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,11 +46,37 @@ def open_folder(folder: Path) -> int:
         raise UnsafePath(exc.errno, f"refused: {folder} is a link or not a folder", str(folder)) from None
 
 
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while the block runs, then deliver each that came (once) through the handler that was
+    in place: a ``KeyboardInterrupt`` cannot land between creating a temp file and renaming or removing it. Signal
+    handlers can only be changed in the main thread; elsewhere (where Python raises no ``KeyboardInterrupt``
+    anyway) the block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: pending.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for sig in dict.fromkeys(pending):
+            signal.raise_signal(sig)
+
+
 def write_bytes(path: Path, data: bytes, durable: bool = False, mode: int = 0o644) -> Path:
     """Write ``data`` to ``path`` through a temp file and a rename in the same folder (see the module docstring);
     ``durable`` fsyncs the file first (readers see the old or the new file, never half of it, also after a
-    crash). Returns ``path``. Raises ``UnsafePath`` when the folder is a link, ``OSError`` when writing fails."""
-    path = Path(path)
+    crash). Returns ``path``. Raises ``UnsafePath`` when the folder is a link, ``OSError`` when writing fails.
+    SIGINT and SIGTERM wait until the temp file is renamed or removed (``signals_held``)."""
+    with signals_held():
+        return _write_bytes(Path(path), data, durable, mode)
+
+
+def _write_bytes(path: Path, data: bytes, durable: bool, mode: int) -> Path:
     fd_dir = open_folder(path.parent)
     try:
         tmp = TEMP_PREFIX + secrets.token_hex(8)

@@ -298,7 +298,8 @@ def footer_lines(report: Any, fmt: str = "text") -> list[str]:
         f"method: {f['method']}.",
         f"seed {f['seed']}, {f['resamples']:,} resamples; {_plural(f['cases'], 'case')}, up to {_plural(f['reps'], 'rep')}, "
         f"{_plural(f['runs'], 'run')}, {_plural(f['errors'], 'infrastructure error')} (excluded), "
-        f"{_plural(f['tokens_unknown'], 'run')} with unknown tokens (excluded from token figures)"
+        + (f"{f['stopped']} stopped in a race (excluded), " if f.get("stopped") else "")
+        + f"{_plural(f['tokens_unknown'], 'run')} with unknown tokens (excluded from token figures)"
         + ("; BH p = Benjamini-Hochberg adjusted over the arm-vs-baseline comparisons together (false-discovery rate, "
            "shown for reading; their verdicts rest on their own p); Holm p = Holm adjusted over the per-case comparisons "
            "of each arm per metric (per-case verdicts are decided on it: family-wise error 5% per arm and metric)."

@@ -23,8 +23,14 @@ REPS_OPTIONAL = ("Lines", "Lint", "Verify", "Rank", "Tests", "Cost/run (USD)")
 MAX_FAILED = 20  # "not passed" lines per task table with reps
 
 
+NOT_RUN = "not run"  # a check cell of a run stopped in a race: its checks never ran
+
+
 def _check(o: Outcome, name: str) -> str:
     c = o.checks.get(name)
+    if o.status == Status.STOPPED and (c is not None or name == "tests" or (name == "verify" and o.has_verify)
+                                       or (name == "lint" and o.has_lint)):
+        return NOT_RUN
     if c is None:
         return "-"
     return "pass" if c.passed else ("timeout" if c.timed_out else "fail")
@@ -195,8 +201,10 @@ def _reps_table(runs: list[Outcome], show_cost: bool) -> tuple[list[list], list[
     for agent in agents:
         rs = sorted(by_agent[agent], key=lambda o: o.rep)
         samples = [o for o in rs if o.is_sample]
-        errors, reused = len(rs) - len(samples), sum(o.reused for o in rs)
+        errors, reused = sum(o.status == Status.ERROR for o in rs), sum(o.reused for o in rs)
+        stopped = sum(o.status == Status.STOPPED for o in rs)  # race mode: neither samples nor errors
         extra = [f"{errors} error" + ("s" if errors != 1 else "")] if errors else []
+        extra += [f"{stopped} stopped"] if stopped else []
         extra += [f"{reused} reused"] if reused else []
         score, seconds = means[agent], _mean([o.seconds for o in samples])
         lines = _mean([float(o.lines_changed) for o in samples if o.lines_changed is not None])

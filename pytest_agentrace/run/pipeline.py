@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.errors import WorkspaceError
+from pytest_agentrace.record import attempts
+from pytest_agentrace.record.manifest import record_run
 from pytest_agentrace.record.model import (
     AgentStatus,
     CheckResult,
@@ -47,8 +49,8 @@ from pytest_agentrace.record.model import (
     Usage,
 )
 from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
-from pytest_agentrace.record.runfile import write_run
-from pytest_agentrace.record.safefile import write_text
+from pytest_agentrace.record.runfile import RUN_FILE, write_run
+from pytest_agentrace.record.safefile import signals_held, write_text
 from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.run import cleantree, network, workspace
 from pytest_agentrace.run.agent import AgentRun, make_context, run_agent, run_limits
@@ -75,11 +77,39 @@ def judge_for(spec: RunSpec, out: Path, session_id: str, options: RunOptions) ->
     return judge(spec, out, session_id, options)
 
 
-def execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str) -> Outcome:
+def execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str,
+            manifest: bool = True) -> Outcome:
     """Run ``spec`` end to end in the scratch folder ``tmp`` and write its records under ``spec.run_dir(out)``
     (``run.json`` last, atomically; ``trajectory.json`` (``record.trajectory``), ``prompt.txt``, ``argv.json``,
     ``raw.out``, ``raw.err``, ``diff.patch`` and the check logs before it). Returns the Outcome. Never raises but
-    ``KeyboardInterrupt``."""
+    ``KeyboardInterrupt``. A finished record already in the run's folder is never lost (``record.attempts``): an
+    ``error`` run over it is written as this session's attempt beside it, and an interrupt puts it back.
+
+    ``manifest``: hash the record into the session's manifest (``record.manifest.record_run``) before returning,
+    with SIGINT and SIGTERM held from the settling to the manifest line, so an interrupted run either has both its
+    ``run.json`` and its manifest line or no ``run.json`` (one written before the interrupt is removed: a record no
+    manifest names would be unverifiable). Race mode hashes after it adds the race to the record (False here)."""
+    run_dir = spec.run_dir(out)
+    keeper = attempts.Keeper(out, run_dir, session_id)
+    keeper.set_aside()
+    recorded = False
+    try:
+        outcome = _execute_safely(spec, tmp, out, options, session_id)
+        with signals_held():
+            keeper.settle(outcome.status)
+            if manifest:
+                record_run(out, session_id, spec.id, attempts.recorded_dir(out, session_id, run_dir))
+            recorded = True
+    except BaseException:
+        if keeper.active:
+            keeper.restore()
+        elif not recorded and manifest:  # interrupted between its run.json and its manifest line
+            (run_dir / RUN_FILE).unlink(missing_ok=True)
+        raise
+    return outcome
+
+
+def _execute_safely(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str) -> Outcome:
     try:
         return _execute(spec, tmp, out, options, session_id)
     except Exception as exc:  # noqa: BLE001 - a fault of ours must not lose the run: an error run with its traceback

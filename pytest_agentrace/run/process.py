@@ -1,6 +1,7 @@
 """Run one command with a timeout in its own process group, with bounded output capture.
 
-On timeout (or interrupt) the whole group gets SIGTERM, then SIGKILL after ``grace`` seconds; after a
+On timeout (or interrupt) the whole group gets SIGTERM, then SIGKILL after ``grace`` seconds (a further SIGINT or
+SIGTERM meanwhile is held until the clean-up is done, so it cannot leave the group running); after a
 normal exit any process left in the group (a background grandchild) is killed too, and so is, on Linux, any
 descendant that left the group with ``setsid`` (``reaper``), so no descendant outlives its run. Output is read
 by threads while the command runs; each stream keeps its first ``head`` and last ``tail`` bytes and counts the
@@ -225,20 +226,26 @@ def run(
     except KeyboardInterrupt:
         interrupted = True
     seconds = time.monotonic() - start
-    if timed_out or interrupted or stopped or halted:
-        _kill_group(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-    # whatever is left in the group (also after a normal exit: background grandchildren) is killed
-    _kill_group(proc.pid, signal.SIGKILL)
-    proc.wait()
-    if sweep is not None:
-        sweep.kill_new()
-    for cap in (out, err):
-        cap.thread.join(timeout=5)
-    _close_pipes(proc)
+    held = _DeferredSignals()  # a second Ctrl-C / SIGTERM must not cut the clean-up short: held until it is done
+    try:
+        if timed_out or interrupted or stopped or halted:
+            _kill_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+        # whatever is left in the group (also after a normal exit: background grandchildren) is killed
+        _kill_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if sweep is not None:
+            sweep.kill_new()
+        for cap in (out, err):
+            cap.thread.join(timeout=5)
+        _close_pipes(proc)
+    finally:
+        if interrupted:  # the interrupt is raised below; signals that came meanwhile add nothing
+            held.pending.clear()
+        held.release()
     if interrupted:
         raise KeyboardInterrupt
     code = None if timed_out or stopped or halted else proc.returncode

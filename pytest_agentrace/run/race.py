@@ -6,7 +6,8 @@ pass, else the agent exits cleanly (exit code 0, no timeout); a trial run wins w
 checks) has finished; the first in wall-clock order to meet the condition is the winner, and its ``finished``
 time (seconds from the race's start) is its race time. Members still running ``grace`` seconds later are stopped
 (their process groups terminated through ``process.stop_on``) and recorded with status ``stopped``: neither a
-failure nor a statistical sample (``Outcome.is_sample``). A member that finished inside the window keeps its own
+failure nor a statistical sample (``Outcome.is_sample``), and with no checks (what the stop cut short never ran
+to a result; tables show them ``not run``). A member that finished inside the window keeps its own
 status; the second to meet the condition is the runner-up, and ``gap`` is its time minus the winner's. With no
 winner every member runs to its end (or timeout).
 
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_agentrace.agents.base import RunOptions
+from pytest_agentrace.record.attempts import recorded_dir
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.record.runfile import write_atomic, write_run
 from pytest_agentrace.record.trajectory import write_trajectory
@@ -174,11 +176,13 @@ def run_group(members: Sequence[tuple[RunSpec, Path]], out: Path, options: RunOp
         o = results[spec.id]
         if spec.id in race.stopped:
             winner = race.agents[race.winner] if race.winner else "another agent"
+            # its checks were cut short by the stop (or never started): none of them ran to a result
             o = o.replace(status=str(Status.STOPPED), reason=f"stopped: {winner} won the race and this run had not "
-                          f"finished {grace:g} s later (the grace window)", score=None)
+                          f"finished {grace:g} s later (the grace window)", score=None, checks={})
         o = o.replace(extra={**o.extra, "race": race.to_dict()})
-        write_trajectory(spec.run_dir(out), o)
-        write_run(spec.run_dir(out), o)
+        where = recorded_dir(out, session_id, spec.run_dir(out))  # an error over a finished record: its attempt
+        write_trajectory(where, o)
+        write_run(where, o)
         outcomes[spec.id] = o
     return race, outcomes
 

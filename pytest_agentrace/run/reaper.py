@@ -75,3 +75,24 @@ class Sweep:
             psutil.wait_procs(new, timeout=5)  # reaps them (they are our children)
             killed += len(new)
         return killed
+
+
+def signal_helpers(sig: int, keep: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """Send ``sig`` to this process's children that share its session (pytest-xdist workers, helpers it started),
+    not to those in a session of their own (a run's command: its group is ended by whoever runs it). Returns their
+    pids; ``keep``: pids left alone (children from before the session). A Ctrl-C in a terminal reaches every
+    process of the foreground group; a signal to the controller alone reaches its workers only this way."""
+    import psutil
+
+    mine = os.getsid(0)
+    sent = []
+    for pid in _children():
+        if pid in keep:
+            continue
+        try:
+            if os.getsid(pid) == mine:
+                os.kill(pid, sig)
+                sent.append(pid)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return sent

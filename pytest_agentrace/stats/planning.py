@@ -19,7 +19,7 @@ from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import power as pw
 from pytest_agentrace.stats.cells import pooled_cv, summarize
-from pytest_agentrace.stats.compare import compare_arms
+from pytest_agentrace.stats.compare import compare_arms, resolve_baseline
 from pytest_agentrace.stats.sequential import (
     CAPPED,
     CLEAR,
@@ -33,6 +33,7 @@ from pytest_agentrace.stats.verdict import CASES, FIXED, Verdict, check_target
 NO_TOKENS = "no token data"
 SPREAD_UNKNOWN = "spread unknown"
 ADD_CASES = "add cases"
+NO_VALID = "no valid runs"  # every run of the arm or of its baseline (in every case) was an infrastructure error
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,8 @@ class PlanRow:
     ``continue`` (more runs per case can decide it; ``spread unknown`` after one run per arm: no spread to plan
     with yet), ``futile`` (the observed difference would need more than ``max_reps`` runs per case, or the reps are
     used up), ``add cases`` (target ``cases`` with too few cases: a sign-flip test over 5 or fewer cases cannot
-    reach p < 0.05, whatever the runs), ``no token data`` (the agent reports no tokens), and under stop-when-decided
+    reach p < 0.05, whatever the runs), ``no token data`` (the agent reports no tokens), ``no valid runs`` (no case where both the arm and the
+    baseline have a run that is not an infrastructure error: nothing to compare yet), and under stop-when-decided
     the decision's ``capped``. ``needed``: runs per arm per case the observed difference needs (``power.runs_needed``
     with the observed CV, effect and, for ``cases``, spread of the per-case log ratios); ``more_runs`` the further
     runs per arm per case, ``further_tokens`` = ``more_runs`` x the sum over cases of (arm mean + baseline mean tokens
@@ -108,7 +110,9 @@ def plan_rows(outcomes: Iterable[Outcome], min_runs: int = MIN_RUNS, max_reps: i
     for key, d in found.items():
         by_arm[(key[0], key[1], key[3], key[4])].append(d)
     rows = []
+    compared: set[tuple[str, str, str, str]] = set()
     for comp in compare_arms(outcomes, baseline, seed, resamples, alpha=alpha, target=target):
+        compared.add((comp.kind, comp.source, comp.agent, comp.arm))
         pairs = [(cells[(comp.kind, comp.source, c, comp.arm, comp.agent)], cells[(comp.kind, comp.source, c, comp.baseline, comp.agent)])
                  for c in comp.cases]
         with_tokens = [(a, b) for a, b in pairs if a.tokens_n and b.tokens_n]
@@ -158,7 +162,36 @@ def plan_rows(outcomes: Iterable[Outcome], min_runs: int = MIN_RUNS, max_reps: i
         usd = tokens * price_per_mtok / 1e6 if tokens is not None and price_per_mtok is not None else None
         rows.append(PlanRow(comp.agent, label, comp.arm, comp.baseline, n, comp.relative_cost, comp.relative_cost_ci, comp.cost_verdict,
                             state, needed, more, tokens, usd, comp.cases, target, comp.provisional, note))
+    rows += uncompared_rows(outcomes, compared, baseline, target)
     return sorted(rows, key=lambda r: (r.agent, r.case, r.arm))
+
+
+def uncompared_rows(outcomes: Sequence[Outcome], compared: set[tuple[str, str, str, str]], baseline: str | None,
+                    target: str) -> list[PlanRow]:
+    """A ``no valid runs`` row for every arm of a group with two or more arms that ``compare_arms`` could not
+    compare (``compared``: its ``(kind, source, agent, arm)``s), so the plan lists every agent; the note says
+    which side had only infrastructure errors."""
+    groups: dict[tuple[str, str, str], list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        groups[(o.kind, o.source, o.agent)].append(o)
+    rows = []
+    for (kind, source, agent), runs in sorted(groups.items()):
+        arms = sorted({o.arm for o in runs})
+        if len(arms) < 2:
+            continue
+        base = resolve_baseline(runs, baseline)
+        for arm in arms:
+            if arm == base or (kind, source, agent, arm) in compared:
+                continue
+            mine = [o for o in runs if o.arm in (arm, base)]
+            cases = tuple(sorted({o.case for o in mine}))
+            empty = [a for a in (arm, base) if not any(o.is_sample for o in mine if o.arm == a)]
+            why = (f"every run of {' and '.join(empty)} was an infrastructure error" if empty
+                   else f"no case where both {arm} and {base} have a run that is not an infrastructure error")
+            label = cases[0] if len(cases) == 1 else ", ".join(cases) if len(cases) <= 3 else f"{len(cases)} cases"
+            rows.append(PlanRow(agent, label, arm, base, 0, None, None, Verdict.ERRORS.value, NO_VALID, None, None, None,
+                                None, cases, target, False, why))
+    return rows
 
 
 def formula(cv: float, effect: float = 0.2, alpha: float = 0.05, power_wanted: float = 0.8, cases: int = 1, target: str = FIXED,

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import ratings
 from pytest_agentrace.stats import sequential as seq
@@ -120,7 +120,8 @@ def build_report(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
     footer = {
         "method": method, "seed": seed, "resamples": resamples, "alpha": alpha, "target": target, "target_text": TARGET_TEXT[target],
         "cases": len({(o.kind, o.source, o.case) for o in outcomes}), "reps": max((o.rep for o in outcomes), default=0),
-        "runs": len(outcomes), "errors": len(outcomes) - len(samples),
+        "runs": len(outcomes), "errors": sum(o.status == Status.ERROR for o in outcomes),
+        "stopped": sum(o.status == Status.STOPPED for o in outcomes),  # race mode: neither samples nor errors
         "tokens_unknown": sum(o.usage.total_tokens is None for o in samples),
     }
     settings = {"baseline": baseline, "seed": seed, "resamples": resamples, "alpha": alpha, "confidence": confidence,

@@ -196,6 +196,11 @@ def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str 
             continue
         seen.add(key)
         new = cell_record(runs)
+        if not new["total"]:  # every run an infrastructure error: no sample, so no verdict but that
+            rows.append(SnapshotRow(old["kind"], old["case"], arm_label(old["arm"]), old["agent"], old["passed"], old["total"],
+                                    0, 0, Verdict.ERRORS.value,
+                                    f"every run an infrastructure error ({new['errors']}): nothing to compare"))
+            continue
         ratio = ratio_p = None
         if old["tokens"] and new["tokens"]:
             rng = stats.rng_for(seed, "snapshot", key)
@@ -216,7 +221,7 @@ def compare(snapshot: dict[str, Any], outcomes: Iterable[Outcome], old_arm: str 
     pairs: dict[tuple[str, str, str], list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
     for old in old_cells.values():
         runs = new_groups.get(match(old))
-        if runs:
+        if runs and any(o.is_sample for o in runs):
             pairs[(old["kind"], arm_label(old["arm"]), old["agent"])].append((old, cell_record(runs)))
     for (kind, arm, agent), found in sorted(pairs.items()):
         if len(found) > 1:
@@ -278,6 +283,8 @@ def closing_line(rows: Sequence[SnapshotRow]) -> str:
     counts = Counter(v for r in cells for v in (r.verdict, *r.also))  # a regressed and dearer cell counts in both
     order = [v.value for v in (Verdict.REGRESSED, Verdict.DEARER, Verdict.IMPROVED, Verdict.SAME, Verdict.NOT_RUN, Verdict.NEW)]
     parts = ", ".join(f"{counts.get(v, 0)} {v}" for v in order)
+    if counts.get(Verdict.ERRORS.value):  # cells of infrastructure errors alone: said only when there are some
+        parts += f", {counts[Verdict.ERRORS.value]} {Verdict.ERRORS.value}"
     over = ""
     if pooled:
         both = Counter(v for r in pooled for v in (r.verdict, *r.also))

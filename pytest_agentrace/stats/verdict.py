@@ -63,6 +63,7 @@ class Verdict(enum.StrEnum):
     SAME = "same"
     NOT_RUN = "not run"
     NEW = "new"
+    ERRORS = "errors"  # a cell whose runs were all infrastructure errors: nothing to compare (no gate reads it)
 
 
 def significant(interval: Any, p: float | None, alpha: float, null: float) -> int:
@@ -213,7 +214,7 @@ def snapshot_verdict(old_passed: int, old_total: int, new_passed: int, new_total
 # ---------------------------------------------------------------------------------------------- gates
 
 _METRIC = re.compile(r"^(?P<metric>pass@|pass\^|flip|pass_rate)(?P<k>\d*)\s*(?P<op><=|>=|<|>)\s*(?P<value>\d*\.?\d+)$")
-GATE_VERDICTS = {v.value.replace(" ", "-"): v for v in Verdict if v not in (Verdict.SAME, Verdict.NO_CLEAR)}
+GATE_VERDICTS = {v.value.replace(" ", "-"): v for v in Verdict if v not in (Verdict.SAME, Verdict.NO_CLEAR, Verdict.ERRORS)}
 GATE_HELP = ("a comma-separated list of verdicts (" + ", ".join(sorted(GATE_VERDICTS)) + ") and thresholds such as "
              "'pass@3<0.9', 'pass^3<0.5' (per cell), 'flip>0.2' (share of flipping cases per agent and arm), 'pass_rate<0.8' (per cell)")
 
