@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from reportkit import outcome
+from helpers import make_repo
+from helpers.report import outcome
 
-from conftest import make_repo
 from pytest_agentrace import cli
 from pytest_agentrace.record import index, runfile
 from pytest_agentrace.record.runfile import write_run

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import make_repo
+from helpers import make_repo
 
 HEAVY = ("numpy", "scipy")
 PROBE = f"""\
