@@ -160,14 +160,15 @@ def load_outcomes(out: str | Path, last_session: bool = False, gate: bool = Fals
     if not path.is_dir():
         raise CliError(f"{path}: no such results folder; run `pytest --agentrace --agentrace-out {path}` first")
     found = warn_unverifiable(path)
-    runs = [(p.parent.relative_to(path).as_posix(), o) for p, o in iter_runs(path)]
+    runs = list(iter_runs(path))
     if last_session:
         try:
             ids = last_session_ids(path)
         except ValueError as exc:
             raise CliError(str(exc)) from None
-        runs = [(w, o) for w, o in runs if o.run_id in ids]
-    if gate and (why := refuse_gate(found, path, None if not last_session else [w for w, _ in runs])):
+        runs = [(p, o) for p, o in runs if o.run_id in ids]
+    if gate and (why := refuse_gate(found, path, None if not last_session else
+                                    [p.parent.relative_to(path).as_posix() for p, _ in runs])):
         raise CliError(why)
     outcomes = [o for _, o in runs]
     if not outcomes:
