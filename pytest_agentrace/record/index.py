@@ -142,10 +142,23 @@ def refresh(out: Path) -> int:
 def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
     """``runfile.iter_runs`` from the index: ``(path, outcome)`` for every readable ``run.json`` under ``out/runs``
     in sorted path order, unreadable ones skipped with the same line on stderr. The index is refreshed first; when
-    it cannot be written (a read-only folder) the files are read as they are (``runfile.iter_runs``).
+    it cannot be written (a read-only folder) the files are read as they are (``runfile.iter_runs``)."""
+    root = Path(out) / "runs"
+    for rel, outcome in _indexed(out):
+        yield (root / rel if isinstance(rel, str) else rel), outcome
 
-    The index is read in batches of ``BATCH`` lines, each batch's keys and entries parsed by one ``json.loads``
-    (one C call per batch, its object keys shared), so memory holds one batch of JSON at a time."""
+
+def iter_outcomes(out: Path) -> Iterator[Outcome]:
+    """``iter_runs(out)`` without the paths (no ``Path`` made per run): the outcomes in sorted path order."""
+    for _rel, outcome in _indexed(out):
+        yield outcome
+
+
+def _indexed(out: Path) -> Iterator[tuple[str | Path, Outcome]]:
+    """``(path relative to out/runs, outcome)`` from the index, or ``(path, outcome)`` from the files when the
+    index cannot be written. The index is read in batches of ``BATCH`` lines, each batch's keys and entries parsed
+    by one ``json.loads`` (one C call per batch, its object keys shared), so memory holds one batch of JSON at a
+    time."""
     try:
         refresh(out)
         fh = open(Path(out) / INDEX_FILE, encoding="utf-8")
@@ -164,7 +177,7 @@ def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
                 if "record" not in data:
                     print(f"agentrace: skipped {root / key[0]}: {data.get('error')}", file=sys.stderr)
                     continue
-                yield root / key[0], Outcome.from_dict(data["record"])
+                yield key[0], Outcome.from_dict(data["record"])
 
 
 def _sharing(memo: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
