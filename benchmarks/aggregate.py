@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from reportkit import outcome
+from helpers.report import outcome
 
 from pytest_agentrace.record.model import CheckResult
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from reportkit import outcome
+from helpers.report import outcome
 
 from pytest_agentrace.record.store import SessionInfo, Store
 from pytest_agentrace.report import html, markdown
@@ -29,7 +29,7 @@ from pytest_agentrace.report.leaderboard import leaderboard
 WRITER = textwrap.dedent("""\
     import sys
     sys.path.insert(0, {tests!r})
-    from reportkit import outcome
+    from helpers.report import outcome
     from pytest_agentrace.record.store import SessionInfo, Store
     db, me, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with Store(db) as s:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from adapterkit import make_ctx, sample
+from helpers.adapters import make_ctx, sample
 
 from pytest_agentrace.agents.aider import Aider, number, parse_aider
 from pytest_agentrace.record.model import AgentStatus, CostSource

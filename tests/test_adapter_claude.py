@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from adapterkit import jsonl, make_ctx, sample
+from helpers.adapters import jsonl, make_ctx, sample
 
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.agents.claude import Claude, parse_claude

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from adapterkit import jsonl, make_ctx, sample
+from helpers.adapters import jsonl, make_ctx, sample
 
 from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.agents.claude import Claude

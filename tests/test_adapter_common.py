@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from adapterkit import make_ctx, sample
+from helpers.adapters import make_ctx, sample
 
 from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.agents.auth import detect
@@ -114,7 +114,7 @@ def test_model_provider_outages_are_errors_not_agent_failures(error, texts, stat
 
 
 def test_a_completed_run_mentioning_401_stays_completed():
-    from adapterkit import jsonl
+    from helpers.adapters import jsonl
 
     from pytest_agentrace.agents.claude import parse_claude
 

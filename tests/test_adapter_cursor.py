@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapterkit import jsonl, make_ctx, sample
+from helpers.adapters import jsonl, make_ctx, sample
 
 from pytest_agentrace.agents.cursor import Cursor, parse_cursor
 from pytest_agentrace.record.model import AgentStatus

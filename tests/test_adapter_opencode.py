@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapterkit import jsonl, make_ctx, sample
+from helpers.adapters import jsonl, make_ctx, sample
 
 from pytest_agentrace.agents.opencode import OpenCode, parse_opencode
 from pytest_agentrace.record.model import AgentStatus, CostSource

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from adapterkit import SAMPLES
+from helpers.adapters import SAMPLES
 
 from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.cli.parse import JSON_KEYS, parse_file, usage_json
@@ -48,7 +48,7 @@ def test_sample_parses_to_expected_figures(path: Path, tmp_path: Path):
 def test_parse_through_the_adapter_reads_side_files_from_the_run_folder(path: Path, tmp_path: Path):
     """A run's parse (``adapter.parse(stdout, stderr, ctx)``) finds the OTel/analytics file in the run folder
     and gives the same figures as the expectation (before pricing, which no sample needs: none is priced)."""
-    from adapterkit import make_ctx
+    from helpers.adapters import make_ctx
 
     exp = json.loads(Path(f"{path}.expected.json").read_text())
     adapter = get_adapter(exp["agent"])

@@ -14,9 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from trialkit import XDIST, XDIST_IDS
-
-from conftest import BUGGY_REPO, make_repo, write_script
+from helpers import BUGGY_REPO, make_repo, write_script
 
 # A fake claude (``kind: claude``): fixes calc.py, prints stream-json, then behaves as CLAUDE_END says:
 # "is_error" (an error result, exit 0), "crash" (no result, exit 3), "cut" (no result, exit 0), else a success.
@@ -59,7 +57,6 @@ def records(out: Path) -> dict[str, dict]:
     return {d["agent"]: d for d in (json.loads(p.read_text()) for p in out.glob("runs/**/run.json"))}
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_task_runs_follow_the_agents_own_verdict(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "fakeclaude", FAKE_CLAUDE)
@@ -110,7 +107,6 @@ expect = ["8123", "listens"]
 """
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_trial_runs_follow_the_agents_own_verdict(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "app", {"app.py": "PORT = 8123\n"})
     write_script(bin_dir / "fakeclaude", FAKE_CLAUDE)

@@ -9,17 +9,15 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.cli import main
 from pytest_agentrace.record.attempts import ATTEMPTS_DIR, KEPT, Keeper, finished
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 TASK = ("name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
         "agents: [{name: fixer, command: fixer}, {name: other, command: fixer}]\n")
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_an_error_session_writes_attempts_and_keeps_the_passing_records(
         pytester: pytest.Pytester, bin_dir: Path, xdist: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)

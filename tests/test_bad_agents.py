@@ -6,14 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.run.sandbox import probe
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 
-
-@pytest.mark.parametrize("xdist", XDIST)
 def test_bad_agents_never_break_the_session(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "fixer", FIXER)
@@ -87,7 +84,6 @@ def test_task_env_reaches_the_agent_and_pytest_vars_do_not(pytester: pytest.Pyte
     pytester.runpytest("--agentrace").assert_outcomes(passed=1)
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_missing_custom_path_is_an_error_and_bad_shebang_is_not_scored(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     """A custom command naming a path that does not exist is a configuration error of the item (not a skip like a
     CLI that is not installed, and no run.json); a script whose #! names a missing interpreter is an ``error`` run

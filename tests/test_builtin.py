@@ -23,7 +23,6 @@ from pytest_agentrace.spec.builtin import (
 )
 from pytest_agentrace.spec.task import load_task
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 EXPECTED = {
     "fibonacci": "easy",
     **dict.fromkeys(["json-parser", "markdown-to-html", "csv-analyzer", "cli-args-parser", "file-watcher"], "medium"),
@@ -86,7 +85,6 @@ def test_select_builtin() -> None:
         select_builtin(["fibonaci"])
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_run_a_builtin_without_a_path(pytester: pytest.Pytester, xdist: list[str]) -> None:
     res = pytester.runpytest("--agentrace", "--agentrace-builtin", "fibonacci", *xdist)
     res.assert_outcomes(passed=1, xfailed=1)
@@ -96,7 +94,6 @@ def test_run_a_builtin_without_a_path(pytester: pytest.Pytester, xdist: list[str
     assert (pytester.path / ".agentrace" / "runs" / "fibonacci" / "default" / "oracle" / "1" / "run.json").is_file()
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_builtin_lists_and_difficulty_filter(pytester: pytest.Pytester, xdist: list[str]) -> None:
     res = pytester.runpytest("--agentrace", "--agentrace-builtin", "all", "--agentrace-difficulty", "easy,medium", "--collect-only", "-q", *xdist)
     names = sorted({line.split("::")[1].split("[")[0] for line in res.stdout.lines if "::" in line})
@@ -139,7 +136,6 @@ test_command: "false"
 """
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_medium_hard_is_selected_by_its_own_name(pytester: pytest.Pytester, xdist: list[str]) -> None:
     """coderace's free-form levels: ``medium-hard`` is a level of its own (matched by name, case-insensitively, as
     coderace's ``--difficulty`` does), selected by neither ``medium`` nor ``hard``."""
@@ -165,7 +161,6 @@ def test_a_level_no_task_has_is_a_warning(pytester: pytest.Pytester) -> None:
     res.stdout.fnmatch_lines([expected])
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_difficulty_filter_deselects_task_runs(pytester: pytest.Pytester, xdist: list[str]) -> None:
     for name, level in (("a", "easy"), ("b", "medium"), ("c", "hard"), ("d", None)):
         (pytester.path / f"{name}.yaml").write_text(TASK.format(name=name, difficulty=f"difficulty: {level}\n" if level else ""))

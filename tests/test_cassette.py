@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from doublekit import call, script
+from helpers.double import call, script
 
 from pytest_agentrace.model_double.cassette import (
     HOME,

@@ -13,8 +13,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from doublekit import call, script
-from realclikit import host_facts_in
+from helpers.double import call, script
+from helpers.realcli import host_facts_in
 
 from pytest_agentrace.model_double.cassette import Cassette, Mismatch, Replayer, Reply, Scrubber, comparable
 from pytest_agentrace.model_double.normalise import (

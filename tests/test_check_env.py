@@ -14,10 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import BUGGY_REPO, make_repo
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
+from helpers import BUGGY_REPO, make_repo
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +60,6 @@ def test_the_venv_tool_runs_through_an_unactivated_venv(pytester: pytest.Pyteste
     assert rec["status"] == "passed" and rec["checks"]["lint"]["exit_code"] == 0
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_a_tool_missing_everywhere_is_an_error_naming_it(pytester: pytest.Pytester, xdist: list[str]) -> None:
     res = session(pytester, sys.executable, "python -m venvonlytool", *xdist)
     assert res.returncode == 1
@@ -75,7 +71,6 @@ def test_a_tool_missing_everywhere_is_an_error_naming_it(pytester: pytest.Pytest
     assert record(pytester)["reason"].startswith("lint cannot run here: no-such-linter-xyz is missing")
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_validate_tells_a_missing_tool_from_an_invalid_task(pytester: pytest.Pytester, venv: Path, xdist: list[str]) -> None:
     res = session(pytester, venv / "bin" / "python", "python -m venvonlytool", "--agentrace-validate", *xdist)
     assert "1 of 1 task(s) valid" in res.stdout, res.stdout[-3000:]

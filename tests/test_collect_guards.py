@@ -7,14 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 TASK = "name: {name}\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\nagents: [{agents}]\n"
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_two_files_with_one_case_name_are_errors_not_overwrites(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "fixer", FIXER)
@@ -47,7 +44,6 @@ def test_misspelt_agent_name_is_a_collection_error(pytester: pytest.Pytester) ->
     assert not (pytester.path / "o" / "runs").exists()
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_agent_option_keeps_the_task_files_entry(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     """``--agentrace-agent NAME`` picks the task file's own entries for NAME (with their command, env, model double)
     rather than replacing them with a bare spec; a name the file does not list still runs as given."""
@@ -78,7 +74,6 @@ def test_a_file_named_on_the_command_line_is_always_loaded(pytester: pytest.Pyte
     assert res.ret == pytest.ExitCode.NO_TESTS_COLLECTED and "error" not in res.stdout.str().lower()
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_an_agent_mapping_on_the_command_line_replaces_the_files_entry(
         pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     """``--agentrace-agent '{name: claude, command: ...}'`` runs that command in place of the task file's ``claude``

@@ -9,11 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
-from trialkit import make_project, trial_toml
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
+from helpers.trial import make_project, trial_toml
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 # fails unless the file FIXED_FLAG exists beside the script's folder (so a later session can make it pass)
 LAZY = FIXER.replace("import pathlib\n", "import pathlib, sys\nif not (pathlib.Path(sys.argv[0]).parent / 'FIXED').exists():\n"
                      "    sys.exit(0)\n", 1)
@@ -45,7 +43,6 @@ def lastfailed(root: Path) -> dict:
     return json.loads((root / ".pytest_cache" / "v" / "cache" / "lastfailed").read_text())
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_lf_reruns_only_the_failed_run(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     task_project(pytester.path, bin_dir)
     first = pytester.runpytest("--agentrace", "--agentrace-no-save", *xdist)

@@ -6,11 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from trialkit import make_project, trial_toml
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
+from helpers.trial import make_project, trial_toml
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 TASK = ("name: fix-add\ndescription: Fix add().\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
         "agents:\n  - {name: fixer, command: fixer}\n  - noop\n")
 PLAIN = "def test_plain():\n    assert True\n"
@@ -27,7 +25,6 @@ def collected(res: pytest.RunResult) -> list[str]:
     return sorted(line for line in res.stdout.lines if "::" in line and not line.startswith(("ERROR", "FAILED")))
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_ini_reps_doubles_the_items_under_strict_config_and_markers(pytester: pytest.Pytester, bin_dir: Path,
                                                                      xdist: list[str]) -> None:
     project(pytester.path, bin_dir)

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from trialkit import make_project, trial_toml
+from helpers import write_script
+from helpers.trial import make_project, trial_toml
 
-from conftest import write_script
 from pytest_agentrace.run.slots import run_slot, slot_key
 
 # Marks itself active, counts the active runs after a moment, stays 1.5 s, answers right.

@@ -7,16 +7,14 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.plugin.progress import Tracker, fmt_eta
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 SLOW = "import time\ntime.sleep(2)\n" + FIXER
 LINE = re.compile(r"^agentrace: progress: (\d)/3 runs done; running (fix-add\[slow-r\d\] \d+ s(, )?)+; ETA (.+)$")
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_slow_runs_print_progress_lines_when_not_a_terminal(pytester: pytest.Pytester, bin_dir: Path,
                                                              xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)

@@ -9,11 +9,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from trialkit import make_project, trial_toml
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
+from helpers.trial import make_project, trial_toml
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 TASK = ("# a task\nname: fix-add\ndescription: Fix add().\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
         "timeout: 60\n{more}agents:\n{agents}")
 LAZY = "print('I changed nothing')\n"
@@ -34,7 +32,6 @@ def section(res: pytest.RunResult, title: str, until: str = ".*") -> list[str]:
     return lines[start + 1:end]
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_tb_line_is_shorter_than_tb_long(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     project(pytester.path, bin_dir, "  - {name: fixer, command: fixer}\n  - {name: lazy, command: lazy}\n")
     head = "task:fix-add/default/lazy/r1: failed: tests failed (exit 1)"
@@ -51,7 +48,6 @@ def test_tb_line_is_shorter_than_tb_long(pytester: pytest.Pytester, bin_dir: Pat
     assert not any(re.match(r"^=+ FAILURES =+$", line) for line in no.stdout.lines)
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_the_agent_runs_in_the_call_phase(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     """``--durations`` lists the run's call phase, and the JUnit time of a test case covers its agent's time."""
     project(pytester.path, bin_dir, "  - {name: fixer, command: fixer}\n")
@@ -64,7 +60,6 @@ def test_the_agent_runs_in_the_call_phase(pytester: pytest.Pytester, bin_dir: Pa
     assert float(case.get("time")) >= float(props["agentrace.seconds"]) > 0
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_an_infrastructure_error_is_an_error(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     """A setup command that fails is an infrastructure fault: pytest shows and counts it as an error, JUnit writes
     ``<error>`` (not ``<failure>``), and the run's payload still reaches the summary."""
@@ -80,7 +75,6 @@ def test_an_infrastructure_error_is_an_error(pytester: pytest.Pytester, bin_dir:
     assert any(line.startswith("|") and "fixer" in line and "error" in line for line in section(res, "agentrace"))
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_junit_has_no_empty_numeric_property(pytester: pytest.Pytester, xdist: list[str]) -> None:
     make_project(pytester.path)
     (pytester.path / "ports.toml").write_text(trial_toml())
@@ -96,7 +90,6 @@ def test_junit_has_no_empty_numeric_property(pytester: pytest.Pytester, xdist: l
                 float(value)  # raises on ""
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_quiet_shortens_the_agentrace_section(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     project(pytester.path, bin_dir, "  - {name: fixer, command: fixer}\n  - {name: lazy, command: lazy}\n")
     lines = {}
@@ -110,7 +103,6 @@ def test_quiet_shortens_the_agentrace_section(pytester: pytest.Pytester, bin_dir
     assert [line for line in lines["-q"] if line.startswith("|") and "fixer" in line]  # the table stays
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_skip_reasons_are_summed_up(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     agents = ("  - {name: fixer, command: fixer}\n  - {name: ghost, command: ghost-cli}\n"
               "  - {name: phantom, command: phantom-cli}\n")

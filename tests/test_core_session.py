@@ -7,10 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
-from conftest import BUGGY_REPO, FIXER, git, make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
+from helpers import BUGGY_REPO, FIXER, git, make_repo, write_script
 
 
 def task_yaml(repo: str, agents: list[str], extra: str = "") -> str:
@@ -33,7 +30,6 @@ def fixer_project(pytester: pytest.Pytester, bin_dir: Path) -> pytest.Pytester:
     return pytester
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_fixer_beats_noop_and_junit_has_properties(fixer_project: pytest.Pytester, xdist: list[str]) -> None:
     res = fixer_project.runpytest("--agentrace", "--junitxml=out.xml", *xdist)
     res.assert_outcomes(passed=1, xfailed=1)
@@ -62,7 +58,6 @@ with open("calc.py", "a") as fh:
 """
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_junit_scores_are_the_session_scores(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     """A score is relative to the other agents of the task and rep, known only at session end: the JUnit
     ``agentrace.score`` is rewritten then (a worker alone would give every passing run full credit)."""
@@ -112,7 +107,6 @@ def test_run_results_on_disk(fixer_project: pytest.Pytester) -> None:
     assert "fixed calc.py" in (run_dir / "raw.out").read_text()
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_user_repo_untouched(fixer_project: pytest.Pytester, xdist: list[str]) -> None:
     repo = fixer_project.path / "repo"
     (repo / "untracked.txt").write_text("mine\n")
@@ -125,7 +119,6 @@ def test_user_repo_untouched(fixer_project: pytest.Pytester, xdist: list[str]) -
     assert files_before == {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_runs_never_see_each_other(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "leaker", """\
@@ -140,7 +133,6 @@ def test_runs_never_see_each_other(pytester: pytest.Pytester, bin_dir: Path, xdi
     res.assert_outcomes(passed=3)
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_timeout_kills_grandchildren(pytester: pytest.Pytester, bin_dir: Path, tmp_path: Path, xdist: list[str]) -> None:
     marker = tmp_path / "grandchild-wrote-this"
     make_repo(pytester.path / "repo", BUGGY_REPO)
@@ -160,7 +152,6 @@ def test_timeout_kills_grandchildren(pytester: pytest.Pytester, bin_dir: Path, t
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_missing_agent_skips(pytester: pytest.Pytester, xdist: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A CLI that is not installed (a built-in adapter's or a custom command's program not on PATH) skips its items."""
     make_repo(pytester.path / "repo", BUGGY_REPO)
@@ -185,7 +176,6 @@ def test_agent_override_reps_and_ids(pytester: pytest.Pytester, bin_dir: Path) -
     ]
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_tampering_with_protected_files_fails(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "rigger", """\
@@ -200,7 +190,6 @@ def test_tampering_with_protected_files_fails(pytester: pytest.Pytester, bin_dir
     assert "tampered: conftest.py, test_calc.py" in res.stdout.str()
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_setup_failure_is_an_error_not_a_failure(pytester: pytest.Pytester, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     (pytester.path / "task.yaml").write_text(task_yaml("repo", ["noop"], "setup: ['exit 7']\n"))
@@ -209,7 +198,6 @@ def test_setup_failure_is_an_error_not_a_failure(pytester: pytest.Pytester, xdis
     assert "setup command 1 failed (exit 7)" in res.stdout.str()
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_check_command_not_found_is_error(pytester: pytest.Pytester, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     (pytester.path / "task.yaml").write_text(task_yaml("repo", ["oracle"]).replace("python -m pytest -q test_calc.py", "no-such-test-runner-xyz"))

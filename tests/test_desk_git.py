@@ -15,11 +15,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, git, make_repo, write_script
 
-from conftest import BUGGY_REPO, git, make_repo, write_script
 from pytest_agentrace.run import workspace
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 ATTACKS = ("fsmonitor", "filter", "textconv", "external", "hooks", "worktree")
 FAKE_KEY = b"sk-ant-api03-" + b"K" * 40
 
@@ -83,7 +82,6 @@ def files_in(patch: str) -> set[str]:
     return {line.split(" b/", 1)[1] for line in patch.splitlines() if line.startswith("diff --git ")}
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_planted_git_config_never_runs_and_changes_nothing_recorded(planted, xdist) -> None:
     pytester, home, marks = planted
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-sandbox", "off",

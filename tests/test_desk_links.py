@@ -13,12 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, make_repo, write_script
 
-from conftest import BUGGY_REPO, make_repo, write_script
 from pytest_agentrace.cli import main
 from pytest_agentrace.record.manifest import verify
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 SECRET = "HOME-CREDENTIAL-VALUE-0123"
 
 LINKER = r"""
@@ -75,7 +74,6 @@ def linked(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory, 
     return pytester, home, drop
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_links_in_the_record_folder_are_never_written_through(linked, xdist, capsys) -> None:
     pytester, home, drop = linked
     before_home = snapshot(home)

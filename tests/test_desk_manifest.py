@@ -13,12 +13,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.cli import main
 from pytest_agentrace.record.manifest import MANIFEST_DIR, digest_run, results_digest, verify
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 KEY = "ci-secret-manifest-key-0042"
 
 
@@ -86,7 +85,6 @@ def keyed(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     return pytester
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_key_and_digest_catch_the_three_rehashed_forgeries(keyed, xdist, monkeypatch, capsys) -> None:
     pytester = keyed
     db = pytester.path / "history.db"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import git, make_repo
 
-from conftest import git, make_repo
 from pytest_agentrace.cli import main
 from pytest_agentrace.cli.difftask import MODES
 from pytest_agentrace.spec.task import load_task
@@ -147,7 +147,7 @@ def test_apply_puts_an_uncommitted_change_into_each_clone(changed_repo: Path, py
 
 
 def test_review_fails_a_reviewer_that_edits_the_reviewed_files(changed_repo: Path, pytester: pytest.Pytester, bin_dir: Path) -> None:
-    from conftest import write_script
+    from helpers import write_script
 
     git(changed_repo, "commit", "-q", "-m", "the change under review")
     write_script(bin_dir / "reviewer", "print('app.py:2: negative widths give 0, not an error')\n")

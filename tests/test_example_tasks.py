@@ -8,13 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from atifkit import check_folder
+from helpers.atif import check_folder
 
 EXAMPLES = Path(__file__).parents[1] / "example_suites" / "tasks"
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_example_tasks_oracle_passes_and_noop_fails(pytester: pytest.Pytester, xdist: list[str]) -> None:
     shutil.copytree(EXAMPLES, pytester.path / "tasks")
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "tasks", *xdist)

@@ -15,12 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from adapterkit import SAMPLES
-from atifkit import check_folder
+from helpers import BUGGY_REPO, make_repo, write_script
+from helpers.adapters import SAMPLES
+from helpers.atif import check_folder
 
-from conftest import BUGGY_REPO, make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 DESC = "Fix add() in calc.py so that it adds."
 
 FAKE = """\
@@ -149,7 +147,6 @@ def table_rows(text: str) -> dict[str, list[str]]:
     return {row[1]: row for row in task_table(text)[1:]}
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_seven_fake_clis_race_with_parsed_tokens_cost_and_documented_argv(pytester: pytest.Pytester, only_fakes_on_path: Path, xdist):
     rec = pytester.path / "argv-records"
     install_fakes(only_fakes_on_path, rec)
@@ -191,7 +188,6 @@ def test_seven_fake_clis_race_with_parsed_tokens_cost_and_documented_argv(pytest
     assert outcomes["claude"]["usage"]["tool_calls"] == [{"name": "Bash", "summary": "printf 'hi\\n' > hello.txt"}]
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_no_cost_option_hides_tokens_and_cost(pytester: pytest.Pytester, only_fakes_on_path: Path, xdist):
     install_fakes(only_fakes_on_path, pytester.path / "rec", ["claude"])
     make_repo(pytester.path / "repo", BUGGY_REPO)
@@ -202,7 +198,6 @@ def test_no_cost_option_hides_tokens_and_cost(pytester: pytest.Pytester, only_fa
     assert "Agent" in cols and "Tokens" not in cols and "Cost (USD)" not in cols
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_missing_cli_is_skipped_with_its_name(pytester: pytest.Pytester, only_fakes_on_path: Path, xdist):
     install_fakes(only_fakes_on_path, pytester.path / "rec", ["claude"])
     make_repo(pytester.path / "repo", BUGGY_REPO)
@@ -222,7 +217,6 @@ AUTH_FAIL = {
 }
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_auth_error_output_is_status_error_not_a_failure(pytester: pytest.Pytester, only_fakes_on_path: Path, xdist):
     for exe, out in AUTH_FAIL.items():
         write_script(only_fakes_on_path / exe, f"import sys\nsys.stdout.write({out!r})\nsys.exit(1)\n")
@@ -236,7 +230,6 @@ def test_auth_error_output_is_status_error_not_a_failure(pytester: pytest.Pytest
     assert "tests" not in runs["claude"]["checks"]  # never scored: the checks did not run
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_custom_command_with_an_adapter_kind_parses_like_that_adapter(pytester: pytest.Pytester, only_fakes_on_path: Path, xdist):
     """``{name: mine, command: "my-wrapper {prompt}", kind: claude}``: the wrapper's output is read as Claude Code's."""
     write_script(only_fakes_on_path / "my-wrapper", f"""\

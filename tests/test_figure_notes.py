@@ -7,15 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from adapterkit import SAMPLES
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
+from helpers.adapters import SAMPLES
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 CLAUDE_SAMPLE = SAMPLES / "claude" / "captured-2.1.197-stream-json-bash-tool.jsonl"
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_summary_and_html_show_cut_output_parse_warnings_and_unknown_tokens(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "fixer", FIXER)  # plain: stdout is its answer, no tokens

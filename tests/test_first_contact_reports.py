@@ -15,9 +15,9 @@ from urllib.parse import unquote
 import numpy  # noqa: F401  (imported once here: pytester's in-process runs cannot re-import numpy's C extension)
 import pytest
 import scipy.stats  # noqa: F401
-from reportkit import BOT, CALC_REPO, outcome
+from helpers import XDIST, make_repo, write_script
+from helpers.report import BOT, CALC_REPO, outcome
 
-from conftest import make_repo, write_script
 from pytest_agentrace import cli
 from pytest_agentrace.record.manifest import digest_run, write_manifest
 from pytest_agentrace.record.runfile import write_run
@@ -25,8 +25,6 @@ from pytest_agentrace.report.html import render_report
 from pytest_agentrace.report.json_export import build_export
 from pytest_agentrace.report.markdown import COMMENT_LIMIT, COMMENT_MARKER, comment_body, elo_title, render
 from pytest_agentrace.stats.score import score_outcomes
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 
 TASK = """\
 name: fix-add
@@ -130,7 +128,6 @@ def test_html_of_a_session_with_a_baseline(one_rep: pytest.RunResult, pytester: 
     assert "Elo over these runs (1 race in 1 session)" in parser.h2
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_nothing_collected_names_the_file_patterns(pytester: pytest.Pytester, xdist: list[str]) -> None:
     (pytester.path / "notes.yaml").write_text("title: not a task\n")
     (pytester.path / "settings.toml").write_text("[tool]\nname = 'not a trial'\n")

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from atifkit import check_folder
+from helpers.atif import check_folder
 
 from pytest_agentrace.cli import main
 from pytest_agentrace.errors import SpecError
@@ -18,7 +18,6 @@ from pytest_agentrace.run.sandbox import probe
 from pytest_agentrace.spec.harbor import VERIFY_COMMAND, load_harbor_task
 
 EXAMPLE = Path(__file__).parents[1] / "example_suites" / "harbor" / "word-count"
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 needs_bwrap = pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
 
 # a second task: solve.sh checks the agent's view (workspace at /app, /logs/agent writable, no /tests) and leaves a
@@ -137,7 +136,6 @@ def runs(out: Path) -> dict[tuple[str, str], dict]:
 
 
 @needs_bwrap
-@pytest.mark.parametrize("xdist", XDIST)
 def test_harbor_folders_run_unchanged_in_harbors_layout(pytester: pytest.Pytester, xdist: list[str]) -> None:
     shutil.copytree(EXAMPLE, pytester.path / "suite" / "word-count")
     harbor_task(pytester.path / "suite" / "paths", "[task]\nname = 'acme/paths'\n", PATHS_SOLVE, PATHS_TEST,

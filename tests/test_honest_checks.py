@@ -8,10 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from conftest import make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
+from helpers import make_repo, write_script
 
 REPO = {
     "calc.py": "def add(a, b):\n    return a - b\n",
@@ -125,7 +122,6 @@ def bot(bin_dir: Path) -> None:
     write_script(bin_dir / "bot", AGENT)
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_hacks_fail_and_honest_agents_pass(pytester: pytest.Pytester, bot: None, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", REPO)
     (pytester.path / "main.yaml").write_text(task_yaml("main", MAIN_MODES))
@@ -160,7 +156,6 @@ def test_hacks_fail_and_honest_agents_pass(pytester: pytest.Pytester, bot: None,
     assert runs["bare", "pytest_py"]["checks"]["tests"]["exit_code"] == 0  # exit 0, and still no pass
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_verify_that_runs_part_of_the_hidden_tests_fails(pytester: pytest.Pytester, bot: None, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", REPO)
     (pytester.path / "part.yaml").write_text(task_yaml("part", ["honest"],

@@ -8,10 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, make_repo, write_script
 
-from conftest import BUGGY_REPO, make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 BOT = r"""
 import os, sys
 mode = os.environ["MODE"]
@@ -60,7 +58,6 @@ def session(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str], defaults
     return {r["agent"]: r for r in records}
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_a_dumped_answer_is_incorrect_and_a_short_one_passes(pytester: pytest.Pytester, bin_dir: Path,
                                                              xdist: list[str]) -> None:
     runs = session(pytester, bin_dir, xdist)

@@ -11,8 +11,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from helpers import make_repo
 
-from conftest import make_repo
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.run import cleantree, counting, workspace
 from pytest_agentrace.spec.task import load_task

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 import numpy  # noqa: F401  (imported once here: pytester's in-process runs cannot re-import numpy's C extension)
 import pytest
 import scipy.stats  # noqa: F401
-from reportkit import make_acceptance_project
+from helpers.report import make_acceptance_project
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 CHROMIUM = os.environ.get("AGENTRACE_CHROMIUM", "/usr/bin/chromium")

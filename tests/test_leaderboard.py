@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from reportkit import outcome
+from helpers.report import outcome
 
 from pytest_agentrace.cli import main
 from pytest_agentrace.record import store

@@ -14,8 +14,8 @@ import resource
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.argtypes import byte_size
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import BY_NAME
@@ -25,7 +25,6 @@ from pytest_agentrace.run.limits import DEFAULTS, Limits, confine, diagnose, tre
 from pytest_agentrace.spec.common import parse_limits
 from pytest_agentrace.spec.trial import load_trial
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 TEST = "test_command: python -m pytest -q test_calc.py"
 
 HOG = """\
@@ -89,7 +88,6 @@ def runs_of(root: Path, task: str = "t") -> dict[str, dict]:
     return {p.parts[-3]: json.loads(p.read_text()) for p in root.glob(f"o/runs/{task}/default/*/1/run.json")}
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_runaway_agents_are_stopped_and_recorded(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     for name, body in (("hog", HOG), ("bigfile", BIG_FILE), ("manyfiles", MANY_FILES), ("spinner", SPINNER),
@@ -138,7 +136,6 @@ def test_runaway_agents_are_stopped_and_recorded(pytester: pytest.Pytester, bin_
     assert runs["burst"]["exit_code"] == 0 and runs["burst"]["extra"]["limits"]["disk"]["workspace_growth"] > 5 * 2**20
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_fork_loop_is_stopped_at_a_small_process_limit(pytester: pytest.Pytester, bin_dir: Path,
                                                        xdist: list[str]) -> None:
     if not processes_enforceable():

@@ -7,10 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-XDIST = [[], ["-p", "xdist", "-n", "2"]]
 
-
-@pytest.mark.parametrize("xdist", XDIST)
 def test_skip_location_is_the_task_file(pytester: pytest.Pytester, xdist: list[str]) -> None:
     (pytester.path / "task.yaml").write_text("# a comment\nname: fix-add\ndescription: d\ntest_command: 'false'\n"
                                              "agents:\n  - {name: ghost, command: 'no-such-agent-cli {prompt}'}\n")
@@ -21,7 +18,6 @@ def test_skip_location_is_the_task_file(pytester: pytest.Pytester, xdist: list[s
     assert "collect.py" not in res.stdout.str()
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_builtin_tasks_get_a_node_id_path_and_classname(pytester: pytest.Pytester, xdist: list[str]) -> None:
     res = pytester.runpytest("--agentrace", "--agentrace-builtin", "fibonacci", "--agentrace-no-save",
                              "--junitxml=out.xml", "-p", "no:cacheprovider", "-rA", *xdist)

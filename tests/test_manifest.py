@@ -9,14 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, make_repo, write_script
 
-from conftest import BUGGY_REPO, make_repo, write_script
 from pytest_agentrace.cli import main
 from pytest_agentrace.record.manifest import MANIFEST_DIR, digest_run, verify, write_manifest
 from pytest_agentrace.record.model import CheckResult, Outcome
 from pytest_agentrace.record.runfile import iter_runs, read_run, write_run
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 FIXER = """\
 import pathlib
 p = pathlib.Path("calc.py")
@@ -53,7 +52,6 @@ def agentrace(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str,
     return code, got.out, got.err
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_verify_passes_untouched_and_names_each_change(session, xdist, capsys) -> None:
     pytester, out = session
     run_session(pytester, *xdist).assert_outcomes(passed=2, xfailed=2)

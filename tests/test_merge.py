@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trialkit import XDIST, XDIST_IDS, make_project, runs, trial_toml
+from helpers.trial import make_project, runs, trial_toml
 
 from pytest_agentrace import cli
 from pytest_agentrace.record.manifest import digest_run, write_manifest
@@ -47,7 +47,6 @@ def session(p: pytest.Pytester, out: str, *args: str) -> None:
     assert res.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), res.stdout.str()
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_merged_shards_equal_one_session(project: pytest.Pytester, xdist: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     session(project, "single", *xdist)
     for k in (1, 2, 3):

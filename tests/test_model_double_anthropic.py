@@ -6,7 +6,7 @@ import json
 import subprocess
 
 import pytest
-from doublekit import call, recorded, script, url_and_path
+from helpers.double import call, recorded, script, url_and_path
 
 from pytest_agentrace.model_double.server import ModelDouble
 

@@ -7,7 +7,7 @@ import socket
 import threading
 
 import pytest
-from doublekit import call, recorded, script
+from helpers.double import call, recorded, script
 
 from pytest_agentrace.model_double.server import ModelDouble
 

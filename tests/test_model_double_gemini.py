@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from doublekit import call, recorded, script, url_and_path
+from helpers.double import call, recorded, script, url_and_path
 
 from pytest_agentrace.model_double.server import ModelDouble, fill_schema
 

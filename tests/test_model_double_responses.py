@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from doublekit import call, recorded, script
+from helpers.double import call, recorded, script
 
 from pytest_agentrace.model_double.server import ModelDouble
 

@@ -13,11 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, make_repo, write_script
 
-from conftest import BUGGY_REPO, make_repo, write_script
 from pytest_agentrace.model_double import netns
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 
 MINIAGENT = r"""
 import json, os, socket, subprocess, sys, urllib.request
@@ -75,7 +73,6 @@ def records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "model-double-requests.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_task_agents_play_their_scripts(project: pytest.Pytester, xdist: list[str]) -> None:
     project.makefile(".yaml", task(
         "  - {name: mini, command: 'miniagent {prompt}', model_double: scripts/solve.yaml}\n"
@@ -96,7 +93,6 @@ def test_task_agents_play_their_scripts(project: pytest.Pytester, xdist: list[st
     assert [r["answer"]["kind"] for r in records(nothing)] == ["text"]
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_session_wide_script_option(project: pytest.Pytester, xdist: list[str]) -> None:
     project.makefile(".yaml", task("  - {name: mini, command: 'miniagent {prompt}'}\n  - noop\n"))
     res = project.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-model-double", "scripts/solve.yaml", *xdist)
@@ -130,7 +126,6 @@ def test_trial_agent_entry_with_model_double(project: pytest.Pytester) -> None:
 
 
 @pytest.mark.skipif(netns.probe()[0] is None, reason="network namespaces are not permitted here")
-@pytest.mark.parametrize("xdist", XDIST)
 def test_offline_runs_agent_and_double_in_a_loopback_only_namespace(project: pytest.Pytester, xdist: list[str]) -> None:
     ifaces = project.path / "ifaces.json"
     project.makefile(".yaml", task(

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from adapterkit import SAMPLES
+from helpers.adapters import SAMPLES
 
 from pytest_agentrace.model_double.runs import (
     REQUEST_LOG,

@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from doublekit import call, recorded
+from helpers import BUGGY_REPO, make_repo, write_script
+from helpers.double import call, recorded
 
-from conftest import BUGGY_REPO, make_repo, write_script
 from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.script import parse_script
 from pytest_agentrace.model_double.server import ModelDouble
@@ -26,7 +26,6 @@ from pytest_agentrace.run import network
 from pytest_agentrace.run.netproxy import Rule
 from pytest_agentrace.run.sandbox import probe
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 needs_netns = pytest.mark.skipif(netns.probe()[0] is None, reason=f"no network namespace here: {netns.probe()[1]}")
 needs_sandbox = pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
 
@@ -211,7 +210,6 @@ def test_a_double_answers_only_its_own_runs_key(tmp_path: Path) -> None:
 # --- sessions ------------------------------------------------------------------------------------------------------
 
 @needs_sandbox
-@pytest.mark.parametrize("xdist", XDIST)
 def test_provider_mode_reaches_nothing_of_the_host(pytester: pytest.Pytester, reached: _Reached, xdist) -> None:
     """The default: a plain agent reaches neither a host listener (directly or through its proxy) nor an abstract
     unix socket; the refused contact is in run.json."""
@@ -229,7 +227,6 @@ def test_provider_mode_reaches_nothing_of_the_host(pytester: pytest.Pytester, re
 
 
 @needs_sandbox
-@pytest.mark.parametrize("xdist", XDIST)
 def test_an_allowed_listener_is_reached_through_the_proxy(pytester: pytest.Pytester, reached: _Reached, xdist) -> None:
     probe_task(pytester, reached, f", network: {{allow: ['127.0.0.1:{reached.port}']}}")
     pytester.runpytest("--agentrace", "--agentrace-out", "out", *xdist)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from adapterkit import SAMPLES
+from helpers.adapters import SAMPLES
 
 from pytest_agentrace.cli.parse import JSON_KEYS
 

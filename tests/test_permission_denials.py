@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from conftest import BUGGY_REPO, make_repo, write_script
+from helpers import BUGGY_REPO, make_repo, write_script
 
 SAMPLE = Path(__file__).parent / "samples/claude/captured-2.1.197-stream-json-permission-denied.jsonl"
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.record.model import CheckResult, Outcome, Status
 from pytest_agentrace.record.store import Store
 from pytest_agentrace.run.race import won
@@ -17,7 +17,6 @@ from pytest_agentrace.stats.cells import summarize_cell
 from pytest_agentrace.stats.score import score_group
 from pytest_agentrace.stats.snapshot import cell_record
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 SLEEPER = """\
 import pathlib, time
 pathlib.Path("started-slow").write_text("x")
@@ -47,7 +46,6 @@ def records(out: Path) -> dict[str, dict]:
     return {d["run_id"]: d for d in (json.loads(p.read_text()) for p in sorted(out.glob("runs/**/run.json")))}
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_fast_agent_wins_and_the_sleeper_is_stopped(race_project: pytest.Pytester, xdist: list[str]) -> None:
     began = time.monotonic()
     res = race_project.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-db", "history.db",
@@ -111,7 +109,6 @@ def test_stopped_runs_are_no_samples() -> None:
     assert Status.STOPPED == "stopped"
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_a_race_stays_on_one_shard(race_project: pytest.Pytester, xdist: list[str]) -> None:
     seen = []
     for k in (1, 2, 3):

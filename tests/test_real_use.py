@@ -7,14 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 TASK = "name: {name}\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_runs_pass_under_warnings_as_errors(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "fixer", FIXER)
@@ -40,7 +37,6 @@ def test_a_small_relative_cost_prints_its_digits_in_markdown() -> None:
     assert comparison_rows(doc)[0][5] == "0.0024 (0.0021–0.0027)"
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_a_tool_call_that_met_command_not_found_is_noted(pytester: pytest.Pytester, bin_dir: Path,
                                                          xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
@@ -55,7 +51,6 @@ def test_a_tool_call_that_met_command_not_found_is_noted(pytester: pytest.Pytest
     res.stdout.fnmatch_lines([f"*lost*{note}*"])
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_a_session_in_which_no_run_could_start_fails_in_one_line(pytester: pytest.Pytester, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     (pytester.path / "task.yaml").write_text(TASK.format(name="t") + "agents: [{name: gone, command: [no-such-agent-xyz]}]\n")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realclikit import (
+from helpers.realcli import (
     CLIS,
     leftover_processes,
     outcomes,

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from realclikit import (
+from helpers.realcli import (
     CLIS,
     NOTHING,
     SOLVE,

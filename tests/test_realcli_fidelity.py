@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realclikit import CLIS, outcomes, requests, require_cli, session_args
+from helpers.realcli import CLIS, outcomes, requests, require_cli, session_args
 
 from pytest_agentrace.model_double.runs import read_log, served_usage
 from pytest_agentrace.model_double.script import TurnUsage

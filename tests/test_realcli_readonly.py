@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from realclikit import CLIS, outcomes, requests, require_cli, session_args
+from helpers.realcli import CLIS, outcomes, requests, require_cli, session_args
 
 from pytest_agentrace.model_double.tools import offered_tools
 from pytest_agentrace.spec.builtin import find_builtin

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from realclikit import CLIS, host_facts_in, outcomes, require_cli, session_args
+from helpers.realcli import CLIS, host_facts_in, outcomes, require_cli, session_args
 
 from pytest_agentrace.model_double.environment import DUMMY_KEY
 

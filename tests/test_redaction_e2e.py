@@ -13,10 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, make_repo, write_script
 
-from conftest import BUGGY_REPO, make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 KEY = "sk-live-4f8a9c2e1b7d6a5f3e0c9b8a7d6e5f4c"  # also the shape of an OpenAI key
 LEAKY = r"""
 import json, os
@@ -31,7 +29,6 @@ emit({"type": "result", "subtype": "success", "is_error": False, "result": "The 
 """
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_a_printed_key_is_in_no_artifact(pytester: pytest.Pytester, bin_dir: Path, monkeypatch: pytest.MonkeyPatch,
                                          xdist: list[str]) -> None:
     monkeypatch.setenv("MY_SERVICE_TOKEN", KEY)

@@ -173,7 +173,7 @@ def _start(args: list[str]) -> tuple[subprocess.Popen[str], str]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_standalone_model_double_serves_and_stops_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
-    from doublekit import call
+    from helpers.double import call
 
     (tmp_path / "s.yaml").write_text(SCRIPT)
     proc, line = _start([str(tmp_path / "s.yaml"), "--log", str(tmp_path / "log.jsonl")])
@@ -190,7 +190,7 @@ def test_standalone_model_double_serves_and_stops_cleanly(tmp_path: Path, sig: s
 
 
 def test_standalone_model_double_serves_a_cassette(tmp_path: Path) -> None:
-    from doublekit import call
+    from helpers.double import call
 
     from pytest_agentrace.model_double.cassette import Cassette
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from reportkit import outcome
+from helpers.report import outcome
 
 from pytest_agentrace.cli import main
 from pytest_agentrace.record.manifest import record_run

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from reportkit import outcome
+from helpers.report import outcome
 
 from pytest_agentrace.agents.pricing import apply_pricing
 from pytest_agentrace.record.model import Usage

@@ -16,11 +16,9 @@ from pathlib import Path
 import numpy  # noqa: F401  (imported once here: pytester's in-process runs cannot re-import numpy's C extension)
 import pytest
 import scipy.stats  # noqa: F401
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.plugin import progress
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 
 # Claude Code stream-json, one tool call every 0.6 s, then the result (fixes calc.py).
 SLOW_BOT = """\
@@ -46,7 +44,6 @@ def project(root: Path, bin_dir: Path, agents: str) -> None:
                                     f"timeout: 60\nagents:\n{agents}")
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_plain_lines_when_not_a_terminal(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     project(pytester.path, bin_dir, "  - {name: fixer, command: 'fixer {prompt}'}\n  - noop\n")
     res = pytester.runpytest("--agentrace", "--agentrace-no-save", "-v", *xdist)

@@ -14,17 +14,14 @@ from pathlib import Path
 import numpy  # noqa: F401  (imported once here: pytester's in-process runs cannot re-import numpy's C extension)
 import pytest
 import scipy.stats  # noqa: F401
-from reportkit import make_acceptance_project
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
+from helpers.report import make_acceptance_project
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.record.store import ENV_VAR, Store
 from pytest_agentrace.report.json_export import validate
 from pytest_agentrace.report.markdown import COMMENT_MARKER
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 
-
-@pytest.mark.parametrize("xdist", XDIST)
 def test_acceptance_session_writes_every_report(pytester: pytest.Pytester, bin_dir: Path, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
     monkeypatch.delenv(ENV_VAR, raising=False)
     summary = pytester.path / "step-summary.md"
@@ -104,7 +101,6 @@ def small_project(pytester: pytest.Pytester, bin_dir: Path) -> None:
         "agents:\n  - {name: fixer, command: 'fixer {prompt}'}\n  - noop\n")
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_no_save_writes_nothing(pytester: pytest.Pytester, bin_dir: Path, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
     monkeypatch.delenv(ENV_VAR, raising=False)
     small_project(pytester, bin_dir)
@@ -116,7 +112,6 @@ def test_no_save_writes_nothing(pytester: pytest.Pytester, bin_dir: Path, monkey
     assert list(pytester.path.rglob("*.db"))
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_db_option_and_environment(pytester: pytest.Pytester, bin_dir: Path, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
     small_project(pytester, bin_dir)
     monkeypatch.setenv(ENV_VAR, str(pytester.path / "env.db"))
@@ -128,7 +123,6 @@ def test_db_option_and_environment(pytester: pytest.Pytester, bin_dir: Path, mon
     assert not (pytester.path / ".agentrace" / "history.db").exists()
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_resumed_runs_are_not_saved_twice(pytester: pytest.Pytester, bin_dir: Path, monkeypatch: pytest.MonkeyPatch, xdist: list[str]) -> None:
     monkeypatch.delenv(ENV_VAR, raising=False)
     small_project(pytester, bin_dir)
@@ -159,7 +153,6 @@ def test_two_sessions_at_once_both_saved(pytester: pytest.Pytester, bin_dir: Pat
         assert {r["session_id"] for r in store.runs()} == {s["id"] for s in sessions}
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_an_unwritable_report_is_a_warning_not_a_failure(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
     small_project(pytester, bin_dir)
     # a directory where the JSON file should go, made after the start-up check (a path checked early can still

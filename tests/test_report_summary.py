@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from reportkit import outcome
+from helpers.report import outcome
 
 from pytest_agentrace.record.model import CheckResult
 from pytest_agentrace.report.fit import fit, fit_lines, line_width, shorten
@@ -18,7 +18,6 @@ from pytest_agentrace.report.trials import trial_tables
 from pytest_agentrace.stats.report import build_report
 from pytest_agentrace.stats.score import score_outcomes
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 TASKS = ["alpha", "bravo", "charlie", "delta", "echo"]
 
 
@@ -214,7 +213,6 @@ agents:
 """
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_a_session_of_five_tasks_prints_one_matrix(pytester: pytest.Pytester, xdist: list[str]) -> None:
     for name in TASKS:
         (pytester.path / f"{name}.yaml").write_text(TASK.format(name=name, python=sys.executable))
@@ -234,7 +232,6 @@ def test_a_session_of_five_tasks_prints_one_matrix(pytester: pytest.Pytester, xd
     assert sum(line.startswith("| Task") for line in res.stdout.lines) == 1
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_a_session_fits_the_terminal_width(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, xdist: list[str]
 ) -> None:

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from reportkit import outcome
+from helpers import make_repo
+from helpers.report import outcome
 
-from conftest import make_repo
 from pytest_agentrace import cli
 from pytest_agentrace.record import index, runfile
 from pytest_agentrace.record.runfile import write_run
@@ -49,6 +49,7 @@ def test_report_from_the_index_equals_report_from_the_files(tmp_path: Path, caps
     out = folder(tmp_path / "out")
     with monkeypatch.context() as m:  # the report as it was: every run.json parsed
         m.setattr("pytest_agentrace.cli.stats.iter_runs", runfile.iter_runs)
+        m.setattr("pytest_agentrace.cli.stats.iter_outcomes", lambda out: (o for _p, o in runfile.iter_runs(out)))
         parsed = report(capsys, out)
     assert not (out / index.INDEX_FILE).exists()
     built = report(capsys, out)  # no index yet: built from the files, then written
@@ -62,6 +63,7 @@ def test_report_from_the_index_equals_report_from_the_files(tmp_path: Path, caps
     assert parsed == built == cached
     assert "skipped" in cached[1] and "q0/base/a/9/run.json: not a valid run record" in cached[1]
     assert list(index.iter_runs(out)) == from_files(out)
+    assert list(index.iter_outcomes(out)) == [o for _p, o in from_files(out)]
 
 
 @pytest.mark.parametrize("damage", ["missing", "flipped byte", "cut short", "not an index", "other schema"])

@@ -6,17 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from trialkit import (
-    XDIST,
-    XDIST_IDS,
-    agent_logs,
-    make_project,
-    runs,
-    trial_rows,
-    trial_toml,
-)
+from helpers import BUGGY_REPO, make_repo, write_script
+from helpers.trial import agent_logs, make_project, runs, trial_rows, trial_toml
 
-from conftest import BUGGY_REPO, make_repo, write_script
 from pytest_agentrace.record.manifest import digest_run, write_manifest
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.runfile import write_run
@@ -38,7 +30,6 @@ def run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
     return p.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-sandbox", "off", *args)
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_resume_in_the_sandbox(project: pytest.Pytester, xdist: list[str]) -> None:
     """Under the default sandbox a resumed session reuses every verified record and starts no agent."""
     project.runpytest("--agentrace", "--agentrace-out", "out", *xdist).assert_outcomes(passed=2, failed=2)
@@ -53,7 +44,6 @@ def agent_runs(p: pytest.Pytester) -> int:
     return len(agent_logs(p.path / "out"))
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_resume_reuses_every_complete_run(project: pytest.Pytester, xdist: list[str]) -> None:
     run(project, *xdist).assert_outcomes(passed=2, failed=2)
     first = runs(project.path / "out")
@@ -67,7 +57,6 @@ def test_resume_reuses_every_complete_run(project: pytest.Pytester, xdist: list[
     assert "missing from the answer: 8123, listens" in res.stdout.str()
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_resume_runs_only_missing_or_unreadable_records(project: pytest.Pytester, xdist: list[str]) -> None:
     run(project, *xdist)
     out = project.path / "out"
@@ -104,7 +93,6 @@ def test_without_resume_everything_runs_again(project: pytest.Pytester) -> None:
     assert not any(r["reused"] for r in runs(project.path / "out").values())
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_retry_failed_reruns_error_timeout_and_crash_only(pytester: pytest.Pytester, xdist: list[str]) -> None:
     make_project(pytester.path)
     flaky = pytester.path / "flaky"

@@ -13,19 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from trialkit import (
-    XDIST,
-    XDIST_IDS,
-    agent_logs,
-    make_project,
-    runs,
-    trial_rows,
-    trial_toml,
-)
+from helpers.trial import agent_logs, make_project, runs, trial_rows, trial_toml
 
 WAIT_SECONDS = 120  # upper bound for a state to appear on a loaded machine (not a timing assertion)
 
-# the blocking bot (trialkit BOT_WAIT_FOR) waits on files beside the results folder, which the sandbox hides; the
+# the blocking bot (helpers.trial BOT_WAIT_FOR) waits on files beside the results folder, which the sandbox hides; the
 # sandbox itself is tested in test_sandbox_attacks.py, resume in it in test_resume.py
 NO_SANDBOX = ("--agentrace-sandbox", "off")
 
@@ -133,7 +125,6 @@ def uninterrupted(tmp_path: Path) -> dict[str, dict]:
     return runs(root / "out")
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_sigint_then_resume_equals_uninterrupted(tmp_path: Path, xdist: list[str]) -> None:
     # serial: SIGINT to pytest itself (kill -INT); -n 2: to the whole process group, like Ctrl-C in a terminal
     resumed, out, finished = interrupt_then_resume(tmp_path / "a", xdist, signal.SIGINT, group=bool(xdist))
@@ -161,7 +152,6 @@ def test_serial_sigint_keeps_exactly_the_finished_runs(tmp_path: Path) -> None:
     assert (interrupted / "prompt.txt").exists() and not (interrupted / "run.json").exists()
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_sigterm_stops_cleanly_like_ctrl_c(tmp_path: Path, xdist: list[str]) -> None:
     """SIGTERM to the controller only: it stops like Ctrl-C (exit 2, summary), the agent is terminated."""
     _resumed, out, _finished = interrupt_then_resume(tmp_path, xdist, signal.SIGTERM, group=False)

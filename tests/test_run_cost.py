@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.record import index
 
 REAL_GIT = shutil.which("git")

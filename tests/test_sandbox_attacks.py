@@ -14,13 +14,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, git, make_repo, write_script
 
-from conftest import BUGGY_REPO, git, make_repo, write_script
 from pytest_agentrace.run.sandbox import probe
 
 pytestmark = pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 SECRET = "HIDDEN-VERIFY-SECRET-1234"
 
 HOSTILE = r"""
@@ -86,14 +85,12 @@ def run_attack(pytester: pytest.Pytester, attack: str, target: str, xdist: list[
     return res, results
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_cannot_read_the_task_file(project, xdist) -> None:
     pytester, _, _ = project
     _, results = run_attack(pytester, "read_task_file", str(pytester.path / "task.yaml"), xdist)
     assert results and all(SECRET not in r and r.startswith("failed") for r in results)
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_cannot_read_an_earlier_runs_hidden_files(project, xdist) -> None:
     pytester, _, _ = project
     res, results = run_attack(pytester, "read_earlier_run", "/tmp", xdist, reps=3)
@@ -101,14 +98,12 @@ def test_cannot_read_an_earlier_runs_hidden_files(project, xdist) -> None:
     assert not list((pytester.path).rglob("basetemp/**/ws")), "finished workspaces are deleted"
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_cannot_read_the_real_home(project, xdist) -> None:
     pytester, _, home = project
     _, results = run_attack(pytester, "read_home", str(home / "planted.txt"), xdist)
     assert results and all("PLANTED" not in r for r in results)
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_cannot_write_the_users_repo(project, xdist) -> None:
     pytester, repo, _ = project
     before = snapshot(repo)
@@ -117,7 +112,6 @@ def test_cannot_write_the_users_repo(project, xdist) -> None:
     assert snapshot(repo) == before
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_cannot_write_the_real_home(project, xdist) -> None:
     pytester, _, home = project
     before = snapshot(home)
@@ -126,7 +120,6 @@ def test_cannot_write_the_real_home(project, xdist) -> None:
     assert snapshot(home) == before
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_cannot_write_another_runs_results(project, xdist) -> None:
     pytester, _, _ = project
     other = pytester.path / "out" / "runs" / "other" / "default" / "x" / "1"
@@ -138,7 +131,6 @@ def test_cannot_write_another_runs_results(project, xdist) -> None:
     assert snapshot(pytester.path / "out" / "runs" / "other") == before
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_cannot_push_to_origin(project, xdist) -> None:
     pytester, repo, _ = project
     before = git(repo, "rev-parse", "HEAD")
@@ -147,7 +139,6 @@ def test_cannot_push_to_origin(project, xdist) -> None:
     assert git(repo, "rev-parse", "HEAD") == before
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_cannot_reach_the_network_offline(project, xdist) -> None:
     """A server on the host's loopback stands for "the network": under --agentrace-offline the agent's namespace has
     a loopback of its own, so the host's is out of reach."""

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from conftest import BUGGY_REPO, make_repo, write_script
+from helpers import BUGGY_REPO, make_repo, write_script
 
 WAIT_SECONDS = 120  # upper bound for a state to appear on a loaded machine (not a timing assertion)
 # an agent that starts a child in its group and a grandchild in a session of its own, then blocks

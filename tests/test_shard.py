@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from trialkit import XDIST, XDIST_IDS, make_project, runs, trial_toml
+from helpers.trial import make_project, runs, trial_toml
 
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.store import SessionInfo, Store
@@ -98,7 +98,6 @@ def test_cell_seconds_reads_the_history_store(tmp_path: Path) -> None:
 
 # -- in a session --------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_union_of_shards_is_every_run_once(project: pytest.Pytester, xdist: list[str]) -> None:
     ran: list[str] = []
     for k in (1, 2, 3):

@@ -13,13 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
-from conftest import BUGGY_REPO, FIXER, make_repo, write_script
 from pytest_agentrace.record.store import Store
 from pytest_agentrace.stats.ratings import elo, elo_history, races
 
-XDIST = [[], ["-p", "xdist", "-n", "2"]]
-XDIST_IDS = ["serial", "xdist"]
 NOISE = [1.0, 1.04, 0.96, 1.02, 0.98, 1.03, 0.97, 1.01, 0.99, 1.05, 0.95, 1.0]
 
 BOT = r"""
@@ -95,7 +93,6 @@ def stats_rows(text: str, first: str) -> list[list[str]]:
     return [[c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines() if line.startswith(f"| {first} ")]
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_session_summary_prints_the_statistics_report(project: pytest.Pytester, xdist: list[str]) -> None:
     write_trial(project, reps=4)
     res = run(project, *xdist)
@@ -112,7 +109,6 @@ def test_session_summary_prints_the_statistics_report(project: pytest.Pytester, 
     assert "seed 0, 2,000 resamples; 1 case, up to 4 reps, 8 runs, 0 infrastructure errors" in text
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_fail_on_dearer_sets_exit_status_1_with_a_red_reason(project: pytest.Pytester, xdist: list[str]) -> None:
     write_trial(project, reps=4)
     (project.path / "docs" / "TOKENS").write_text("1500\n")  # the docs arm costs 1.5x
@@ -129,7 +125,6 @@ def test_fail_on_dearer_sets_exit_status_1_with_a_red_reason(project: pytest.Pyt
     assert res.ret == 0 and "agentrace: FAILED" not in res.stdout.str()
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_snapshot_update_then_compare_dearer_and_version_change(project: pytest.Pytester, xdist: list[str]) -> None:
     write_trial(project, reps=6)  # 6 a side: a permutation p can pass Holm over 4 tests
     res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-snapshot-update", *xdist)
@@ -153,7 +148,6 @@ def test_snapshot_update_then_compare_dearer_and_version_change(project: pytest.
     assert text.count("agentrace: FAILED dearer: bot port [") == 2
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_snapshot_regressed_not_run_and_new(project: pytest.Pytester, xdist: list[str]) -> None:
     write_trial(project, reps=4)
     assert run(project, "--agentrace-snapshot", "snap.json", "--agentrace-snapshot-update", *xdist).ret == 0
@@ -172,7 +166,6 @@ def test_snapshot_regressed_not_run_and_new(project: pytest.Pytester, xdist: lis
     assert "agentrace: FAILED pass@1<0.5: bot port [docs]: pass@1 0.00 (0/4 passed)" in text
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_stop_when_decided_skips_the_remaining_reps(project: pytest.Pytester, xdist: list[str]) -> None:
     write_trial(project, reps=12)
     res = run(project, "--agentrace-stop-when-decided", "-rs", *xdist)
@@ -219,7 +212,6 @@ def test_stop_when_decided_stops_a_futile_cell_and_exports_its_verdict(project: 
     assert comp["cost_verdict"] == "no clear difference"
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_task_races_save_elo_ratings_in_the_history_store(pytester: pytest.Pytester, xdist: list[str]) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(pytester.path / "fixer.py", FIXER)
@@ -260,7 +252,6 @@ def test_bad_statistics_options_are_usage_errors(project: pytest.Pytester) -> No
     assert res.ret == 4 and "ini key agentrace_generalize = 'sideways': use one of fixed, cases" in res.stderr.str()
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_agentrace_regress_runs_the_trial_then_compares(project: pytest.Pytester, xdist: list[str]) -> None:
     import subprocess
     import sys
@@ -283,7 +274,6 @@ def test_agentrace_regress_runs_the_trial_then_compares(project: pytest.Pytester
     assert "FAIL regressed: bot port [base]: regressed" in res.stderr and "FAIL regressed: bot port [docs]: regressed" in res.stderr
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_last_session_reads_only_that_sessions_runs(project: pytest.Pytester, xdist: list[str]) -> None:
     """A results folder keeps every run ever made there (4 reps, then 2): ``last-session.json`` lists the runs of
     the session that just ended, and ``--last-session`` makes ``agentrace snapshot/report/compare`` use only those."""
@@ -321,7 +311,6 @@ def write_two_question_trial(p: pytest.Pytester, reps: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_stop_when_decided_over_fixed_cases_stops_every_question(project: pytest.Pytester, xdist: list[str]) -> None:
     """Two questions (the default target, the cases that ran): one decision for the docs arm over both questions
     (stratified look; the fixed-sample check is 2/4900 at 4 runs each), after which the remaining reps of both

@@ -7,10 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import BUGGY_REPO, make_repo, write_script
 
-from conftest import BUGGY_REPO, make_repo, write_script
-
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 AGENT = r"""
 import os, pathlib, shutil, sys, time
 mode = os.environ["MODE"]
@@ -99,7 +97,6 @@ def bot(bin_dir: Path) -> None:
     write_script(bin_dir / "bot", AGENT)
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 @pytest.mark.parametrize("kind", ["task", "trial"])
 @pytest.mark.parametrize("mode", list(CASES))
 def test_one_status_rule(pytester: pytest.Pytester, bot: None, kind: str, mode: str, xdist: list[str]) -> None:
@@ -112,7 +109,6 @@ def test_one_status_rule(pytester: pytest.Pytester, bot: None, kind: str, mode: 
         assert "setup" in record["reason"] and "failed (exit 1)" in record["reason"]
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_tampering_fails_a_task_run(pytester: pytest.Pytester, bot: None, xdist: list[str]) -> None:
     """A task's protected files (``protected:`` and its verify files) changed by the agent fail the run (trials have no
     protected paths in their format)."""

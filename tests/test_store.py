@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from reportkit import outcome
+from helpers import make_repo
+from helpers.report import outcome
 
-from conftest import make_repo
 from pytest_agentrace.record import store
 from pytest_agentrace.record.store import SessionInfo, Store, StoreError
 
@@ -123,7 +123,7 @@ def test_a_lock_that_is_never_released_is_a_store_error(tmp_path: Path) -> None:
 WRITER = textwrap.dedent("""\
     import pathlib, sys, time
     sys.path.insert(0, {tests!r})
-    from reportkit import outcome
+    from helpers.report import outcome
     from pytest_agentrace.record.store import SessionInfo, Store
     db, me, n, go = sys.argv[1], sys.argv[2], int(sys.argv[3]), pathlib.Path(sys.argv[4])
     while not go.exists():

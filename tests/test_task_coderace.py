@@ -22,8 +22,6 @@ from pytest_agentrace.spec.common import AgentSpec, parse_agent
 from pytest_agentrace.spec.task import load_task
 from pytest_agentrace.stats.score import weights
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
-
 BUILTIN_FORM = """\
 name: state-machine
 difficulty: medium-hard
@@ -274,7 +272,6 @@ pathlib.Path("utils.py").write_text("def reverse_words(s):\\n    return ' '.join
 """
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_a_coderace_file_runs_with_an_agent_given_as_a_flow_mapping(
     pytester: pytest.Pytester, xdist: list[str]
 ) -> None:

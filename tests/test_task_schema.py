@@ -111,10 +111,8 @@ def test_collection_error_is_one_clear_line(pytester: pytest.Pytester) -> None:
     res.stdout.fnmatch_lines(["*task.yaml: key 'lint_commnd': unknown key (did you mean 'lint_command'?)*"])
 
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_a_bad_file_is_one_collection_error_and_the_other_files_still_run(pytester: pytest.Pytester,
                                                                          xdist: list[str]) -> None:
     """Without --continue-on-collection-errors pytest would stop the session before its first run ("Interrupted:

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from atifkit import HARBOR_PYTHON, assert_valid, atif_errors, check_folder, harbor_errors
+from helpers.atif import HARBOR_PYTHON, assert_valid, atif_errors, check_folder, harbor_errors
 
 from pytest_agentrace.cli import main
 from pytest_agentrace.record.manifest import verify
@@ -17,7 +17,6 @@ from pytest_agentrace.record.model import Outcome, ToolCall, Usage
 from pytest_agentrace.record.trajectory import build_trajectory, load_trajectory
 
 EXAMPLES = Path(__file__).parents[1] / "example_suites" / "tasks"
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
 KEY = "sk-ant-api03-" + "x" * 90  # a real key's length (record.redact matches 80 or more)
 
 
@@ -94,7 +93,6 @@ def test_trajectories_are_redacted() -> None:
     assert KEY not in json.dumps(doc) and "<redacted>" in doc["steps"][0]["message"]
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_every_run_gets_a_trajectory_that_is_hashed_and_exported(pytester: pytest.Pytester, xdist: list[str],
                                                                  capsys: pytest.CaptureFixture) -> None:
     shutil.copytree(EXAMPLES / "slugify", pytester.path / "slugify")

@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from trialkit import XDIST, XDIST_IDS, make_project, runs, trial_rows
-
-from conftest import write_script
+from helpers import write_script
+from helpers.trial import make_project, runs, trial_rows
 
 # Both fakes log their argv, answer from ANSWER.txt, and call the "graph" tool only when the workspace has GRAPH
 # (the graph arm's overlay adds it); otherwise they grep.
@@ -99,7 +98,6 @@ def project(pytester: pytest.Pytester, bin_dir: Path) -> pytest.Pytester:
     return pytester
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_uses_regex_over_parsed_tool_calls(project: pytest.Pytester, xdist: list[str]) -> None:
     res = project.runpytest("--agentrace", "--agentrace-out", "out", *xdist)
     res.assert_outcomes(passed=8)

@@ -11,10 +11,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from atifkit import check_folder
-from trialkit import XDIST, XDIST_IDS, runs
+from helpers import BUGGY_REPO, make_repo, write_script
+from helpers.atif import check_folder
+from helpers.trial import runs
 
-from conftest import BUGGY_REPO, make_repo, write_script
 from pytest_agentrace.cli import main
 from pytest_agentrace.cli.trials import toml_str
 from pytest_agentrace.spec.trial import load_trial
@@ -60,7 +60,6 @@ def test_example_suite_is_the_init_trial_output(tmp_path: Path, capsys: pytest.C
     assert tree(REPO_ROOT / "example_suites" / "trials") == before
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_example_trial_runs_offline(pytester: pytest.Pytester, xdist: list[str]) -> None:
     shutil.copytree(REPO_ROOT / "example_suites" / "trials", pytester.path, dirs_exist_ok=True)
     items = [x for x in pytester.runpytest("--agentrace", "--collect-only", "-q").stdout.lines if "::" in x]
@@ -180,7 +179,6 @@ def test_context_eval_task_without_repo(tmp_path: Path) -> None:
     assert trial.questions[0].verify == "python hello.py"
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_context_eval_trial_runs(task_dir: Path, bin_dir: Path, xdist: list[str]) -> None:
     """The written trial runs as is: the fake claude fixes the bug only with the context file."""
     write_script(bin_dir / "claude", FAKE_CLAUDE)

@@ -11,16 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from trialkit import (
-    XDIST,
-    XDIST_IDS,
-    agent_logs,
-    make_project,
-    runs,
-    tag_second_commit,
-    trial_rows,
-    trial_toml,
-)
+from helpers.trial import agent_logs, make_project, runs, tag_second_commit, trial_rows, trial_toml
 
 from pytest_agentrace.run.sandbox import probe
 from pytest_agentrace.stats.answers import CLAIM_REQUEST
@@ -42,7 +33,6 @@ def run(p: pytest.Pytester, *args: str) -> pytest.RunResult:
     return p.runpytest("--agentrace", "--agentrace-out", "out", *args)
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_overlay_decides_the_answer_and_items_are_named(project: pytest.Pytester, xdist: list[str]) -> None:
     write_trial(project, trial_toml(reps=2))
     res = run(project, "-rA", *xdist)
@@ -200,7 +190,6 @@ def test_min_recall(project: pytest.Pytester) -> None:
     assert recs["trial:port/baseline/bot/r1"]["reason"] == "answer incorrect: recall 0.25 < min_recall 0.50"
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_verify_and_claims(project: pytest.Pytester, xdist: list[str]) -> None:
     """The bot writes fixed.txt only in the 'edit' arm (via env); verify checks it. Claims: the docs overlay
     claims passed, the edit arm's overlay claims not-run."""
@@ -254,7 +243,6 @@ def test_no_claim_unless_asked(project: pytest.Pytester) -> None:
     assert rec["claim"] is None and "VERIFICATION" not in rec["usage"]["answer"]
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_failed_setup_crash_and_timeout_do_not_stop_others(project: pytest.Pytester, xdist: list[str]) -> None:
     more = (
         '\n[[arms]]\nname = "broken"\noverlay = "docs"\nsetup = ["true", "echo cannot set up; exit 4"]\n'
@@ -289,7 +277,6 @@ def test_missing_repo_is_an_error_run(project: pytest.Pytester) -> None:
     assert rec["status"] == "error" and rec["reason"].startswith("workspace (gone): repo ") and "does not exist" in rec["reason"]
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_prepare_runs_once_per_arm(project: pytest.Pytester, xdist: list[str]) -> None:
     prep = 'prepare = ["echo $TRIAL_ARM $PWD >> $TRIAL_OUT/prepared.txt", "sleep 0.2"]'
     write_trial(project, trial_toml(reps=3, baseline=prep, docs=prep, expect='["port"]'))
@@ -305,7 +292,6 @@ def test_prepare_runs_once_per_arm(project: pytest.Pytester, xdist: list[str]) -
     assert len((project.path / "out/prepared.txt").read_text().splitlines()) == 4
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_failed_prepare_runs_once_and_errors_every_run_of_the_arm(project: pytest.Pytester, xdist: list[str]) -> None:
     write_trial(project, trial_toml(reps=2, docs='prepare = "echo x >> $TRIAL_OUT/tries.txt; exit 5"', expect='["port"]'))
     res = run(project, *xdist)
@@ -330,7 +316,6 @@ def setup_intervals(path: Path) -> list[tuple[float, float]]:
     return sorted(spans)
 
 
-@pytest.mark.parametrize("xdist", XDIST, ids=XDIST_IDS)
 def test_setup_never_overlaps(project: pytest.Pytester, xdist: list[str]) -> None:
     setup = "setup = ['''" + SETUP_TIMES + "''']"
     write_trial(project, trial_toml(reps=2, baseline=setup, docs=setup, expect='["port"]'))

@@ -7,8 +7,6 @@ import textwrap
 
 import pytest
 
-XDIST = [pytest.param([], id="serial"), pytest.param(["-p", "xdist", "-n", "2"], id="xdist")]
-
 STARTER = {
     "calc.py": "def add(a, b):\n    return a - b\n",
     "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
@@ -55,7 +53,6 @@ def verdicts(output: str) -> dict[str, str]:
     return {r[1].strip(): r[4].strip() for r in rows}
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_valid_task_passes_with_only_oracle_and_noop(pytester: pytest.Pytester, xdist: list[str]) -> None:
     write_task(pytester, "good")
     # the file names claude (not installed) and asks for 3 reps: validation ignores both
@@ -68,7 +65,6 @@ def test_valid_task_passes_with_only_oracle_and_noop(pytester: pytest.Pytester, 
     assert not (pytester.path / ".agentrace" / "history.db").exists()  # the Elo ratings live in it too
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_wrong_reference_solution_is_invalid(pytester: pytest.Pytester, xdist: list[str]) -> None:
     write_task(pytester, "wrong", solution="def add(a, b):\n    return abs(a) + abs(b)\n")
     res = pytester.runpytest("--agentrace", "--agentrace-validate", *xdist)
@@ -81,7 +77,6 @@ def test_wrong_reference_solution_is_invalid(pytester: pytest.Pytester, xdist: l
     assert res.ret == 1
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_verify_suite_passing_on_the_starter_is_invalid(pytester: pytest.Pytester, xdist: list[str]) -> None:
     # the hidden test only checks that add exists: the unsolved code passes it
     write_task(pytester, "toothless", hidden="from calc import add\n\n\ndef test_exists():\n    assert callable(add)\n")
@@ -142,9 +137,8 @@ def test_without_validate_the_same_file_races_and_noop_is_expected_to_fail(pytes
     assert "agentrace validate" not in res.stdout.str()
 
 
-@pytest.mark.parametrize("xdist", XDIST)
 def test_trial_runs_are_deselected(pytester: pytest.Pytester, xdist: list[str]) -> None:
-    from trialkit import make_project, trial_toml
+    from helpers.trial import make_project, trial_toml
 
     make_project(pytester.path)
     (pytester.path / "trial.toml").write_text(trial_toml())

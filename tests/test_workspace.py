@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from conftest import git, make_repo
+from helpers import git, make_repo
+
 from pytest_agentrace.run import workspace
 
 

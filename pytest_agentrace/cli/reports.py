@@ -20,7 +20,7 @@ from typing import Any
 from pytest_agentrace.argtypes import positive_float
 from pytest_agentrace.cli.verify import warn_unverifiable
 from pytest_agentrace.options import add_cli_options
-from pytest_agentrace.record.index import iter_runs
+from pytest_agentrace.record.index import iter_outcomes
 from pytest_agentrace.record.runfile import RUN_FILE
 from pytest_agentrace.record.store import Store, StoreError, default_path
 from pytest_agentrace.record.trajectory import iter_trajectories, load_trajectory
@@ -214,7 +214,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
 def load_results(out: Path) -> list:
     """Every readable ``run.json`` under ``out`` with the composite score filled in (the runs of one task and rep
     race each other, whichever session made them; ``score.score_outcomes``)."""
-    return score_outcomes((o for _path, o in iter_runs(out)), per_session=False)
+    return score_outcomes(iter_outcomes(out), per_session=False)
 
 
 def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from pytest_agentrace.cli import output_options
 from pytest_agentrace.cli.verify import refuse_gate, warn_unverifiable
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import add_cli_options
-from pytest_agentrace.record.index import iter_runs
+from pytest_agentrace.record.index import iter_outcomes, iter_runs
 from pytest_agentrace.record.manifest import digest_run, verify, write_manifest
 from pytest_agentrace.record.model import Status
 from pytest_agentrace.record.runfile import last_session_ids, write_run
@@ -162,14 +162,16 @@ def load_outcomes(out: str | Path, last_session: bool = False, gate: bool = Fals
     if not path.is_dir():
         raise CliError(f"{path}: no such results folder; run `pytest --agentrace --agentrace-out {path}` first")
     found = warn_unverifiable(path)
-    runs = [(p.parent.relative_to(path).as_posix(), o) for p, o in iter_runs(path)]
+    paths = gate and last_session  # the gate names the last session's run folders
+    runs = list(iter_runs(path)) if paths else [(None, o) for o in iter_outcomes(path)]
     if last_session:
         try:
             ids = last_session_ids(path)
         except ValueError as exc:
             raise CliError(str(exc)) from None
-        runs = [(w, o) for w, o in runs if o.run_id in ids]
-    if gate and (why := refuse_gate(found, path, None if not last_session else [w for w, _ in runs])):
+        runs = [(p, o) for p, o in runs if o.run_id in ids]
+    if gate and (why := refuse_gate(found, path, None if not paths else
+                                    [p.parent.relative_to(path).as_posix() for p, _ in runs])):
         raise CliError(why)
     outcomes = [o for _, o in runs]
     if not outcomes:

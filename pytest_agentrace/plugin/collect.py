@@ -43,7 +43,7 @@ from pytest_agentrace.run.slots import run_slot, slot_key
 from pytest_agentrace.spec.common import known_agent, parse_agent, unique_agent_ids
 from pytest_agentrace.spec.harbor import load_harbor_task
 from pytest_agentrace.spec.matrix import RunSpec, task_runs, trial_runs
-from pytest_agentrace.spec.task import _TASK_ONLY_KEYS, is_task_data, load_task
+from pytest_agentrace.spec.task import _TASK_ONLY_KEYS, Task, is_task_data, load_task
 from pytest_agentrace.spec.trial import is_trial_data, load_trial
 from pytest_agentrace.stats.score import solo_score
 from pytest_agentrace.stats.sequential import skip_reason
@@ -100,13 +100,30 @@ def sniff_task(path: Path, config: pytest.Config) -> bool:
     return result
 
 
+def session_task(path: Path, config: pytest.Config) -> Task:
+    """``load_task(path)``, parsed once per session (kept beside the sniff results): the ignore hook asks for the
+    ``repo`` of every task file of a folder for each path in it, and the file is then collected. Raises what
+    ``load_task`` raises (``SpecError``, ``LOAD_ERRORS``), each time it is asked."""
+    cache = config.stash.setdefault(SNIFF_KEY, {})
+    key = ("task", Path(path))
+    if key not in cache:
+        try:
+            cache[key] = load_task(path)
+        except (SpecError, *LOAD_ERRORS) as exc:
+            cache[key] = exc
+    found = cache[key]
+    if isinstance(found, BaseException):
+        raise found.with_traceback(None)
+    return found
+
+
 def task_repo_dirs(directory: Path, config: pytest.Config) -> set[Path]:
     """Resolved ``repo`` folders of the task files directly in ``directory`` (not collected as tests)."""
     dirs = set()
     for path in sorted(directory.glob("*.y*ml")):
         if path.suffix in (".yaml", ".yml") and sniff_task(path, config):
             try:
-                repo = load_task(path).repo
+                repo = session_task(path, config).repo
             except (SpecError, *LOAD_ERRORS):  # reported when the file itself is collected
                 continue
             if repo and not repo.startswith(("http", "git@", "ssh:")):
@@ -302,7 +319,7 @@ class TaskFile(SpecFile):
 
     def load(self):
         """The task file loaded (``SpecError`` when invalid), with ``--agentrace-timeout`` applied."""
-        task = load_task(self.path)
+        task = session_task(self.path, self.config)
         override = settings(self.config).timeout
         if override:
             task = dataclasses.replace(task, timeout=float(override))

@@ -20,13 +20,14 @@ The controller refreshes the index at the end of each session (``refresh``); ``i
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import stat
 import sys
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,26 +37,33 @@ from pytest_agentrace.record.runfile import iter_runs as runfile_iter_runs
 
 INDEX_FILE = "index.jsonl"
 INDEX_FORMAT = 1
+BATCH = 256  # index lines parsed by one json.loads in iter_runs
 
 
 def run_files(out: Path) -> list[tuple[str, os.stat_result]]:
     """``(path relative to out/runs, stat)`` of every ``run.json`` regular file under ``out/runs`` (symlinked folders
-    and files not followed), in the order of ``sorted(Path.glob('**/run.json'))`` (by path components)."""
-    root = Path(out) / "runs"
-    found: list[tuple[tuple[str, ...], str, os.stat_result]] = []
-    for dirpath, _dirs, files in os.walk(root):
-        if RUN_FILE in files:
-            path = os.path.join(dirpath, RUN_FILE)
+    and files not followed), in the order of ``sorted(Path.glob('**/run.json'))`` (by path components). One
+    ``scandir`` per folder; only the ``run.json`` entries are stat'ed."""
+    found: list[tuple[tuple[str, ...], os.stat_result]] = []
+    pending: list[tuple[str, tuple[str, ...]]] = [(os.path.join(out, "runs"), ())]
+    while pending:
+        folder, parts = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:  # missing, not a folder, unreadable: os.walk skips it too
+            continue
+        for entry in entries:
             try:
-                st = os.lstat(path)
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((entry.path, (*parts, entry.name)))
+                elif entry.name == RUN_FILE:
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode):  # a link named run.json is no record: never followed
+                        found.append(((*parts, RUN_FILE), st))
             except OSError:
                 continue
-            if not stat.S_ISREG(st.st_mode):  # a link named run.json is no record: never followed
-                continue
-            rel = Path(path).relative_to(root).as_posix()
-            found.append((tuple(rel.split("/")), rel, st))
     found.sort(key=lambda f: f[0])
-    return [(rel, st) for _parts, rel, st in found]
+    return [("/".join(parts), st) for parts, st in found]
 
 
 def _line(key: list[Any], entry: dict[str, Any]) -> str:
@@ -135,6 +143,22 @@ def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
     """``runfile.iter_runs`` from the index: ``(path, outcome)`` for every readable ``run.json`` under ``out/runs``
     in sorted path order, unreadable ones skipped with the same line on stderr. The index is refreshed first; when
     it cannot be written (a read-only folder) the files are read as they are (``runfile.iter_runs``)."""
+    root = Path(out) / "runs"
+    for rel, outcome in _indexed(out):
+        yield (root / rel if isinstance(rel, str) else rel), outcome
+
+
+def iter_outcomes(out: Path) -> Iterator[Outcome]:
+    """``iter_runs(out)`` without the paths (no ``Path`` made per run): the outcomes in sorted path order."""
+    for _rel, outcome in _indexed(out):
+        yield outcome
+
+
+def _indexed(out: Path) -> Iterator[tuple[str | Path, Outcome]]:
+    """``(path relative to out/runs, outcome)`` from the index, or ``(path, outcome)`` from the files when the
+    index cannot be written. The index is read in batches of ``BATCH`` lines, each batch's keys and entries parsed
+    by one ``json.loads`` (one C call per batch, its object keys shared), so memory holds one batch of JSON at a
+    time."""
     try:
         refresh(out)
         fh = open(Path(out) / INDEX_FILE, encoding="utf-8")
@@ -142,28 +166,30 @@ def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
         yield from runfile_iter_runs(out)
         return
     root = Path(out) / "runs"
-    memo: dict[str, str] = {}
+    shared = _sharing({})
     with fh:
         fh.readline()
-        for line in fh:
-            _crc, key, entry = line.rstrip("\n").split("\t", 2)
-            rel = json.loads(key)[0]
-            data = json.loads(entry)
-            if "record" not in data:
-                print(f"agentrace: skipped {root / rel}: {data.get('error')}", file=sys.stderr)
-                continue
-            yield root / rel, Outcome.from_dict(_shared(data["record"], memo))
+        while lines := list(itertools.islice(fh, BATCH)):
+            parts = [line.rstrip("\n").split("\t", 2) for line in lines]
+            keys = json.loads("[" + ",".join(p[1] for p in parts) + "]")
+            entries = json.loads("[" + ",".join(p[2] for p in parts) + "]", object_hook=shared)
+            for key, data in zip(keys, entries, strict=True):
+                if "record" not in data:
+                    print(f"agentrace: skipped {root / key[0]}: {data.get('error')}", file=sys.stderr)
+                    continue
+                yield key[0], Outcome.from_dict(data["record"])
 
 
-def _shared(value: Any, memo: dict[str, str]) -> Any:
-    """``value`` (parsed JSON) with each short string replaced by an equal one seen before: the runs of a folder
-    repeat their names, sources, models, commands and tool calls, and one copy of each saves about a third of the
-    memory the outcomes take (5.0 -> 3.4 KiB per run)."""
-    kind = type(value)
-    if kind is str:
-        return memo.setdefault(value, value) if len(value) <= 256 else value
-    if kind is dict:
-        return {memo.setdefault(k, k): _shared(v, memo) for k, v in value.items()}
-    if kind is list:
-        return [_shared(v, memo) for v in value]
-    return value
+def _sharing(memo: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A ``json.loads`` ``object_hook`` that replaces each short string value of an object by an equal one seen
+    before: the runs of a folder repeat their names, sources, models, commands and tool calls, and one copy of each
+    saves about a third of the memory the outcomes take (keys are shared by the parser within one batch)."""
+    get = memo.setdefault
+
+    def hook(obj: dict[str, Any]) -> dict[str, Any]:
+        for key, value in obj.items():
+            if type(value) is str and len(value) <= 256:
+                obj[key] = get(value, value)
+        return obj
+
+    return hook

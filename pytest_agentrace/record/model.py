@@ -50,8 +50,15 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from dataclasses import dataclass, field
 from typing import Any
+
+
+@functools.cache
+def field_names(cls: type) -> frozenset[str]:
+    """The field names of the dataclass ``cls`` (computed once per class: ``from_dict`` runs once per record)."""
+    return frozenset(f.name for f in dataclasses.fields(cls))
 
 SCHEMA_VERSION = 2
 TYPED_FROM_EXTRA = ("has_verify", "has_lint", "scoring", "difficulty", "baseline_arm")  # version 1 kept these in extra
@@ -138,7 +145,7 @@ class Usage:
     def from_dict(cls, d: dict[str, Any] | None) -> Usage:
         if not d:
             return cls()
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = field_names(cls)
         kw = {k: v for k, v in d.items() if k in known}
         kw["tool_calls"] = tuple(ToolCall(t.get("name", ""), t.get("summary", "")) for t in d.get("tool_calls") or ())
         kw["permission_denials"] = tuple(d.get("permission_denials") or ())
@@ -280,7 +287,7 @@ class Outcome:
         version = int(d.get("schema_version", 1))
         if version > SCHEMA_VERSION:
             raise ValueError(f"run record schema_version {version} is newer than supported {SCHEMA_VERSION}")
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = field_names(cls)
         kw = {k: v for k, v in d.items() if k in known}
         if version < 2 and isinstance(d.get("extra"), dict):
             extra = dict(d["extra"])

@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_agentrace.model_double.script import parse_script
 
-REQUESTS = Path(__file__).parent / "samples" / "model-double-requests"
+REQUESTS = Path(__file__).parents[1] / "samples" / "model-double-requests"
 HELLO = {
     "steps": [
         {"shell": "printf 'hi\\n' > hello.txt"},

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-SCHEMA = Path(__file__).parent / "samples" / "atif" / "atif-v1.8.schema.json"
+SCHEMA = Path(__file__).parents[1] / "samples" / "atif" / "atif-v1.8.schema.json"
 AGENT_ONLY = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
 HARBOR_PYTHON = os.environ.get("AGENTRACE_HARBOR_PYTHON")
 

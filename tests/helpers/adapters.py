@@ -9,7 +9,7 @@ from typing import Any
 from pytest_agentrace.agents.base import RunContext, RunOptions
 from pytest_agentrace.spec.common import AgentSpec
 
-SAMPLES = Path(__file__).parent / "samples"
+SAMPLES = Path(__file__).parents[1] / "samples"
 
 
 def sample(rel: str) -> str:

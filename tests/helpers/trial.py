@@ -6,10 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import git, make_repo, write_script
-
-XDIST = [[], ["-p", "xdist", "-n", "2"]]
-XDIST_IDS = ["serial", "xdist"]
+from helpers import git, make_repo, write_script
 
 # The fake agent: its answer is ANSWER.txt of the workspace (so overlays and repo mappings decide it),
 # followed by CLAIM.txt when the prompt asks for a verification claim. Behaviour switches via env:

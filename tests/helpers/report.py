@@ -116,7 +116,7 @@ def make_acceptance_project(root, bin_dir) -> None:
     """Write the acceptance project into ``root``: ``repo`` (calc with two bugs), ``fix-add.yaml`` and
     ``fix-mul.yaml`` (agents alpha, beta, gamma), ``app`` + ``docs`` overlay and ``ports.toml`` (two arms); the
     fake agent ``bot`` goes into ``bin_dir`` (on PATH)."""
-    from conftest import make_repo, write_script
+    from helpers import make_repo, write_script
 
     make_repo(root / "repo", CALC_REPO)
     (root / "fix-add.yaml").write_text(task_yaml("fix-add", "test_add.py"))

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from atifkit import check_folder
 
+from helpers.atif import check_folder
 from pytest_agentrace.model_double.script import TurnUsage, load_script
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 TOOLS_BIN = ROOT / ".tools" / "bin"
 SCRIPTS = ROOT / "example_suites" / "offline" / "scripts"
 SOLVE = SCRIPTS / "solve-fibonacci.yaml"
@@ -68,7 +68,7 @@ def session_args(pytester: pytest.Pytester) -> list[str]:
 
 def outcomes(out: Path) -> dict[str, dict[str, Any]]:
     """run.json of every run under ``out`` by run id, after checking each run's ``trajectory.json``: valid ATIF
-    (Harbor's schema and validators) with the tool calls, turns and tokens of its ``run.json`` (``atifkit``)."""
+    (Harbor's schema and validators) with the tool calls, turns and tokens of its ``run.json`` (``helpers.atif``)."""
     if (out / "runs").is_dir():
         check_folder(out)
     found = {}
