@@ -33,10 +33,11 @@ Everything here is the argv of one bwrap call; see bwrap(1).
 
 from __future__ import annotations
 
-import dataclasses
 import atexit
+import dataclasses
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -195,6 +196,15 @@ def needed_paths(executable: str | None, env_path: str | None) -> list[Path]:
 
 
 @dataclass(frozen=True)
+class BoxSpec:
+    """What a task, trial (``[defaults]``) or agent entry adds to its runs' sandbox: ``sandbox: {read: [...],
+    write: [...]}``, absolute host paths shown read-only / read-write at their own paths."""
+
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Mount:
     """A host folder ``source`` shown at the path ``target`` inside the sandbox (read-write when ``writable``): how
     a Harbor task's runs see their workspace at ``/app``, its tests at ``/tests`` and ``/logs/verifier``."""
@@ -320,6 +330,30 @@ class Sandbox:
 
 
 SCRATCH_TMPFS = 256 * 1024**2  # bytes of /tmp and /dev/shm each when no scratch folder backs them
+
+
+_DENIED = re.compile(r"No such file or directory|Permission denied|ENOENT|EACCES|not found|cannot access|"
+                     r"cannot open|can't open", re.IGNORECASE)
+_PATH = re.compile(r"(?<![\w.~-])(/[\w.@+-]+(?:/[\w.@+-]+)*)")
+
+
+def hidden_paths(text: str, inside: Iterable[Path | str] = (), limit: int = 3) -> list[str]:
+    """The host paths a failed sandboxed command's output says it could not find or open (``ENOENT``,
+    ``EACCES``, ``No such file or directory``, ``Permission denied`` on the same line), which exist on the host
+    but not in the box: not under ``inside`` (the folders the box shows at their own paths), ``SYSTEM_DIRS`` or
+    ``/etc``, ``/proc``, ``/dev``. At most ``limit``, in the order met."""
+    roots = [str(p) for p in inside] + [*SYSTEM_DIRS, "/etc", "/proc", "/dev", "/sys", SANDBOX_HOME, "/tmp"]
+    found: list[str] = []
+    for line in text.splitlines():
+        if not _DENIED.search(line):
+            continue
+        for path in _PATH.findall(line):
+            path = path.rstrip(".")
+            if path not in found and not _under(path, roots) and os.path.lexists(path):
+                found.append(path)
+                if len(found) >= limit:
+                    return found
+    return found
 
 
 def exit_code(code: int | None) -> int | None:
