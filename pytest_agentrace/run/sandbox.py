@@ -288,6 +288,13 @@ class Sandbox:
         args = [self.bwrap, *privilege_args(), *system_args(), "--dev", "/dev", "--proc", "/proc"]
         if self.offline:
             args.append("--unshare-net")
+        # the private /tmp and /dev/shm first: host folders under /tmp (pytest's basetemp) are bound over it
+        if scratch is not None:
+            for name, target in (("tmp", "/tmp"), ("shm", "/dev/shm")):
+                (scratch / name).mkdir(parents=True, exist_ok=True)
+                args += ["--bind", str(scratch / name), target]
+        else:
+            args += ["--size", str(SCRATCH_TMPFS), "--tmpfs", "/tmp", "--size", str(SCRATCH_TMPFS), "--tmpfs", "/dev/shm"]
         passwd, group = identity_files()
         args += ["--ro-bind", passwd, "/etc/passwd", "--ro-bind", group, "/etc/group"]
         hidden = [str(h) for h in self.hidden]
@@ -319,12 +326,6 @@ class Sandbox:
             args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
         if home is not None:
             args += ["--bind", str(home), SANDBOX_HOME]
-        if scratch is not None:
-            for name, target in (("tmp", "/tmp"), ("shm", "/dev/shm")):
-                (scratch / name).mkdir(parents=True, exist_ok=True)
-                args += ["--bind", str(scratch / name), target]
-        else:
-            args += ["--size", str(SCRATCH_TMPFS), "--tmpfs", "/tmp", "--size", str(SCRATCH_TMPFS), "--tmpfs", "/dev/shm"]
         args += ["--remount-ro", "/"]
         return [*args, "--", *argv], env
 
