@@ -45,6 +45,7 @@ from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.resume import install_sigterm
 from pytest_agentrace.run.sandbox import Sandbox
 from pytest_agentrace.run.sandbox import bwrap_path as sandbox_bwrap_path
+from pytest_agentrace.run.sandbox import installed_package
 from pytest_agentrace.run.sandbox import probe as sandbox_probe
 from pytest_agentrace.spec.builtin import (
     SAME_NAME_NOTE,
@@ -197,7 +198,8 @@ def session_sandbox(config: pytest.Config, found: _options.Settings) -> Sandbox 
         config.stash[SANDBOX_WHY_KEY] = why
         return None
     package = Path(_options.__file__).resolve().parent
-    visible = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent, package.parent)
+    visible = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent, package,
+               *filter(None, [installed_package()]))
     here = Path(config.invocation_params.dir)
     return Sandbox(exe, hidden=(out_dir(config),), visible=visible, offline=found.offline).exposing(
         [(here / Path(p).expanduser()).resolve() for p in found.sandbox_read or ()],

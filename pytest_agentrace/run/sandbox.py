@@ -153,6 +153,26 @@ def identity_files() -> tuple[str, str]:
     return out[0], out[1]
 
 
+def installed_package(dist: str = "pytest-agentrace", package: str = "pytest_agentrace") -> Path | None:
+    """The folder of ``package`` as the interpreter's site-packages install of ``dist`` finds it, when that is an
+    editable install whose source lies elsewhere (PEP 610 ``direct_url.json``: ``dir_info.editable``), else None:
+    a check's ``python -m pytest`` loads the plugin from there, so the sandbox must show it."""
+    import json
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
+    try:
+        text = metadata.distribution(dist).read_text("direct_url.json")
+        info = json.loads(text) if text else {}
+    except (metadata.PackageNotFoundError, ValueError, OSError):
+        return None
+    url = urlparse(info.get("url", ""))
+    if not (info.get("dir_info") or {}).get("editable") or url.scheme != "file":
+        return None
+    folder = Path(unquote(url.path)) / package
+    return folder if folder.is_dir() else None
+
+
 def _prefix(path: Path) -> Path:
     """The install prefix to expose for a file: above the outermost ``node_modules``, a venv (``pyvenv.cfg``), the
     parent of a ``bin`` folder, else the file alone (a script's siblings stay hidden)."""
