@@ -347,7 +347,21 @@ class Sandbox:
         if home is not None:
             args += ["--bind", str(home), SANDBOX_HOME]
         args += ["--remount-ro", "/"]
+        if scratch is not None:
+            _mount_points(args, scratch / "tmp")
         return [*args, "--", *argv], env
+
+
+def _mount_points(args: list[str], tmp: Path) -> None:
+    """Make the folders bwrap would make in the scratch folder backing ``/tmp`` for the binds below ``/tmp``
+    (pytest's basetemp): made before the run, they are part of the disk watch's starting size, not the agent's."""
+    for i, flag in enumerate(args[:-2]):
+        if flag in ("--bind", "--ro-bind", "--tmpfs"):
+            dest = args[i + 1] if flag == "--tmpfs" else args[i + 2]
+            if dest.startswith("/tmp/"):
+                rel = Path(dest).relative_to("/tmp")
+                folder = rel if flag == "--tmpfs" or os.path.isdir(args[i + 1]) else rel.parent
+                (tmp / folder).mkdir(parents=True, exist_ok=True)
 
 
 SCRATCH_TMPFS = 256 * 1024**2  # bytes of /tmp and /dev/shm each when no scratch folder backs them
