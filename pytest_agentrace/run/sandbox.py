@@ -377,7 +377,7 @@ def hidden_paths(text: str, inside: Iterable[Path | str] = (), limit: int = 3) -
     ``EACCES``, ``No such file or directory``, ``Permission denied`` on the same line), which exist on the host
     but not in the box: not under ``inside`` (the folders the box shows at their own paths), ``SYSTEM_DIRS`` or
     ``/etc``, ``/proc``, ``/dev``. At most ``limit``, in the order met."""
-    roots = [str(p) for p in inside] + [*SYSTEM_DIRS, "/etc", "/proc", "/dev", "/sys", SANDBOX_HOME, "/tmp"]
+    roots = [str(p) for p in inside] + [*SYSTEM_DIRS, "/etc", "/proc", "/dev", "/sys", SANDBOX_HOME]
     found: list[str] = []
     for line in text.splitlines():
         if not _DENIED.search(line):
