@@ -166,7 +166,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     if sandbox is not None:  # a Harbor task's /app and /logs for the agent (judge.mounts; none for other cases)
         options = dataclasses.replace(options, sandbox=sandbox.mounting(*judge.mounts("agent", ws)))
     box_out = outbox.make(tmp)
-    if "TRIAL_OUT" in env:  # the results folder is out of the agent's reach: the outbox stands in
+    if "TRIAL_OUT" in env and sandbox is not None:  # the results folder is out of the box's reach: the outbox stands in
         env = {**env, "TRIAL_OUT": str(box_out)}
     try:
         git_folder = workspace.desk_dir(ws)  # the harness's git folder: the workspace's .git is the agent's
