@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
+from test_model_double_runner import MINIAGENT, SOLVE, task
 
 from conftest import BUGGY_REPO, make_repo, write_script
 from pytest_agentrace.run.sandbox import probe
-from test_model_double_runner import MINIAGENT, SOLVE, task
 
 pytestmark = pytest.mark.skipif(probe(True)[0] is None, reason=f"no sandbox here: {probe(True)[1]}")
 

@@ -43,9 +43,8 @@ from pytest_agentrace.plugin.session import (
 from pytest_agentrace.run.cgroup import Parent, find_parent
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.resume import install_sigterm
-from pytest_agentrace.run.sandbox import Sandbox
+from pytest_agentrace.run.sandbox import Sandbox, installed_package
 from pytest_agentrace.run.sandbox import bwrap_path as sandbox_bwrap_path
-from pytest_agentrace.run.sandbox import installed_package
 from pytest_agentrace.run.sandbox import probe as sandbox_probe
 from pytest_agentrace.spec.builtin import (
     SAME_NAME_NOTE,
