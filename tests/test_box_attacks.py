@@ -201,6 +201,7 @@ def test_a_custom_agent_gets_no_session_keys(project, xdist) -> None:
     assert "ANTHROPIC_API_KEY" not in names and "MY_SERVICE_TOKEN" not in names and SESSION_KEY not in values
     assert {"PATH", "HOME", "TMPDIR", "ATTACK", "no_proxy", "NO_PROXY"} <= set(names)
     assert not set(names) - {"PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "no_proxy", "NO_PROXY",
+                             "PYTHONDONTWRITEBYTECODE", "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONHASHSEED",
                              "ATTACK", "TARGET", "PWD", "SHLVL", "_", *PROXY_VARS} - {n for n in names if n.startswith("LC_")}
 
 

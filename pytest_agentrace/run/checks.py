@@ -42,7 +42,9 @@ def session_bin() -> str:
     return os.path.dirname(os.path.abspath(sys.executable))
 
 
-BASE_VARS = ("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "NO_PROXY", "no_proxy")  # and LC_*
+# and LC_*; the Python settings name how the session's interpreter behaves (no bytecode files in a workspace), no secret
+BASE_VARS = ("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "NO_PROXY", "no_proxy",
+             "PYTHONDONTWRITEBYTECODE", "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONHASHSEED")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")  # always in no_proxy: the model double and the bridge listen there
 
 
