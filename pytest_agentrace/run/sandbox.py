@@ -141,7 +141,8 @@ def identity_files() -> tuple[str, str]:
     folder = tempfile.mkdtemp(prefix="agentrace-ids-")
     atexit.register(shutil.rmtree, folder, True)
     os.chmod(folder, 0o755)
-    users = "root:x:0:0:root:/root:/bin/sh\n" + (f"agentrace:x:{uid}:{gid}:agentrace:{SANDBOX_HOME}:/bin/sh\n" if uid else "")
+    shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"  # CLIs run their tools in the user's shell
+    users = f"root:x:0:0:root:/root:{shell}\n" + (f"agentrace:x:{uid}:{gid}:agentrace:{SANDBOX_HOME}:{shell}\n" if uid else "")
     groups = "root:x:0:\n" + (f"agentrace:x:{gid}:\n" if gid else "")
     out = []
     for name, text in (("passwd", users), ("group", groups)):
