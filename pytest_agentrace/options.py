@@ -172,6 +172,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("sandbox", "the filesystem sandbox (bubblewrap, Linux) around every agent and check command: 'auto' uses it "
            "where bwrap can run and says why not elsewhere (default); 'bwrap' makes a missing sandbox an error; 'off' "
            "never", "auto", choices=SANDBOX_MODES),
+    Option("sandbox_read", "show PATH read-only inside every run's sandbox, besides the system, the agent's program "
+           "and the session's Python (repeatable; a task, trial or agent 'sandbox: {read: [...]}' adds its own)",
+           default=[], many=True, metavar="PATH"),
+    Option("sandbox_write", "show PATH read-write inside every run's sandbox, besides the workspace, HOME, /tmp and "
+           "the outbox (repeatable; 'sandbox: {write: [...]}' in a file or agent adds its own)",
+           default=[], many=True, metavar="PATH"),
     Option("offline", "run each agent in a network namespace with only loopback (Linux, unshare -n); the model double "
            "runs inside it", False, flag=True),
     Option("network", "what network each agent run has: 'provider' (default) its own namespace whose only way out is a "

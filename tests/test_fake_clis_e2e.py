@@ -69,7 +69,8 @@ pricing:
 """
 
 # the fakes replay recorded samples
-SHOW_SAMPLES: tuple[str, ...] = ()  # the sandbox shows the samples as it shows the system
+# the fakes replay recorded samples from this checkout: the sandbox shows only what it is told to (sandbox.read)
+SHOW_SAMPLES: tuple[str, ...] = (f"--agentrace-sandbox-read={Path(__file__).parent / 'samples'}",)
 
 # agent id -> (Tokens column, Cost (USD) column), worked out by hand from the samples:
 EXPECTED_TABLE = {
@@ -95,14 +96,15 @@ def without_shell_policy(argv: list[str]) -> list[str]:
     return out
 
 
-def expected_argv(run_dir: Path) -> dict[str, list[str]]:
+def expected_argv(outbox: Path) -> dict[str, list[str]]:
+    """Each fake's argv; side files name the run's outbox (run.outbox), never its record folder."""
     return {
         "claude": ["-p", DESC, "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--allowedTools", "Bash"],
         "codex": ["exec", "--json", "-s", "workspace-write", "--disable", "plugins", "--disable", "remote_plugin", "--disable", "apps",
                   "-c", "analytics.enabled=false", "--model", "gpt-5", DESC],
         "aider": ["--message", DESC, "--yes-always", "--no-auto-commits", "--no-pretty", "--no-stream", "--no-check-update",
                   "--no-gitignore", "--analytics-disable", "--no-show-release-notes",
-                  "--analytics-log", str(run_dir / "aider" / "1" / "aider-events.jsonl")],
+                  "--analytics-log", str(outbox / "aider-events.jsonl")],
         "gemini": ["-p", DESC, "--output-format", "stream-json", "--yolo"],
         "opencode": ["run", "--format", "json", "--auto", "--title", "agentrace", DESC],
         "cursor-agent": ["-p", "--force", "--output-format", "stream-json", DESC],
@@ -170,13 +172,19 @@ def test_seven_fake_clis_race_with_parsed_tokens_cost_and_documented_argv(pytest
         records[path.name.rsplit("-", 1)[0]] = data
     assert set(records) == set(FAKES), "each fake ran exactly once"
     run_dirs = pytester.path / "results" / "runs" / "fix-add" / "default"
-    for exe, argv in expected_argv(run_dirs).items():
+    aider_log = Path(records["aider"]["argv"][records["aider"]["argv"].index("--analytics-log") + 1])
+    # the agent writes its side files to an outbox outside the results folder; they are copied into the record
+    assert aider_log.parent.name == "outbox" and run_dirs not in aider_log.parents
+    for exe, argv in expected_argv(aider_log.parent).items():
         assert without_shell_policy(records[exe]["argv"]) == argv, exe
     homes = {exe: r["env"]["HOME"] for exe, r in records.items()}
     assert len(set(homes.values())) == 7 and os.environ.get("HOME") not in homes.values()  # one fresh HOME per run
     assert records["codex"]["env"]["CODEX_HOME"] == str(Path(homes["codex"]) / ".codex")
     assert records["gemini"]["env"]["GEMINI_CLI_TRUST_WORKSPACE"] == "true"
-    assert records["copilot"]["env"]["COPILOT_OTEL_FILE_EXPORTER_PATH"] == str(run_dirs / "copilot" / "1" / "copilot-otel.jsonl")
+    otel = Path(records["copilot"]["env"]["COPILOT_OTEL_FILE_EXPORTER_PATH"])
+    assert otel.name == "copilot-otel.jsonl" and otel.parent.name == "outbox" and run_dirs not in otel.parents
+    for name in ("aider/1/aider-events.jsonl", "copilot/1/copilot-otel.jsonl"):  # copied out of the outbox
+        assert (run_dirs / name).is_file() and not (run_dirs / name).is_symlink(), name
 
     outcomes = {p.parts[-3]: json.loads(p.read_text()) for p in run_dirs.glob("*/1/run.json")}
     versions = {agent: o["usage"]["cli_version"] for agent, o in outcomes.items()}

@@ -33,7 +33,9 @@ def test_a_printed_key_is_in_no_artifact(pytester: pytest.Pytester, bin_dir: Pat
                                          xdist: list[str]) -> None:
     monkeypatch.setenv("MY_SERVICE_TOKEN", KEY)
     make_repo(pytester.path / "repo", BUGGY_REPO)
-    write_script(bin_dir / "leaky", LEAKY)
+    # a custom agent never gets the session's keys (environment by allow-list); this one knows the key anyway (its
+    # own script, outside the project, holds it) and prints it: the session's secret values are still redacted
+    write_script(bin_dir / "leaky", LEAKY.replace('os.environ["MY_SERVICE_TOKEN"]', repr(KEY)))
     (pytester.path / "task.yaml").write_text(
         "name: leak\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
         "agents:\n  - {name: leaky, kind: claude, command: [leaky]}\n  - noop\n")

@@ -90,6 +90,7 @@ class Aider(CliAdapter):
     """Aider (see the module docstring for argv and output format)."""
 
     name: ClassVar[str] = "aider"
+    env_keep: ClassVar[tuple[str, ...]] = ("AIDER_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "OPENROUTER_", "DEEPSEEK_", "GROQ_", "MISTRAL_", "XAI_", "OLLAMA_", "AZURE_")
     executable: ClassVar[str] = "aider"
     offline = staticmethod(aider_env)  # how the model double drives it
     side_files: ClassVar[dict[str, str]] = {"analytics": ANALYTICS_FILE}
@@ -100,15 +101,15 @@ class Aider(CliAdapter):
         return [
             self.executable, *message, "--yes-always", "--no-auto-commits", "--no-pretty", "--no-stream",
             "--no-check-update", "--no-gitignore", "--analytics-disable", "--no-show-release-notes",
-            "--analytics-log", str(ctx.run_dir / ANALYTICS_FILE), *self.model_args(ctx),
+            "--analytics-log", str(ctx.agent_dir / ANALYTICS_FILE), *self.model_args(ctx),
             *([] if ctx.edits else ["--chat-mode", "ask"]),
         ]
 
     def cli_env(self, ctx: RunContext) -> dict[str, str]:
         """Aider's chat and input histories go to the run folder (kept as artefacts), not into the workspace."""
         return {
-            "AIDER_CHAT_HISTORY_FILE": str(ctx.run_dir / "aider.chat.history.md"),
-            "AIDER_INPUT_HISTORY_FILE": str(ctx.run_dir / "aider.input.history"),
+            "AIDER_CHAT_HISTORY_FILE": str(ctx.agent_dir / "aider.chat.history.md"),
+            "AIDER_INPUT_HISTORY_FILE": str(ctx.agent_dir / "aider.input.history"),
         }
 
     def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:

@@ -19,6 +19,10 @@ from pytest_agentrace.run.limits import DEFAULTS as DEFAULT_LIMITS
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.sandbox import Sandbox
 
+# every built-in CLI also gets these: the proxy and certificate settings of the network it runs on, its shell
+ADAPTER_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "SSL_CERT_FILE",
+               "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "SHELL", "NO_COLOR", "COLORTERM")
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -57,8 +61,8 @@ class RunOptions:
 class RunContext:
     """Everything an adapter may need for one run.
 
-    ``workspace``: the agent's cwd (fresh clone). ``run_dir``: the run's results folder (side files such as
-    analytics logs go here). ``home``: a per-run directory an adapter may use as HOME. ``prompt``: the exact
+    ``workspace``: the agent's cwd (fresh clone). ``run_dir``: the run's record folder (the harness's; the agent
+    never sees it). ``outbox``: the folder the agent's side files (analytics logs) go to, ``agent_dir``. ``home``: a per-run directory an adapter may use as HOME. ``prompt``: the exact
     text sent. ``edits``: whether file changes are allowed. ``env``: the base environment (os.environ plus the
     task's and agent's env). ``timeout``: seconds. ``task``: the Task or trial question (for oracle).
     """
@@ -75,6 +79,13 @@ class RunContext:
     agent: Any = None  # spec.common.AgentSpec
     case: Any = None  # spec.task.Task or a trial question
     options: RunOptions = field(default_factory=RunOptions)
+    outbox: Path | None = None  # the folder the agent writes its side files to (run.outbox); None: run_dir
+
+    @property
+    def agent_dir(self) -> Path:
+        """Where the agent's side files go and are read back from: the outbox (copied into ``run_dir`` after the
+        run, ``run.outbox``), or ``run_dir`` when a caller made no outbox."""
+        return self.outbox if self.outbox is not None else self.run_dir
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,9 @@ class Adapter:
     executable: ClassVar[str | None] = None
     # gitignore patterns for the CLI's own cache files in the workspace: not counted as the agent's change
     workspace_excludes: ClassVar[tuple[str, ...]] = ()
+    # the session's variables this CLI gets besides the minimal environment (run.checks.minimal_env): name
+    # prefixes of its own provider's settings, as its documentation lists them; custom commands get none
+    env_keep: ClassVar[tuple[str, ...]] = ()
 
     def invocation(self, ctx: RunContext) -> Invocation:
         """Return the command for one run. Raises ``AgentError`` when the run cannot be configured."""

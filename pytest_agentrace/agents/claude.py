@@ -47,6 +47,7 @@ class Claude(CliAdapter):
     """Claude Code CLI (see the module docstring for argv and output format)."""
 
     name: ClassVar[str] = "claude"
+    env_keep: ClassVar[tuple[str, ...]] = ("ANTHROPIC_", "CLAUDE_", "DISABLE_", "MCP_", "MAX_THINKING_TOKENS", "BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_", "AWS_", "CLOUD_ML_REGION", "VERTEX_REGION_")
     executable: ClassVar[str] = "claude"
     offline = staticmethod(claude_env)  # how the model double drives it
     user_config_vars: ClassVar[tuple[str, ...]] = ("CLAUDE_CONFIG_DIR",)

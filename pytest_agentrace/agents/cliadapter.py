@@ -19,6 +19,7 @@ from typing import ClassVar
 from pytest_agentrace.agents.base import Adapter, Invocation, RunContext
 from pytest_agentrace.errors import AgentError
 from pytest_agentrace.record.model import Usage
+from pytest_agentrace.record.safefile import read_text
 
 
 def prompt_positional(prompt: str) -> list[str]:
@@ -99,9 +100,9 @@ class CliAdapter(Adapter):
         side: dict[str, str] = {}
         if ctx is not None:
             for key, name in self.side_files.items():
-                path = Path(ctx.run_dir) / name
-                if path.is_file():
-                    side[key] = path.read_text(encoding="utf-8", errors="replace")
+                text = read_text(Path(ctx.agent_dir) / name)  # the agent wrote it: a link is never followed
+                if text is not None:
+                    side[key] = text
         return self.parse_output(stdout, stderr, side)
 
     def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:

@@ -93,6 +93,7 @@ class Codex(CliAdapter):
     """OpenAI Codex CLI (see the module docstring for argv and output format)."""
 
     name: ClassVar[str] = "codex"
+    env_keep: ClassVar[tuple[str, ...]] = ("OPENAI_", "CODEX_", "AZURE_OPENAI_")
     executable: ClassVar[str] = "codex"
     offline = staticmethod(codex_env)  # how the model double drives it
     home_dirs: ClassVar[dict[str, str]] = {"CODEX_HOME": ".codex"}

@@ -28,7 +28,7 @@ def expand_template(template: tuple[str, ...] | list[str], ctx: RunContext) -> l
         "prompt": ctx.prompt,
         "prompt_file": str(ctx.prompt_file),
         "workspace": str(ctx.workspace),
-        "run_dir": str(ctx.run_dir),
+        "run_dir": str(ctx.agent_dir),
         "model": ctx.model,
     }
     if not ctx.model and any("{model}" in item for item in template):

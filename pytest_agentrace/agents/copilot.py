@@ -52,6 +52,7 @@ class Copilot(CliAdapter):
     """GitHub Copilot CLI, executable ``copilot`` (see the module docstring)."""
 
     name: ClassVar[str] = "copilot"
+    env_keep: ClassVar[tuple[str, ...]] = ("COPILOT_", "GH_TOKEN", "GH_HOST", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN")
     executable: ClassVar[str] = "copilot"
     offline = staticmethod(copilot_env)  # how the model double drives it
     user_config_vars: ClassVar[tuple[str, ...]] = ("COPILOT_HOME",)
@@ -65,7 +66,7 @@ class Copilot(CliAdapter):
         return {
             "COPILOT_OTEL_ENABLED": "true",
             "COPILOT_OTEL_EXPORTER_TYPE": "file",
-            "COPILOT_OTEL_FILE_EXPORTER_PATH": str(ctx.run_dir / OTEL_FILE),
+            "COPILOT_OTEL_FILE_EXPORTER_PATH": str(ctx.agent_dir / OTEL_FILE),
         }
 
     def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:

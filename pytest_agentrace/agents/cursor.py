@@ -46,6 +46,7 @@ class Cursor(CliAdapter):
     """Cursor's agent CLI, executable ``cursor-agent`` (see the module docstring)."""
 
     name: ClassVar[str] = "cursor"
+    env_keep: ClassVar[tuple[str, ...]] = ("CURSOR_",)
     executable: ClassVar[str] = "cursor-agent"
     offline: ClassVar[str] = "cursor-agent has no setting for a custom model endpoint, so the model double cannot drive it"
     sandbox_flag: ClassVar[str] = "--sandbox"

@@ -51,6 +51,7 @@ class Gemini(CliAdapter):
     """Google Gemini CLI (see the module docstring for argv and output format)."""
 
     name: ClassVar[str] = "gemini"
+    env_keep: ClassVar[tuple[str, ...]] = ("GEMINI_", "GOOGLE_")
     executable: ClassVar[str] = "gemini"
     offline = staticmethod(gemini_env)  # how the model double drives it
 

@@ -60,6 +60,7 @@ class OpenCode(CliAdapter):
     """OpenCode CLI (see the module docstring for argv and output format)."""
 
     name: ClassVar[str] = "opencode"
+    env_keep: ClassVar[tuple[str, ...]] = ("OPENCODE_", "ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_", "OPENROUTER_", "GROQ_", "DEEPSEEK_", "MISTRAL_", "XAI_", "AZURE_", "AWS_")
     executable: ClassVar[str] = "opencode"
     offline = staticmethod(opencode_env)  # how the model double drives it
     user_config_vars: ClassVar[tuple[str, ...]] = ("OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR")

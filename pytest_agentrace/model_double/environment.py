@@ -20,11 +20,13 @@ the adapters. ``base_url`` is the run's root URL on the double (``http://127.0.0
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.errors import AgentError
+from pytest_agentrace.run.checks import loopback_no_proxy
 
 DUMMY_KEY = "sk-agentrace-model-double"
 DOUBLE_MODEL = "test"
@@ -58,8 +60,9 @@ def common_env(home: Path, base_url: str, workspace: Path | None = None) -> dict
         "XDG_DATA_HOME": str(home / ".local" / "share"),
         "XDG_STATE_HOME": str(home / ".local" / "state"),
         "XDG_CACHE_HOME": str(home / ".cache"),
-        "NO_PROXY": "127.0.0.1,localhost,::1",
-        "no_proxy": "127.0.0.1,localhost,::1",
+        # the same value the checks get (run.checks.minimal_env): the session's list plus loopback
+        "NO_PROXY": loopback_no_proxy(os.environ.get("no_proxy") or os.environ.get("NO_PROXY")),
+        "no_proxy": loopback_no_proxy(os.environ.get("no_proxy") or os.environ.get("NO_PROXY")),
         "DO_NOT_TRACK": "1",
         ENV_URL: base_url,
     })

@@ -33,6 +33,10 @@ from pytest_agentrace.model_double.server import ModelDouble
 from pytest_agentrace.record.redact import secret_values
 from pytest_agentrace.run.netbridge import loopback_up, run_child
 
+FAULT_PREFIX = "agentrace netns: cannot start the model double:"  # first stderr line of an infrastructure fault
+FAULT_EXIT = 125  # its exit code (as env(1) and timeout(1) use 125 for their own failures)
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds pytest_agentrace/
+
 
 @functools.cache
 def probe() -> tuple[tuple[str, ...] | None, str]:
@@ -71,7 +75,10 @@ def wrap(argv: list[str], script: str | None = None, log: str | None = None, por
         prefix, why = probe()
         if prefix is None:
             raise RuntimeError(why)
-    inner = [sys.executable, "-m", "pytest_agentrace.model_double.netns"]
+    # the package's own folder first on sys.path: inside the sandbox the session's PYTHONPATH is not passed on
+    boot = f"import sys; sys.path.insert(0, {str(_PACKAGE_ROOT)!r}); from pytest_agentrace.model_double.netns import main; " \
+           "sys.exit(main(sys.argv[1:]))"
+    inner = [sys.executable, "-c", boot]
     if script:
         inner += ["--script", script, "--log", str(log or os.devnull), "--port", str(port)]
     elif replay:
@@ -98,18 +105,22 @@ def main(args: list[str] | None = None) -> int:
     argv = ns.argv[1:] if ns.argv[:1] == ["--"] else ns.argv
     if not argv:
         parser.error("no agent command after --")
-    loopback_up()
     double = None
     key = os.environ.pop("AGENTRACE_MODEL_DOUBLE_KEY", None)  # the run's key: the double answers only it
     rejected = str(Path(ns.log).with_name("model-double-rejected.jsonl")) if ns.log and ns.log != os.devnull else None
     log = None if ns.log == os.devnull else ns.log
-    if ns.script:
-        double = ModelDouble(load_script(ns.script), log, port=ns.port, key=key, rejected_log=rejected).start()
-    elif ns.cassette:  # the agent's environment holds its keys: scrubbed from live requests as when recorded
-        scrub = Scrubber.make(secret_values(), ns.workspace, ns.home, basetemp=ns.basetemp or None,
-                              results=ns.results or None)
-        replayer = Replayer(Cassette.load(ns.cassette), ns.match, scrub)
-        double = ModelDouble(log=log, port=ns.port, replayer=replayer, key=key, rejected_log=rejected).start()
+    try:
+        loopback_up()
+        if ns.script:
+            double = ModelDouble(load_script(ns.script), log, port=ns.port, key=key, rejected_log=rejected).start()
+        elif ns.cassette:  # the agent's environment holds its keys: scrubbed from live requests as when recorded
+            scrub = Scrubber.make(secret_values(), ns.workspace, ns.home, basetemp=ns.basetemp or None,
+                                  results=ns.results or None)
+            replayer = Replayer(Cassette.load(ns.cassette), ns.match, scrub)
+            double = ModelDouble(log=log, port=ns.port, replayer=replayer, key=key, rejected_log=rejected).start()
+    except Exception as exc:  # noqa: BLE001 - the harness's fault, never the agent's: the runner makes it an error run
+        print(f"{FAULT_PREFIX} {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return FAULT_EXIT
     code = run_child(argv, "netns")
     if double is not None:
         double.stop()

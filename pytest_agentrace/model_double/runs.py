@@ -147,6 +147,9 @@ class AgentSession:
         if self.offline and not self.sandboxed:
             prefix, self.netns_reason = netns.probe()
             self.offline = prefix is not None
+        # the request logs: written by the harness's double (the record folder), or by the double inside the run's
+        # namespace, which only reaches the agent's outbox (copied into the record folder after the run)
+        self.log_dir = Path(ctx.agent_dir) if self.offline else self.run_dir
         self.double: ModelDouble | None = None
         self.base_url: str | None = None
         self.cost_note: str | None = None
@@ -166,14 +169,14 @@ class AgentSession:
                 self.replayer = Replayer(Cassette.load(self.cassette), opts.replay_match, scrub)
             except CassetteError as exc:
                 raise AgentError(f"--agentrace-replay: {exc}") from None
-            log = self.run_dir / REQUEST_LOG
+            log = self.log_dir / REQUEST_LOG
             log.unlink(missing_ok=True)
             self.script_path = None
             if self.offline:  # the double starts inside the namespace (netns --cassette), on a port free there
                 self.port = _free_port()
             else:
                 self.double = ModelDouble(log=log, replayer=self.replayer, key=self.key,
-                                          rejected_log=self.run_dir / REJECTED_LOG).start()
+                                          rejected_log=self.log_dir / REJECTED_LOG).start()
                 self.port = self.double.port
             self.base_url = f"http://127.0.0.1:{self.port}"
             return
@@ -182,12 +185,12 @@ class AgentSession:
                 self.script = load_script(self.script_path)
             except SpecError as exc:
                 raise AgentError(f"model_double: {exc}") from None
-            log = self.run_dir / REQUEST_LOG
+            log = self.log_dir / REQUEST_LOG
             log.unlink(missing_ok=True)
             if self.offline:  # the double starts inside the namespace, on a port free there
                 self.port = _free_port()
             else:
-                self.double = ModelDouble(self.script, log, key=self.key, rejected_log=self.run_dir / REJECTED_LOG).start()
+                self.double = ModelDouble(self.script, log, key=self.key, rejected_log=self.log_dir / REJECTED_LOG).start()
                 self.port = self.double.port
             self.base_url = f"http://127.0.0.1:{self.port}"
         if opts.record:
@@ -210,7 +213,7 @@ class AgentSession:
             env = apply_env(env, updates)
             argv = insert_argv(argv, extra, self.ctx.prompt)
         if self.offline:
-            log = str(self.run_dir / REQUEST_LOG) if self.script_path or self.replayer else None
+            log = str(self.log_dir / REQUEST_LOG) if self.script_path or self.replayer else None
             replay = None
             if self.replayer is not None:
                 home = SANDBOX_HOME if self.sandboxed else str(self.ctx.home)
@@ -239,7 +242,7 @@ class AgentSession:
         if self.double is not None:
             self.double.stop()
         if self.script_path or self.replayer is not None:
-            log = self.run_dir / REQUEST_LOG
+            log = self.log_dir / REQUEST_LOG
             try:
                 self.info["requests"] = _count_lines(log)
             except OSError:
@@ -247,14 +250,17 @@ class AgentSession:
         self._write_info()
 
     def needs(self) -> list[Path]:
-        """Files the agent's command reads that a sandbox must show: the cassette a double in the namespace plays."""
-        return [self.cassette] if self.replayer is not None and self.offline else []
+        """Files the agent's command reads that a sandbox must show: the script or cassette a double in the
+        namespace plays."""
+        if not self.offline:
+            return []
+        return [Path(self.cassette)] if self.replayer is not None else ([Path(self.script_path)] if self.script_path else [])
 
     def fault(self) -> str | None:
         """The first cassette mismatch of a replayed run (``cassette mismatch: turn N: FIELD: ...``), or None."""
         if self.replayer is None:
             return None
-        for rec in read_log(self.run_dir / REQUEST_LOG):
+        for rec in read_log(self.log_dir / REQUEST_LOG):
             if rec["answer"].get("kind") == "mismatch":
                 return str(rec["answer"].get("error"))
         return None
@@ -265,7 +271,7 @@ class AgentSession:
         when ``settle`` priced the run at 0."""
         note = {"cost_note": self.cost_note} if getattr(self, "cost_note", None) else {}
         if self.replayer is not None:
-            log = read_log(self.run_dir / REQUEST_LOG)
+            log = read_log(self.log_dir / REQUEST_LOG)
             played = sum(1 for r in log if r["answer"].get("kind") == "replay" and r["answer"].get("turn") is not None)
             return {**note, "replay": {"cassette": str(self.cassette), "match": self.replayer.match,
                                        "turns_played": played, "turns_recorded": len(self.replayer.cassette.turns)}}
@@ -285,7 +291,7 @@ class AgentSession:
         if usage.cost_usd or usage.cost_source != CostSource.PRICED:
             usage = dataclasses.replace(usage, cost_usd=0.0, cost_source=CostSource.PRICED)
             self.cost_note = "the model double's model is priced at 0 USD"
-        log = read_log(self.run_dir / REQUEST_LOG)
+        log = read_log(self.log_dir / REQUEST_LOG)
         why = script_mismatch(log, bool(getattr(self.ctx, "edits", True)))
         if why is not None and usage.status != AgentStatus.ERROR:
             usage = dataclasses.replace(usage, status=AgentStatus.ERROR, error=why)

@@ -43,7 +43,8 @@ from pytest_agentrace.plugin.session import (
 from pytest_agentrace.run.cgroup import Parent, find_parent
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.resume import install_sigterm
-from pytest_agentrace.run.sandbox import Sandbox
+from pytest_agentrace.run.sandbox import Sandbox, installed_package
+from pytest_agentrace.run.sandbox import bwrap_path as sandbox_bwrap_path
 from pytest_agentrace.run.sandbox import probe as sandbox_probe
 from pytest_agentrace.spec.builtin import (
     SAME_NAME_NOTE,
@@ -192,13 +193,20 @@ def session_sandbox(config: pytest.Config, found: _options.Settings) -> Sandbox 
     if exe is None:
         if found.sandbox == "bwrap":
             raise pytest.UsageError(f"--agentrace-sandbox bwrap: {why}")
+        if os.geteuid() == 0 and sandbox_bwrap_path() is not None:  # root never runs agents with its privilege
+            raise pytest.UsageError(f"--agentrace-sandbox auto: this session runs as root and {why}; fix that, or "
+                                    "run as another user, or pass --agentrace-sandbox off to run agents as root")
         config.stash[SANDBOX_WHY_KEY] = why
         return None
     package = Path(_options.__file__).resolve().parent
     # the interpreter's package folders wherever they are (a user site under the hidden HOME, a folder a .pth adds)
     sites = tuple(Path(p) for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir())
-    visible = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent, package.parent, *sites)
-    return Sandbox(exe, hidden=(out_dir(config),), visible=visible, offline=found.offline)
+    visible = (Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent, package,
+               *filter(None, [installed_package()]), *sites)
+    here = Path(config.invocation_params.dir)
+    return Sandbox(exe, hidden=(out_dir(config),), visible=visible, offline=found.offline).exposing(
+        [(here / Path(p).expanduser()).resolve() for p in found.sandbox_read or ()],
+        [(here / Path(p).expanduser()).resolve() for p in found.sandbox_write or ()])
 
 
 def _check_model_double(config: pytest.Config) -> None:

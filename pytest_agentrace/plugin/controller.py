@@ -29,6 +29,7 @@ import collections
 import datetime as _dt
 import json
 import os
+import textwrap
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -133,6 +134,27 @@ def network_line(outcomes: Iterable[Outcome]) -> str | None:
     parts = [f"{mode} ({n} run{'s' if n != 1 else ''}: {what.get(mode, mode)})" for mode, n in sorted(modes.items())]
     tail = f"; {blocked} run{'s' if blocked != 1 else ''} had a contact refused (run.json extra.network)" if blocked else ""
     return "agentrace: network: " + ", ".join(parts) + tail
+
+
+def sandbox_line(outcomes: Iterable[Outcome], width: int = 70) -> str | None:
+    """The sandbox the runs had (``run.json`` ``extra.sandbox``), wrapped at ``width`` columns: on or off, which
+    bwrap (path and version) and uid, and what was shown beyond the default; None when no run recorded it."""
+    boxes = [o.extra.get("sandbox") for o in outcomes if isinstance(o.extra.get("sandbox"), dict)]
+    if not boxes:
+        return None
+    on = [b for b in boxes if b.get("on")]
+    if not on:
+        return f"agentrace: sandbox off ({len(boxes)} run{'s' if len(boxes) != 1 else ''} unsandboxed)"
+    first = on[0]
+    head = f"agentrace: sandbox on: bwrap {first.get('bwrap')} {first.get('version')}, uid {first.get('uid')}"
+    if len(on) < len(boxes):
+        head += f"; {len(boxes) - len(on)} runs unsandboxed"
+    read = sorted({p for b in on for p in b.get("read") or ()})
+    write = sorted({p for b in on for p in b.get("write") or ()})
+    extra = "; ".join(part for part in (f"read {', '.join(read)}" if read else "",
+                                         f"write {', '.join(write)}" if write else "") if part)
+    text = head + (f"; also shown: {extra}" if extra else "; nothing shown beyond the default")
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False))
 
 
 def empty_session_line(skipped: dict[str, str]) -> str:
@@ -241,6 +263,8 @@ class Controller:
             notes.append((f"agentrace: runs were not sandboxed: {why} (--agentrace-sandbox off hides this line)", True))
         notes += harbor_notes(self.outcomes.values())
         if line := network_line(outcomes):
+            notes.append((line, False))
+        if line := sandbox_line(outcomes):
             notes.append((line, False))
         failures: list[str] = []
         report = rows = family = None

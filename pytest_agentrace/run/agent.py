@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_agentrace.agents import get_adapter
-from pytest_agentrace.agents.base import RunContext, RunOptions, version_from
+from pytest_agentrace.agents.base import ADAPTER_ENV, RunContext, RunOptions, version_from
 from pytest_agentrace.agents.command import expand_template
 from pytest_agentrace.agents.pricing import apply_pricing
 from pytest_agentrace.errors import AgentError, WorkspaceError
@@ -32,7 +32,9 @@ from pytest_agentrace.run import network, process, workspace
 from pytest_agentrace.run.limits import Hit, Limits, confine, diagnose
 from pytest_agentrace.run.network import RunNetwork
 from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
-from pytest_agentrace.run.sandbox import needed_paths
+from pytest_agentrace.run.sandbox import hidden_paths, needed_paths
+
+BOX_SCRATCH = "box"  # the run's scratch folder backing the agent's /tmp and /dev/shm
 
 if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
     from pytest_agentrace.spec.matrix import RunSpec
@@ -114,7 +116,9 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     is recorded as a parse warning, never raised.
     """
     adapter = get_adapter(spec.agent.adapter)
-    secrets = secret_values(ctx.env)
+    if spec.agent.command is None and adapter.executable is not None:  # a built-in CLI: its provider's variables too
+        ctx = dataclasses.replace(ctx, env={**provider_env(adapter), **ctx.env})
+    secrets = secret_values({**os.environ, **ctx.env})  # the session's keys stay out of the records all the same
     if adapter.workspace_excludes:
         try:
             workspace.exclude(ctx.workspace, adapter.workspace_excludes)
@@ -128,7 +132,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         seconds = time.monotonic() - start
         output_bytes = {"stdout": len(stdout.encode()), "stderr": len(stderr.encode())}
         cut: dict[str, int] = {}
-        hit, limit_record = None, None
+        hit, limit_record, hidden = None, None, []
     else:
         try:
             if spec.agent.command is not None:
@@ -154,6 +158,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
                 session.close()
             return AgentRun(None, 0.0, False, Usage(), error=f"could not make the run's network: {exc}")
         write_text(ctx.run_dir / "argv.json", redact(_json(run_argv), secrets))
+        scratch = Path(ctx.home).parent / BOX_SCRATCH
         if ctx.options.sandbox is not None:
             needs = [*needed_paths(argv[0], inv_env.get("PATH")), *needed_paths(run_argv[0], inv_env.get("PATH")),
                      *named_files(spec), Path(ctx.prompt_file), *(session.needs() if session is not None else []),
@@ -161,11 +166,11 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             profile = ctx.options.sandbox
             if net_mode != "host" and not profile.offline:  # a namespace of its own: loopback only (and the gate)
                 profile = dataclasses.replace(profile, offline=True)
-            run_argv, inv_env = profile.wrap(run_argv, writable=[ctx.workspace, ctx.run_dir],
-                                             home=Path(ctx.home), env=dict(inv_env), needs=needs)
+            run_argv, inv_env = profile.wrap(run_argv, writable=[ctx.workspace, ctx.agent_dir],
+                                             home=Path(ctx.home), env=dict(inv_env), needs=needs, scratch=scratch)
         limits = run_limits(spec, ctx.options.limits)
-        try:
-            confined = confine(limits, ctx.workspace, ctx.options.cgroup)
+        try:  # the disk watch counts the workspace and the box's /tmp and /dev/shm
+            confined = confine(limits, [ctx.workspace, scratch], ctx.options.cgroup)
         except OSError as exc:
             if session is not None:
                 session.close()
@@ -192,7 +197,11 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             err = "FileNotFoundError: " + first  # the namespace's helper could not start the command
         elif code == 125 and first.startswith("agentrace netbridge: cannot make"):
             err = "the run's network: " + first
+        elif code == netns.FAULT_EXIT and first.startswith(netns.FAULT_PREFIX):  # the double's fault, not the agent's
+            err = "model double: " + first.removeprefix(netns.FAULT_PREFIX).strip()
         output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
+        hidden = hidden_paths(stderr + "\n" + stdout[-65536:], [ctx.workspace, ctx.home, scratch, ctx.agent_dir]) \
+            if ctx.options.sandbox is not None and code not in (0, None) else []
         limit_record = confined.record()
         hit = diagnose(limits, code, stderr + "\n" + stdout[-65536:], stopped, events)
     write_text(ctx.run_dir / "raw.out", redact(stdout, secrets))  # a link left there is replaced, not followed
@@ -200,7 +209,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     if err:
         if err.startswith("FileNotFoundError") and shutil.which(run_argv[0]):
             err += " (the program exists: its #! interpreter line names a program that is missing)"
-        return AgentRun(None, seconds, False, Usage(), error=f"could not start agent: {err}")
+        return AgentRun(None, seconds, False, Usage(), error=err if err.startswith("model double:") else f"could not start agent: {err}")
     try:
         usage = adapter.parse(stdout, stderr, ctx)
     except Exception as exc:  # a parser bug must not lose the run
@@ -219,6 +228,8 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             extra["network"] = contacts
             if net is not None and (blocked := net.blocked_reason()):
                 extra["network_blocked"] = blocked
+    if hidden:  # the run failed on a path the box does not show
+        extra["sandbox_hidden"] = hidden
     missing = missing_commands(stdout + "\n" + stderr)
     if missing:  # a tool call met a missing program: the run may pass, but the agent worked without it
         extra = {**extra, "notes": [*extra.get("notes", ()), "a tool call's output says command not found: "
@@ -227,6 +238,14 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, *process.cut_notes(cut, output_bytes)))
     return AgentRun(code, seconds, timed_out, usage, error=fault, output_bytes=output_bytes, extra=extra, limit=hit,
                     limits=limit_record)
+
+
+def provider_env(adapter: Any, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of ``base`` (default ``os.environ``) a built-in CLI gets besides the minimal environment:
+    ``agents.base.ADAPTER_ENV`` and those starting with one of its ``env_keep`` prefixes."""
+    base = os.environ if base is None else base
+    keep = (*ADAPTER_ENV, *adapter.env_keep)
+    return {k: v for k, v in base.items() if k.startswith(keep)}
 
 
 def network_for(spec: RunSpec, ctx: RunContext, argv: list[str], env: dict[str, str],
@@ -305,7 +324,7 @@ def _json(obj: Any) -> str:
 
 
 def make_context(spec: RunSpec, tmp: Path, run_dir: Path, ws: Path, prompt: str, env: Mapping[str, str], edits: bool,
-                 options: RunOptions) -> RunContext:
+                 options: RunOptions, outbox: Path | None = None) -> RunContext:
     """Build the adapter's ``RunContext``; write the prompt twice: the record's ``prompt.txt`` (secrets redacted) and
     the agent's input (``tmp/input/prompt.txt``, the exact text, what ``{prompt_file}`` names; read-only in the
     sandbox, deleted with the run's scratch folder)."""
@@ -318,5 +337,5 @@ def make_context(spec: RunSpec, tmp: Path, run_dir: Path, ws: Path, prompt: str,
     return RunContext(
         workspace=ws, run_dir=run_dir, home=home, prompt=prompt, prompt_file=prompt_file,
         model=spec.agent.model, edits=edits, env=env, timeout=spec.timeout, agent=spec.agent,
-        case=spec.case_obj, options=options,
+        case=spec.case_obj, options=options, outbox=outbox,
     )

@@ -1,7 +1,8 @@
 """Check commands (test / verify / lint / setup / prepare): run a shell string in the workspace, keep a log, and
 tell a check that ran and found problems from one whose tool is missing.
 
-Environment (``clean_env``): the session's environment without pytest's own variables, with the folder of the
+Environment (``clean_env``): an allow-list of the session's environment (``minimal_env``: PATH, HOME, LANG/LC_*,
+TERM, TZ, TMPDIR, no_proxy with loopback) plus the task's and agent's ``env``, with the folder of the
 session's interpreter (``sys.executable``) first on ``PATH``, as tox and nox do for their sessions: a check's
 ``python`` (and ``pytest``, ``ruff``, ... installed beside it) is the one pytest runs on, also when its virtual
 environment is not activated (``.venv/bin/python -m pytest --agentrace``). A command naming an absolute
@@ -33,7 +34,6 @@ from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
 
 NOT_FOUND_EXIT = 127  # POSIX shells: command not found
 NOT_EXECUTABLE_EXIT = 126  # POSIX shells: found but cannot be executed
-_SCRUB_PREFIXES = ("PYTEST_", "COV_CORE_")
 LOG_HEAD = LOG_TAIL = 256 * 1024  # bytes of a check's output kept in its log
 
 
@@ -42,11 +42,34 @@ def session_bin() -> str:
     return os.path.dirname(os.path.abspath(sys.executable))
 
 
+# and LC_*; the Python settings name how the session's interpreter behaves (no bytecode files in a workspace), no secret
+BASE_VARS = ("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR", "NO_PROXY", "no_proxy",
+             "PYTHONDONTWRITEBYTECODE", "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONHASHSEED")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")  # always in no_proxy: the model double and the bridge listen there
+
+
+def loopback_no_proxy(value: str | None) -> str:
+    """``value`` (a ``no_proxy`` list) with the loopback names added once: the same for agents and checks."""
+    entries = [e.strip() for e in (value or "").split(",") if e.strip()]
+    return ",".join(dict.fromkeys([*LOOPBACK, *entries]))
+
+
+def minimal_env(base: Mapping[str, str] | None = None, keep: Sequence[str] = ()) -> dict[str, str]:
+    """The variables of ``base`` (default ``os.environ``) every command may see: ``BASE_VARS`` and ``LC_*``, plus
+    those whose name starts with one of ``keep`` (an adapter's provider prefixes, ``agents.base.Adapter.env_keep``);
+    ``no_proxy``/``NO_PROXY`` hold the loopback names whatever the session set."""
+    base = os.environ if base is None else base
+    env = {k: v for k, v in base.items() if k in BASE_VARS or k.startswith("LC_") or (keep and k.startswith(tuple(keep)))}
+    no_proxy = loopback_no_proxy(base.get("no_proxy") or base.get("NO_PROXY"))
+    env["no_proxy"] = env["NO_PROXY"] = no_proxy
+    return env
+
+
 def clean_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for agents and checks: ``base`` (default ``os.environ``) without pytest's own
-    variables (``PYTEST_CURRENT_TEST``, ``PYTEST_XDIST_WORKER``, ``PYTEST_ADDOPTS``, ...), with ``session_bin()``
-    first on ``PATH``, plus ``extra`` (a ``PATH`` in ``extra`` wins as given)."""
-    env = {k: v for k, v in (base if base is not None else os.environ).items() if not k.startswith(_SCRUB_PREFIXES)}
+    """The environment for agents and checks: ``minimal_env(base)`` (an allow-list: the session's provider keys and
+    everything else stay out), with ``session_bin()`` first on ``PATH``, plus ``extra`` (the task's and agent's
+    ``env``; a ``PATH`` in ``extra`` wins as given)."""
+    env = minimal_env(base)
     parts = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p]
     env["PATH"] = os.pathsep.join([session_bin(), *(p for p in parts if p != session_bin())])
     env.update(extra or {})

@@ -29,7 +29,7 @@ import resource
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,9 +171,10 @@ class DiskWatch:
     started; ``check`` returns ``"disk"`` once it exceeds ``limit``. Looks at most every ``DISK_EVERY`` seconds, and
     waits ten times as long as a look took (a big tree is walked less often)."""
 
-    def __init__(self, root: Path, limit: int, clock=None):
-        self.root, self.limit, self._clock = root, limit, clock or time.monotonic
-        self.start = tree_bytes(root)
+    def __init__(self, root: Path | Sequence[Path], limit: int, clock=None):
+        self.roots = [root] if isinstance(root, (str, Path)) else list(root)
+        self.root, self.limit, self._clock = self.roots[0], limit, clock or time.monotonic
+        self.start = self._bytes()
         self.grown = 0
         self._next = 0.0
 
@@ -182,10 +183,13 @@ class DiskWatch:
         now = self._clock()
         if now < self._next and not force:
             return None
-        self.grown = tree_bytes(self.root) - self.start
+        self.grown = self._bytes() - self.start
         took = self._clock() - now
         self._next = self._clock() + max(DISK_EVERY, 10 * took)
         return "disk" if self.grown > self.limit else None
+
+    def _bytes(self) -> int:
+        return sum(tree_bytes(r) for r in self.roots)
 
 
 def tree_bytes(root: Path) -> int:
@@ -210,9 +214,9 @@ def tree_bytes(root: Path) -> int:
     return total
 
 
-def confine(limits: Limits, workspace: Path | None, parent: Parent | None) -> Confinement:
-    """The confinement of one run with ``limits`` (0 fields: off), its ``workspace`` (the disk watch's root; None:
-    no watch) and the session's cgroup ``parent`` (None: rlimits only). Raises ``OSError`` when the run's group
+def confine(limits: Limits, workspace: Path | Sequence[Path] | None, parent: Parent | None) -> Confinement:
+    """The confinement of one run with ``limits`` (0 fields: off), its ``workspace`` (the disk watch's root, or
+    roots: the workspace and the box's scratch; None: no watch) and the session's cgroup ``parent`` (None: rlimits only). Raises ``OSError`` when the run's group
     cannot be made. rlimits never exceed the harness's own hard limits."""
     enforced: dict[str, str] = {}
     unenforced: dict[str, str] = {}
@@ -247,7 +251,9 @@ def confine(limits: Limits, workspace: Path | None, parent: Parent | None) -> Co
         add(resource.RLIMIT_FSIZE, limits.disk)
         enforced["disk"] = f"RLIMIT_FSIZE {human_bytes(limits.disk)} (largest file)"
         if workspace is not None:
-            enforced["disk"] += " + workspace growth checked every second"
+            scratch = not isinstance(workspace, (str, Path)) and len(workspace) > 1
+            enforced["disk"] += (" + workspace growth" + (" (with the box's /tmp and /dev/shm)" if scratch else "")
+                                 + " checked every second")
     if limits.cpu_time:
         seconds = max(1, int(limits.cpu_time))
         add(resource.RLIMIT_CPU, seconds, seconds + CPU_GRACE)

@@ -44,6 +44,8 @@ def loopback_up() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         req = struct.pack("16sh", b"lo", 0)
         flags = struct.unpack("16sh", fcntl.ioctl(s, _SIOCGIFFLAGS, req))[1]
+        if flags & _IFF_UP:  # bwrap --unshare-net brings it up; without capabilities it could not be set again
+            return
         fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | _IFF_UP))
 
 

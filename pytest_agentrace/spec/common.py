@@ -15,6 +15,7 @@ from pytest_agentrace.argtypes import byte_size, limit_count, limit_seconds
 from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.network import NetworkSpec, parse_network
+from pytest_agentrace.run.sandbox import BoxSpec
 from pytest_agentrace.strict import check_keys, str_list, str_mapping, typed
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.:+-]+")
@@ -41,6 +42,7 @@ class AgentSpec:
     ``isolate``: folders (absolute) hidden from the agent's sandbox besides the ones every run hides.
     ``limits``: the agent's own resource limits (``parse_limits``), over its file's and the session's.
     ``network``: the agent's own network mode and allow-list (``run.network.parse_network``), over its file's.
+    ``sandbox``: a string is the CLI's own sandbox mode; a mapping ``{read, write}`` is ``box`` (``parse_box``).
     """
 
     name: str
@@ -57,6 +59,7 @@ class AgentSpec:
     isolate: tuple[str, ...] = ()  # more host folders the agent must not see (absolute paths)
     limits: Limits | None = None  # this agent's resource limits (over its file's and the session's)
     network: NetworkSpec | None = None  # this agent's network mode / allow-list (run.network; over its file's)
+    box: BoxSpec | None = None  # ``sandbox: {read, write}``: more the harness's sandbox shows this agent's runs
 
     @property
     def adapter(self) -> str:
@@ -124,9 +127,11 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
     edits = value.get("edits")
     if edits is not None:
         typed(path, f"{key}.edits", edits, bool)
-    sandbox = value.get("sandbox")
-    if sandbox is not None:
-        typed(path, f"{key}.sandbox", sandbox, str)
+    sandbox, box = value.get("sandbox"), None
+    if isinstance(sandbox, dict):  # the harness's box: paths it shows besides the default
+        sandbox, box = None, parse_box(path, f"{key}.sandbox", value["sandbox"], base)
+    elif sandbox is not None:  # the CLI's own sandbox mode (codex --sandbox, cursor --sandbox)
+        typed(path, f"{key}.sandbox", sandbox, str, dict, fix="write the CLI's mode (a string) or {read: [...], write: [...]}")
     expect = value.get("expect")
     if expect is not None and expect not in ("pass", "fail"):
         raise SpecError(path, f"{key}.expect", f"must be 'pass' or 'fail', not {expect!r}")
@@ -152,7 +157,22 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
                       for p in str_list(path, f"{key}.isolate", value.get("isolate") or [], allow_str=False)),
         limits=parse_limits(path, f"{key}.limits", value["limits"]) if value.get("limits") is not None else None,
         network=parse_network(path, f"{key}.network", value["network"]) if value.get("network") is not None else None,
+        box=box,
     )
+
+
+def parse_box(path: Path, key: str, value: Any, base: Path | None = None) -> BoxSpec:
+    """A ``sandbox`` mapping (``read``, ``write``: lists of paths; relative ones resolve against the file's folder,
+    ``~`` is the user's HOME) -> ``BoxSpec``. Raises ``SpecError`` naming ``key`` for a wrong type or key."""
+    typed(path, key, value, dict, fix="write {read: [PATH, ...], write: [PATH, ...]}")
+    check_keys(path, key, value, ("read", "write"))
+    folder = base or path.parent
+
+    def paths(name: str) -> tuple[str, ...]:
+        items = str_list(path, f"{key}.{name}", value.get(name) or [], allow_str=True)
+        return tuple(str((folder / Path(p).expanduser()).resolve()) for p in items)
+
+    return BoxSpec(read=paths("read"), write=paths("write"))
 
 
 def parse_limits(path: Path, key: str, value: Any) -> Limits:

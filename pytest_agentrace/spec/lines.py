@@ -33,10 +33,14 @@ NETWORK: dict[str, Any] = {"anyOf": [{"enum": list(NETWORK_MODES)}, {
     "properties": {"mode": {"enum": list(NETWORK_MODES)}, "allow": {"type": "array", "items": STR}}}]}
 
 
+BOX: dict[str, Any] = {"type": "object", "additionalProperties": False,
+                       "properties": {"read": STR_OR_STRS, "write": STR_OR_STRS}}
+
+
 def agent_schema(keys: Sequence[str], *, with_string: bool) -> dict[str, Any]:
     props = {
         "name": STR, "command": STR_OR_STRS, "kind": STR, "model": STR, "env": ENV, "args": STR_OR_STRS,
-        "edits": {"type": "boolean"}, "sandbox": STR, "model_double": STR, "expect": {"enum": ["fail", "pass"]},
+        "edits": {"type": "boolean"}, "sandbox": {"anyOf": [STR, BOX]}, "model_double": STR, "expect": {"enum": ["fail", "pass"]},
         "isolate": STR_OR_STRS, "limits": LIMITS, "network": NETWORK,
     }
     table = {"type": "object", "properties": {k: props[k] for k in keys}, "required": ["name"],

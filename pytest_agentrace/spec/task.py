@@ -17,8 +17,10 @@ from pytest_agentrace.errors import SpecError
 from pytest_agentrace.run.cleantree import machinery_patterns
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.network import NetworkSpec, parse_network
-from pytest_agentrace.spec.common import AGENT_KEYS, AgentSpec, parse_agent, parse_limits, unique_agent_ids
+from pytest_agentrace.run.sandbox import BoxSpec
+from pytest_agentrace.spec.common import AGENT_KEYS, AgentSpec, parse_agent, parse_box, parse_limits, unique_agent_ids
 from pytest_agentrace.spec.lines import (
+    BOX,
     DRAFT,
     ENV,
     LIMITS,
@@ -44,7 +46,7 @@ from pytest_agentrace.strict import (
 TASK_KEYS = (
     "name", "description", "repo", "test_command", "lint_command", "verify_command", "verify_files",
     "timeout", "agents", "scoring", "pricing", "difficulty", "setup", "solution_files", "solution_patch",
-    "protected", "test_machinery", "env", "limits", "network", "binary_diffs",
+    "protected", "test_machinery", "env", "limits", "network", "binary_diffs", "sandbox",
 )
 REQUIRED = ("name", "description", "test_command")
 SCORE_KEYS = ("tests", "verify", "exit", "lint", "time", "lines")
@@ -92,6 +94,7 @@ class Task:
     limits: Limits | None = None  # resource limits of the task's runs (over the session's)
     network: NetworkSpec | None = None  # network mode / allow-list of the task's runs and checks (run.network)
     binary_diffs: bool = False  # diff.patch holds binary files' bytes (else path, size and sha256 only)
+    box: BoxSpec | None = None  # ``sandbox: {read, write}``: more the sandbox shows the task's runs and checks
     content_hash: str = ""
     harbor: Any = None  # spec.harbor.HarborLayout when the task is a Harbor task folder (task.toml + instruction.md)
 
@@ -228,6 +231,8 @@ def _load_task(path: Path, data: Any) -> Task:
         kw["limits"] = parse_limits(path, "limits", data["limits"])
     if data.get("network") is not None:
         kw["network"] = parse_network(path, "network", data["network"])
+    if data.get("sandbox") is not None:
+        kw["box"] = parse_box(path, "sandbox", data["sandbox"])
     for key in ("verify_files", "solution_files"):
         files = str_mapping(path, key, data.get(key) or {})
         kw[key] = {relative_file(path, f"{key}.{k}", k): v for k, v in files.items()}
@@ -349,7 +354,7 @@ def task_schema() -> dict[str, Any]:
         "test_machinery": {"anyOf": [{"type": "array", "items": STR}, {
             "type": "object", "properties": {"replace": {"type": "array", "items": STR}},
             "required": ["replace"], "additionalProperties": False}]},
-        "network": NETWORK,
+        "network": NETWORK, "sandbox": BOX,
     }
     return {"$schema": DRAFT, "$id": "https://pytest-agentrace/schemas/task.schema.json",
             "title": "pytest-agentrace task file (YAML)", **schema_table(props, TASK_KEYS, REQUIRED)}

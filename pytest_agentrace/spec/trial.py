@@ -36,9 +36,11 @@ from typing import Any
 from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.network import NetworkSpec, parse_network
+from pytest_agentrace.run.sandbox import BoxSpec
 from pytest_agentrace.run.workspace import folder_hash
-from pytest_agentrace.spec.common import AgentSpec, parse_agent, parse_limits, unique_agent_ids
+from pytest_agentrace.spec.common import AgentSpec, parse_agent, parse_box, parse_limits, unique_agent_ids
 from pytest_agentrace.spec.lines import (
+    BOX,
     DRAFT,
     LIMITS,
     NETWORK,
@@ -59,7 +61,7 @@ from pytest_agentrace.strict import (
 )
 
 TOP_KEYS = ("name", "defaults", "repos", "arms", "agents", "questions")
-DEFAULTS_KEYS = ("reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim", "limits", "network",
+DEFAULTS_KEYS = ("reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim", "limits", "network", "sandbox",
                  "max_answer_chars")
 REPO_KEYS = ("name", "source", "ref")
 ARM_KEYS = ("name", "overlay", "repos", "setup", "parallel_setup", "prepare", "uses", "prompt_prefix", "prompt_suffix")
@@ -140,6 +142,7 @@ class Trial:
     claim: bool = False
     limits: Limits | None = None  # [defaults] limits: resource limits of every run (over the session's)
     network: NetworkSpec | None = None  # [defaults] network: mode / allow-list of every run (run.network)
+    box: BoxSpec | None = None  # [defaults] sandbox = {read, write}: more the sandbox shows every run
     max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS  # characters; a question may set its own
     content_hash: str = ""
 
@@ -218,6 +221,8 @@ def _load_trial(path: Path, data: Any) -> Trial:
         kw["limits"] = parse_limits(path, "[defaults].limits", defaults["limits"])
     if "network" in defaults:
         kw["network"] = parse_network(path, "[defaults].network", defaults["network"])
+    if "sandbox" in defaults:
+        kw["box"] = parse_box(path, "[defaults].sandbox", defaults["sandbox"])
     if "max_answer_chars" in defaults:
         kw["max_answer_chars"] = _positive_int(path, "[defaults].max_answer_chars", defaults["max_answer_chars"])
     baseline = arms[0].name
@@ -401,7 +406,7 @@ def trial_schema() -> dict[str, Any]:
     defaults = {"reps": positive_int, "parallel": positive_int, "timeout": {"type": "number", "exclusiveMinimum": 0},
                 "baseline": STR, "prompt_suffix": STR, "claim": {"type": "boolean"}, "limits": LIMITS,
                 "max_answer_chars": {"type": "integer", "minimum": 1},
-                "network": NETWORK}
+                "network": NETWORK, "sandbox": BOX}
     repo = {"name": STR, "source": STR, "ref": STR}
     arm = {"name": STR, "overlay": STR, "repos": STR_MAP, "setup": STR_OR_STRS,
            "parallel_setup": {"type": "boolean"}, "prepare": STR_OR_STRS, "uses": STR, "prompt_prefix": STR,

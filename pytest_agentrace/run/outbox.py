@@ -1,0 +1,89 @@
+"""The outbox: the one folder of a run's record an agent (and its checks) may write, and what the harness takes
+from it afterwards.
+
+``{run_dir}`` and ``$TRIAL_OUT`` name the outbox (``<scratch>/outbox``), never the run's record folder: the agent
+never sees the folder the harness writes its records into. After the run, ``collect`` copies the outbox's
+regular files into the record folder: links (to files or folders), FIFOs and devices are skipped and never
+followed, each file is read with no-follow (``record.safefile.read_bytes``) and written with no-follow and
+exclusive create into folders the harness makes, at most ``FILE_CAP`` bytes a file and ``TOTAL_CAP`` in all, and
+a name the harness already wrote (``raw.out``, ``run.json``, ...) is never replaced. What was left out is
+returned, for the run's ``extra.outbox``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pytest_agentrace.record.safefile import TEMP_PREFIX, UnsafePath, is_regular, read_bytes, write_new
+
+FILE_CAP = 64 * 1024**2  # bytes of one file copied out
+TOTAL_CAP = 256 * 1024**2  # bytes copied out of one outbox
+NAME = "outbox"
+
+
+def make(scratch: Path) -> Path:
+    """A fresh, empty outbox in the run's scratch folder ``scratch`` (what was there is removed)."""
+    import shutil
+
+    box = scratch / NAME
+    if box.is_symlink() or box.is_file():
+        box.unlink()
+    shutil.rmtree(box, ignore_errors=True)
+    box.mkdir(parents=True)
+    return box
+
+
+def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int = TOTAL_CAP) -> dict[str, Any]:
+    """Copy ``outbox``'s regular files into ``record`` (see the module docstring); returns ``{"copied": n,
+    "skipped": {relative path: why}}`` (``skipped`` only when something was left out)."""
+    copied, total = 0, 0
+    skipped: dict[str, str] = {}
+    if not outbox.is_dir() or outbox.is_symlink():
+        return {"copied": 0}
+    for root, dirs, names in os.walk(outbox):
+        base = Path(root)
+        rel_root = base.relative_to(outbox)
+        for d in list(dirs):
+            if os.path.islink(base / d):
+                skipped[str(rel_root / d)] = "a link (not followed)"
+        dirs[:] = sorted(d for d in dirs if not os.path.islink(base / d))
+        for name in sorted(names):
+            rel = rel_root / name
+            src = base / name
+            if name.startswith(TEMP_PREFIX):
+                continue
+            if not is_regular(src):
+                skipped[str(rel)] = "a link (not followed)" if src.is_symlink() else "not a regular file"
+                continue
+            dest = record / rel
+            if os.path.lexists(dest):
+                skipped[str(rel)] = "the harness's own record has this name"
+                continue
+            data = read_bytes(src, file_cap + 1)
+            if data is None:
+                skipped[str(rel)] = "unreadable"
+                continue
+            if len(data) > file_cap or total + len(data) > total_cap:
+                skipped[str(rel)] = f"over the size cap ({file_cap} bytes a file, {total_cap} in all)"
+                continue
+            try:
+                _folders(record, rel.parent)
+                write_new(dest, data)
+            except (UnsafePath, OSError) as exc:
+                skipped[str(rel)] = f"not copied: {exc}"
+                continue
+            copied += 1
+            total += len(data)
+    return {"copied": copied, **({"skipped": skipped} if skipped else {})}
+
+
+def _folders(record: Path, rel: Path) -> None:
+    """Make ``record / rel`` folder by folder, refusing any part that is a link or no folder."""
+    here = record
+    for part in rel.parts:
+        here = here / part
+        if here.is_symlink() or (here.exists() and not here.is_dir()):
+            raise UnsafePath(f"{here} is a link or no folder")
+        here.mkdir(exist_ok=True)

@@ -1,0 +1,84 @@
+"""The box's small parts: the summary line, the hidden-path reason, the environment allow-list (no_proxy the same
+for agents and checks), the outbox copy, and a root session that cannot drop privilege."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers.report import outcome
+
+from pytest_agentrace.plugin.controller import sandbox_line
+from pytest_agentrace.run import outbox
+from pytest_agentrace.run.checks import clean_env, loopback_no_proxy, minimal_env
+from pytest_agentrace.run.sandbox import hidden_paths
+
+BOX = {"on": True, "bwrap": "/usr/bin/bwrap", "version": "0.8.0", "uid": 1000, "offline": False, "read": [], "write": []}
+
+
+def test_sandbox_line_says_on_which_bwrap_and_what_was_shown_within_70_columns() -> None:
+    long = "/very/long/folder/of/fixtures/that/a/team/shows/to/every/run/of/its/suite/data"
+    runs = [outcome(extra={"sandbox": {**BOX, "read": [long, "/srv/models"], "write": ["/var/cache/pip"]}}),
+            outcome(rep=2, extra={"sandbox": BOX})]
+    text = sandbox_line(runs)
+    assert all(len(line) <= 70 for line in text.splitlines()), text
+    flat = " ".join(part.strip() for part in text.splitlines())
+    assert flat.startswith("agentrace: sandbox on: bwrap /usr/bin/bwrap 0.8.0, uid 1000; also shown: read ")
+    assert "/srv/models" in flat and "write /var/cache/pip" in flat
+    assert sandbox_line([outcome(extra={"sandbox": BOX})]) == (
+        "agentrace: sandbox on: bwrap /usr/bin/bwrap 0.8.0, uid 1000; nothing\n  shown beyond the default")
+    assert sandbox_line([outcome(extra={"sandbox": {"on": False}})] * 2) == "agentrace: sandbox off (2 runs unsandboxed)"
+    assert sandbox_line([outcome()]) is None  # no run recorded a sandbox (in-process only, older records)
+
+
+def test_hidden_paths_names_host_paths_the_box_did_not_show(tmp_path: Path) -> None:
+    data = tmp_path / "data.csv"
+    data.write_text("x")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    text = (f"FileNotFoundError: [Errno 2] No such file or directory: '{data}'\n"
+            f"cat: {ws}/missing: No such file or directory\n"  # inside the workspace: shown, not hidden
+            "Error: ENOENT: no such file or directory, open '/nonexistent/at/all'\n"  # not on the host either
+            f"open {data}: permission denied\n")
+    assert hidden_paths(text, [ws]) == [str(data)]
+    assert hidden_paths(f"reading {data} went fine") == []  # no error on the line
+
+
+def test_environment_allow_list_and_no_proxy_parity() -> None:
+    base = {"PATH": "/usr/bin", "HOME": "/h", "LANG": "C.UTF-8", "LC_ALL": "C", "TERM": "xterm", "TZ": "UTC",
+            "TMPDIR": "/t", "no_proxy": "corp.example", "ANTHROPIC_API_KEY": "sk-ant-xxx", "AWS_SECRET": "s",
+            "PYTEST_XDIST_WORKER": "gw0", "PYTHONPATH": "/p"}
+    env = minimal_env(base)
+    assert set(env) == {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "TMPDIR", "no_proxy", "NO_PROXY"}
+    assert env["no_proxy"] == env["NO_PROXY"] == "127.0.0.1,localhost,::1,corp.example"
+    assert minimal_env(base, ("ANTHROPIC_",))["ANTHROPIC_API_KEY"] == "sk-ant-xxx"
+    checks = clean_env(base, {"FOO": "1"})
+    assert checks["no_proxy"] == env["no_proxy"] and checks["FOO"] == "1" and "ANTHROPIC_API_KEY" not in checks
+    assert loopback_no_proxy("localhost, a.b") == "127.0.0.1,localhost,::1,a.b"
+
+
+def test_the_model_doubles_environment_has_the_same_no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_agentrace.model_double.environment import common_env
+
+    monkeypatch.setenv("no_proxy", "corp.example")
+    env = common_env(Path("/h"), "http://127.0.0.1:1/r/x")
+    assert env["no_proxy"] == env["NO_PROXY"] == clean_env()["no_proxy"] == "127.0.0.1,localhost,::1,corp.example"
+
+
+def test_outbox_copies_regular_files_only(tmp_path: Path) -> None:
+    box, record = outbox.make(tmp_path), tmp_path / "record"
+    record.mkdir()
+    (record / "raw.out").write_text("the harness's")
+    (box / "sub").mkdir()
+    (box / "sub" / "a.txt").write_text("a")
+    (box / "raw.out").write_text("the agent's")
+    (box / "big.bin").write_bytes(b"x" * 2000)
+    os.symlink("/etc/hostname", box / "link")
+    os.symlink(tmp_path, box / "dirlink")
+    os.mkfifo(box / "fifo")
+    taken = outbox.collect(box, record, file_cap=1000)
+    assert taken["copied"] == 1 and (record / "sub" / "a.txt").read_text() == "a"
+    assert (record / "raw.out").read_text() == "the harness's"
+    assert set(taken["skipped"]) == {"raw.out", "big.bin", "link", "dirlink", "fifo"}
+    assert not any(p.is_symlink() for p in record.rglob("*"))
