@@ -156,3 +156,11 @@ def test_a_record_keeps_its_task_name_and_cassette_path(tmp_path: Path) -> None:
         "extra": {"cassette": str(cassette), "author": "GIT_AUTHOR_NAME=Ada Lovelace"}})
     out = redact_outcome(outcome, ["Ada Lovelace-not-a-secret"]).to_dict()
     assert json.dumps(out, sort_keys=True) == json.dumps(outcome.to_dict(), sort_keys=True)
+
+
+@pytest.mark.parametrize("text", ['{"fallback_token_limit_override":null,"model":"x"}', "api_token: none",
+                                  "SECRET_ROTATION=false", "password = true", "token_budget: undefined"])
+def test_literal_values_of_secret_like_names_are_kept(text: str) -> None:
+    """A JSON/YAML/TOML literal (null, none, true, false, nil, undefined) holds no secret: kept as written (a
+    Codex session log's ``"fallback_token_limit_override":null`` stays valid JSON)."""
+    assert redact(text) == text

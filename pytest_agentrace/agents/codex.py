@@ -64,7 +64,7 @@ from pytest_agentrace.agents.parsing import (
 from pytest_agentrace.model_double.environment import codex_env
 from pytest_agentrace.record.model import AgentStatus, Usage
 from pytest_agentrace.record.redact import redact, secret_values
-from pytest_agentrace.record.safefile import write_text
+from pytest_agentrace.record.safefile import read_text, write_text
 from pytest_agentrace.run import process
 
 DISABLED_FEATURES = ("plugins", "remote_plugin", "apps")
@@ -135,10 +135,12 @@ class Codex(CliAdapter):
         return {"TMPDIR": str(tmp)}
 
     def parse(self, stdout: str, stderr: str, ctx: RunContext | None = None) -> Usage:
-        """Copy the run's session log into the run folder (``copy_session_log``), then parse as usual."""
-        if ctx is not None:
-            copy_session_log(stdout, ctx)
-        return super().parse(stdout, stderr, ctx)
+        """Copy the run's session log into the run's record folder (``copy_session_log``) and parse the stream
+        with that copy (the harness's own file, not one the agent left in its outbox)."""
+        if ctx is None:
+            return super().parse(stdout, stderr, ctx)
+        copied = copy_session_log(stdout, ctx)
+        return parse_codex(stdout, stderr, read_text(copied) if copied is not None else None)
 
     def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:
         return parse_codex(stdout, stderr, (side or {}).get("session"))
@@ -171,9 +173,8 @@ def copy_session_log(stdout: str, ctx: RunContext) -> Path | None:
     found = sorted((codex_home / "sessions").glob(f"*/*/*/rollout-*{tid}.jsonl"))
     if not found:
         return None
-    try:
-        text = found[-1].read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    text = read_text(found[-1])  # under the agent's HOME: a link is never followed, only a regular file read
+    if text is None:
         return None
     target = Path(ctx.run_dir) / SESSION_FILE
     write_text(target, redact(text, secret_values(ctx.env)))

@@ -94,9 +94,13 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+_LITERALS = frozenset({"null", "none", "true", "false", "nil", "undefined"})  # JSON/YAML/TOML words, never a secret
+
+
 def _assignment(m: re.Match[str]) -> str:
     name, sep, value = m.groups()
-    if (value.startswith(MARK) or len(value) < 3 or value.lower() in _SCHEMES or value[0] in "$<%"
+    if (value.startswith(MARK) or len(value) < 3 or value.lower() in _SCHEMES or value.lower() in _LITERALS
+            or value[0] in "$<%"
             or any(c in value for c in "([{") or not is_secret_name(name)):
         return m.group(0)  # a reference (``$VAR``, ``f(x)``, ``<placeholder>``), not a value
     return f"{name}{sep}{MARK}"
