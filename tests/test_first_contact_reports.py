@@ -23,7 +23,14 @@ from pytest_agentrace.record.manifest import digest_run, write_manifest
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.report.html import render_report
 from pytest_agentrace.report.json_export import build_export
-from pytest_agentrace.report.markdown import COMMENT_LIMIT, COMMENT_MARKER, comment_body, elo_title, render
+from pytest_agentrace.report.markdown import (
+    COMMENT_LIMIT,
+    COMMENT_MARKER,
+    comment_body,
+    elo_title,
+    expected_failure,
+    render,
+)
 from pytest_agentrace.stats.score import score_outcomes
 
 TASK = """\
@@ -267,3 +274,20 @@ def test_links_without_a_page_path_are_absolute(tmp_path: Path) -> None:
     assert f'href="{(folder / "odd name #1.txt").as_uri()}"' in page and "elsewhere" not in page
     page = render_report(doc, html_path=tmp_path / "site" / "r.html")
     assert 'href="../runs/fix-add/default/a/1/odd%20name%20%231.txt"' in page
+
+
+def test_a_custom_baseline_expected_to_fail_is_recorded_and_reported_as_such(pytester: pytest.Pytester,
+                                                                              bin_dir: Path, xdist: list[str]) -> None:
+    """A custom agent with ``expect: fail`` is a baseline: pytest counts its failed run as xfailed, its record says
+    ``extra.expect`` and the reports count it as an expected failure, not a failure."""
+    make_repo(pytester.path / "repo", CALC_REPO)
+    (pytester.path / "fix-add.yaml").write_text(TASK.replace("  - noop\n", "  - {name: idle, command: 'true', expect: fail}\n"))
+    write_script(bin_dir / "bot", BOT)
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "results", "--agentrace-no-save",
+                             "-p", "no:cacheprovider", *xdist)
+    res.assert_outcomes(passed=1, failed=1, xfailed=1)
+    idle = json.loads(next((pytester.path / "results" / "runs").glob("fix-add/*/idle/*/run.json")).read_text())
+    assert (idle["status"], idle["extra"]["expect"]) == ("failed", "fail")
+    alpha = json.loads(next((pytester.path / "results" / "runs").glob("fix-add/*/alpha/*/run.json")).read_text())
+    assert "expect" not in alpha["extra"]
+    assert [r["agent"] for r in [alpha, idle] if expected_failure(r)] == ["idle"]

@@ -150,6 +150,8 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     if sandbox is not None:  # the task's, the trial's and the agent's sandbox.read / sandbox.write
         sandbox = sandbox.exposing(*exposed(spec))
     fields["extra"] = {**fields["extra"], "sandbox": sandbox.describe() if sandbox is not None else {"on": False}}
+    if getattr(spec.agent, "expect", None):  # a baseline's `expect: fail` (or pass): reports read it (xfail)
+        fields["extra"]["expect"] = spec.agent.expect
     box_out: Path | None = None  # the outbox ({run_dir}, $TRIAL_OUT), made before the agent starts
 
     def finish(status: Status, reason: str | None = None) -> Outcome:
