@@ -35,10 +35,10 @@ link(home + "/.bashrc", "raw.out")
 link(project + "/pwned.txt", "diff.patch")
 link(drop + "/tests.log", "tests.log")
 link(home + "/.aws/credentials", "creds.txt")
-rep = int(run_dir.name)
-if rep > 1:
-    link(str(run_dir.parent / str(rep - 1) / "run.json"), "run.json")
-    link(str(run_dir.parent / str(rep - 1) / "run.json"), "prompt.txt")
+earlier = pathlib.Path(project) / "out" / "runs" / "linked" / "default" / "linker" / "1" / "run.json"
+if earlier.exists():  # {run_dir} is the run's outbox: links to an earlier rep's record, by its known path
+    link(str(earlier), "run.json")
+    link(str(earlier), "prompt.txt")
 os.makedirs(home + "/hiddenout", exist_ok=True)
 os.symlink(home + "/hiddenout", "hidden")  # where the verify file's folder goes
 print("linked")
@@ -96,7 +96,9 @@ def test_links_in_the_record_folder_are_never_written_through(linked, xdist, cap
         for name in ("raw.out", "diff.patch", "tests.log", "run.json"):  # written after the agent: replaced
             assert not (run_dir / name).is_symlink() and (run_dir / name).is_file(), (rep, name)
         assert "linked" in (run_dir / "raw.out").read_text() and "a + b" in (run_dir / "diff.patch").read_text()
-        assert (run_dir / "creds.txt").is_symlink()  # left as the agent made it: never read, hashed or copied
+        # the agent's {run_dir} is its outbox: links there are never copied into the record (nor read, nor hashed)
+        assert not (run_dir / "creds.txt").exists() and not (run_dir / "creds.txt").is_symlink()
+        assert "creds.txt" in json.dumps(record["extra"]["outbox"])
     assert verify(out).ok, verify(out).lines()  # the earlier rep's run.json is what its session wrote
 
     # reports and merge read no link: the HOME credentials are neither in the HTML nor in the merged folder

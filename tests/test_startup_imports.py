@@ -19,7 +19,7 @@ from pytest_agentrace.agents import ADAPTERS, CLI_AGENTS, get_adapter
 from pytest_agentrace.agents.cliadapter import CliAdapter
 
 HEAVY = ("numpy", "scipy")
-HELP_MODULES = 100  # 97 + plugin.interrupts, record.attempts, model_double.normalise (each on the start-up path on purpose)
+HELP_MODULES = 101  # 97 + plugin.interrupts, record.attempts, model_double.normalise, run.outbox (on the start-up path on purpose)
 PROBE = f"""\
 import json, sys
 import pytest

@@ -140,7 +140,9 @@ class Codex(CliAdapter):
         if ctx is None:
             return super().parse(stdout, stderr, ctx)
         copied = copy_session_log(stdout, ctx)
-        return parse_codex(stdout, stderr, read_text(copied) if copied is not None else None)
+        if copied is None:  # no session log under the run's HOME: the side file where the CLI left one, if any
+            return super().parse(stdout, stderr, ctx)
+        return parse_codex(stdout, stderr, read_text(copied))
 
     def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:
         return parse_codex(stdout, stderr, (side or {}).get("session"))

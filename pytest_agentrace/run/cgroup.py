@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import secrets
 import signal
 import time
 from dataclasses import dataclass
@@ -132,9 +133,12 @@ class RunGroup:
 
     @classmethod
     def create(cls, parent: Parent, memory: int = 0, processes: int = 0) -> RunGroup:
-        """A fresh group ``agentrace-<pid>-<n>`` with ``memory`` bytes (v2; 0: none) and ``processes`` tasks (0:
-        none). Raises ``OSError`` when the folder or a limit cannot be written."""
-        path = parent.path / f"agentrace-{os.getpid()}-{next(_counter)}"
+        """A fresh group ``agentrace-<pid>-<n>-<random>`` with ``memory`` bytes (v2; 0: none) and ``processes``
+        tasks (0: none); empty groups left by processes that no longer exist are removed first (a killed session
+        cannot remove its own, and pids are reused). Raises ``OSError`` when the folder or a limit cannot be
+        written."""
+        sweep(parent.path)
+        path = parent.path / f"agentrace-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
         path.mkdir()
         group = cls(parent, path)
         try:
@@ -223,3 +227,28 @@ class RunGroup:
                 if time.monotonic() > deadline:
                     return False
                 time.sleep(0.05)
+
+
+def sweep(parent: Path) -> None:
+    """Remove the empty ``agentrace-<pid>-...`` groups under ``parent`` whose process is gone (``rmdir`` refuses
+    a group that still holds a process, so a live run's group is never touched)."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        parts = entry.name.split("-")
+        if len(parts) < 3 or parts[0] != "agentrace" or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+            continue  # its session is alive
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        try:
+            os.rmdir(entry.path)
+        except OSError:
+            pass
+
