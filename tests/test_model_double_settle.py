@@ -38,6 +38,7 @@ def session_for(tmp_path: Path, log: Path, edits: bool = False) -> AgentSession:
     (run_dir / REQUEST_LOG).write_text(log.read_text())
     session = AgentSession.__new__(AgentSession)  # the parts settle() reads; start-up is covered by the runner tests
     session.script_path, session.run_dir, session.ctx = "script.yaml", run_dir, SimpleNamespace(edits=edits)
+    session.log_dir = run_dir  # the harness's double writes its request log into the record folder
     session.base_url = None
     return session
 

@@ -27,7 +27,7 @@ def test_denied_tools_named_in_the_failure(pytester: pytest.Pytester, bin_dir: P
     (pytester.path / "task.yaml").write_text(
         "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\nagents: [claude]\n"
     )
-    res = pytester.runpytest("--agentrace", "--agentrace-out", "o")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", f"--agentrace-sandbox-read={SAMPLE.parent}")
     res.assert_outcomes(failed=1)
     record = json.loads((pytester.path / "o/runs/t/default/claude/1/run.json").read_text())
     assert record["status"] == "failed"
@@ -44,7 +44,7 @@ def test_denied_tools_named_in_a_failed_trial_run(pytester: pytest.Pytester, bin
         '[[agents]]\nname = "claude"\nedits = true\n'
         '[[questions]]\nid = "port"\nrepo = "app"\nprompt = "Which port?"\nexpect = ["8123"]\n'
     )
-    res = pytester.runpytest("--agentrace", "--agentrace-out", "o")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", f"--agentrace-sandbox-read={SAMPLE.parent}")
     res.assert_outcomes(failed=1)
     record = json.loads(next((pytester.path / "o").glob("runs/**/run.json")).read_text())
     assert record["status"] == "failed"

@@ -86,8 +86,9 @@ def summary(run: dict) -> dict:
     u = run["usage"]
     names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens")
     tokens = {k: u[k] for k in names}
-    # an absolute path in the workspace differs by session: <basetemp>/<run's scratch folder>/ws
-    calls = [(c["name"], re.sub(r"/\S*/ws/", "<workspace>/", c.get("summary") or "")) for c in u.get("tool_calls") or []]
+    # an absolute path in the workspace differs by session: <basetemp>/<run's scratch folder>/ws; a summary is cut
+    # to a fixed length (with "…") before that path is replaced, so only its first 16 characters are the same
+    calls = [(c["name"], re.sub(r"/\S*/ws/", "<workspace>/", c.get("summary") or "")[:16]) for c in u.get("tool_calls") or []]
     return {"status": run["status"], "tokens": tokens, "turns": u.get("turns"), "tool_calls": calls,
             "answer": u.get("answer"), "diff": run["_diff"], "lines_changed": run["lines_changed"]}
 

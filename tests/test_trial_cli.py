@@ -84,12 +84,12 @@ def test_example_trial_runs_offline(pytester: pytest.Pytester, xdist: list[str])
     # 3 runs per arm and question; the stratified permutation test reaches p = 2/400 where a sign-flip over 2 cases stops at 0.5
     assert docs_verdict(res.stdout.str()) == "cheaper (provisional)"
     assert "target: these cases (fixed cases;" in res.stdout.str()
-    # for new questions like these (ini agentrace_generalize = cases) two questions cannot decide: the report says so
+    # for new questions like these (ini agentrace_generalize = cases) two questions cannot decide: the clustered-t
+    # interval on K - 1 = 1 degree of freedom is wide and includes 1.00
     (pytester.path / "pytest.ini").write_text("[pytest]\nagentrace_generalize = cases\n")
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-resume", *xdist)
     res.assert_outcomes(passed=24)
-    assert docs_verdict(res.stdout.str()) == ("no clear difference (interval excludes 1.00, sign-flip p=0.500; with 2 cases p cannot go "
-                                              "below 0.5: add cases)")
+    assert docs_verdict(res.stdout.str()) == "no clear difference"
     assert "target: new cases like these" in res.stdout.str()
 
 

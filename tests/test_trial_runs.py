@@ -126,7 +126,12 @@ def test_env_vars_for_setup_prepare_verify_and_agent(project: pytest.Pytester) -
     (log,) = agent_logs(out)
     env = log["env"]
     run_dir = out / "runs" / "port" / "docs" / "bot" / "1" if probe()[0] else out
-    assert env["TRIAL_OUT"] == str(run_dir)  # in the sandbox the results folder is out of reach: its own folder
+    if probe()[0]:  # in the box the results folder is out of reach: the agent's $TRIAL_OUT is its outbox, whose
+        # regular files the harness copies into the run's record folder after the run (run.outbox)
+        assert Path(env["TRIAL_OUT"]).name == "outbox" and not Path(env["TRIAL_OUT"]).is_relative_to(out)
+    else:
+        assert env["TRIAL_OUT"] == str(run_dir)
+    agent_out = env["TRIAL_OUT"]  # the checks run the agent's code: the same $TRIAL_OUT as the agent
     assert env["TRIAL_DIR"] == log["cwd"]
     assert (env["TRIAL_QUESTION"], env["TRIAL_ARM"], env["TRIAL_AGENT"], env["TRIAL_REP"]) == ("port", "docs", "bot", "1")
     assert env["FOO"] == "bar"
@@ -138,7 +143,8 @@ def test_env_vars_for_setup_prepare_verify_and_agent(project: pytest.Pytester) -
         if phase == "verify":  # verify runs in the run's clean tree (run.cleantree), not in the agent's workspace
             assert seen.pop("TRIAL_DIR") == str(Path(env["TRIAL_DIR"]).parent / "clean")
             env = {k: v for k, v in env.items() if k != "TRIAL_DIR"}
-        assert seen == {**{k: v for k, v in env.items() if k.startswith("TRIAL_")}, "TRIAL_OUT": str(folder)}, phase
+        want_out = agent_out if phase == "verify" else str(folder)
+        assert seen == {**{k: v for k, v in env.items() if k.startswith("TRIAL_")}, "TRIAL_OUT": want_out}, phase
 
 
 def test_trial_id_is_unique_per_run_and_session(project: pytest.Pytester) -> None:

@@ -260,7 +260,7 @@ def test_key_lists_are_the_issue_keys() -> None:
     # max_answer_chars: honest checks; network: the network mode and allow-list)
     assert set(TOP_KEYS) == {"name", "defaults", "repos", "arms", "agents", "questions"}
     assert set(DEFAULTS_KEYS) == {"reps", "parallel", "timeout", "baseline", "prompt_suffix", "claim", "limits",
-                                 "max_answer_chars", "network"}
+                                 "max_answer_chars", "network", "sandbox"}
     assert set(REPO_KEYS) == {"name", "source", "ref"}
     assert set(ARM_KEYS) == {"name", "overlay", "repos", "setup", "parallel_setup", "prepare", "uses", "prompt_prefix", "prompt_suffix"}
     assert set(AGENT_KEYS) == {"name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double",
