@@ -156,7 +156,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         reason = with_denials(status, reason, fields.get("usage"))
         if box_out is not None:  # the outbox's regular files into the record folder, never through a link
             taken = outbox.collect(box_out, run_dir)
-            if taken.get("skipped"):
+            if taken.get("skipped") or taken.get("over_count_cap"):
                 fields["extra"] = {**fields["extra"], "outbox": taken}
         hidden = fields["extra"].get("sandbox_hidden")
         if hidden and status in (Status.FAILED, Status.ERROR):
@@ -187,8 +187,10 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         judge.box = boxed(sandbox.showing(Path(spec.source).resolve().parent), [ws, out], tmp / "check-home")
         options = dataclasses.replace(options, sandbox=sandbox)
     check_limits = run_limits(spec, options.limits)
-    # the checks run the agent's code: the clean tree and the box's /tmp and /dev/shm count against the disk limit
-    judge.limits = lambda: confine(check_limits, [tmp / CLEAN, tmp / CHECK_BOX], options.cgroup)
+    # the checks run the agent's code: every folder they write (the clean tree, the box's /tmp and /dev/shm, their
+    # HOME, the reports, the outbox) counts against the disk limit
+    judge.limits = lambda: confine(check_limits, [tmp / CLEAN, tmp / CHECK_BOX, tmp / "check-home", tmp / REPORTS,
+                                                  tmp / outbox.NAME], options.cgroup)
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:

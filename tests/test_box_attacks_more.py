@@ -1,0 +1,73 @@
+"""More of the box's holes, each closed: hostile custom agents under the default sandbox (serial and -n 2).
+
+- Every folder an agent writes counts against ``--agentrace-disk``: its HOME and the outbox too, not only the
+  workspace and the box's /tmp and /dev/shm (a run wrote 120 MB into HOME or the outbox under a 32 MiB limit and
+  was not stopped).
+- The outbox's copy into the record folder has a cap on the number of entries, not only on bytes: twenty thousand
+  empty files (0 bytes each) were all copied into the results folder, and every one could be named in ``run.json``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers import write_script
+from test_box_attacks import project, run_attack, states, untouched  # noqa: F401 (the fixture)
+
+from pytest_agentrace.run import outbox
+from pytest_agentrace.run.sandbox import probe
+
+FILLER = r"""
+import json, os, sys, time
+folder = {"home": os.environ["HOME"], "outbox": sys.argv[1]}[os.environ["ATTACK"]]
+for i in range(40):
+    with open(f"{folder}/fill{i}.bin", "wb") as fh:
+        fh.write(os.urandom(1_000_000))
+    time.sleep(0.1)
+print("RESULT " + json.dumps("filled 40 MB"))
+"""
+
+
+@pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
+@pytest.mark.parametrize("where", ["home", "outbox"])
+def test_filling_home_or_the_outbox_past_the_disk_limit_stops_the_run(project, xdist, where) -> None:  # noqa: F811
+    pytester, home, _ = project
+    write_script(pytester.path / "hostile.py", FILLER)
+    before = states(pytester, home)
+    _, results, records = run_attack(pytester, where, "", xdist, "--agentrace-disk", "5M", command_args=" {run_dir}")
+    assert len(records) == 1
+    run = records[0]
+    assert run["status"] == "failed" and run["reason"].startswith("resource limit: disk"), run["reason"]
+    assert results == []  # stopped before it could say it filled 40 MB
+    untouched(pytester, home, before)
+
+
+def test_a_flood_of_files_in_the_outbox_is_counted_not_copied(tmp_path: Path) -> None:
+    box, record = tmp_path / "outbox", tmp_path / "record"
+    record.mkdir()
+    (box / "flood").mkdir(parents=True)
+    for i in range(60):
+        (box / "flood" / f"f{i}").write_bytes(b"")
+    for i in range(20):
+        os.mkfifo(box / f"pipe{i}")
+    (box / "note.txt").write_text("kept")
+    taken = outbox.collect(box, record, count_cap=50)
+    assert (record / "note.txt").read_text() == "kept"  # the outbox's top folder: 22 entries, under the cap
+    assert not (record / "flood").exists()  # its 60 files would pass the cap: none copied
+    assert taken["copied"] == 1 and taken["over_count_cap"] == 60
+    assert set(taken["skipped"]) == {f"pipe{i}" for i in range(20)}
+    (tmp_path / "record2").mkdir()
+    many = outbox.collect(box, tmp_path / "record2")
+    assert many["copied"] == 61  # under the default cap, every regular file is copied
+
+
+def test_skipped_entries_are_named_at_most_skipped_cap_times(tmp_path: Path) -> None:
+    box, record = tmp_path / "outbox", tmp_path / "record"
+    record.mkdir()
+    box.mkdir()
+    for i in range(outbox.SKIPPED_CAP + 30):
+        os.symlink("/etc/passwd", box / f"link{i}")
+    taken = outbox.collect(box, record)
+    assert taken["copied"] == 0 and len(taken["skipped"]) == outbox.SKIPPED_CAP
