@@ -5,6 +5,9 @@
   was not stopped).
 - The outbox's copy into the record folder has a cap on the number of entries, not only on bytes: twenty thousand
   empty files (0 bytes each) were all copied into the results folder, and every one could be named in ``run.json``.
+- No ``run.json`` comes out of the outbox, at any depth: an agent's ``{run_dir}/r0/run.json`` became
+  ``runs/<task>/<trial>/<agent>/<rep>/r0/run.json``, and ``agentrace report`` counted five forged passed runs of
+  another agent (``agentrace verify`` only called them "added after its session").
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import pytest
 from helpers import write_script
 from test_box_attacks import project, run_attack, states, untouched  # noqa: F401 (the fixture)
 
+from pytest_agentrace.record.runfile import iter_runs
 from pytest_agentrace.run import outbox
 from pytest_agentrace.run.sandbox import probe
 
@@ -42,6 +46,32 @@ def test_filling_home_or_the_outbox_past_the_disk_limit_stops_the_run(project, x
     assert run["status"] == "failed" and run["reason"].startswith("resource limit: disk"), run["reason"]
     assert results == []  # stopped before it could say it filled 40 MB
     untouched(pytester, home, before)
+
+
+FORGER = r"""
+import json, os, sys
+for i in range(3):
+    os.makedirs(f"{sys.argv[1]}/r{i}/deeper", exist_ok=True)
+    for rel in (f"r{i}", f"r{i}/deeper"):
+        json.dump({"task": "box", "agent": "claude", "status": "passed", "rep": 100 + i}, open(f"{sys.argv[1]}/{rel}/run.json", "w"))
+open(f"{sys.argv[1]}/r0/notes.txt", "w").write("a side file")
+print("RESULT " + json.dumps("forged"))
+"""
+
+
+@pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
+def test_no_run_record_comes_out_of_the_outbox(project, xdist) -> None:  # noqa: F811
+    pytester, home, _ = project
+    write_script(pytester.path / "hostile.py", FORGER)
+    _, results, records = run_attack(pytester, "forge", "", xdist, command_args=" {run_dir}")
+    assert results == ["forged"] and len(records) == 1
+    out = pytester.path / "out"
+    run_dir = out / "runs" / "box" / "default" / "hostile" / "1"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("run.json")) == [
+        "runs/box/default/hostile/1/run.json"]
+    assert [o.agent for _, o in iter_runs(out)] == ["hostile"]
+    assert (run_dir / "r0" / "notes.txt").read_text() == "a side file"  # other side files are still copied
+    assert {"r0/run.json", "r1/deeper/run.json"} <= set(records[0]["extra"]["outbox"]["skipped"])
 
 
 def test_a_flood_of_files_in_the_outbox_is_counted_not_copied(tmp_path: Path) -> None:

@@ -6,8 +6,10 @@ never sees the folder the harness writes its records into. After the run, ``coll
 regular files into the record folder: links (to files or folders), FIFOs and devices are skipped and never
 followed, each file is read with no-follow (``record.safefile.read_bytes``) and written with no-follow and
 exclusive create into folders the harness makes, at most ``FILE_CAP`` bytes a file, ``TOTAL_CAP`` in all and
-``COUNT_CAP`` files (what lies past it is neither copied nor listed one by one), and a name the harness already wrote (``raw.out``, ``run.json``, ...) is never replaced. What was left out is
-returned, for the run's ``extra.outbox``.
+``COUNT_CAP`` files (what lies past it is neither copied nor listed one by one), and a name the harness already wrote (``raw.out``, ``run.json``, ...) is never replaced. A file named ``run.json`` is
+never copied, at any depth: the record readers take every ``runs/**/run.json`` for a run (an agent's
+``sub/run.json`` was counted as another agent's passed run). What was left out is returned, for the run's
+``extra.outbox``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.record.runfile import RUN_FILE
 from pytest_agentrace.record.safefile import TEMP_PREFIX, UnsafePath, is_regular, read_bytes, write_new
 
 FILE_CAP = 64 * 1024**2  # bytes of one file copied out
@@ -68,6 +71,9 @@ def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int
             rel = rel_root / name
             src = base / name
             if name.startswith(TEMP_PREFIX):
+                continue
+            if name == RUN_FILE:  # only the harness writes a run record: readers glob runs/**/run.json
+                skip(rel, "a run record's name (only the harness writes one)")
                 continue
             if not is_regular(src):
                 skip(rel, "a link (not followed)" if src.is_symlink() else "not a regular file")
