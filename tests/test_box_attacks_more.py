@@ -8,6 +8,10 @@
 - No ``run.json`` comes out of the outbox, at any depth: an agent's ``{run_dir}/r0/run.json`` became
   ``runs/<task>/<trial>/<agent>/<rep>/r0/run.json``, and ``agentrace report`` counted five forged passed runs of
   another agent (``agentrace verify`` only called them "added after its session").
+- What one check's code writes in its HOME or /tmp never reaches the next check: a ``usercustomize.py`` the agent's
+  code wrote into the user site during the tests check ran at the start of the hidden verify check.
+- A link the agent's code leaves in the checks' reports folder is no harness fault: a link at ``reports/verify``
+  turned a run that failed its tests into an ``error`` (``FileExistsError``), which is never charged to the agent.
 """
 
 from __future__ import annotations
@@ -72,6 +76,52 @@ def test_no_run_record_comes_out_of_the_outbox(project, xdist) -> None:  # noqa:
     assert [o.agent for _, o in iter_runs(out)] == ["hostile"]
     assert (run_dir / "r0" / "notes.txt").read_text() == "a side file"  # other side files are still copied
     assert {"r0/run.json", "r1/deeper/run.json"} <= set(records[0]["extra"]["outbox"]["skipped"])
+
+
+CHECK_PLANTER = r'''
+import json, os
+attack = os.environ["ATTACK"]
+plant = {
+    "usercustomize": (
+        "import os, sys\n"
+        "site = os.path.expanduser('~/.local/lib/python%d.%d/site-packages' % sys.version_info[:2])\n"
+        "os.makedirs(site, exist_ok=True)\n"
+        "open(os.path.join(site, 'usercustomize.py'), 'w').write('print(\"PLANTED-\" + \"USERCUSTOMIZE RAN\")')\n"
+        "open('/tmp/planted-by-tests', 'w').write('x')\n"),
+    "reports_link": (
+        "import os, sys\n"
+        "for arg in sys.argv:\n"
+        "    if arg.startswith('--junitxml='):\n"
+        "        reports = os.path.dirname(os.path.dirname(arg.split('=', 1)[1]))\n"
+        "        os.symlink('/nonexistent', os.path.join(reports, 'verify'))\n"),
+}[attack]
+# the hidden verify test never imports calc.py: only what the tests check left behind can reach it
+open("calc.py", "w").write(plant + "def add(a, b):\n    return a - b\n")
+print("RESULT " + json.dumps("planted"))
+'''
+
+
+@pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
+def test_what_one_check_writes_in_its_home_or_tmp_never_reaches_the_next(project, xdist) -> None:  # noqa: F811
+    pytester, home, _ = project
+    write_script(pytester.path / "hostile.py", CHECK_PLANTER)
+    _, results, records = run_attack(pytester, "usercustomize", "", xdist)
+    assert results == ["planted"] and len(records) == 1
+    run_dir = pytester.path / "out" / "runs" / "box" / "default" / "hostile" / "1"
+    assert "PLANTED-USERCUSTOMIZE RAN" not in (run_dir / "verify.log").read_text()
+    assert records[0]["checks"]["verify"]["passed"] is True  # the hidden test ran, untouched
+    assert records[0]["status"] == "failed" and records[0]["reason"].startswith("tests failed")
+
+
+@pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
+def test_a_link_left_in_the_reports_folder_leaves_a_failing_run_failed(project, xdist) -> None:  # noqa: F811
+    pytester, home, _ = project
+    write_script(pytester.path / "hostile.py", CHECK_PLANTER)
+    _, results, records = run_attack(pytester, "reports_link", "", xdist)
+    assert results == ["planted"] and len(records) == 1
+    assert records[0]["status"] == "failed", records[0]["reason"]
+    assert records[0]["reason"].startswith("tests failed")
+    assert records[0]["checks"]["verify"]["passed"] is True
 
 
 def test_a_flood_of_files_in_the_outbox_is_counted_not_copied(tmp_path: Path) -> None:

@@ -131,7 +131,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     try:
         return _run(spec, tmp, out, options, session_id)
     finally:  # nothing of a finished run stays where a later agent could read it
-        for scratch in ("ws", "ws.git", "home", "check-home", "input", "harbor", CLEAN, CLEAN + ".src", REPORTS, CHECK_GIT,
+        for scratch in ("ws", "ws.git", "home", "check-home", "check-home.setup", "input", "harbor", CLEAN, CLEAN + ".src", REPORTS, CHECK_GIT,
                         outbox.NAME, BOX_SCRATCH, CHECK_BOX):
             shutil.rmtree(tmp / scratch, ignore_errors=True)
 
@@ -271,7 +271,13 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
                 return finish(Status.ERROR, f"could not make the checks' network: {exc}")
         fields["extra"] = {**fields["extra"], "check_network_mode": check_mode if check_net or check_mode != "provider"
                            else "none"}
-        judge.box = boxed(check_profile, writable, tmp / "check-home", check_net, tmp / CHECK_BOX)
+        # each check starts from the HOME setup left and an empty /tmp: what one check's code wrote there (a
+        # usercustomize.py, a .pth in the user site) cannot run in the next
+        home0 = tmp / "check-home.setup"
+        shutil.rmtree(home0, ignore_errors=True)
+        (tmp / "check-home").mkdir(exist_ok=True)
+        (tmp / "check-home").rename(home0)
+        judge.box = boxed(check_profile, writable, tmp / "check-home", check_net, tmp / CHECK_BOX, fresh=home0)
     try:
         judgement = judge.judge(ws, env, run_dir, secrets, agent.usage)
     finally:
@@ -284,13 +290,20 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
 
 
 def boxed(profile: Sandbox, writable: list[Path], home: Path, net: network.RunNetwork | None = None,
-          scratch: Path | None = None) -> Box:
+          scratch: Path | None = None, fresh: Path | None = None) -> Box:
     """A check command's sandbox: ``profile`` with ``writable`` folders read-write and ``home`` as its HOME;
     with ``net``, behind that provider network's bridge (its gate's folder shown); ``scratch`` backs its /tmp and
-    /dev/shm."""
+    /dev/shm. With ``fresh`` (a harness folder), every command's ``home`` is a new copy of it (links copied as
+    links) and its ``scratch`` starts empty."""
     home.mkdir(parents=True, exist_ok=True)
 
     def wrap(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        if fresh is not None:
+            for folder in (home, *([scratch] if scratch is not None else [])):
+                if folder.is_symlink():
+                    folder.unlink()
+                shutil.rmtree(folder, ignore_errors=True)
+            shutil.copytree(fresh, home, symlinks=True)
         needs: list[Path] = []
         if net is not None:
             argv, env = net.wrap(argv, env)
