@@ -10,6 +10,8 @@
   another agent (``agentrace verify`` only called them "added after its session").
 - What one check's code writes in its HOME or /tmp never reaches the next check: a ``usercustomize.py`` the agent's
   code wrote into the user site during the tests check ran at the start of the hidden verify check.
+- ``diff.patch`` is cut at ``run.workspace.PATCH_CAP`` bytes, read from git no further: a 200 MB text file made a
+  203 MB diff.patch and took the harness to 1.1 GB of memory.
 - A link the agent's code leaves in the checks' reports folder is no harness fault: a link at ``reports/verify``
   turned a run that failed its tests into an ``error`` (``FileExistsError``), which is never charged to the agent.
 """
@@ -20,11 +22,11 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import write_script
+from helpers import make_repo, write_script
 from test_box_attacks import project, run_attack, states, untouched  # noqa: F401 (the fixture)
 
 from pytest_agentrace.record.runfile import iter_runs
-from pytest_agentrace.run import outbox
+from pytest_agentrace.run import outbox, workspace
 from pytest_agentrace.run.sandbox import probe
 
 FILLER = r"""
@@ -151,3 +153,23 @@ def test_skipped_entries_are_named_at_most_skipped_cap_times(tmp_path: Path) -> 
         os.symlink("/etc/passwd", box / f"link{i}")
     taken = outbox.collect(box, record)
     assert taken["copied"] == 0 and len(taken["skipped"]) == outbox.SKIPPED_CAP
+
+
+def test_a_huge_change_is_cut_in_diff_patch_and_still_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 200 MB text file the agent left made a 203 MB diff.patch, and the harness held 1.1 GB while making it
+    (no cap: a 2 GiB one would take the session's memory). The patch is read from git up to ``PATCH_CAP`` bytes;
+    the line counts still cover the whole change."""
+    monkeypatch.setattr(workspace, "PATCH_CAP", 10_000)
+    src = make_repo(tmp_path / "src", {"a.txt": "1\n"})
+    ws = tmp_path / "ws"
+    workspace.create(str(src), ws, tmp_path / "cache")
+    before = workspace.snapshot_tree(ws)
+    (ws / "big.txt").write_text("a line of text\n" * 50_000)  # 750 kB of patch
+    (ws / "a.txt").write_text("2\n")
+    ch = workspace.change(ws, before, workspace.snapshot_tree(ws))
+    assert (ch.lines_added, ch.lines_removed, ch.files_changed) == (50_001, 1, 2)
+    assert len(ch.patch) < 10_200 and ch.patch.endswith("# diff.patch cut at 10000 bytes: the whole change is larger\n")
+    assert ch.patch.startswith("diff --git a/a.txt b/a.txt")
+    monkeypatch.undo()
+    whole = workspace.change(ws, before, workspace.snapshot_tree(ws))
+    assert "cut at" not in whole.patch and whole.patch.count("+a line of text") == 50_000

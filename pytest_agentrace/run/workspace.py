@@ -85,6 +85,34 @@ def git(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, check:
     return proc.stdout
 
 
+def desk_git_head(args: list[str], ws: Path, cap: int) -> tuple[str, bool]:
+    """``desk_git(args, ws)``'s first ``cap`` bytes of stdout (decoded, bad bytes replaced) and whether there was
+    more: git is stopped once ``cap`` bytes are read, so a huge output never sits in the harness's memory. Raises
+    ``WorkspaceError`` when git fails before that."""
+    import tempfile
+
+    desk = desk_dir(ws)
+    if not (desk / "HEAD").is_file():
+        make_desk(ws)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    argv = ["git", *[part for item in HARDENED for part in ("-c", item)], "--git-dir", str(desk), "--work-tree",
+            str(Path(ws).absolute()), *args]
+    with tempfile.TemporaryFile() as err, subprocess.Popen(argv, cwd=str(desk), stdout=subprocess.PIPE, stderr=err,
+                                                           env={**base, **HARDENED_ENV, **GIT_IDENTITY}) as proc:
+        assert proc.stdout is not None
+        data = proc.stdout.read(cap + 1)
+        cut = len(data) > cap
+        if cut:
+            proc.kill()
+        proc.stdout.close()
+        code = proc.wait()
+        if code != 0 and not cut:
+            err.seek(0)
+            text = err.read().decode(errors="replace").strip()[-500:]
+            raise WorkspaceError(f"git {' '.join(args)} failed in {desk} (exit {code}): {text}")
+    return data[:cap].decode(errors="replace"), cut
+
+
 def desk_dir(ws: Path) -> Path:
     """The harness's own git folder of the workspace ``ws``: ``<ws>.git`` beside it (outside the workspace, so the
     agent, which writes only inside it, cannot write there). Every harness git call on ``ws`` after the clone uses
@@ -413,22 +441,27 @@ class Change:
         return self.lines_added + self.lines_removed
 
 
+PATCH_CAP = 64 * 1024**2  # bytes of diff.patch read from git and recorded
 _BINARY_LINE = re.compile(r"(?m)^Binary files .* differ$")
 
 
 def change(ws: Path, before: str, after: str, binary: bool = False) -> Change:
     """Compare two trees from ``snapshot_tree``; binary files count as changed files with 0 lines.
 
-    One git process in the desk: ``git diff -z --numstat -p --no-ext-diff --no-textconv`` prints the NUL-terminated
-    numstat records, one more NUL, then the patch. A binary file's bytes are not in the patch: its ``Binary files
-    ... differ`` line is followed by ``# binary <path>: <size> bytes, sha256 <hex>`` (``binaries``); with ``binary``
-    (a task's ``binary_diffs: true``) the patch is ``git diff --binary``'s, bytes included. Raises
-    ``WorkspaceError`` when git fails.
+    Two git processes in the desk: ``git diff -z --numstat --no-ext-diff --no-textconv`` prints the NUL-terminated
+    numstat records; ``git diff -p`` the patch, of which at most ``PATCH_CAP`` bytes are read (a longer one ends with
+    a ``# diff.patch cut at N bytes`` line: a huge change never fills the harness's memory or the record). A binary
+    file's bytes are not in the patch: its ``Binary files ... differ`` line is followed by ``# binary <path>: <size>
+    bytes, sha256 <hex>`` (``binaries``); with ``binary`` (a task's ``binary_diffs: true``) the patch is ``git diff
+    --binary``'s, bytes included. Raises ``WorkspaceError`` when git fails.
     """
     added = removed = files = 0
     binary_paths: list[str] = []
-    out = desk_git(["diff", "-z", "--numstat", "-p", "--no-renames", "--no-ext-diff", "--no-textconv",
-                    *(["--binary"] if binary else []), before, after], ws)
+    flags = ["--no-renames", "--no-ext-diff", "--no-textconv"]
+    out = desk_git(["diff", "-z", "--numstat", *flags, before, after], ws) + "\0"
+    patch, cut = desk_git_head(["diff", "-p", *flags, *(["--binary"] if binary else []), before, after], ws, PATCH_CAP)
+    if cut:
+        patch += f"\n# diff.patch cut at {PATCH_CAP} bytes: the whole change is larger\n"
     pos = 0
     while pos < len(out) and out[pos] != "\0":
         end = out.index("\0", pos)
@@ -439,7 +472,6 @@ def change(ws: Path, before: str, after: str, binary: bool = False) -> Change:
             binary_paths.append(path)
         else:
             added, removed = added + int(a), removed + int(r)
-    patch = out[pos + 1:]
     binaries = blob_facts(ws, before, after, binary_paths) if binary_paths else ()
     if binaries and not binary:
         found = iter(binaries)
