@@ -12,12 +12,15 @@
   code wrote into the user site during the tests check ran at the start of the hidden verify check.
 - ``diff.patch`` is cut at ``run.workspace.PATCH_CAP`` bytes, read from git no further: a 200 MB text file made a
   203 MB diff.patch and took the harness to 1.1 GB of memory.
+- A template made from a local folder (``repo: .``) holds none of the harness's folders: not the results folder,
+  the template cache, nor ``.agentrace/history.db``.
 - A link the agent's code leaves in the checks' reports folder is no harness fault: a link at ``reports/verify``
   turned a run that failed its tests into an ``error`` (``FileExistsError``), which is never charged to the agent.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -173,3 +176,32 @@ def test_a_huge_change_is_cut_in_diff_patch_and_still_counted(tmp_path: Path, mo
     monkeypatch.undo()
     whole = workspace.change(ws, before, workspace.snapshot_tree(ws))
     assert "cut at" not in whole.patch and whole.patch.count("+a line of text") == 50_000
+
+
+PEEK = r"""
+import json, os
+print("RESULT " + json.dumps(sorted(os.path.join(r, f)[2:] for r, d, fs in os.walk(".") if ".git" not in r for f in fs)))
+"""
+
+
+@pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
+@pytest.mark.parametrize("out", ["default", "elsewhere"])
+def test_a_task_whose_repo_is_its_own_folder_copies_no_harness_folder(pytester: pytest.Pytester, out: str) -> None:
+    """``repo: .`` with the task file at the project's top: the default results folder (``.agentrace``, with the
+    template cache) was copied into its own cache until the path was too long (a harness fault, every run); with the
+    results elsewhere, ``.agentrace/history.db`` went into the agent's workspace."""
+    (pytester.path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (pytester.path / ".agentrace").mkdir()
+    (pytester.path / ".agentrace" / "history.db").write_text("SQLite format 3 HISTORY-SECRET")
+    write_script(pytester.path / "peek.py", PEEK)
+    (pytester.path / "task.yaml").write_text(
+        "name: self\ndescription: look\nrepo: .\ntest_command: 'true'\n"
+        f"agents:\n  - {{name: peek, command: '{pytester.path / 'peek.py'}'}}\n")
+    where = pytester.path / ".agentrace" if out == "default" else pytester.path.parent / f"{pytester.path.name}-out"
+    pytester.runpytest("--agentrace", *(["--agentrace-out", str(where)] if out != "default" else []),
+                       "--agentrace-no-save", "-p", "no:cacheprovider")
+    record = json.loads((where / "runs" / "self" / "default" / "peek" / "1" / "run.json").read_text())
+    assert record["status"] == "passed", record["reason"]
+    raw = (where / "runs" / "self" / "default" / "peek" / "1" / "raw.out").read_text()
+    listing = json.loads(raw.split("RESULT ", 1)[1])
+    assert listing == ["calc.py", "peek.py"]

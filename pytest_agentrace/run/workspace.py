@@ -161,14 +161,33 @@ def is_git_root(path: Path) -> bool:
     return (path / ".git").exists() or ((path / "HEAD").is_file() and (path / "objects").is_dir())
 
 
-def folder_hash(root: Path) -> str:
-    """sha256 over relative paths, modes and contents of every file under ``root`` (``.git`` skipped)."""
+HARNESS_FOLDER = ".agentrace"  # the default results folder and history DB's folder under the rootdir (options.DEFAULT_OUT)
+
+
+def harness_paths(source: Path, *paths: Path | str | None) -> list[str]:
+    """The folders of the harness that lie inside the local source folder ``source`` (relative, POSIX), for
+    ``template_repo``'s ``exclude``: each of ``paths`` (the results folder, the template cache) inside it, and
+    ``HARNESS_FOLDER`` at its top. A template made with them would hand the agent the history DB and earlier runs'
+    records, and copying the cache into itself never ends."""
+    found = [rel for p in paths if p and (rel := inside(source, Path(p))) not in (None, ".")]
+    if (source / HARNESS_FOLDER).exists():
+        found.append(HARNESS_FOLDER)
+    return found
+
+
+def folder_hash(root: Path, skip: Iterable[str] = ()) -> str:
+    """sha256 over relative paths, modes and contents of every file under ``root`` (``.git`` and the relative paths
+    ``skip`` left out)."""
     h = hashlib.sha256()
+    skipped = set(skip)
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        here = Path(dirpath).relative_to(root)
+        dirnames[:] = sorted(d for d in dirnames if d != ".git" and (here / d).as_posix() not in skipped)
         for name in sorted(filenames):
             p = Path(dirpath, name)
             rel = p.relative_to(root).as_posix()
+            if rel in skipped:
+                continue
             h.update(rel.encode() + b"\0")
             if p.is_symlink():
                 h.update(b"L" + os.readlink(p).encode())
@@ -195,7 +214,7 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
         commit, objects = source_commit(source, ref)
         digest = hashlib.sha256(f"{commit}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
     else:
-        digest = hashlib.sha256(f"{folder_hash(source)}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
+        digest = hashlib.sha256(f"{folder_hash(source, exclude)}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
     target = cache_dir / digest
     if (target / ".git").is_dir():
         return target, commit
@@ -211,7 +230,11 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
             finally:
                 shutil.rmtree(desk_dir(tmp), ignore_errors=True)
         else:
-            shutil.copytree(source, tmp, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
+            def ignore(folder: str, names: list[str]) -> set[str]:  # .git and the excluded paths are never copied
+                here = Path(folder).relative_to(source)
+                return {n for n in names if n == ".git" or (here / n).as_posix() in exclude}
+
+            shutil.copytree(source, tmp, symlinks=True, dirs_exist_ok=True, ignore=ignore)
         for rel in exclude:
             p = tmp / rel
             if p.is_dir() and not p.is_symlink():
