@@ -14,12 +14,15 @@
   203 MB diff.patch and took the harness to 1.1 GB of memory.
 - A template made from a local folder (``repo: .``) holds none of the harness's folders: not the results folder,
   the template cache, nor ``.agentrace/history.db``.
+- A FIFO or link at a protected path (a hidden verify file's name) is hashed without blocking or following it: a
+  FIFO named ``test_hidden.py`` hung the session forever.
 - A link the agent's code leaves in the checks' reports folder is no harness fault: a link at ``reports/verify``
   turned a run that failed its tests into an ``error`` (``FileExistsError``), which is never charged to the agent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -205,3 +208,29 @@ def test_a_task_whose_repo_is_its_own_folder_copies_no_harness_folder(pytester: 
     raw = (where / "runs" / "self" / "default" / "peek" / "1" / "raw.out").read_text()
     listing = json.loads(raw.split("RESULT ", 1)[1])
     assert listing == ["calc.py", "peek.py"]
+
+
+def test_a_fifo_or_link_at_a_protected_path_never_blocks_the_harness(tmp_path: Path) -> None:
+    """An agent that left a FIFO named like a hidden verify file (always protected) hung the session forever: the
+    harness opened it to hash it after the run, and nobody writes to it (a link to ``/dev/zero`` would never end
+    either). Protected files are read without following links and without blocking."""
+    import threading
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "test_kept.py").write_text("x = 1\n")
+    (tmp_path / "outside.txt").write_text("the harness's own file\n")
+    os.mkfifo(ws / "test_hidden.py")
+    os.symlink(tmp_path / "outside.txt", ws / "test_link.py")
+    got: dict = {}
+    worker = threading.Thread(target=lambda: got.update(workspace.protected_state(ws, ["test_*.py"])), daemon=True)
+    worker.start()
+    worker.join(20)
+    blocked = worker.is_alive()
+    if blocked:  # let the blocked open go, so the thread ends; then fail
+        with open(ws / "test_hidden.py", "wb"):
+            pass
+        worker.join(5)
+    assert not blocked, "protected_state blocked on a FIFO"
+    assert got == {"test_kept.py": hashlib.sha256(b"x = 1\n").hexdigest(), "test_hidden.py": "not a regular file",
+                   "test_link.py": f"link: {tmp_path / 'outside.txt'}"}

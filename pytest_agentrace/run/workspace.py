@@ -567,11 +567,30 @@ def protected_state(ws: Path, patterns: Iterable[str]) -> dict[str, str]:
             p = Path(dirpath, name)
             rel = p.relative_to(ws).as_posix()
             if any(_matches(rel, pat) for pat in patterns):
-                try:
-                    state[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-                except OSError:
-                    state[rel] = "unreadable"
+                state[rel] = _file_digest(p)
     return state
+
+
+def _file_digest(path: Path) -> str:
+    """sha256 of a regular file, read in chunks without following a link and without blocking on a FIFO;
+    ``"link: <target>"`` for a link, ``"not a regular file"`` for a FIFO, socket or device, ``"unreadable"``."""
+    try:
+        if path.is_symlink():
+            return f"link: {os.readlink(path)}"
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return "unreadable"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file"
+        h = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return "unreadable"
+    finally:
+        os.close(fd)
 
 
 def tampered(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
