@@ -16,6 +16,7 @@
   the template cache, nor ``.agentrace/history.db``.
 - A FIFO or link at a protected path (a hidden verify file's name) is hashed without blocking or following it: a
   FIFO named ``test_hidden.py`` hung the session forever.
+- A FIFO the agent's code leaves at a check's JUnit report is no report, at once: the session hung forever.
 - A link the agent's code leaves in the checks' reports folder is no harness fault: a link at ``reports/verify``
   turned a run that failed its tests into an ``error`` (``FileExistsError``), which is never charged to the agent.
 """
@@ -32,7 +33,7 @@ from helpers import make_repo, write_script
 from test_box_attacks import project, run_attack, states, untouched  # noqa: F401 (the fixture)
 
 from pytest_agentrace.record.runfile import iter_runs
-from pytest_agentrace.run import outbox, workspace
+from pytest_agentrace.run import counting, outbox, workspace
 from pytest_agentrace.run.sandbox import probe
 
 FILLER = r"""
@@ -234,3 +235,23 @@ def test_a_fifo_or_link_at_a_protected_path_never_blocks_the_harness(tmp_path: P
     assert not blocked, "protected_state blocked on a FIFO"
     assert got == {"test_kept.py": hashlib.sha256(b"x = 1\n").hexdigest(), "test_hidden.py": "not a regular file",
                    "test_link.py": f"link: {tmp_path / 'outside.txt'}"}
+
+
+def test_a_fifo_left_at_the_junit_report_never_blocks_the_harness(tmp_path: Path) -> None:
+    """The agent's code, running in a check's pytest, swapped the JUnit report for a FIFO at exit (``atexit``): the
+    harness opened it to count the tests and the session hung forever. It is no report (None), at once."""
+    import threading
+
+    report = tmp_path / "junit.xml"
+    os.mkfifo(report)
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(counting.read_report(report)), daemon=True)
+    worker.start()
+    worker.join(20)
+    blocked = worker.is_alive()
+    if blocked:  # let the blocked open go, so the thread ends; then fail
+        with open(report, "wb"):
+            pass
+        worker.join(5)
+    assert not blocked, "read_report blocked on a FIFO"
+    assert got == [None]
