@@ -169,8 +169,10 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             run_argv, inv_env = profile.wrap(run_argv, writable=[ctx.workspace, ctx.agent_dir],
                                              home=Path(ctx.home), env=dict(inv_env), needs=needs, scratch=scratch)
         limits = run_limits(spec, ctx.options.limits)
-        try:  # the disk watch counts the workspace and the box's /tmp and /dev/shm
-            confined = confine(limits, [ctx.workspace, scratch], ctx.options.cgroup)
+        try:  # the disk watch counts every folder the agent writes: the workspace, the box's /tmp and /dev/shm,
+            # its HOME and the outbox
+            watched = [ctx.workspace, scratch, Path(ctx.home), *([ctx.outbox] if ctx.outbox is not None else [])]
+            confined = confine(limits, watched, ctx.options.cgroup)
         except OSError as exc:
             if session is not None:
                 session.close()

@@ -103,9 +103,10 @@ class Count:
 
 def read_report(path: Path) -> Count | None:
     """The ``Count`` of the JUnit XML at ``path``, or None when there is no readable report (missing, not a regular
-    file, a link, over ``REPORT_MAX_BYTES`` or not XML). The file is opened without following a link."""
+    file, a link, over ``REPORT_MAX_BYTES`` or not XML). The file is opened without following a link and without
+    blocking (a FIFO the check's code left there has no writer)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:

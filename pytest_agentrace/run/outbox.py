@@ -5,9 +5,11 @@ from it afterwards.
 never sees the folder the harness writes its records into. After the run, ``collect`` copies the outbox's
 regular files into the record folder: links (to files or folders), FIFOs and devices are skipped and never
 followed, each file is read with no-follow (``record.safefile.read_bytes``) and written with no-follow and
-exclusive create into folders the harness makes, at most ``FILE_CAP`` bytes a file and ``TOTAL_CAP`` in all, and
-a name the harness already wrote (``raw.out``, ``run.json``, ...) is never replaced. What was left out is
-returned, for the run's ``extra.outbox``.
+exclusive create into folders the harness makes, at most ``FILE_CAP`` bytes a file, ``TOTAL_CAP`` in all and
+``COUNT_CAP`` files (what lies past it is neither copied nor listed one by one), and a name the harness already wrote (``raw.out``, ``run.json``, ...) is never replaced. A file named ``run.json`` is
+never copied, at any depth: the record readers take every ``runs/**/run.json`` for a run (an agent's
+``sub/run.json`` was counted as another agent's passed run). What was left out is returned, for the run's
+``extra.outbox``.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.record.runfile import RUN_FILE
 from pytest_agentrace.record.safefile import TEMP_PREFIX, UnsafePath, is_regular, read_bytes, write_new
 
 FILE_CAP = 64 * 1024**2  # bytes of one file copied out
 TOTAL_CAP = 256 * 1024**2  # bytes copied out of one outbox
+COUNT_CAP = 10_000  # entries (files, links, folders) looked at in one outbox; the rest are counted, not copied
+SKIPPED_CAP = 100  # entries named one by one in ``skipped``
 NAME = "outbox"
 
 
@@ -35,48 +40,64 @@ def make(scratch: Path) -> Path:
     return box
 
 
-def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int = TOTAL_CAP) -> dict[str, Any]:
+def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int = TOTAL_CAP,
+            count_cap: int = COUNT_CAP) -> dict[str, Any]:
     """Copy ``outbox``'s regular files into ``record`` (see the module docstring); returns ``{"copied": n,
-    "skipped": {relative path: why}}`` (``skipped`` only when something was left out)."""
-    copied, total = 0, 0
+    "skipped": {relative path: why}}`` (``skipped`` only when something was left out, at most ``SKIPPED_CAP``
+    entries) and ``"over_count_cap": n`` (entries of the folders that would pass ``count_cap``, when there were any;
+    their subfolders are not walked)."""
+    copied, total, seen, over = 0, 0, 0, 0
     skipped: dict[str, str] = {}
+
+    def skip(rel: Path, why: str) -> None:
+        if len(skipped) < SKIPPED_CAP:
+            skipped[str(rel)] = why
+
     if not outbox.is_dir() or outbox.is_symlink():
         return {"copied": 0}
     for root, dirs, names in os.walk(outbox):
         base = Path(root)
         rel_root = base.relative_to(outbox)
+        if seen + len(dirs) + len(names) > count_cap:  # a flood of files: counted, never copied or listed
+            over += len(dirs) + len(names)
+            dirs[:] = []
+            continue
+        seen += len(dirs) + len(names)
         for d in list(dirs):
             if os.path.islink(base / d):
-                skipped[str(rel_root / d)] = "a link (not followed)"
+                skip(rel_root / d, "a link (not followed)")
         dirs[:] = sorted(d for d in dirs if not os.path.islink(base / d))
         for name in sorted(names):
             rel = rel_root / name
             src = base / name
             if name.startswith(TEMP_PREFIX):
                 continue
+            if name == RUN_FILE:  # only the harness writes a run record: readers glob runs/**/run.json
+                skip(rel, "a run record's name (only the harness writes one)")
+                continue
             if not is_regular(src):
-                skipped[str(rel)] = "a link (not followed)" if src.is_symlink() else "not a regular file"
+                skip(rel, "a link (not followed)" if src.is_symlink() else "not a regular file")
                 continue
             dest = record / rel
             if os.path.lexists(dest):
-                skipped[str(rel)] = "the harness's own record has this name"
+                skip(rel, "the harness's own record has this name")
                 continue
             data = read_bytes(src, file_cap + 1)
             if data is None:
-                skipped[str(rel)] = "unreadable"
+                skip(rel, "unreadable")
                 continue
             if len(data) > file_cap or total + len(data) > total_cap:
-                skipped[str(rel)] = f"over the size cap ({file_cap} bytes a file, {total_cap} in all)"
+                skip(rel, f"over the size cap ({file_cap} bytes a file, {total_cap} in all)")
                 continue
             try:
                 _folders(record, rel.parent)
                 write_new(dest, data)
             except (UnsafePath, OSError) as exc:
-                skipped[str(rel)] = f"not copied: {exc}"
+                skip(rel, f"not copied: {exc}")
                 continue
             copied += 1
             total += len(data)
-    return {"copied": copied, **({"skipped": skipped} if skipped else {})}
+    return {"copied": copied, **({"skipped": skipped} if skipped else {}), **({"over_count_cap": over} if over else {})}
 
 
 def _folders(record: Path, rel: Path) -> None:

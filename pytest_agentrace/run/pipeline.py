@@ -131,7 +131,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
     try:
         return _run(spec, tmp, out, options, session_id)
     finally:  # nothing of a finished run stays where a later agent could read it
-        for scratch in ("ws", "ws.git", "home", "check-home", "input", "harbor", CLEAN, CLEAN + ".src", REPORTS, CHECK_GIT,
+        for scratch in ("ws", "ws.git", "home", "check-home", "check-home.setup", "input", "harbor", CLEAN, CLEAN + ".src", REPORTS, CHECK_GIT,
                         outbox.NAME, BOX_SCRATCH, CHECK_BOX):
             shutil.rmtree(tmp / scratch, ignore_errors=True)
 
@@ -158,7 +158,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         reason = with_denials(status, reason, fields.get("usage"))
         if box_out is not None:  # the outbox's regular files into the record folder, never through a link
             taken = outbox.collect(box_out, run_dir)
-            if taken.get("skipped"):
+            if taken.get("skipped") or taken.get("over_count_cap"):
                 fields["extra"] = {**fields["extra"], "outbox": taken}
         hidden = fields["extra"].get("sandbox_hidden")
         if hidden and status in (Status.FAILED, Status.ERROR):
@@ -189,8 +189,10 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         judge.box = boxed(sandbox.showing(Path(spec.source).resolve().parent), [ws, out], tmp / "check-home")
         options = dataclasses.replace(options, sandbox=sandbox)
     check_limits = run_limits(spec, options.limits)
-    # the checks run the agent's code: the clean tree and the box's /tmp and /dev/shm count against the disk limit
-    judge.limits = lambda: confine(check_limits, [tmp / CLEAN, tmp / CHECK_BOX], options.cgroup)
+    # the checks run the agent's code: every folder they write (the clean tree, the box's /tmp and /dev/shm, their
+    # HOME, the reports, the outbox) counts against the disk limit
+    judge.limits = lambda: confine(check_limits, [tmp / CLEAN, tmp / CHECK_BOX, tmp / "check-home", tmp / REPORTS,
+                                                  tmp / outbox.NAME], options.cgroup)
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:
@@ -271,7 +273,13 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
                 return finish(Status.ERROR, f"could not make the checks' network: {exc}")
         fields["extra"] = {**fields["extra"], "check_network_mode": check_mode if check_net or check_mode != "provider"
                            else "none"}
-        judge.box = boxed(check_profile, writable, tmp / "check-home", check_net, tmp / CHECK_BOX)
+        # each check starts from the HOME setup left and an empty /tmp: what one check's code wrote there (a
+        # usercustomize.py, a .pth in the user site) cannot run in the next
+        home0 = tmp / "check-home.setup"
+        shutil.rmtree(home0, ignore_errors=True)
+        (tmp / "check-home").mkdir(exist_ok=True)
+        (tmp / "check-home").rename(home0)
+        judge.box = boxed(check_profile, writable, tmp / "check-home", check_net, tmp / CHECK_BOX, fresh=home0)
     try:
         judgement = judge.judge(ws, env, run_dir, secrets, agent.usage)
     finally:
@@ -284,13 +292,20 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
 
 
 def boxed(profile: Sandbox, writable: list[Path], home: Path, net: network.RunNetwork | None = None,
-          scratch: Path | None = None) -> Box:
+          scratch: Path | None = None, fresh: Path | None = None) -> Box:
     """A check command's sandbox: ``profile`` with ``writable`` folders read-write and ``home`` as its HOME;
     with ``net``, behind that provider network's bridge (its gate's folder shown); ``scratch`` backs its /tmp and
-    /dev/shm."""
+    /dev/shm. With ``fresh`` (a harness folder), every command's ``home`` is a new copy of it (links copied as
+    links) and its ``scratch`` starts empty."""
     home.mkdir(parents=True, exist_ok=True)
 
     def wrap(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        if fresh is not None:
+            for folder in (home, *([scratch] if scratch is not None else [])):
+                if folder.is_symlink():
+                    folder.unlink()
+                shutil.rmtree(folder, ignore_errors=True)
+            shutil.copytree(fresh, home, symlinks=True)
         needs: list[Path] = []
         if net is not None:
             argv, env = net.wrap(argv, env)

@@ -45,6 +45,7 @@ class TaskJudge(Judge):
         if self.task.repo and not self.task.repo.startswith(("http", "git@", "ssh:")):
             own = workspace.inside(Path(self.task.repo), Path(self.task.path))
             exclude += [own] if own else []
+            exclude += workspace.harness_paths(Path(self.task.repo), self.out, self.cache_dir)
         self.start_tree = workspace.clone(self.task.repo, ws, self.cache_dir, exclude=exclude).tree
 
     def hidden(self) -> list[Path]:

@@ -155,7 +155,9 @@ class TrialJudge(Judge):
         """A clone of the question's repo (or the one the arm maps it to) at its ``ref``, the arm's overlay over it."""
         repo = self.trial.repo(self.repo_name)
         own = workspace.inside(Path(repo.source), Path(self.trial.path)) if Path(repo.source).is_dir() else None
-        made = workspace.clone(repo.source, ws, self.cache_dir, repo.ref, exclude=[own] if own else [])
+        local = Path(repo.source).is_dir()
+        harness = workspace.harness_paths(Path(repo.source), self.out, self.cache_dir) if local else []
+        made = workspace.clone(repo.source, ws, self.cache_dir, repo.ref, exclude=[*([own] if own else []), *harness])
         self.fields["extra"]["commit"] = made.commit
         if self.arm.overlay:
             workspace.overlay(Path(self.arm.overlay), ws)

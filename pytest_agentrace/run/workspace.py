@@ -85,6 +85,34 @@ def git(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, check:
     return proc.stdout
 
 
+def desk_git_head(args: list[str], ws: Path, cap: int) -> tuple[str, bool]:
+    """``desk_git(args, ws)``'s first ``cap`` bytes of stdout (decoded, bad bytes replaced) and whether there was
+    more: git is stopped once ``cap`` bytes are read, so a huge output never sits in the harness's memory. Raises
+    ``WorkspaceError`` when git fails before that."""
+    import tempfile
+
+    desk = desk_dir(ws)
+    if not (desk / "HEAD").is_file():
+        make_desk(ws)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    argv = ["git", *[part for item in HARDENED for part in ("-c", item)], "--git-dir", str(desk), "--work-tree",
+            str(Path(ws).absolute()), *args]
+    with tempfile.TemporaryFile() as err, subprocess.Popen(argv, cwd=str(desk), stdout=subprocess.PIPE, stderr=err,
+                                                           env={**base, **HARDENED_ENV, **GIT_IDENTITY}) as proc:
+        assert proc.stdout is not None
+        data = proc.stdout.read(cap + 1)
+        cut = len(data) > cap
+        if cut:
+            proc.kill()
+        proc.stdout.close()
+        code = proc.wait()
+        if code != 0 and not cut:
+            err.seek(0)
+            text = err.read().decode(errors="replace").strip()[-500:]
+            raise WorkspaceError(f"git {' '.join(args)} failed in {desk} (exit {code}): {text}")
+    return data[:cap].decode(errors="replace"), cut
+
+
 def desk_dir(ws: Path) -> Path:
     """The harness's own git folder of the workspace ``ws``: ``<ws>.git`` beside it (outside the workspace, so the
     agent, which writes only inside it, cannot write there). Every harness git call on ``ws`` after the clone uses
@@ -133,14 +161,33 @@ def is_git_root(path: Path) -> bool:
     return (path / ".git").exists() or ((path / "HEAD").is_file() and (path / "objects").is_dir())
 
 
-def folder_hash(root: Path) -> str:
-    """sha256 over relative paths, modes and contents of every file under ``root`` (``.git`` skipped)."""
+HARNESS_FOLDER = ".agentrace"  # the default results folder and history DB's folder under the rootdir (options.DEFAULT_OUT)
+
+
+def harness_paths(source: Path, *paths: Path | str | None) -> list[str]:
+    """The folders of the harness that lie inside the local source folder ``source`` (relative, POSIX), for
+    ``template_repo``'s ``exclude``: each of ``paths`` (the results folder, the template cache) inside it, and
+    ``HARNESS_FOLDER`` at its top. A template made with them would hand the agent the history DB and earlier runs'
+    records, and copying the cache into itself never ends."""
+    found = [rel for p in paths if p and (rel := inside(source, Path(p))) not in (None, ".")]
+    if (source / HARNESS_FOLDER).exists():
+        found.append(HARNESS_FOLDER)
+    return found
+
+
+def folder_hash(root: Path, skip: Iterable[str] = ()) -> str:
+    """sha256 over relative paths, modes and contents of every file under ``root`` (``.git`` and the relative paths
+    ``skip`` left out)."""
     h = hashlib.sha256()
+    skipped = set(skip)
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        here = Path(dirpath).relative_to(root)
+        dirnames[:] = sorted(d for d in dirnames if d != ".git" and (here / d).as_posix() not in skipped)
         for name in sorted(filenames):
             p = Path(dirpath, name)
             rel = p.relative_to(root).as_posix()
+            if rel in skipped:
+                continue
             h.update(rel.encode() + b"\0")
             if p.is_symlink():
                 h.update(b"L" + os.readlink(p).encode())
@@ -167,7 +214,7 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
         commit, objects = source_commit(source, ref)
         digest = hashlib.sha256(f"{commit}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
     else:
-        digest = hashlib.sha256(f"{folder_hash(source)}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
+        digest = hashlib.sha256(f"{folder_hash(source, exclude)}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
     target = cache_dir / digest
     if (target / ".git").is_dir():
         return target, commit
@@ -183,7 +230,11 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
             finally:
                 shutil.rmtree(desk_dir(tmp), ignore_errors=True)
         else:
-            shutil.copytree(source, tmp, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
+            def ignore(folder: str, names: list[str]) -> set[str]:  # .git and the excluded paths are never copied
+                here = Path(folder).relative_to(source)
+                return {n for n in names if n == ".git" or (here / n).as_posix() in exclude}
+
+            shutil.copytree(source, tmp, symlinks=True, dirs_exist_ok=True, ignore=ignore)
         for rel in exclude:
             p = tmp / rel
             if p.is_dir() and not p.is_symlink():
@@ -413,22 +464,27 @@ class Change:
         return self.lines_added + self.lines_removed
 
 
+PATCH_CAP = 64 * 1024**2  # bytes of diff.patch read from git and recorded
 _BINARY_LINE = re.compile(r"(?m)^Binary files .* differ$")
 
 
 def change(ws: Path, before: str, after: str, binary: bool = False) -> Change:
     """Compare two trees from ``snapshot_tree``; binary files count as changed files with 0 lines.
 
-    One git process in the desk: ``git diff -z --numstat -p --no-ext-diff --no-textconv`` prints the NUL-terminated
-    numstat records, one more NUL, then the patch. A binary file's bytes are not in the patch: its ``Binary files
-    ... differ`` line is followed by ``# binary <path>: <size> bytes, sha256 <hex>`` (``binaries``); with ``binary``
-    (a task's ``binary_diffs: true``) the patch is ``git diff --binary``'s, bytes included. Raises
-    ``WorkspaceError`` when git fails.
+    Two git processes in the desk: ``git diff -z --numstat --no-ext-diff --no-textconv`` prints the NUL-terminated
+    numstat records; ``git diff -p`` the patch, of which at most ``PATCH_CAP`` bytes are read (a longer one ends with
+    a ``# diff.patch cut at N bytes`` line: a huge change never fills the harness's memory or the record). A binary
+    file's bytes are not in the patch: its ``Binary files ... differ`` line is followed by ``# binary <path>: <size>
+    bytes, sha256 <hex>`` (``binaries``); with ``binary`` (a task's ``binary_diffs: true``) the patch is ``git diff
+    --binary``'s, bytes included. Raises ``WorkspaceError`` when git fails.
     """
     added = removed = files = 0
     binary_paths: list[str] = []
-    out = desk_git(["diff", "-z", "--numstat", "-p", "--no-renames", "--no-ext-diff", "--no-textconv",
-                    *(["--binary"] if binary else []), before, after], ws)
+    flags = ["--no-renames", "--no-ext-diff", "--no-textconv"]
+    out = desk_git(["diff", "-z", "--numstat", *flags, before, after], ws) + "\0"
+    patch, cut = desk_git_head(["diff", "-p", *flags, *(["--binary"] if binary else []), before, after], ws, PATCH_CAP)
+    if cut:
+        patch += f"\n# diff.patch cut at {PATCH_CAP} bytes: the whole change is larger\n"
     pos = 0
     while pos < len(out) and out[pos] != "\0":
         end = out.index("\0", pos)
@@ -439,7 +495,6 @@ def change(ws: Path, before: str, after: str, binary: bool = False) -> Change:
             binary_paths.append(path)
         else:
             added, removed = added + int(a), removed + int(r)
-    patch = out[pos + 1:]
     binaries = blob_facts(ws, before, after, binary_paths) if binary_paths else ()
     if binaries and not binary:
         found = iter(binaries)
@@ -512,11 +567,30 @@ def protected_state(ws: Path, patterns: Iterable[str]) -> dict[str, str]:
             p = Path(dirpath, name)
             rel = p.relative_to(ws).as_posix()
             if any(_matches(rel, pat) for pat in patterns):
-                try:
-                    state[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-                except OSError:
-                    state[rel] = "unreadable"
+                state[rel] = _file_digest(p)
     return state
+
+
+def _file_digest(path: Path) -> str:
+    """sha256 of a regular file, read in chunks without following a link and without blocking on a FIFO;
+    ``"link: <target>"`` for a link, ``"not a regular file"`` for a FIFO, socket or device, ``"unreadable"``."""
+    try:
+        if path.is_symlink():
+            return f"link: {os.readlink(path)}"
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return "unreadable"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file"
+        h = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+    except OSError:
+        return "unreadable"
+    finally:
+        os.close(fd)
 
 
 def tampered(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
