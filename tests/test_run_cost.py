@@ -61,20 +61,21 @@ def runs(out: Path) -> list[dict]:
     return sorted((json.loads(p.read_text()) for p in out.glob("runs/**/run.json")), key=lambda r: r["rep"])
 
 
-def test_a_run_without_setup_starts_six_git_processes(pytester: pytest.Pytester, git_log: Path) -> None:
+def test_a_run_without_setup_starts_the_listed_git_processes(pytester: pytest.Pytester, git_log: Path) -> None:
     (pytester.path / "task.yaml").write_text(task())
     res = pytester.runpytest("--agentrace", "--agentrace-reps=3", f"--agentrace-out={pytester.path / 'out'}",
                              f"--basetemp={pytester.path / 'bt'}")
     res.assert_outcomes(passed=3)
     calls = harness_calls(git_log)
     # per run: rev-parse (the source commit), clone, remote remove, init (the checks' own git dir), add +
-    # write-tree (the "after" snapshot only), diff (numstat and patch at once), diff-tree + commit-tree (the clean
+    # write-tree (the "after" snapshot only), diff twice (numstat of the whole change; the patch, read up to
+    # workspace.PATCH_CAP), diff-tree + commit-tree (the clean
     # tree: the agent's tree itself when nothing is left out), clone (its one checkout, copied per check); the middle
     # run of three is clear of what a session does once
     starts = [i for i, c in enumerate(calls) if c == "clone"][::2]
     assert len(starts) == 3, calls
     assert calls[starts[1] - 1:starts[2] - 1] == ["rev-parse", "clone", "remote", "init", "add", "write-tree", "diff",
-                                                  "diff-tree", "commit-tree", "clone"], calls
+                                                  "diff", "diff-tree", "commit-tree", "clone"], calls
     assert calls.count("write-tree") == 3  # the template's tree is looked up once: no "before" hashing at all
     for r in runs(pytester.path / "out"):  # behaviour kept: the change is measured against the clone's commit
         assert (r["lines_added"], r["lines_removed"], r["files_changed"], r["status"]) == (1, 1, 1, "passed")
