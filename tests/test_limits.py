@@ -20,7 +20,7 @@ from pytest_agentrace.argtypes import byte_size
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import BY_NAME
 from pytest_agentrace.run import process
-from pytest_agentrace.run.cgroup import find_parent
+from pytest_agentrace.run.cgroup import find_parent, sweep
 from pytest_agentrace.run.limits import DEFAULTS, Limits, confine, diagnose, tree_bytes
 from pytest_agentrace.spec.common import parse_limits
 from pytest_agentrace.spec.trial import load_trial
@@ -343,3 +343,15 @@ def test_cgroup_counts_are_read_from_its_event_files(tmp_path: Path) -> None:
     assert RunGroup(Parent(tmp_path, 1, frozenset({"pids"})), tmp_path / "g").limits == {"processes"}
     hit = diagnose(Limits(memory=2**30), -9, "", events=group.hits())
     assert hit.reason == "resource limit: memory (1 GiB; 1 out-of-memory kills counted by its cgroup)"
+
+
+def test_sweep_removes_empty_groups_of_gone_processes_only(tmp_path: Path) -> None:
+    """A killed session leaves its empty ``agentrace-<pid>-<n>-<random>`` groups; the next group's creation removes
+    those whose process is gone and keeps a live process's group, a non-empty one and other folders."""
+    gone = 2**22 + 17  # above the kernel's pid_max: no such process
+    for name in (f"agentrace-{gone}-1-ab12cd", f"agentrace-{os.getpid()}-1-ef34ab", "other-1", f"agentrace-{gone}-2-full"):
+        (tmp_path / name).mkdir()
+    (tmp_path / f"agentrace-{gone}-2-full" / "cgroup.procs").write_text("")
+    sweep(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"agentrace-{os.getpid()}-1-ef34ab", "other-1", f"agentrace-{gone}-2-full"])
