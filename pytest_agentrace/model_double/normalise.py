@@ -95,7 +95,7 @@ VOLATILE_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
     # Codex 0.171.0 exec_command output: the output's size in tokens (a longer path, a longer output)
     (re.compile(r"\b(Original token count:? )\d+"), r"\1<n>"),
     (re.compile(r"\b(PGID|PID|pid)(:? ?)\d+"), r"\1\2<pid>"),  # Gemini CLI 0.61.0 shell output: "Process Group PGID: N"
-    # temp folders: pytest's numbered ones, mktemp(1)'s tmp.XXXXXXXXXX, Python tempfile's tmpXXXXXXXX
+    # temp folders: pytest's numbered ones, mktemp(1)'s tmp.<10 random characters>, Python tempfile's tmp<8 random>
     (re.compile(r"\bpytest-of-[^/\s]+/pytest-\d+\b"), "pytest-of-<user>/pytest-<n>"),
     (re.compile(r"(?<=/)popen-gw\d+\b"), "popen-gw<n>"),
     (re.compile(r"\btmp\.[A-Za-z0-9]{10}\b"), "tmp.<x>"),

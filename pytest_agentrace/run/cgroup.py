@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _counter = itertools.count(1)
+_swept: set[Path] = set()  # the parents this process has swept (RunGroup.create)
 CGROUP_AUTO, CGROUP_OFF = "auto", "off"
 
 
@@ -137,7 +138,9 @@ class RunGroup:
         tasks (0: none); empty groups left by processes that no longer exist are removed first (a killed session
         cannot remove its own, and pids are reused). Raises ``OSError`` when the folder or a limit cannot be
         written."""
-        sweep(parent.path)
+        if parent.path not in _swept:  # once per process and parent: a killed session's groups do not come back
+            _swept.add(parent.path)
+            sweep(parent.path)
         path = parent.path / f"agentrace-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}"
         path.mkdir()
         group = cls(parent, path)
