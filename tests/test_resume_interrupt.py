@@ -9,13 +9,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from helpers import WAIT_SECONDS, wait_for
 from helpers.trial import agent_logs, make_project, runs, trial_rows, trial_toml
-
-WAIT_SECONDS = 120  # upper bound for a state to appear on a loaded machine (not a timing assertion)
 
 # the blocking bot (helpers.trial BOT_WAIT_FOR) waits on files beside the results folder, which the sandbox hides; the
 # sandbox itself is tested in test_sandbox_attacks.py, resume in it in test_resume.py
@@ -40,13 +38,6 @@ def start(project: Path, out: str, *args: str, sandbox: tuple[str, ...] = NO_SAN
         preexec_fn=preexec,
     )
 
-
-def wait_for(predicate, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def alive(pid: int) -> bool:

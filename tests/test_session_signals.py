@@ -12,15 +12,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import psutil
 import pytest
-from helpers import BUGGY_REPO, make_repo, write_script
+from helpers import BUGGY_REPO, WAIT_SECONDS, make_repo, wait_for, write_script
 
-WAIT_SECONDS = 120  # upper bound for a state to appear on a loaded machine (not a timing assertion)
 # an agent that starts a child in its group and a grandchild in a session of its own, then blocks
 BLOCKER = """\
 import os, subprocess, sys, time
@@ -41,13 +39,6 @@ def marked(mark: str) -> list[tuple[psutil.Process, str]]:
             continue
     return found
 
-
-def wait_for(predicate, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def project(root: Path, bin_dir: Path, mark: str) -> None:

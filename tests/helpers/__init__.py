@@ -11,6 +11,8 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,3 +65,17 @@ p = pathlib.Path("calc.py")
 p.write_text(p.read_text().replace("a - b", "a + b"))
 print("fixed calc.py")
 """
+
+
+WAIT_SECONDS = 120  # upper bound for a state to appear on a loaded machine (not a timing assertion)
+
+
+def wait_for(predicate: Callable[[], object], what: str, step: float = 0.05) -> None:
+    """Poll ``predicate`` every ``step`` seconds until it is true; ``AssertionError`` naming ``what`` after
+    ``WAIT_SECONDS``."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(step)
+
