@@ -139,10 +139,10 @@ class Codex(CliAdapter):
         with that copy (the harness's own file, not one the agent left in its outbox)."""
         if ctx is None:
             return super().parse(stdout, stderr, ctx)
-        copied = copy_session_log(stdout, ctx)
-        if copied is None:  # no session log under the run's HOME: the side file where the CLI left one, if any
+        session = copy_session_log(stdout, ctx)
+        if session is None:  # no session log under the run's HOME: the side file where the CLI left one, if any
             return super().parse(stdout, stderr, ctx)
-        return parse_codex(stdout, stderr, read_text(copied))
+        return parse_codex(stdout, stderr, session)
 
     def parse_output(self, stdout: str, stderr: str, side: Mapping[str, str] | None = None) -> Usage:
         return parse_codex(stdout, stderr, (side or {}).get("session"))
@@ -161,10 +161,10 @@ def thread_id(stdout: str) -> str | None:
     return None
 
 
-def copy_session_log(stdout: str, ctx: RunContext) -> Path | None:
+def copy_session_log(stdout: str, ctx: RunContext) -> str | None:
     """Copy the session log of the run (``rollout-*-<thread id>.jsonl`` under ``$CODEX_HOME/sessions``, the
     per-run one unless HOME is the user's) to ``ctx.run_dir / SESSION_FILE`` with secrets redacted; returns
-    the copy, or None when the stream names no thread or no such file exists."""
+    the copy's text, or None when the stream names no thread or no such regular file exists."""
     tid = thread_id(stdout)
     if tid is None:
         return None
@@ -178,9 +178,9 @@ def copy_session_log(stdout: str, ctx: RunContext) -> Path | None:
     text = read_text(found[-1])  # under the agent's HOME: a link is never followed, only a regular file read
     if text is None:
         return None
-    target = Path(ctx.run_dir) / SESSION_FILE
-    write_text(target, redact(text, secret_values(ctx.env)))
-    return target
+    text = redact(text, secret_values(ctx.env))
+    write_text(Path(ctx.run_dir) / SESSION_FILE, text)
+    return text
 
 
 def known_features(executable: str, env: Mapping[str, str]) -> frozenset[str]:
