@@ -1,20 +1,21 @@
-"""The outbox: the one folder of a run's record an agent (and its checks) may write, and what the harness takes
-from it afterwards.
+"""The outbox: the one folder of a run's record an agent (and its checks) may write, and what the harness takes from it
+afterwards.
 
 ``{run_dir}`` and ``$TRIAL_OUT`` name the outbox (``<scratch>/outbox``), never the run's record folder: the agent
-never sees the folder the harness writes its records into. After the run, ``collect`` copies the outbox's
-regular files into the record folder: links (to files or folders), FIFOs and devices are skipped and never
-followed, each file is read with no-follow (``record.safefile.read_bytes``) and written with no-follow and
-exclusive create into folders the harness makes, at most ``FILE_CAP`` bytes a file, ``TOTAL_CAP`` in all and
-``COUNT_CAP`` files (what lies past it is neither copied nor listed one by one), and a name the harness already wrote (``raw.out``, ``run.json``, ...) is never replaced. A file named ``run.json`` is
-never copied, at any depth: the record readers take every ``runs/**/run.json`` for a run (an agent's
-``sub/run.json`` was counted as another agent's passed run). What was left out is returned, for the run's
-``extra.outbox``.
+never sees the folder the harness writes its records into. After the run, ``collect`` copies the outbox's regular
+files into the record folder: links (to files or folders), FIFOs and devices are skipped and never followed, each
+file is read with no-follow (``record.safefile.read_bytes``) and written with no-follow and exclusive create into
+folders the harness makes, at most ``FILE_CAP`` bytes a file, ``TOTAL_CAP`` in all and ``COUNT_CAP`` files (what
+lies past it is neither copied nor listed one by one), and a name the harness already wrote (``raw.out``,
+``run.json``, ...) is never replaced. A file named ``run.json`` is never copied, at any depth: the record readers
+take every ``runs/**/run.json`` for a run (an agent's ``sub/run.json`` was counted as another agent's passed run).
+What was left out is returned, for the run's ``extra.outbox``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,6 @@ NAME = "outbox"
 
 def make(scratch: Path) -> Path:
     """A fresh, empty outbox in the run's scratch folder ``scratch`` (what was there is removed)."""
-    import shutil
-
     box = scratch / NAME
     if box.is_symlink() or box.is_file():
         box.unlink()
