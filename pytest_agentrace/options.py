@@ -360,6 +360,12 @@ def out_dir(config: Any, value: str | None = None) -> Path:
     return Path(config.rootpath) / DEFAULT_OUT
 
 
+def report_path(config: Any, value: str) -> Path:
+    """A report file option's path (``--agentrace-html/md/json``), relative to the folder pytest was started in."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
 def in_package(path: Path) -> bool:
     """Whether ``path`` lies inside this installed package's folder (``pytest_agentrace/``)."""
     return path.resolve().is_relative_to(Path(__file__).resolve().parent)

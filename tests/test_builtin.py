@@ -136,21 +136,6 @@ test_command: "false"
 """
 
 
-def test_medium_hard_is_selected_by_its_own_name(pytester: pytest.Pytester, xdist: list[str]) -> None:
-    """coderace's free-form levels: ``medium-hard`` is a level of its own (matched by name, case-insensitively, as
-    coderace's ``--difficulty`` does), selected by neither ``medium`` nor ``hard``."""
-    def chosen(levels: str) -> list[str]:
-        res = pytester.runpytest("--agentrace", "--agentrace-builtin", "all", "--agentrace-difficulty", levels,
-                                 "--collect-only", "-q", *xdist)
-        assert res.ret == pytest.ExitCode.OK, res.stderr.str()
-        return sorted({line.split("::")[1].split("[")[0] for line in res.stdout.lines if "::" in line})
-
-    assert chosen("medium-hard") == ["state-machine"]
-    assert chosen("Medium-Hard") == ["state-machine"]
-    assert "state-machine" not in chosen("medium") and "state-machine" not in chosen("hard")
-    assert chosen("medium,medium-hard") == sorted(n for n, d in EXPECTED.items() if d in ("medium", "medium-hard"))
-
-
 def test_a_level_no_task_has_is_a_warning(pytester: pytest.Pytester) -> None:
     for name, level in (("a", "easy"), ("b", "medium-hard")):
         (pytester.path / f"{name}.yaml").write_text(TASK.format(name=name, difficulty=f"difficulty: {level}\n"))

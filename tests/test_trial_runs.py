@@ -81,8 +81,11 @@ def test_reps_override_and_filters(project: pytest.Pytester) -> None:
     assert "key '--agentrace-baseline': dcos is not an arm of this trial (did you mean 'docs'?); arms: baseline, docs" in res.stdout.str()
     res = run(project, "--collect-only", "-q", "--agentrace-baseline", "docs")
     assert len([x for x in res.stdout.lines if "::" in x]) == 12
-    res = run(project, "--collect-only", "-q", "--agentrace-agent", "claude")
-    assert "matches none of this trial's agents: bot, noop" in res.stdout.str()
+    # a built-in agent the trial does not list runs as given, as in a task file (spec.select.choose_agents)
+    res = run(project, "--collect-only", "-q", "--agentrace-reps", "1", "--agentrace-agent", "claude")
+    assert [x for x in res.stdout.lines if "::" in x] == ["trial.toml::port[baseline-claude-r1]", "trial.toml::port[docs-claude-r1]"]
+    res = run(project, "--collect-only", "-q", "--agentrace-agent", "bto")
+    assert "unknown agent 'bto' (did you mean 'bot'?); this file's agents: bot, noop" in res.stdout.str()
 
 
 def test_question_without_answer_key_warns(project: pytest.Pytester) -> None:

@@ -12,8 +12,9 @@ import functools
 import json
 import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -26,12 +27,6 @@ except ImportError:  # pytest 8.x to 9.1
 from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.plugin import race
 from pytest_agentrace.plugin.failure import LONG_TAIL, RunFailed, case_line, failure_repr
-from pytest_agentrace.plugin.session import (
-    RUN_OPTIONS_KEY,
-    SESSION_ID_KEY,
-    out_dir,
-    settings,
-)
 from pytest_agentrace.record.attempts import recorded_dir
 from pytest_agentrace.record.manifest import record_run
 from pytest_agentrace.record.model import Outcome, Status
@@ -40,227 +35,154 @@ from pytest_agentrace.run.checks import log_tail
 from pytest_agentrace.run.pipeline import execute
 from pytest_agentrace.run.resume import stored_outcome
 from pytest_agentrace.run.slots import run_slot, slot_key
-from pytest_agentrace.spec.common import known_agent, parse_agent, unique_agent_ids
+from pytest_agentrace.spec.common import parse_agent, unique_agent_ids
 from pytest_agentrace.spec.harbor import load_harbor_task
 from pytest_agentrace.spec.matrix import RunSpec, task_runs, trial_runs
+from pytest_agentrace.spec.select import choose_agents, overrides, wanted_agents
 from pytest_agentrace.spec.task import _TASK_ONLY_KEYS, Task, is_task_data, load_task
 from pytest_agentrace.spec.trial import is_trial_data, load_trial
 from pytest_agentrace.stats.score import solo_score
 from pytest_agentrace.stats.sequential import skip_reason
 
-RUNSPEC_KEY = pytest.StashKey[RunSpec]()
-OUTCOME_KEY = pytest.StashKey[Outcome]()
-CASES_KEY = pytest.StashKey[dict]()  # {(source, agent id): sorted cases collected}: a stop-when-decided look's cases
-FEED_KEY = pytest.StashKey[Any]()  # the live progress display's feed factory: spec -> on_stdout callable or None
-SNIFF_KEY = pytest.StashKey[dict]()
-
+if TYPE_CHECKING:
+    from pytest_agentrace.plugin.session import AgentraceSession
 
 # errors a task/trial file's content can raise beyond SpecError (reported as one line, never a crash)
 LOAD_ERRORS = (OSError, ValueError, UnicodeError, RecursionError, RuntimeError, OverflowError, TypeError, LookupError)
 
 
-NAMED_KEY = pytest.StashKey[frozenset]()
-
-
-def named_on_command_line(path: Path, config: pytest.Config) -> bool:
-    """True when ``path`` itself was given on the command line (``pytest --agentrace my-task.yaml``): such a file
-    is loaded as a task (YAML) or trial (TOML) even when it does not look like one, so its mistakes (a misspelt
-    ``descripton``, an empty file) are reported instead of "not found"."""
-    named = config.stash.get(NAMED_KEY, None)
-    if named is None:
-        base = config.invocation_params.dir
-        named = frozenset((base / arg.split("::")[0]).resolve() for arg in config.args if not arg.startswith("-"))
-        config.stash[NAMED_KEY] = named
-    return path.resolve() in named
-
-
-def sniff_task(path: Path, config: pytest.Config) -> bool:
-    """True when ``path`` is a task file: YAML whose top level maps ``description`` and ``test_command``.
-
-    A file that does not parse but has both keys at the start of a line is claimed too, so its syntax
-    error is reported instead of the file being skipped silently. Results are cached per session.
-    """
-    cache = config.stash.setdefault(SNIFF_KEY, {})
-    if path in cache:
-        return cache[path]
+def looks_like_task(path: Path) -> bool:
+    """True when ``path`` is a task file: YAML whose top level maps ``description`` and ``test_command``. A file that
+    does not parse but has both keys at the start of a line is claimed too, so its syntax error is reported instead
+    of the file being skipped silently."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        cache[path] = False
         return False
     if not any(key in text for key in _TASK_ONLY_KEYS):  # cheap pre-filter before parsing YAML
-        cache[path] = False
         return False
     try:
-        result = is_task_data(yaml.safe_load(text))
+        return is_task_data(yaml.safe_load(text))
     except (yaml.YAMLError, RecursionError, ValueError):
         lines = text.splitlines()
-        result = any(x.startswith("description:") for x in lines) and any(x.startswith("test_command:") for x in lines)
-    cache[path] = result
-    return result
+        return any(x.startswith("description:") for x in lines) and any(x.startswith("test_command:") for x in lines)
 
 
-def session_task(path: Path, config: pytest.Config) -> Task:
-    """``load_task(path)``, parsed once per session (kept beside the sniff results): the ignore hook asks for the
-    ``repo`` of every task file of a folder for each path in it, and the file is then collected. Raises what
-    ``load_task`` raises (``SpecError``, ``LOAD_ERRORS``), each time it is asked."""
-    cache = config.stash.setdefault(SNIFF_KEY, {})
-    key = ("task", Path(path))
-    if key not in cache:
-        try:
-            cache[key] = load_task(path)
-        except (SpecError, *LOAD_ERRORS) as exc:
-            cache[key] = exc
-    found = cache[key]
-    if isinstance(found, BaseException):
-        raise found.with_traceback(None)
-    return found
+def looks_like_trial(path: Path) -> bool:
+    """True when ``path`` is a trial file: a ``*.toml`` (not ``pyproject.toml``) with a top-level ``[[questions]]``
+    array. A file that does not parse but has a ``[[questions]]`` line is claimed too, so its syntax error is
+    reported."""
+    if path.suffix != ".toml" or path.name == "pyproject.toml":
+        return False
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if "questions" not in text:
+        return False
+    try:
+        return is_trial_data(tomllib.loads(text))
+    except tomllib.TOMLDecodeError:
+        return any(x.strip().replace(" ", "") == "[[questions]]" for x in text.splitlines())
 
 
-def task_repo_dirs(directory: Path, config: pytest.Config) -> set[Path]:
-    """Resolved ``repo`` folders of the task files directly in ``directory`` (not collected as tests)."""
-    dirs = set()
-    for path in sorted(directory.glob("*.y*ml")):
-        if path.suffix in (".yaml", ".yml") and sniff_task(path, config):
+class SpecFiles:
+    """The session's knowledge of its files, each found once per process: which are task and trial files, the task
+    files parsed, the input folders (not tests) of each folder's tasks and trials, and the paths named on the
+    command line."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.sniffed: dict[tuple[str, Path], bool] = {}  # ("task" / "trial", path): does it look like one
+        self.tasks: dict[Path, Task | BaseException] = {}
+        self.trial_dirs: dict[Path, set[Path]] = {}
+
+    @functools.cached_property
+    def named_paths(self) -> frozenset[Path]:
+        base = self.config.invocation_params.dir
+        return frozenset((base / arg.split("::")[0]).resolve() for arg in self.config.args if not arg.startswith("-"))
+
+    def named(self, path: Path) -> bool:
+        """True when ``path`` itself was given on the command line (``pytest --agentrace my-task.yaml``): such a file
+        is loaded as a task (YAML) or trial (TOML) even when it does not look like one, so its mistakes (a misspelt
+        ``descripton``, an empty file) are reported instead of "not found"."""
+        return path.resolve() in self.named_paths
+
+    def is_task(self, path: Path) -> bool:
+        """``looks_like_task``, once per path."""
+        if ("task", path) not in self.sniffed:
+            self.sniffed["task", path] = looks_like_task(path)
+        return self.sniffed["task", path]
+
+    def is_trial(self, path: Path) -> bool:
+        """``looks_like_trial``, once per path."""
+        if ("trial", path) not in self.sniffed:
+            self.sniffed["trial", path] = looks_like_trial(path)
+        return self.sniffed["trial", path]
+
+    def task(self, path: Path) -> Task:
+        """``load_task(path)``, parsed once per session: the ignore hook asks for the ``repo`` of every task file of
+        a folder for each path in it, and the file is then collected. Raises what ``load_task`` raises
+        (``SpecError``, ``LOAD_ERRORS``), each time it is asked."""
+        key = Path(path)
+        if key not in self.tasks:
             try:
-                repo = session_task(path, config).repo
-            except (SpecError, *LOAD_ERRORS):  # reported when the file itself is collected
-                continue
-            if repo and not repo.startswith(("http", "git@", "ssh:")):
-                dirs.add(Path(repo))
-    return dirs
+                self.tasks[key] = load_task(path)
+            except (SpecError, *LOAD_ERRORS) as exc:
+                self.tasks[key] = exc
+        found = self.tasks[key]
+        if isinstance(found, BaseException):
+            raise found.with_traceback(None)
+        return found
+
+    def task_repo_dirs(self, directory: Path) -> set[Path]:
+        """Resolved ``repo`` folders of the task files directly in ``directory`` (not collected as tests)."""
+        dirs = set()
+        for path in sorted(directory.glob("*.y*ml")):
+            if path.suffix in (".yaml", ".yml") and self.is_task(path):
+                try:
+                    repo = self.task(path).repo
+                except (SpecError, *LOAD_ERRORS):  # reported when the file itself is collected
+                    continue
+                if repo and not repo.startswith(("http", "git@", "ssh:")):
+                    dirs.add(Path(repo))
+        return dirs
+
+    def trial_input_dirs(self, directory: Path) -> set[Path]:
+        """Resolved local ``[[repos]]`` sources and arm overlays of the trial files in ``directory`` and its parents
+        up to the rootdir (inputs, not tests: never collected; nested ones such as ``overlays/docs`` included).
+        Cached per folder for the session."""
+        directory = directory.resolve()
+        if directory in self.trial_dirs:
+            return self.trial_dirs[directory]
+        dirs: set[Path] = set()
+        for path in sorted(directory.glob("*.toml")):
+            if self.is_trial(path):
+                try:
+                    trial = load_trial(path)
+                except (SpecError, *LOAD_ERRORS):  # reported when the file itself is collected
+                    continue
+                dirs.update(Path(r.source) for r in trial.repos if Path(r.source).is_absolute())
+                dirs.update(Path(a.overlay) for a in trial.arms if a.overlay)
+        root = Path(self.config.rootpath).resolve()
+        if directory != root and root in directory.parents:
+            dirs |= self.trial_input_dirs(directory.parent)
+        self.trial_dirs[directory] = dirs
+        return dirs
 
 
-def sniff_trial(path: Path, config: pytest.Config) -> bool:
-    """True when ``path`` is a trial file: a ``*.toml`` (not ``pyproject.toml``) with a top-level
-    ``[[questions]]`` array. A file that does not parse but has a ``[[questions]]`` line is claimed too, so its
-    syntax error is reported. Results are cached per session."""
-    cache = config.stash.setdefault(SNIFF_KEY, {})
-    if path in cache:
-        return cache[path]
-    result = False
-    if path.suffix == ".toml" and path.name != "pyproject.toml":
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            text = ""
-        if "questions" in text:
-            try:
-                result = is_trial_data(tomllib.loads(text))
-            except tomllib.TOMLDecodeError:
-                result = any(x.strip().replace(" ", "") == "[[questions]]" for x in text.splitlines())
-    cache[path] = result
-    return result
-
-
-TRIAL_DIRS_KEY = pytest.StashKey[dict]()
-
-
-def trial_input_dirs(directory: Path, config: pytest.Config) -> set[Path]:
-    """Resolved local ``[[repos]]`` sources and arm overlays of the trial files in ``directory`` and its parents up
-    to the rootdir (inputs, not tests: never collected; nested ones such as ``overlays/docs`` included).
-    Cached per folder for the session."""
-    cache = config.stash.setdefault(TRIAL_DIRS_KEY, {})
-    directory = directory.resolve()
-    if directory in cache:
-        return cache[directory]
-    dirs: set[Path] = set()
-    for path in sorted(directory.glob("*.toml")):
-        if sniff_trial(path, config):
-            try:
-                trial = load_trial(path)
-            except (SpecError, *LOAD_ERRORS):  # reported when the file itself is collected
-                continue
-            dirs.update(Path(r.source) for r in trial.repos if Path(r.source).is_absolute())
-            dirs.update(Path(a.overlay) for a in trial.arms if a.overlay)
-    root = Path(config.rootpath).resolve()
-    if directory != root and root in directory.parents:
-        dirs |= trial_input_dirs(directory.parent, config)
-    cache[directory] = dirs
-    return dirs
-
-
-def cli_agents(config: pytest.Config):
-    """Agents from ``--agentrace-agent`` (None when not given; names and ids are settled by ``task_agents``)."""
-    specs = settings(config).agent
-    if not specs:
-        return None
-    return tuple(parse_agent(Path("--agentrace-agent"), f"--agentrace-agent {s}", s, check_known=False) for s in specs)
-
-
-COLLISION_KEY = pytest.StashKey[str]()
-
-
-def mark_collisions(items: list[pytest.Item]) -> None:
-    """Runs of different files with the same results folder (``runs/<case>/<arm>/<agent>/<rep>``: two task files
-    with one ``name``, two trials sharing a question id) would overwrite each other's records: each such item
-    gets an error message (its setup fails with it) instead of running. Same on every xdist worker."""
-    by_dir: dict[tuple, list[pytest.Item]] = {}
-    for item in items:
-        spec = item.stash.get(RUNSPEC_KEY, None)
-        if spec is not None:
-            by_dir.setdefault((spec.case, spec.arm, spec.agent.id, spec.rep), []).append(item)
-    for (case, *_rest), group in by_dir.items():
-        sources = sorted({str(i.stash[RUNSPEC_KEY].source) for i in group})
-        if len(sources) > 1:
-            for item in group:
-                item.stash[COLLISION_KEY] = (
-                    f"{' and '.join(sources)} both have a task/question named {case!r}: their runs would share one results "
-                    f"folder (runs/{case}/...) and overwrite each other; rename one (task 'name' / question 'id')")
-
-
-def overrides(spec) -> bool:
-    """Whether an ``--agentrace-agent`` spec says more than a name (``claude``, ``codex:gpt-5``, or the same as a
-    mapping): a mapping with a ``command``, ``env``, ``args``, ... is a whole agent, and replaces the file's entries
-    of its name instead of picking them."""
-    return spec != type(spec)(name=spec.name, id=spec.id, model=spec.model)
-
-
-def task_agents(listed, wanted):
-    """The agents of a task file's runs: ``listed`` (the file's), or for each ``--agentrace-agent`` spec the file's
-    entries it names (by id, name or ``name:model``, so their ``model_double``, ``env`` and ``args`` are kept),
-    else the spec itself (a task can run any agent). A spec that is a whole agent (``overrides``: e.g.
-    ``{name: claude, command: ...}``) always runs as given: the command line wins over the file's entry of that
-    name, which it replaces (keeping that entry's id)."""
-    if not wanted:
-        return listed
-    chosen: list = []
-    for w in wanted:
-        named = [a for a in listed if w.id in (a.id, a.name, a.label)]
-        if not named and w.command is None:  # an agent of one's own ({name, command}) needs no built-in name
-            known_agent(Path("--agentrace-agent"), f"--agentrace-agent {w.id}", w.name)
-        if named and overrides(w):
-            named = [w]
-        chosen += [a for a in named or [w] if a not in chosen]
-    given = iter(unique_agent_ids(a for a in chosen if a not in listed))  # the file's entries keep their ids
-    return tuple(a if a in listed else next(given) for a in chosen)
-
-
-def override_lines(config: pytest.Config, ran: set[str]) -> list[str]:
-    """One summary line per ``--agentrace-agent`` spec that is a whole agent (``overrides``) and ran (its id in
-    ``ran``), saying what ran in place of any file's entry of its name: ``agent claude: ran `my-agent {prompt}`
-    (--agentrace-agent; replaces the files' entries named claude)``."""
+def override_lines(specs: Sequence[str], ran: set[str]) -> list[str]:
+    """One summary line per ``--agentrace-agent`` spec (``specs``: the option's values) that is a whole agent
+    (``spec.select.overrides``) and ran (its id in ``ran``), saying what ran in place of any file's entry of its
+    name: ``agent claude: ran `my-agent {prompt}` (--agentrace-agent; replaces the files' entries named claude)``."""
     import shlex
 
     lines = []
-    for spec in cli_agents(config) or ():
+    for spec in wanted_agents(specs) or ():
         if overrides(spec) and spec.id in ran:
             what = f"`{shlex.join(spec.command)}`" if spec.command else f"the {spec.name} CLI with the option's settings"
             lines.append(f"agent {spec.id}: ran {what} (--agentrace-agent; replaces the files' entries named {spec.name})")
     return lines
-
-
-def trial_agents(listed, wanted) -> list:
-    """A trial's agents under ``--agentrace-agent``: the file's entries each spec names (by id, name or
-    ``name:model``); a spec that is a whole agent (``overrides``) replaces the entries of its name, or runs beside
-    them when the trial has none. Ids are made unique (``unique_agent_ids``)."""
-    chosen: list = []
-    for w in wanted:
-        named = [a for a in listed if w.id in (a.id, a.name, a.label)]
-        if overrides(w):
-            named = [w]
-        chosen += [a for a in named if a not in chosen]
-    return list(unique_agent_ids(chosen))
 
 
 MARKERS = {
@@ -281,7 +203,10 @@ def run_markers(spec: RunSpec) -> list[pytest.MarkDecorator]:
 
 
 class SpecFile(pytest.File):
-    """Base of task/trial files: a ``SpecError`` is shown as its one-line message."""
+    """Base of task/trial files: a ``SpecError`` is shown as its one-line message. ``agentrace``: the session
+    object (set by ``AgentraceSession.collect_file``)."""
+
+    agentrace: AgentraceSession
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
         if isinstance(excinfo.value, SpecError):
@@ -290,6 +215,11 @@ class SpecFile(pytest.File):
             # a value the loader did not foresee (e.g. a regex too large, an unknown ~user): still one line
             return f"agentrace: {self.path}: cannot load this file: {type(excinfo.value).__name__}: {excinfo.value}"
         return super().repr_failure(excinfo)
+
+    def with_timeout(self, spec: Any) -> Any:
+        """``spec`` (a task or trial) with ``--agentrace-timeout`` applied."""
+        override = self.agentrace.settings.timeout
+        return dataclasses.replace(spec, timeout=float(override)) if override else spec
 
     def make_items(self, runs: list[RunSpec], judge: Any = None, baselines_xfail: bool = True):
         """One ``RunItem`` per run, named ``case[<param ids>]`` (``RunSpec.item_name``) and built the way pytest
@@ -304,7 +234,7 @@ class SpecFile(pytest.File):
         for spec in runs:
             item = RunItem.from_parent(self, name=spec.item_name, originalname=spec.case, callobj=judge or check_outcome,
                                        callspec=_CallSpec(_idlist=list(spec.param_ids)))
-            item.stash[RUNSPEC_KEY] = spec
+            item.run_spec, item.agentrace = spec, self.agentrace
             for marker in run_markers(spec):
                 item.add_marker(marker)
             baseline = spec.agent.expect == "fail" or (spec.agent.expect is None and spec.agent.name == "noop")
@@ -315,23 +245,16 @@ class SpecFile(pytest.File):
 
 
 class TaskFile(SpecFile):
-    """A coderace-style task file: one item per agent x rep."""
+    """A coderace-style task file: one item per agent x rep (agents by ``spec.select.choose_agents``)."""
 
     def load(self):
         """The task file loaded (``SpecError`` when invalid), with ``--agentrace-timeout`` applied."""
-        task = session_task(self.path, self.config)
-        override = settings(self.config).timeout
-        if override:
-            task = dataclasses.replace(task, timeout=float(override))
-        return task
+        return self.with_timeout(self.agentrace.files.task(self.path))
 
     def collect(self):
         task = self.load()
-        agents = task_agents(task.agents, cli_agents(self.config))
-        if not agents:
-            raise SpecError(self.path, "agents", "no agents to run; add e.g. agents: [claude, noop] or pass --agentrace-agent")
-        reps = settings(self.config).reps or 1
-        yield from self.make_items(task_runs(task, agents, reps))
+        agents = choose_agents(task.agents, self.agentrace.agents, self.path)
+        yield from self.make_items(task_runs(task, agents, self.agentrace.settings.reps or 1))
 
 
 HARBOR_AGENTS = ("oracle", "noop")  # a Harbor task names no agents: without --agentrace-agent these run it
@@ -339,50 +262,37 @@ HARBOR_AGENTS = ("oracle", "noop")  # a Harbor task names no agents: without --a
 
 class HarborTaskFile(TaskFile):
     """A Harbor task folder's ``task.toml`` (``spec.harbor``): one item per agent x rep, like a task file. Its agents
-    are ``--agentrace-agent``'s, else ``oracle`` (``solution/solve.sh``) and ``noop``."""
+    are ``oracle`` (``solution/solve.sh``) and ``noop``, as a task file's list (``--agentrace-agent`` picks or adds)."""
 
     def load(self):
-        task = load_harbor_task(self.path)
-        override = settings(self.config).timeout
-        if override:
-            task = dataclasses.replace(task, timeout=float(override))
-        return task
+        return self.with_timeout(load_harbor_task(self.path))
 
     def collect(self):
         task = self.load()
         defaults = unique_agent_ids(parse_agent(self.path, "agents", a) for a in HARBOR_AGENTS)
-        agents = task_agents(defaults, cli_agents(self.config))
-        yield from self.make_items(task_runs(task, agents, settings(self.config).reps or 1))
+        agents = choose_agents(defaults, self.agentrace.agents, self.path)
+        yield from self.make_items(task_runs(task, agents, self.agentrace.settings.reps or 1))
 
 
 class TrialFile(SpecFile):
     """A trial file (TOML): one item per question x arm x agent x rep, named ``question[arm-agent-rN]``.
 
-    ``--agentrace-reps`` overrides ``[defaults].reps``; ``--agentrace-arm`` / ``--agentrace-agent`` keep only
-    the arms / agents named (an agent matches by id, name or ``name:model``); a filter that leaves nothing in
-    this file is a collection error listing what the file has, and so is an ``--agentrace-baseline`` that is not
-    one of its arms.
+    ``--agentrace-reps`` overrides ``[defaults].reps``; ``--agentrace-agent`` chooses the agents as for a task file
+    (``spec.select.choose_agents``); ``--agentrace-arm`` keeps only the arms named, and an arm filter that leaves
+    nothing in this file is a collection error listing what the file has, and so is an ``--agentrace-baseline``
+    that is not one of its arms.
     """
 
     def collect(self):
-        trial = load_trial(self.path)
-        override = settings(self.config).timeout
-        if override:
-            trial = dataclasses.replace(trial, timeout=float(override))
-        agents = list(trial.agents)
-        wanted = cli_agents(self.config)
-        if wanted:
-            agents = trial_agents(trial.agents, wanted)
-            if not agents:
-                given = ", ".join(settings(self.config).agent)
-                raise SpecError(self.path, "--agentrace-agent", f"{given} matches none of this trial's agents: {', '.join(a.id for a in trial.agents)}")
+        found = self.agentrace.settings
+        trial = self.with_timeout(load_trial(self.path))
+        agents = choose_agents(trial.agents, self.agentrace.agents, self.path)
         arms = [a.name for a in trial.arms]
-        wanted_arms = settings(self.config).arm
-        if wanted_arms:
-            arms = [a for a in arms if a in wanted_arms]
+        if found.arm:
+            arms = [a for a in arms if a in found.arm]
             if not arms:
-                raise SpecError(self.path, "--agentrace-arm", f"{', '.join(wanted_arms)} matches none of this trial's arms: {', '.join(a.name for a in trial.arms)}")
-        base = settings(self.config).baseline
+                raise SpecError(self.path, "--agentrace-arm", f"{', '.join(found.arm)} matches none of this trial's arms: {', '.join(a.name for a in trial.arms)}")
+        base = found.baseline
         if base and base not in [a.name for a in trial.arms]:
             names = [a.name for a in trial.arms]
             raise SpecError(self.path, "--agentrace-baseline", f"{base} is not an arm of this trial{did_you_mean(base, names)}; arms: {', '.join(names)}")
@@ -391,91 +301,108 @@ class TrialFile(SpecFile):
             self.warn(pytest.PytestWarning(
                 f"agentrace: {self.path}: question(s) {', '.join(keyless)} have no answer key (expect, forbid or verify), so every "
                 "answer passes: their pass rate measures nothing (tokens and cost still compare)"))
-        reps = settings(self.config).reps or trial.reps
-        yield from self.make_items(trial_runs(trial, agents, arms, reps))
+        yield from self.make_items(trial_runs(trial, agents, arms, found.reps or trial.reps))
 
 
-def run(config: pytest.Config, spec: RunSpec, tmp: Path) -> Outcome:
+def run(agentrace: AgentraceSession, spec: RunSpec, tmp: Path) -> Outcome:
     """Run ``spec`` in the scratch folder ``tmp`` (``run.pipeline.execute``), or reuse its stored outcome under
     ``--agentrace-resume`` / ``--agentrace-retry-failed`` (``run.resume.stored_outcome``). A trial with
     ``[defaults] parallel = N`` runs at most N of its runs at once, across xdist workers (``run.slots``)."""
-    found, out = settings(config), out_dir(config)
+    found, out = agentrace.settings, agentrace.out
     if found.race:  # the agents of a case, arm and rep run together (plugin.race)
-        return race.outcome(config, spec, tmp)
+        return race.outcome(agentrace, spec, tmp)
     if found.resume or found.retry_failed:
         reused = stored_outcome(spec, out, retry_failed=found.retry_failed)
         if reused is not None:
             return reused
-    options = config.stash[RUN_OPTIONS_KEY]
-    feed = config.stash.get(FEED_KEY, None)
-    if feed is not None:
-        options = dataclasses.replace(options, on_stdout=feed(spec))
+    options = agentrace.run_options
+    if agentrace.feed is not None:
+        options = dataclasses.replace(options, on_stdout=agentrace.feed(spec))
     cap = getattr(spec.spec, "parallel", None) if spec.kind == "trial" else None
     if not cap:
-        return execute(spec, tmp, out, options, config.stash[SESSION_ID_KEY])
+        return execute(spec, tmp, out, options, agentrace.id)
     with run_slot(out, slot_key(spec.source), cap):
-        return execute(spec, tmp, out, options, config.stash[SESSION_ID_KEY])
+        return execute(spec, tmp, out, options, agentrace.id)
 
 
-def planned_reps(config: pytest.Config, spec: Any) -> int:
-    """The cap of a cell's reps: ``--agentrace-reps`` or the file's ``reps`` (1 when it has none)."""
-    return int(settings(config).reps or getattr(spec, "reps", None) or 1)
+def planned_reps(reps: int | None, spec: Any) -> int:
+    """The cap of a cell's reps: ``reps`` (``--agentrace-reps``) or the file's ``reps`` (1 when it has none)."""
+    return int(reps or getattr(spec, "reps", None) or 1)
 
 
-def should_skip(config: pytest.Config, spec: RunSpec) -> str | None:
+def should_skip(agentrace: AgentraceSession, spec: RunSpec) -> str | None:
     """Skip reason for a run under ``--agentrace-stop-when-decided`` (None: run it). Trials only: a task file
     has a single arm, so nothing is compared and every rep runs."""
-    found = settings(config)
+    found = agentrace.settings
     if not found.stop_when_decided or spec.kind != "trial":
         return None
     trial = spec.spec
     arms = [a.name for a in trial.arms if not found.arm or a.name in found.arm]
     base = found.baseline if found.baseline in arms else trial.baseline
-    cases = config.stash.get(CASES_KEY, {}).get((str(spec.source), spec.agent.id), [spec.case])
-    return skip_reason(spec, out_dir(config), config.stash[SESSION_ID_KEY], planned_reps(config, trial), arms, base,
+    cases = agentrace.cases.get((str(spec.source), spec.agent.id), [spec.case])
+    return skip_reason(spec, agentrace.out, agentrace.id, planned_reps(found.reps, trial), arms, base,
                        target=found.generalize, cases=cases, seed=found.seed, resamples=found.resamples)
 
 
 def check_outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The judgement at the end of a run item's call phase (after ``RunItem.runtest`` ran the agent): fail with the
     run's report (``RunFailed``) unless the run passed."""
-    outcome = request.node.stash.get(OUTCOME_KEY, None)
+    outcome = request.node.run_outcome
     if outcome is not None and outcome.status == Status.STOPPED:  # race mode: neither a failure nor a sample
-        pytest.skip(f"{request.node.stash[RUNSPEC_KEY].id}: {outcome.reason}")
+        pytest.skip(f"{request.node.run_spec.id}: {outcome.reason}")
     if outcome is not None and outcome.status != Status.PASSED:
         raise request.node.run_failed(outcome)
+
+
+def report_status(report: pytest.TestReport) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+    """``pytest_report_teststatus``: a run's infrastructure error (``agentrace.status`` ``error``: clone or setup
+    failed, a check's tool missing, ...) fails its call phase, where the agent ran; it is shown and counted as an
+    *error*, never as the agent's failure. Decided from the report alone, so it holds with pytest-xdist."""
+    props = getattr(report, "user_properties", ())
+    if report.when == "call" and report.failed and any(p[0] == "agentrace.status" and p[1] == "error" for p in props):
+        return "error", "E", ("ERROR", {"red": True})
+    return None
 
 
 _case_line = functools.lru_cache(maxsize=4096)(case_line)  # reportinfo runs per item; the file is read once
 
 
 class RunItem(pytest.Function):
-    """One run (RunSpec). ``setup`` decides whether it can run (a results-folder collision or a custom command's
-    missing path: error; an agent CLI not installed or a run no longer needed under stop-when-decided: skip); the
-    agent runs in the call phase (``runtest``), so ``--durations``, the JUnit time and timeout plugins measure it;
-    then the item's function (``check_outcome``, or validation's) judges the outcome. An infrastructure fault is a
-    pytest failure of the call phase that ``pytest_report_teststatus`` shows as an *error*."""
+    """One run: ``run_spec`` (its RunSpec), ``agentrace`` (the session object), ``collision`` (the error of a run
+    sharing its results folder with another file's, ``spec.select.collisions``), ``run_outcome`` (after the call
+    phase ran the agent).
+
+    ``setup`` decides whether it can run (a results-folder collision or a custom command's missing path: error; an
+    agent CLI not installed or a run no longer needed under stop-when-decided: skip); the agent runs in the call
+    phase (``runtest``), so ``--durations``, the JUnit time and timeout plugins measure it; then the item's function
+    (``check_outcome``, or validation's) judges the outcome. An infrastructure fault is a pytest failure of the call
+    phase that ``pytest_report_teststatus`` shows as an *error*."""
+
+    run_spec: RunSpec
+    agentrace: AgentraceSession
+    collision: str | None = None
+    run_outcome: Outcome | None = None
 
     def setup(self) -> None:
         super().setup()
-        spec = self.stash[RUNSPEC_KEY]
-        if error := self.stash.get(COLLISION_KEY, None) or agent_path_error(spec):
+        spec = self.run_spec
+        if error := self.collision or agent_path_error(spec):
             pytest.fail(error, pytrace=False)
-        if reason := missing_executable(spec) or should_skip(self.config, spec):
+        if reason := missing_executable(spec) or should_skip(self.agentrace, spec):
             # at the item's location (``reportinfo``: the task or trial file's line naming the case), as pytest's
             # own skip marks are, not at this line of the plugin
             raise pytest.skip.Exception(reason, _use_item_location=True)
 
     def runtest(self) -> None:
-        spec = self.stash[RUNSPEC_KEY]
+        spec, agentrace = self.run_spec, self.agentrace
         # tmp_path_factory, not tmp_path: tmp_path's teardown raised KeyError after a Ctrl-C before makereport
         tmp = self.funcargs["tmp_path_factory"].mktemp(re.sub(r"\W", "_", self.name)[:30], numbered=True)
-        outcome = run(self.config, spec, tmp)
-        self.stash[OUTCOME_KEY] = outcome
+        outcome = run(agentrace, spec, tmp)
+        self.run_outcome = outcome
         self.user_properties.extend(outcome_properties(outcome))
-        if not outcome.reused and settings(self.config).race:  # hashed before any later agent starts (record.manifest;
+        if not outcome.reused and agentrace.settings.race:  # hashed before any later agent starts (record.manifest;
             # a run outside a race is hashed by run.pipeline.execute itself, an error's attempt in its own folder)
-            out, sid = out_dir(self.config), self.config.stash[SESSION_ID_KEY]
+            out, sid = agentrace.out, agentrace.id
             record_run(out, sid, spec.id, recorded_dir(out, sid, spec.run_dir(out)))
         if outcome.status == Status.ERROR:
             pytest.fail(f"{spec.id}: infrastructure error: {outcome.reason}", pytrace=False)
@@ -484,9 +411,9 @@ class RunItem(pytest.Function):
     def run_failed(self, outcome: Outcome) -> RunFailed:
         """The report of a run that did not pass: status and reason, the failing check's command, exit code and the
         last lines of its log, and what an answer missed."""
-        spec = self.stash[RUNSPEC_KEY]
+        spec = self.run_spec
         head = f"{spec.id}: {outcome.status}: {outcome.reason or ''}".rstrip(": ")
-        run_dir = spec.run_dir(out_dir(self.config))
+        run_dir = spec.run_dir(self.agentrace.out)
         check_line, log = None, []
         for name in ("tests", "verify"):
             check = outcome.checks.get(name)
@@ -501,14 +428,14 @@ class RunItem(pytest.Function):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
         if isinstance(excinfo.value, RunFailed):
-            spec = self.stash[RUNSPEC_KEY]
+            spec = self.run_spec
             tb = style or self.config.getoption("tbstyle", "auto")
             return failure_repr(excinfo.value, self.location[0], case_line(spec.source, spec.case), tb)
         return super().repr_failure(excinfo)
 
     def reportinfo(self):
         """``(file, 0-based line naming the case, name)``: where ``-rs`` and JUnit place the item's skips."""
-        spec = self.stash[RUNSPEC_KEY]
+        spec = self.run_spec
         return self.path, _case_line(spec.source, spec.case) - 1, f"{self.name}"
 
 

@@ -33,16 +33,15 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.options import STEP_SUMMARY_ENV, Settings
+from pytest_agentrace.options import STEP_SUMMARY_ENV, report_path
 from pytest_agentrace.plugin import validate
 from pytest_agentrace.plugin.collect import override_lines, planned_reps
 from pytest_agentrace.plugin.progress import Progress, is_run_item
-from pytest_agentrace.plugin.session import SANDBOX_WHY_KEY, report_path
 from pytest_agentrace.record import index
 from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest, seal_session
 from pytest_agentrace.record.model import Outcome, Status
@@ -66,6 +65,9 @@ from pytest_agentrace.stats.snapshot import (
     write_snapshot,
 )
 from pytest_agentrace.stats.verdict import GateFamily, gate_failures, gate_family, parse_fail_on
+
+if TYPE_CHECKING:
+    from pytest_agentrace.plugin.session import AgentraceSession
 
 OUTCOME_PROPERTY = "agentrace.outcome"
 
@@ -172,8 +174,10 @@ class Controller:
 
     NAME = "agentrace-controller"
 
-    def __init__(self, config: pytest.Config, settings: Settings, session_id: str, out: Path):
-        self.config, self.settings, self.session_id, self.out = config, settings, session_id, out
+    def __init__(self, agentrace: AgentraceSession):
+        config = agentrace.config
+        self.config, self.settings, self.session_id, self.out = config, agentrace.settings, agentrace.id, agentrace.out
+        self.sandbox_why = agentrace.sandbox_why  # why the runs have no sandbox (--agentrace-sandbox auto), or None
         self.started = _now()
         self.digest: str | None = None  # of the results folder at the session's end (record.manifest)
         self.outcomes: dict[str, Outcome] = {}  # by run id
@@ -182,7 +186,7 @@ class Controller:
         self.skipped: dict[str, str] = {}  # node id -> skip reason of a run item skipped in its setup
         self.result: SessionResult | None = None
         self.written: list[tuple[str, bool]] = []
-        self.progress = Progress(config)
+        self.progress = Progress(config, agentrace)
 
     # -- gathering ---------------------------------------------------------------------------------------------
 
@@ -259,7 +263,7 @@ class Controller:
             return self.result
         outcomes = tuple(score_outcomes(self.outcomes.values(), per_session=False))
         notes: list[tuple[str, bool]] = [(f"agentrace: malformed run payload ignored: {p}", True) for p in self.bad_payloads]
-        if why := self.config.stash.get(SANDBOX_WHY_KEY, None):
+        if why := self.sandbox_why:
             notes.append((f"agentrace: runs were not sandboxed: {why} (--agentrace-sandbox off hides this line)", True))
         notes += harbor_notes(self.outcomes.values())
         if line := network_line(outcomes):
@@ -314,7 +318,7 @@ class Controller:
         caps = {}
         for source in sorted({o.source for o in outcomes if o.kind == "trial"}):
             try:
-                caps[source] = planned_reps(self.config, load_trial(Path(source)))
+                caps[source] = planned_reps(self.settings.reps, load_trial(Path(source)))
             except (SpecError, OSError):
                 caps[source] = max(o.rep for o in outcomes if o.source == source)
         return caps
@@ -444,7 +448,7 @@ class Controller:
             for line in result.failures:
                 write(f"agentrace: FAILED {line}", red=True, bold=True)
             return
-        for line in [*tables, *skips, *override_lines(config, {o.agent for o in result.outcomes})]:
+        for line in [*tables, *skips, *override_lines(self.settings.agent, {o.agent for o in result.outcomes})]:
             write(line)
         stats = report_lines(result.report, width=width, footer=verbosity >= 0) if result.report is not None else []
         if stats:

@@ -28,14 +28,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_agentrace.agents import get_adapter
-from pytest_agentrace.plugin.collect import FEED_KEY, RUNSPEC_KEY
-from pytest_agentrace.plugin.session import settings
+from pytest_agentrace.plugin.collect import RunItem
 from pytest_agentrace.record.model import Outcome
+
+if TYPE_CHECKING:
+    from pytest_agentrace.plugin.session import AgentraceSession
 
 TICK_SECONDS = 0.5
 PARSE_EVERY = 1.0  # seconds between parses of the partial output
@@ -156,8 +158,8 @@ class Progress:
     docstring for the two modes. ``lock`` is held around pytest's own report writes (the controller's hook
     wrappers), so a plain line from the timer thread never lands inside one of pytest's lines."""
 
-    def __init__(self, config: pytest.Config):
-        self.config = config
+    def __init__(self, config: pytest.Config, agentrace: AgentraceSession):
+        self.config, self.agentrace = config, agentrace  # the session object (plugin.session): settings, feed
         self.tr: Any = None
         self.out = None
         self.mode = "off"  # until the session starts and the terminal reporter is known
@@ -183,9 +185,9 @@ class Progress:
                 self.out = None
         self.mode = "live" if self.out is not None else "plain"
         if self.mode == "live":
-            self.config.stash[FEED_KEY] = self.feed
+            self.agentrace.feed = self.feed
         else:
-            interval = settings(self.config).progress_seconds
+            interval = self.agentrace.settings.progress_seconds
             self.timer = threading.Thread(target=self._every, args=(interval,), daemon=True, name="agentrace-progress")
             self.timer.start()
 
@@ -203,7 +205,7 @@ class Progress:
     @contextlib.contextmanager
     def running(self, item: pytest.Item) -> Iterator[None]:
         """Around a run item's call phase (where its agent runs): tick the live status while it runs."""
-        spec = item.stash.get(RUNSPEC_KEY, None)
+        spec = item.run_spec if isinstance(item, RunItem) else None
         if self.mode != "live" or spec is None:
             yield
             return

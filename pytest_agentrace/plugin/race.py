@@ -5,19 +5,17 @@ the whole group concurrently (``run.race.run_group``) and writes the result; eve
 xdist worker, reports its own outcome from it. A ``stopped`` run is reported as skipped (neither a failure nor a
 sample). Under ``--agentrace-resume`` a race is reused only when every member has a stored record; otherwise it is
 run again in full (a race needs its members to start together). Under ``--agentrace-shard`` the runs of a race stay
-on one shard (``race_unit``).
+on one shard (``spec.select``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pytest
-
-from pytest_agentrace.plugin.session import RUN_OPTIONS_KEY, SESSION_ID_KEY, out_dir, settings
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.run.agent import agent_path_error, missing_executable
 from pytest_agentrace.run.pipeline import execute
@@ -34,31 +32,29 @@ from pytest_agentrace.run.race import (
 from pytest_agentrace.run.resume import stored_outcome
 from pytest_agentrace.spec.matrix import RunSpec
 
-GROUPS_KEY = pytest.StashKey[dict]()  # {group id: [RunSpec, ...]} of the session's selected runs
+if TYPE_CHECKING:
+    from pytest_agentrace.plugin.session import AgentraceSession
+
 COMMANDS_PER_RUN = 4  # a run's commands that may each take the timeout (setup, agent, tests, verify), for a waiter
 
 
-def race_unit(spec: RunSpec) -> str:
-    """What a shard assigns as one unit under race mode: the race (its runs must start together)."""
-    return group_id(spec)
-
-
-def note_groups(config: pytest.Config, specs: list[RunSpec]) -> None:
-    """Record the races of the selected runs (the same on the controller and on every xdist worker). A run whose
-    agent cannot start here (not installed, a bad path: its item is skipped or fails in setup) is in no race."""
-    groups: dict[str, list[RunSpec]] = {}
+def groups(specs: Sequence[RunSpec]) -> dict[str, list[RunSpec]]:
+    """``{race id: [RunSpec, ...]}``: the races of the selected runs (the same on the controller and on every xdist
+    worker). A run whose agent cannot start here (not installed, a bad path: its item is skipped or fails in setup)
+    is in no race."""
+    found: dict[str, list[RunSpec]] = {}
     for spec in specs:
         if agent_path_error(spec) is None and missing_executable(spec) is None:
-            groups.setdefault(group_id(spec), []).append(spec)
-    config.stash[GROUPS_KEY] = groups
+            found.setdefault(group_id(spec), []).append(spec)
+    return found
 
 
-def outcome(config: pytest.Config, spec: RunSpec, tmp: Path) -> Outcome:
+def outcome(agentrace: AgentraceSession, spec: RunSpec, tmp: Path) -> Outcome:
     """This run's outcome in its race: run the race when this process claims it first (members' scratch folders
     under ``tmp/race/``), else wait for the process that did."""
-    found = settings(config)
-    members = config.stash.get(GROUPS_KEY, {}).get(group_id(spec), [spec])
-    out, session_id = out_dir(config), config.stash[SESSION_ID_KEY]
+    found = agentrace.settings
+    members = agentrace.groups.get(group_id(spec), [spec])
+    out, session_id = agentrace.out, agentrace.id
     if found.resume or found.retry_failed:
         stored = {s.id: stored_outcome(s, out, retry_failed=found.retry_failed) for s in members}
         if all(o is not None for o in stored.values()):
@@ -67,7 +63,7 @@ def outcome(config: pytest.Config, spec: RunSpec, tmp: Path) -> Outcome:
     if claim(folder):
         scratch = [(s, _scratch(tmp, i, s)) for i, s in enumerate(members)]
         # each member is hashed into the manifest once the race is in its record (RunItem.runtest)
-        race, outcomes = run_group(scratch, out, config.stash[RUN_OPTIONS_KEY], session_id, found.race_grace,
+        race, outcomes = run_group(scratch, out, agentrace.run_options, session_id, found.race_grace,
                                    run=functools.partial(execute, manifest=False))
         write_result(folder, race, outcomes)
     else:
@@ -82,6 +78,6 @@ def _scratch(tmp: Path, index: int, spec: RunSpec) -> Path:
     return folder
 
 
-def summary_lines(config: pytest.Config, races: Callable[[Path, str], list[Race]] = session_races) -> list[str]:
+def summary_lines(agentrace: AgentraceSession, races: Callable[[Path, str], list[Race]] = session_races) -> list[str]:
     """The race lines of the session (winner and time, runner-up and gap, stopped agents), one per race."""
-    return [r.line() for r in races(out_dir(config), config.stash[SESSION_ID_KEY])]
+    return [r.line() for r in races(agentrace.out, agentrace.id)]

@@ -21,22 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentrace.plugin.collect import OUTCOME_KEY, RUNSPEC_KEY, HarborTaskFile, TaskFile
+from pytest_agentrace.plugin.collect import HarborTaskFile, RunItem, TaskFile
 from pytest_agentrace.plugin.failure import RunFailed
-from pytest_agentrace.plugin.session import out_dir
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.run.checks import log_tail
-from pytest_agentrace.spec.common import parse_agent, unique_agent_ids
 from pytest_agentrace.spec.matrix import task_runs
+from pytest_agentrace.spec.select import VALIDATION_AGENTS, validation_agents
 
-VALIDATION_AGENTS = ("oracle", "noop")
 ORACLE_CHECKS = ("tests", "verify", "lint")
-
-
-def validation_agents():
-    """The two validation agents as ``AgentSpec``s (``oracle``, ``noop``)."""
-    return unique_agent_ids(parse_agent(Path("--agentrace-validate"), "agents", a) for a in VALIDATION_AGENTS)
-
 
 
 def invalid_reason(outcome: Outcome) -> str | None:
@@ -82,19 +74,19 @@ def check_validity(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """The call phase of a validation item: fail with the reason (and the failing check's log tail) when the
     run makes its task invalid."""
     item = request.node
-    outcome = item.stash.get(OUTCOME_KEY, None)
+    outcome = item.run_outcome
     if outcome is None:
         return
     reason = invalid_reason(outcome)
     if reason:
-        spec = item.stash[RUNSPEC_KEY]
+        spec = item.run_spec
         check, log = _failing_check_tail(item, outcome) if outcome.agent == "oracle" else (None, [])
         raise RunFailed(f"invalid task {spec.case}: {reason}", check, log)
 
 
-def _failing_check_tail(item: pytest.Item, outcome: Outcome) -> tuple[str | None, list[str]]:
+def _failing_check_tail(item: RunItem, outcome: Outcome) -> tuple[str | None, list[str]]:
     """The first failing oracle check (tests, verify, lint): its line and the last lines of its log."""
-    run_dir = item.stash[RUNSPEC_KEY].run_dir(out_dir(item.config))
+    run_dir = item.run_spec.run_dir(item.agentrace.out)
     for name in ORACLE_CHECKS:
         check = outcome.checks.get(name)
         if check is not None and not check.passed:
