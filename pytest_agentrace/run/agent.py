@@ -16,10 +16,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_agentrace.agents import get_adapter
-from pytest_agentrace.agents.base import ADAPTER_ENV, RunContext, RunOptions, version_from
+from pytest_agentrace.agents.base import ADAPTER_ENV, RunContext, version_from
 from pytest_agentrace.agents.command import expand_template
 from pytest_agentrace.agents.pricing import apply_pricing
 from pytest_agentrace.errors import AgentError, WorkspaceError
@@ -31,13 +31,11 @@ from pytest_agentrace.record.safefile import write_text
 from pytest_agentrace.run import network, process, workspace
 from pytest_agentrace.run.limits import Hit, Limits, confine, diagnose
 from pytest_agentrace.run.network import RunNetwork
+from pytest_agentrace.run.runspec import RunOptions, RunSpec
 from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
 from pytest_agentrace.run.sandbox import hidden_paths, needed_paths
 
 BOX_SCRATCH = "box"  # the run's scratch folder backing the agent's /tmp and /dev/shm
-
-if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
-    from pytest_agentrace.spec.matrix import RunSpec
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,8 @@ import signal
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.errors import WorkspaceError
 from pytest_agentrace.record import attempts
 from pytest_agentrace.record.manifest import record_run
@@ -59,12 +58,10 @@ from pytest_agentrace.run.checks import Box
 from pytest_agentrace.run.harbor import NEEDS_SANDBOX, HarborJudge
 from pytest_agentrace.run.judge import Judge, Judgement
 from pytest_agentrace.run.limits import confine
+from pytest_agentrace.run.runspec import RunOptions, RunSpec
 from pytest_agentrace.run.sandbox import Sandbox
 from pytest_agentrace.run.task import TaskJudge
 from pytest_agentrace.run.trial import TrialJudge
-
-if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
-    from pytest_agentrace.spec.matrix import RunSpec
 
 HARNESS_LOG = "harness-error.log"
 CLEAN, REPORTS, CHECK_GIT = "clean", "reports", "check.git"  # scratch folders of the checks (run.cleantree)
