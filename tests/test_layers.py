@@ -107,7 +107,7 @@ RUN_TIERS = [
                   "run.harbor")),
     ("adapters", ("agents", "model_double")),
     ("desk", ("run.workspace", "run.cleantree", "run.counting", "run.checks")),
-    ("box", ("run.sandbox", "run.limits", "run.cgroup", "run.process", "run.reaper", "run.slots", "run.outbox",
+    ("box", ("run.sandbox", "run.limits", "run.cgroup", "run.process", "run.reaper", "run.slots", "run.outbox", "run.discard",
              "run.network", "run.netbridge", "run.netproxy")),
     ("values", ("run.runspec", "run")),
 ]

@@ -16,8 +16,8 @@ How it is built (every git call here: no system or global config, ``core.hooksPa
    file is kept with the base's part put back (``merged``), checked by reading the result with pytest's own parser
    (``iniconfig``) or ``tomllib``; when the check disagrees the whole file is reset. A link the agent left is kept
    only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped.
-3. ``CleanTree.fresh`` (before each check): a new copy of one checkout of the combined commit (``git clone
-   --shared`` into a folder no check sees), so what one check's code wrote cannot reach the next.
+3. ``CleanTree.fresh`` (before each check): a new checkout of the combined commit (``git clone --shared``), so
+   what one check's code wrote cannot reach the next.
 
 Every path the clean tree did not take as the agent left it is listed in ``CleanTree.machinery`` as
 ``{"path", "change": added|changed|deleted, "verdict": reset|merged|dropped}`` (``run.json`` ``machinery``).
@@ -131,7 +131,10 @@ def _set_alternates(git_dir: Path, folders: Iterable[Path]) -> None:
 
 
 def _changes(git_dir: Path, before: str, after: str) -> list[tuple[str, tuple[str, str] | None, tuple[str, str] | None]]:
-    """``[(path, (mode, sha) before or None, after or None)]`` between two trees: one ``git diff-tree -r -z``."""
+    """``[(path, (mode, sha) before or None, after or None)]`` between two trees: one ``git diff-tree -r -z`` (none
+    when they are one tree)."""
+    if before == after:
+        return []
     out = _git(git_dir, ["diff-tree", "-r", "-z", "--no-renames", before, after]).split(b"\0")
     changes = []
     for meta, path in zip(out[0:-1:2], out[1::2], strict=True):
@@ -157,23 +160,15 @@ class CleanTree:
     machinery: list[dict[str, str]] = field(default_factory=list)
 
     def fresh(self) -> Path:
-        """A new copy of the clean tree at ``root`` (what an earlier check wrote there is gone); returns it. The
-        first call checks the combined commit out (``git clone --shared``) into a pristine folder beside ``root``
-        that no check sees; each call copies it (links as links)."""
-        pristine = self.root.with_name(self.root.name + ".src")
-        if not (pristine / ".git").is_dir():
-            shutil.rmtree(pristine, ignore_errors=True)
-            _git(self.git_dir, ["clone", "-q", "--shared", "--no-tags", str(self.git_dir), str(pristine)],
-                 cwd=pristine.parent)
-        if self.root.exists() or self.root.is_symlink():
+        """A new checkout of the combined commit at ``root`` (what an earlier check wrote there is gone first);
+        returns it. ``git clone --shared`` of the harness's git folder: the files are written new, none is shared
+        with the workspace or an earlier check (a hardlink a check writes through would change its source)."""
+        if self.root.is_symlink() or self.root.is_file():
+            self.root.unlink()
+        elif self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
-        try:  # cp -a (links as links, modes kept) is several times faster than shutil.copytree here
-            done = subprocess.run(["cp", "-a", "--", str(pristine), str(self.root)], capture_output=True).returncode == 0
-        except OSError:
-            done = False
-        if not done:
-            shutil.rmtree(self.root, ignore_errors=True)
-            shutil.copytree(pristine, self.root, symlinks=True)
+        _git(self.git_dir, ["clone", "-q", "--shared", "--no-tags", str(self.git_dir), str(self.root)],
+             cwd=self.root.parent)
         return self.root
 
 

@@ -478,6 +478,8 @@ def change(ws: Path, before: str, after: str, binary: bool = False) -> Change:
     bytes, sha256 <hex>`` (``binaries``); with ``binary`` (a task's ``binary_diffs: true``) the patch is ``git diff
     --binary``'s, bytes included. Raises ``WorkspaceError`` when git fails.
     """
+    if before == after:  # one tree: nothing changed, no git process
+        return Change(0, 0, 0, 0, "")
     added = removed = files = 0
     binary_paths: list[str] = []
     flags = ["--no-renames", "--no-ext-diff", "--no-textconv"]
