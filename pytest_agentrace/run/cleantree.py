@@ -4,9 +4,9 @@ test machinery. The agent's workspace stays as it left it (for the diff and the 
 How it is built (every git call here: no system or global config, ``core.hooksPath=/dev/null``,
 ``core.fsmonitor=false``, a git folder of the harness's own, never the workspace's config):
 
-1. ``prepare`` (before the agent): a bare git folder in the run's scratch space, borrowing the template's objects.
-   Its base tree is the template's tree when the workspace is a clone nothing was written into; else (setup ran,
-   an overlay, a URL) a snapshot of the workspace's every file, ignored ones included (``add -A --force``), written
+1. ``prepare`` (before the agent): a bare git folder in the run's scratch space (written by the harness, no ``git
+   init``), borrowing the template's objects. Its base tree is the template's tree when the workspace is a clone
+   nothing was written into; else (setup ran, an overlay, a URL) a snapshot of the workspace's every file, ignored ones included (``add -A --force``), written
    into the harness's own objects while the agent has not run yet.
 2. ``build`` (after the agent): the agent's change is the difference between the workspace's trees before and
    after it (``run.workspace.snapshot_tree``: what git sees; ignored files are no part of it). Each changed path
@@ -47,6 +47,7 @@ DEFAULT_MACHINERY = (
 SETUP_CFG_SECTION = "tool:pytest"
 MERGE_MAX_BYTES = 1024 * 1024  # a larger setup.cfg / pyproject.toml is reset, not merged
 LINK, GITLINK = "120000", "160000"
+BARE_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
 _SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.symlinks=true",
          "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false", "-c", "gc.auto=0"]
 
@@ -107,9 +108,16 @@ def prepare(git_dir: Path, ws: Path, start_tree: str | None, borrowed: Iterable[
     """Make the harness's git folder ``git_dir`` (borrowing the object folders ``borrowed``: the template's) and
     its base tree: ``start_tree`` when given, else a snapshot of every file of ``ws`` (ignored ones too).
     Call before the agent starts. Raises ``WorkspaceError`` when git fails."""
+    if git_dir.is_symlink() or git_dir.is_file():
+        git_dir.unlink()
     shutil.rmtree(git_dir, ignore_errors=True)
-    git_dir.parent.mkdir(parents=True, exist_ok=True)
-    _git(git_dir.parent, ["init", "-q", "--bare", str(git_dir)])
+    try:  # what ``git init --bare`` makes that git reads, written here: no git process, no template hooks
+        for sub in ("objects/info", "refs/heads", "refs/tags"):
+            (git_dir / sub).mkdir(parents=True)
+        (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+        (git_dir / "config").write_text(BARE_CONFIG, encoding="utf-8")
+    except OSError as exc:
+        raise WorkspaceError(f"clean tree: cannot make {git_dir}: {exc}") from exc
     _set_alternates(git_dir, borrowed)
     if start_tree:
         return Base(git_dir, start_tree)
