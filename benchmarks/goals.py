@@ -52,15 +52,18 @@ def load() -> str:
 def start(root: Path, runs: int) -> None:
     empty = root / "empty"
     empty.mkdir()
-    timed_any([*PYTEST, "--collect-only", *OFF], empty)  # warm-up: bytecode written
-    bare = statistics.median(timed_any([*PYTEST, "--collect-only", *OFF], empty) for _ in range(runs))
     (root / "one").mkdir()
     make_repo(root / "one", 10)
     (root / "one" / "task.yaml").write_text("name: one\ndescription: nothing\nrepo: repo\ntest_command: 'true'\n"
                                             "agents: [{name: noop, expect: pass}]\ntimeout: 60\n")
     one = [*PYTEST, "--agentrace", "task.yaml", "--agentrace-no-save"]
-    timed(one, root / "one")  # warm-up: bytecode written
-    session = statistics.median(timed(one, root / "one") for _ in range(runs))
+    timed_any([*PYTEST, "--collect-only", *OFF], empty)  # warm-up: bytecode written
+    timed(one, root / "one")
+    bares, sessions = [], []
+    for _ in range(runs):  # taken in turn, so a change of the machine's load falls on both alike
+        bares.append(timed_any([*PYTEST, "--collect-only", *OFF], empty))
+        sessions.append(timed(one, root / "one"))
+    bare, session = statistics.median(bares), statistics.median(sessions)
     print(f"start:  1-run session {session:.2f} s | floor: bare pytest start {bare:.2f} s | "
           f"{session / bare:.2f}x (goal <= 1.5x) | {load()}")
 
@@ -78,6 +81,8 @@ def per_run(root: Path, files: int, runs: int) -> None:
     subprocess.run([*session, f"--agentrace-reps={runs + 1}", f"--agentrace-out={out}"], cwd=root, check=True,
                    capture_output=True)
     marginal = (time.perf_counter() - t - single) / runs  # wall of runs + 1 runs minus that of 1 run, per run
+    # the floor again after the sessions, so a change of the machine's load falls on both alike
+    clones += [timed(["git", "clone", "-q", "--shared", str(repo), str(root / f"d{i}")], root) for i in range(runs)]
     records = [json.loads(p.read_text()) for p in out.glob("runs/**/run.json")]
     over = [r["total_seconds"] - sum(c["seconds"] for c in r["checks"].values()) - r["seconds"] for r in records]
     clone = statistics.median(clones)
