@@ -80,13 +80,13 @@ class Sweep:
         for the orphans that killing re-parents to us. Returns how many processes were killed."""
         if not self.active:
             return 0
-        import psutil
-
         killed = 0
         for _ in range(MAX_ROUNDS):
             pids = [pid for pid in _children() if pid not in self.before]
             if not pids:
                 break
+            import psutil  # only when something escaped: its import is slow
+
             new = []
             for pid in pids:
                 try:
