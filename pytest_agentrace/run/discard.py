@@ -3,7 +3,8 @@ in the same folder, so nothing of the run stays under its old name), then remove
 
 ``shutil.rmtree`` opens every folder with ``O_NOFOLLOW`` (``os.open`` on a dir fd), so a link the agent left is
 removed, never followed. The thread is joined when the interpreter exits (``concurrent.futures`` registers it), so a
-session does not end with a half-deleted folder; ``drain`` waits for it earlier (tests, a race's end).
+session does not end with a half-deleted folder; ``drain`` waits for it earlier. When more than ``BACKLOG`` runs'
+folders wait, the run handing over more waits for the oldest: deletion never falls far behind the runs.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-TRASH = ".discarded"  # the folder inside a run's scratch folder its scratch folders are renamed into
+TRASH = ".discarded"
+BACKLOG = 2  # runs' folders waiting to be deleted at most; the next run waits for the oldest  # the folder inside a run's scratch folder its scratch folders are renamed into
 
 _pool: ThreadPoolExecutor | None = None
 _pending: list[Future] = []
@@ -46,6 +48,9 @@ def discard(folder: Path, names: Iterable[str]) -> None:
                 _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentrace-discard")
             _pending[:] = [f for f in _pending if not f.done()]
             _pending.append(_pool.submit(_remove, trash))
+            oldest = _pending[0] if len(_pending) > BACKLOG else None
+        if oldest is not None:  # deleting fell behind the runs: wait, so the scratch space does not pile up
+            oldest.result()
 
 
 def drain() -> None:
