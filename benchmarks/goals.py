@@ -1,6 +1,7 @@
 """Every speed goal beside its floor, in one run. Prints figures; asserts nothing.
 
 Usage: python benchmarks/goals.py [--files 1000] [--runs 5] [--agg-runs 100000] [--agg-cases 1000] [--sleep 2]
+       [--sandbox auto|off] [--only start|run|report|xdist]
 
 - start: a one-run session (``noop`` agent, ``test_command: 'true'``) against pytest's bare start
   (``pytest --collect-only -q`` in an empty folder, this plugin disabled); goal <= 1.5x;
@@ -52,36 +53,42 @@ def load() -> str:
 def start(root: Path, runs: int) -> None:
     empty = root / "empty"
     empty.mkdir()
-    timed_any([*PYTEST, "--collect-only", *OFF], empty)  # warm-up: bytecode written
-    bare = statistics.median(timed_any([*PYTEST, "--collect-only", *OFF], empty) for _ in range(runs))
     (root / "one").mkdir()
     make_repo(root / "one", 10)
     (root / "one" / "task.yaml").write_text("name: one\ndescription: nothing\nrepo: repo\ntest_command: 'true'\n"
                                             "agents: [{name: noop, expect: pass}]\ntimeout: 60\n")
     one = [*PYTEST, "--agentrace", "task.yaml", "--agentrace-no-save"]
-    timed(one, root / "one")  # warm-up: bytecode written
-    session = statistics.median(timed(one, root / "one") for _ in range(runs))
+    timed_any([*PYTEST, "--collect-only", *OFF], empty)  # warm-up: bytecode written
+    timed(one, root / "one")
+    bares, sessions = [], []
+    for _ in range(runs):  # taken in turn, so a change of the machine's load falls on both alike
+        bares.append(timed_any([*PYTEST, "--collect-only", *OFF], empty))
+        sessions.append(timed(one, root / "one"))
+    bare, session = statistics.median(bares), statistics.median(sessions)
     print(f"start:  1-run session {session:.2f} s | floor: bare pytest start {bare:.2f} s | "
           f"{session / bare:.2f}x (goal <= 1.5x) | {load()}")
 
 
-def per_run(root: Path, files: int, runs: int) -> None:
+def per_run(root: Path, files: int, runs: int, sandbox: str = "auto") -> None:
     repo = make_repo(root, files)
     clones = [timed(["git", "clone", "-q", "--shared", str(repo), str(root / f"c{i}")], root) for i in range(runs)]
     (root / "task.yaml").write_text("name: bench\ndescription: nothing\nrepo: repo\ntest_command: 'true'\n"
                                     "agents: [{name: noop, expect: pass}]\ntimeout: 60\n")
     out = root / "out"
-    session = [*PYTEST, "--agentrace", "task.yaml", "--agentrace-no-save", f"--basetemp={root / 'bt'}"]
+    session = [*PYTEST, "--agentrace", "task.yaml", "--agentrace-no-save", f"--basetemp={root / 'bt'}",
+               f"--agentrace-sandbox={sandbox}"]
     single = statistics.median(timed([*session, "--agentrace-reps=1", f"--agentrace-out={root / 'o1'}"], root)
                                for _ in range(2))
     t = time.perf_counter()
     subprocess.run([*session, f"--agentrace-reps={runs + 1}", f"--agentrace-out={out}"], cwd=root, check=True,
                    capture_output=True)
     marginal = (time.perf_counter() - t - single) / runs  # wall of runs + 1 runs minus that of 1 run, per run
+    # the floor again after the sessions, so a change of the machine's load falls on both alike
+    clones += [timed(["git", "clone", "-q", "--shared", str(repo), str(root / f"d{i}")], root) for i in range(runs)]
     records = [json.loads(p.read_text()) for p in out.glob("runs/**/run.json")]
     over = [r["total_seconds"] - sum(c["seconds"] for c in r["checks"].values()) - r["seconds"] for r in records]
     clone = statistics.median(clones)
-    print(f"run:    harness overhead per run {statistics.median(over):.3f} s (run.json: total minus agent and checks), "
+    print(f"run:    (sandbox {sandbox}) harness overhead per run {statistics.median(over):.3f} s (run.json: total minus agent and checks), "
           f"marginal wall per run {marginal:.3f} s | floor: git clone --shared of {files} files {clone:.3f} s | "
           f"{statistics.median(over) / clone:.2f}x, marginal {marginal / clone:.2f}x (goal <= 1.5x) | {load()}")
 
@@ -118,6 +125,7 @@ def main() -> None:
     ap.add_argument("--agg-runs", type=int, default=100_000)
     ap.add_argument("--agg-cases", type=int, default=1000)
     ap.add_argument("--sleep", type=float, default=2.0)
+    ap.add_argument("--sandbox", choices=["auto", "off"], default="auto", help="the per-run figure's sandbox")
     ap.add_argument("--only", choices=["start", "run", "report", "xdist"], action="append")
     args = ap.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -125,7 +133,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for name, step in (("start", lambda d: start(d, args.runs)),
-                           ("run", lambda d: per_run(d, args.files, args.runs)),
+                           ("run", lambda d: per_run(d, args.files, args.runs, args.sandbox)),
                            ("report", lambda d: aggregation(d, args.agg_runs, args.agg_cases)),
                            ("xdist", lambda d: xdist(d, args.sleep))):
             if name in only:

@@ -97,3 +97,59 @@ def test_layers_import_only_downward() -> None:
 def test_own_imports_sit_at_module_top() -> None:
     _, top, inner = own_imports()
     assert len(inner) <= 0.10 * (top + len(inner)), inner
+
+
+# the run layer's tiers, top to bottom: a module imports its own tier and the ones below it (and the layers below
+# run/); every module of run/ has a tier here (a new one must be placed), agents/ and model_double/ sit whole in
+# theirs
+RUN_TIERS = [
+    ("pipeline", ("run.pipeline", "run.race", "run.resume", "run.agent", "run.judge", "run.task", "run.trial",
+                  "run.harbor")),
+    ("adapters", ("agents", "model_double")),
+    ("desk", ("run.workspace", "run.linksafe", "run.cleantree", "run.counting", "run.checks")),
+    ("box", ("run.sandbox", "run.limits", "run.cgroup", "run.process", "run.reaper", "run.slots", "run.outbox", "run.discard",
+             "run.network", "run.netbridge", "run.netproxy")),
+    ("values", ("run.runspec", "run")),
+]
+
+
+def run_tier(module: str) -> int | None:
+    """Index in ``RUN_TIERS`` of a module of the run layer (None: another layer)."""
+    name = module.removeprefix("pytest_agentrace.")
+    for i, (_, names) in enumerate(RUN_TIERS):
+        if name in names or any(name.startswith(f"{n}.") for n in names if "." not in n and n != "run"):
+            return i
+    return None
+
+
+def test_every_run_module_has_a_tier() -> None:
+    run_layer = [m for m in modules() if layer_of(m) == layer_of("pytest_agentrace.run")]
+    assert [m for m in run_layer if run_tier(m) is None] == []
+
+
+def run_upward(edges: dict[str, set[str]]) -> list[str]:
+    """``"importer (tier) -> imported (tier)"`` for each import of the run layer that goes up a tier."""
+    return sorted(f"{a} ({RUN_TIERS[run_tier(a)][0]}) -> {b} ({RUN_TIERS[run_tier(b)][0]})"
+                  for a, targets in edges.items() if run_tier(a) is not None
+                  for b in targets if run_tier(b) is not None and run_tier(b) < run_tier(a))
+
+
+def test_run_tiers_import_only_downward() -> None:
+    edges, _, _ = own_imports()
+    assert run_upward(edges) == []
+
+
+def test_run_tier_check_finds_an_upward_import() -> None:
+    """The check is not vacuous: the pipeline does import the box, and a box module importing the pipeline (or the
+    values importing the desk) is named."""
+    edges, _, _ = own_imports()
+    assert "pytest_agentrace.run.sandbox" in edges["pytest_agentrace.run.agent"]
+    bad = {"pytest_agentrace.run.sandbox": {"pytest_agentrace.run.pipeline", "pytest_agentrace.record.model"},
+           "pytest_agentrace.run.runspec": {"pytest_agentrace.run.workspace"},
+           "pytest_agentrace.run.checks": {"pytest_agentrace.run.counting"}}
+    assert run_upward(bad) == [
+        "pytest_agentrace.run.runspec (values) -> pytest_agentrace.run.workspace (desk)",
+        "pytest_agentrace.run.sandbox (box) -> pytest_agentrace.run.pipeline (pipeline)",
+    ]
+    assert run_tier("pytest_agentrace.agents.codex") == run_tier("pytest_agentrace.model_double.netns")
+    assert run_tier("pytest_agentrace.stats.answers") is None

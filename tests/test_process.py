@@ -165,3 +165,27 @@ def test_every_pipe_is_closed_after_a_run(tmp_path: Path) -> None:
                            "time.sleep(0.2 if len(sys.argv) < 2 else 0)"), cwd=tmp_path, **kwargs)
         gc.collect()
     assert [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_children_from_proc_are_psutils_children() -> None:
+    """``reaper._children`` reads /proc/self/task/*/children: the same pids psutil finds by scanning every process,
+    also for a child started from another thread."""
+    import subprocess
+    import threading
+
+    from pytest_agentrace.run import reaper
+
+    procs = [subprocess.Popen(["sleep", "30"]) for _ in range(2)]
+    threading.Thread(target=lambda: procs.append(subprocess.Popen(["sleep", "30"]))).start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(procs) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        mine = {p.pid for p in procs}
+        assert mine <= reaper._children()
+        assert reaper._children() == reaper._children_psutil()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert not mine & reaper._children()

@@ -13,8 +13,8 @@ from pytest_agentrace.record.manifest import digest_run, write_manifest
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.run.resume import needs_retry, stored_outcome
+from pytest_agentrace.run.runspec import RunSpec
 from pytest_agentrace.spec.common import AgentSpec
-from pytest_agentrace.spec.matrix import RunSpec
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 
 from pytest_agentrace.record import index
+from pytest_agentrace.run import discard
 
 REAL_GIT = shutil.which("git")
 LOGGING_GIT = f"""\
@@ -67,21 +68,23 @@ def test_a_run_without_setup_starts_the_listed_git_processes(pytester: pytest.Py
                              f"--basetemp={pytester.path / 'bt'}")
     res.assert_outcomes(passed=3)
     calls = harness_calls(git_log)
-    # per run: rev-parse (the source commit), clone, remote remove, init (the checks' own git dir), add +
-    # write-tree (the "after" snapshot only), diff twice (numstat of the whole change; the patch, read up to
-    # workspace.PATCH_CAP), diff-tree + commit-tree (the clean
-    # tree: the agent's tree itself when nothing is left out), clone (its one checkout, copied per check); the middle
-    # run of three is clear of what a session does once
+    # per run: rev-parse (the source commit), clone (its origin dropped by the harness, workspace.drop_origin; the
+    # checks' own git dir written without git init), add + write-tree (the "after" snapshot only), diff twice
+    # (numstat of the whole change; the patch, read up to workspace.PATCH_CAP), diff-tree + commit-tree (the clean
+    # tree: the agent's tree itself when nothing is left out), clone (one checkout per check); the middle run of
+    # three is clear of what a session does once
     starts = [i for i, c in enumerate(calls) if c == "clone"][::2]
     assert len(starts) == 3, calls
-    assert calls[starts[1] - 1:starts[2] - 1] == ["rev-parse", "clone", "remote", "init", "add", "write-tree", "diff",
-                                                  "diff", "diff-tree", "commit-tree", "clone"], calls
+    assert calls[starts[1] - 1:starts[2] - 1] == ["rev-parse", "clone", "add", "write-tree", "diff", "diff",
+                                                  "diff-tree", "commit-tree", "clone"], calls
     assert calls.count("write-tree") == 3  # the template's tree is looked up once: no "before" hashing at all
     for r in runs(pytester.path / "out"):  # behaviour kept: the change is measured against the clone's commit
         assert (r["lines_added"], r["lines_removed"], r["files_changed"], r["status"]) == (1, 1, 1, "passed")
     patch = next((pytester.path / "out").glob("runs/**/diff.patch")).read_text()
     assert "-    return a - b" in patch and "+    return a + b" in patch
-    assert not list((pytester.path / "bt").glob("**/ws"))  # every workspace deleted as its run was recorded
+    assert not list((pytester.path / "bt").glob("*/ws"))  # every workspace gone from its name as its run ended
+    discard.drain()  # and deleted behind it (a session's process waits for that at its exit)
+    assert not list((pytester.path / "bt").glob("**/ws"))
     assert len(index.read_index(pytester.path / "out") or {}) == 3  # the controller kept the results index
 
 

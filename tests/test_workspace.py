@@ -145,3 +145,22 @@ def test_change_reads_numstat_and_patch_from_one_diff(tmp_path: Path) -> None:
     assert "GIT binary patch" not in ch.patch
     opted = workspace.change(ws, before, after, binary=True)  # a task's binary_diffs: true
     assert opted.patch == git(ws, "--git-dir", desk, "diff", "--binary", "--no-renames", before, after)
+
+
+def test_a_clone_has_no_remote_as_after_git_remote_remove(tmp_path: Path) -> None:
+    """``drop_origin`` leaves the fresh clone as ``git remote remove origin`` would: no remote, no remote-tracking
+    ref (loose or packed), no reflog of one, the branch and its files untouched; git reads the result cleanly."""
+    src = make_repo(tmp_path / "src", {"a.py": "A = 1\n"})
+    ours = tmp_path / "ours"
+    workspace.clone(str(src), ours, tmp_path / "cache")
+    theirs = tmp_path / "theirs"
+    git(tmp_path, "clone", "-q", "--shared", str(ours), str(theirs))
+    git(theirs, "remote", "remove", "origin")
+    for ws in (ours, theirs):
+        assert git(ws, "remote") == ""
+        assert git(ws, "for-each-ref", "--format=%(refname)") == "refs/heads/main\n"
+        for folder in (ws / ".git" / "refs" / "remotes", ws / ".git" / "logs" / "refs" / "remotes"):
+            assert [p for p in folder.rglob("*") if not p.is_dir()] == []
+        assert "origin" not in (ws / ".git" / "config").read_text()
+        assert git(ws, "status", "--porcelain") == ""
+    assert git(ours, "config", "--local", "--list") == git(theirs, "config", "--local", "--list")

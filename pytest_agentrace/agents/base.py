@@ -8,53 +8,17 @@ In-process agents (``noop``, ``oracle``) set ``executable = None`` and implement
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_agentrace.record.model import Usage
-from pytest_agentrace.run.cgroup import Parent
-from pytest_agentrace.run.limits import DEFAULTS as DEFAULT_LIMITS
-from pytest_agentrace.run.limits import Limits
-from pytest_agentrace.run.sandbox import Sandbox
+from pytest_agentrace.run.runspec import RunOptions
 
 # every built-in CLI also gets these: the proxy and certificate settings of the network it runs on, its shell
 ADAPTER_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "SSL_CERT_FILE",
                "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "SHELL", "NO_COLOR", "COLORTERM")
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """Session-wide settings every run of a session shares (made once by the pytest layer from its settings).
-
-    ``cache_dir``: where template repositories of plain folders are kept (None: ``<out>/.cache/repos``);
-    ``isolated_home``: each CLI gets a fresh HOME (False: the user's own, ``--agentrace-agent-home user``);
-    ``offline``: the agent runs in a loopback-only network namespace; ``model_double``: a model script (absolute
-    path) every CLI agent runs against unless its own entry names one; ``on_stdout``: called with each chunk of
-    the agent's stdout as it arrives (a live display), or None; ``sandbox``: the session's bubblewrap profile;
-    ``record``: a folder where each CLI run's model traffic is recorded as a cassette (through a recording proxy
-    to ``record_upstream``, else the CLI's provider); ``replay``: a folder of cassettes each CLI run replays
-    against the model double, matched ``replay_match`` (``strict`` or ``loose``).
-    ``limits``: the session's resource limits of a run (``run.limits``; a file's or agent's own ``limits`` override
-    them); ``cgroup``: the folder each run's control group is made in (None: rlimits only). ``network``: the
-    session's network mode (``run.network``), ``network_resolve``: the provider proxy's ``--resolve`` map entries.
-    """
-
-    cache_dir: Path | None = None
-    isolated_home: bool = True
-    offline: bool = False
-    model_double: str | None = None
-    on_stdout: Callable[[bytes], None] | None = None
-    sandbox: Sandbox | None = None  # every agent and check command runs inside it (None: no sandbox)
-    record: str | None = None
-    record_upstream: str | None = None
-    replay: str | None = None
-    replay_match: str = "strict"
-    limits: Limits = DEFAULT_LIMITS
-    cgroup: Parent | None = None
-    network: str = "provider"  # the session's network mode (run.network.MODES); a file's or agent's key overrides
-    network_resolve: tuple[str, ...] = ()  # HOST:PORT:ADDRESS:APORT entries the provider proxy dials instead
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_agentrace.agents import get_adapter
-from pytest_agentrace.agents.base import ADAPTER_ENV, RunContext, RunOptions, version_from
+from pytest_agentrace.agents.base import ADAPTER_ENV, RunContext, version_from
 from pytest_agentrace.agents.command import expand_template
 from pytest_agentrace.agents.pricing import apply_pricing
 from pytest_agentrace.errors import AgentError, WorkspaceError
@@ -31,13 +31,11 @@ from pytest_agentrace.record.safefile import write_text
 from pytest_agentrace.run import network, process, workspace
 from pytest_agentrace.run.limits import Hit, Limits, confine, diagnose
 from pytest_agentrace.run.network import RunNetwork
+from pytest_agentrace.run.runspec import RunOptions, RunSpec
 from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
 from pytest_agentrace.run.sandbox import hidden_paths, needed_paths
 
 BOX_SCRATCH = "box"  # the run's scratch folder backing the agent's /tmp and /dev/shm
-
-if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
-    from pytest_agentrace.spec.matrix import RunSpec
 
 
 @dataclass(frozen=True)
@@ -108,8 +106,53 @@ def missing_executable(spec: RunSpec) -> str | None:
     return f"agent '{spec.agent.label}' not found on PATH" + ("" if exe == spec.agent.name else f" (looked for {exe})")
 
 
+class NotStarted(Exception):
+    """The harness could not start the agent (its argv, the model double, the network or the cgroup): the run's
+    ``AgentRun.error``, never charged to the agent."""
+
+
+@dataclass
+class Launch:
+    """A CLI agent made ready to start: the adapter's (or custom command's) ``argv`` and the ``run_argv`` wrapped
+    by the model double, the network and the box; ``env``; ``stdin`` text (None: closed); the model double's
+    ``session`` and the run's network (``net_mode``, ``net``: None for ``host``/``none``), both closed after it;
+    ``scratch``: the folder backing the box's /tmp and /dev/shm."""
+
+    argv: list[str]
+    run_argv: list[str]
+    env: dict[str, str]
+    stdin: str | None
+    session: Any
+    net_mode: str
+    net: RunNetwork | None
+    scratch: Path
+
+
+@dataclass
+class Finished:
+    """What the agent's process left: its output (bounded, ``cut``: what was dropped), exit ``code`` (None: killed
+    or not started, bwrap's 128+N as -N), ``seconds``, a harness ``error`` (could not start), the limit it
+    ``hit`` and how each was enforced (``limits``), host paths the box hid that its output names (``hidden``),
+    the network's ``contacts`` (None: no provider network)."""
+
+    stdout: str
+    stderr: str
+    code: int | None
+    timed_out: bool
+    error: str | None
+    seconds: float
+    output_bytes: dict[str, int]
+    cut: dict[str, int] = dataclasses.field(default_factory=dict)
+    hit: Hit | None = None
+    limits: dict[str, Any] | None = None
+    hidden: list[str] = dataclasses.field(default_factory=list)
+    contacts: Any = None
+
+
 def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
-    """Start the agent (in-process for noop/oracle, else its CLI in a process group) and parse its output.
+    """Start the agent (in-process for noop/oracle, else its CLI in a process group) and parse its output, in four
+    stages: ``prepare`` (argv, env, the model double, the network, the box), ``start`` (confined, with a timeout,
+    and what its process left), then ``write_output`` and ``read_run`` (the adapter's parser, pricing, notes).
 
     Writes ``raw.out`` / ``raw.err`` (secrets redacted; capture bounded to a head and a tail) to ``ctx.run_dir``;
     ``output_bytes`` counts everything the agent printed (``run.json`` ``extra.output_bytes``). A parser exception
@@ -124,122 +167,170 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             workspace.exclude(ctx.workspace, adapter.workspace_excludes)
         except WorkspaceError:
             pass  # not a git workspace: nothing to exclude from
-    start = time.monotonic()
-    session = None  # the model double and/or --agentrace-offline namespace of this run
+    launch = None
     if spec.agent.command is None and adapter.executable is None:
-        res = adapter.run_inprocess(ctx)
-        stdout, stderr, code, timed_out, err = res.stdout, res.stderr, res.exit_code, False, None
-        seconds = time.monotonic() - start
-        output_bytes = {"stdout": len(stdout.encode()), "stderr": len(stderr.encode())}
-        cut: dict[str, int] = {}
-        hit, limit_record, hidden = None, None, []
+        finished = run_inprocess(adapter, ctx)
     else:
         try:
-            if spec.agent.command is not None:
-                exe = resolve_executable(spec)
-                argv = [exe, *expand_template(spec.agent.command[1:], ctx), *spec.agent.args]
-                inv_env, stdin = dict(ctx.env), None
-            else:
-                inv = adapter.invocation(ctx)
-                argv, inv_env, stdin = [*inv.argv, *spec.agent.args], inv.env, inv.stdin
-            run_argv = argv
-            opts = ctx.options
-            if spec.agent.model_double or opts.model_double or opts.offline or opts.record or opts.replay:
-                session = start_session(spec, ctx)
-                run_argv, inv_env = session.apply(argv, inv_env)
-        except AgentError as exc:
-            if session is not None:
-                session.close()
+            launch = prepare(spec, ctx, adapter, secrets)
+            finished = start(spec, ctx, launch)
+        except NotStarted as exc:
             return AgentRun(None, 0.0, False, Usage(), error=str(exc))
-        try:
-            net_mode, net, run_argv, inv_env = network_for(spec, ctx, run_argv, inv_env, session)
-        except (AgentError, OSError, ValueError) as exc:
-            if session is not None:
-                session.close()
-            return AgentRun(None, 0.0, False, Usage(), error=f"could not make the run's network: {exc}")
-        write_text(ctx.run_dir / "argv.json", redact(_json(run_argv), secrets))
-        scratch = Path(ctx.home).parent / BOX_SCRATCH
-        if ctx.options.sandbox is not None:
-            needs = [*needed_paths(argv[0], inv_env.get("PATH")), *needed_paths(run_argv[0], inv_env.get("PATH")),
-                     *named_files(spec), Path(ctx.prompt_file), *(session.needs() if session is not None else []),
-                     *([net.gate.path.parent] if net is not None else [])]
-            profile = ctx.options.sandbox
-            if net_mode != "host" and not profile.offline:  # a namespace of its own: loopback only (and the gate)
-                profile = dataclasses.replace(profile, offline=True)
-            run_argv, inv_env = profile.wrap(run_argv, writable=[ctx.workspace, ctx.agent_dir],
-                                             home=Path(ctx.home), env=dict(inv_env), needs=needs, scratch=scratch)
-        limits = run_limits(spec, ctx.options.limits)
-        try:  # the disk watch counts every folder the agent writes: the workspace, the box's /tmp and /dev/shm,
-            # its HOME and the outbox
-            watched = [ctx.workspace, scratch, Path(ctx.home), *([ctx.outbox] if ctx.outbox is not None else [])]
-            confined = confine(limits, watched, ctx.options.cgroup)
-        except OSError as exc:
-            if session is not None:
-                session.close()
-            return AgentRun(None, 0.0, False, Usage(), error=f"could not make the run's cgroup: {exc}")
-        try:
-            pres = process.run(run_argv, cwd=ctx.workspace, env=inv_env, timeout=ctx.timeout, stdin=stdin,
-                               on_stdout=ctx.options.on_stdout, preexec_fn=confined.preexec,
-                               watch=confined.watch if confined.disk_watch is not None else None)
-            events = confined.hits()
-            stopped = pres.stopped or confined.final_check()
-        finally:
-            confined.close()
-            if session is not None:
-                session.close()
-            contacts = net.close() if net is not None else None
-        stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
-        if ctx.options.sandbox is not None:  # bwrap's 128+N for a signal becomes -N, as without the sandbox
-            code = sandbox_exit_code(code)
-            first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
-            if code == 1 and first.startswith("bwrap: execvp"):  # the sandbox could not start the command
-                err = "FileNotFoundError: " + first
-        first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
-        if code == 127 and first.startswith(("agentrace netbridge: cannot start", "agentrace netns: cannot start")):
-            err = "FileNotFoundError: " + first  # the namespace's helper could not start the command
-        elif code == 125 and first.startswith("agentrace netbridge: cannot make"):
-            err = "the run's network: " + first
-        elif code == netns.FAULT_EXIT and first.startswith(netns.FAULT_PREFIX):  # the double's fault, not the agent's
-            err = "model double: " + first.removeprefix(netns.FAULT_PREFIX).strip()
-        output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
-        hidden = hidden_paths(stderr + "\n" + stdout[-65536:], [ctx.workspace, ctx.home, scratch, ctx.agent_dir]) \
-            if ctx.options.sandbox is not None and code not in (0, None) else []
-        limit_record = confined.record()
-        hit = diagnose(limits, code, stderr + "\n" + stdout[-65536:], stopped, events)
-    write_text(ctx.run_dir / "raw.out", redact(stdout, secrets))  # a link left there is replaced, not followed
-    write_text(ctx.run_dir / "raw.err", redact(stderr, secrets))
-    if err:
-        if err.startswith("FileNotFoundError") and shutil.which(run_argv[0]):
+    write_text(ctx.run_dir / "raw.out", redact(finished.stdout, secrets))  # a link there is replaced, not followed
+    write_text(ctx.run_dir / "raw.err", redact(finished.stderr, secrets))
+    if finished.error:
+        err = finished.error
+        if launch is not None and err.startswith("FileNotFoundError") and shutil.which(launch.run_argv[0]):
             err += " (the program exists: its #! interpreter line names a program that is missing)"
-        return AgentRun(None, seconds, False, Usage(), error=err if err.startswith("model double:") else f"could not start agent: {err}")
+        return AgentRun(None, finished.seconds, False, Usage(),
+                        error=err if err.startswith("model double:") else f"could not start agent: {err}")
+    return read_run(spec, ctx, adapter, launch, finished)
+
+
+def run_inprocess(adapter: Any, ctx: RunContext) -> Finished:
+    """Run an in-process agent (noop, oracle): its exit code and message as a finished process's."""
+    begin = time.monotonic()
+    res = adapter.run_inprocess(ctx)
+    return Finished(res.stdout, res.stderr, res.exit_code, False, None, time.monotonic() - begin,
+                    {"stdout": len(res.stdout.encode()), "stderr": len(res.stderr.encode())})
+
+
+def prepare(spec: RunSpec, ctx: RunContext, adapter: Any, secrets: Any) -> Launch:
+    """The first stage: the argv and environment (a custom command's template, else ``adapter.invocation``), the
+    model double and offline namespace when asked for, the run's network (``network_for``), then the box around it
+    all (``RunOptions.sandbox``). Writes ``argv.json`` (redacted) to ``ctx.run_dir``. Raises ``NotStarted``."""
+    session = None  # the model double and/or --agentrace-offline namespace of this run
+    try:
+        if spec.agent.command is not None:
+            argv = [resolve_executable(spec), *expand_template(spec.agent.command[1:], ctx), *spec.agent.args]
+            env, stdin = dict(ctx.env), None
+        else:
+            inv = adapter.invocation(ctx)
+            argv, env, stdin = [*inv.argv, *spec.agent.args], inv.env, inv.stdin
+        run_argv, opts = argv, ctx.options
+        if spec.agent.model_double or opts.model_double or opts.offline or opts.record or opts.replay:
+            session = start_session(spec, ctx)
+            run_argv, env = session.apply(argv, env)
+    except AgentError as exc:
+        if session is not None:
+            session.close()
+        raise NotStarted(str(exc)) from exc
+    try:
+        net_mode, net, run_argv, env = network_for(spec, ctx, run_argv, env, session)
+    except (AgentError, OSError, ValueError) as exc:
+        if session is not None:
+            session.close()
+        raise NotStarted(f"could not make the run's network: {exc}") from exc
+    write_text(ctx.run_dir / "argv.json", redact(_json(run_argv), secrets))
+    launch = Launch(argv, run_argv, env, stdin, session, net_mode, net, Path(ctx.home).parent / BOX_SCRATCH)
+    if ctx.options.sandbox is not None:
+        box(spec, ctx, launch)
+    return launch
+
+
+def box(spec: RunSpec, ctx: RunContext, launch: Launch) -> None:
+    """Wrap ``launch.run_argv`` in the session's bubblewrap profile: writable the workspace and the outbox, HOME
+    and the scratch folder; visible besides what the programs, the named files, the prompt, the double and the
+    network gate need. A namespace of its own (any mode but ``host``) is loopback only."""
+    session, net = launch.session, launch.net
+    needs = [*needed_paths(launch.argv[0], launch.env.get("PATH")),
+             *needed_paths(launch.run_argv[0], launch.env.get("PATH")), *named_files(spec), Path(ctx.prompt_file),
+             *(session.needs() if session is not None else []), *([net.gate.path.parent] if net is not None else [])]
+    profile = ctx.options.sandbox
+    if launch.net_mode != "host" and not profile.offline:
+        profile = dataclasses.replace(profile, offline=True)
+    launch.run_argv, launch.env = profile.wrap(launch.run_argv, writable=[ctx.workspace, ctx.agent_dir],
+                                               home=Path(ctx.home), env=dict(launch.env), needs=needs,
+                                               scratch=launch.scratch)
+
+
+def start(spec: RunSpec, ctx: RunContext, launch: Launch) -> Finished:
+    """The second stage: confine the run (``run_limits``; the disk watch counts the workspace, the box's scratch,
+    HOME and the outbox), start it in its process group with the timeout and wait; close the double and the
+    network; then read what it left (``exit_of``, the limit it hit, the hidden paths its output names). Raises
+    ``NotStarted`` when the run's cgroup cannot be made."""
+    limits = run_limits(spec, ctx.options.limits)
+    watched = [ctx.workspace, launch.scratch, Path(ctx.home), *([ctx.outbox] if ctx.outbox is not None else [])]
+    try:
+        confined = confine(limits, watched, ctx.options.cgroup)
+    except OSError as exc:
+        if launch.session is not None:
+            launch.session.close()
+        if launch.net is not None:
+            launch.net.close()
+        raise NotStarted(f"could not make the run's cgroup: {exc}") from exc
+    try:
+        pres = process.run(launch.run_argv, cwd=ctx.workspace, env=launch.env, timeout=ctx.timeout,
+                           stdin=launch.stdin, on_stdout=ctx.options.on_stdout, preexec_fn=confined.preexec,
+                           watch=confined.watch if confined.disk_watch is not None else None)
+        events = confined.hits()
+        stopped = pres.stopped or confined.final_check()
+    finally:
+        confined.close()
+        if launch.session is not None:
+            launch.session.close()
+        contacts = launch.net.close() if launch.net is not None else None
+    code, err = exit_of(pres.exit_code, pres.stderr, pres.error, boxed=ctx.options.sandbox is not None)
+    tail = pres.stderr + "\n" + pres.stdout[-65536:]
+    hidden = hidden_paths(tail, [ctx.workspace, ctx.home, launch.scratch, ctx.agent_dir]) \
+        if ctx.options.sandbox is not None and code not in (0, None) else []
+    return Finished(pres.stdout, pres.stderr, code, pres.timed_out, err, pres.seconds,
+                    {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut,
+                    diagnose(limits, code, tail, stopped, events), confined.record(), hidden, contacts)
+
+
+def exit_of(code: int | None, stderr: str, err: str | None, boxed: bool) -> tuple[int | None, str | None]:
+    """``(exit code, harness error)`` of a finished process: bwrap's 128+N for a signal as -N (as without the
+    box); the box, the namespace helpers or the model double failing to start the command (their first stderr
+    line) is the harness's error, not the agent's exit."""
+    first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
+    if boxed:
+        code = sandbox_exit_code(code)
+        if code == 1 and first.startswith("bwrap: execvp"):  # the sandbox could not start the command
+            err = "FileNotFoundError: " + first
+    if code == 127 and first.startswith(("agentrace netbridge: cannot start", "agentrace netns: cannot start")):
+        err = "FileNotFoundError: " + first  # the namespace's helper could not start the command
+    elif code == 125 and first.startswith("agentrace netbridge: cannot make"):
+        err = "the run's network: " + first
+    elif code == netns.FAULT_EXIT and first.startswith(netns.FAULT_PREFIX):  # the double's fault, not the agent's
+        err = "model double: " + first.removeprefix(netns.FAULT_PREFIX).strip()
+    return code, err
+
+
+def read_run(spec: RunSpec, ctx: RunContext, adapter: Any, launch: Launch | None, finished: Finished) -> AgentRun:
+    """The last stage: the adapter's parser (a parser exception is a parse warning), the CLI's version, pricing,
+    the double's request log, the network's contacts, hidden paths, commands a tool call missed and the output
+    that was cut, as the run's ``AgentRun``."""
+    stdout, stderr = finished.stdout, finished.stderr
     try:
         usage = adapter.parse(stdout, stderr, ctx)
     except Exception as exc:  # a parser bug must not lose the run
         usage = Usage(parse_warnings=(f"parser failed: {type(exc).__name__}: {exc}",))
-    if spec.agent.command is None and adapter.executable is not None and usage.cli_version is None:
-        usage = dataclasses.replace(usage, cli_version=cli_version(adapter, argv[0], inv_env, ctx.workspace))
+    if launch is not None and spec.agent.command is None and usage.cli_version is None:
+        usage = dataclasses.replace(usage, cli_version=cli_version(adapter, launch.argv[0], launch.env, ctx.workspace))
     usage = apply_pricing(usage, spec.agent, getattr(spec.spec, "pricing", None), ctx.prompt)
     extra: dict[str, Any] = {}
     fault = None
-    if session is not None:  # the double's request log: a script that did not fit, tokens it served, a mismatch
-        usage = session.settle(usage)
-        extra, fault = session.extra(), session.fault()
-    if spec.agent.command is not None or adapter.executable is not None:
-        extra["network_mode"] = net_mode
-        if contacts is not None:
-            extra["network"] = contacts
-            if net is not None and (blocked := net.blocked_reason()):
+    if launch is not None:
+        if launch.session is not None:  # the double's request log: a script that did not fit, tokens, a mismatch
+            usage = launch.session.settle(usage)
+            extra, fault = launch.session.extra(), launch.session.fault()
+        extra["network_mode"] = launch.net_mode
+        if finished.contacts is not None:
+            extra["network"] = finished.contacts
+            if launch.net is not None and (blocked := launch.net.blocked_reason()):
                 extra["network_blocked"] = blocked
-    if hidden:  # the run failed on a path the box does not show
-        extra["sandbox_hidden"] = hidden
+    if finished.hidden:  # the run failed on a path the box does not show
+        extra["sandbox_hidden"] = finished.hidden
     missing = missing_commands(stdout + "\n" + stderr)
     if missing:  # a tool call met a missing program: the run may pass, but the agent worked without it
         extra = {**extra, "notes": [*extra.get("notes", ()), "a tool call's output says command not found: "
                                     + ", ".join(missing)]}
-    if cut:  # raw.out/raw.err lost their middle: the record says so (usage.parse_warnings)
-        usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, *process.cut_notes(cut, output_bytes)))
-    return AgentRun(code, seconds, timed_out, usage, error=fault, output_bytes=output_bytes, extra=extra, limit=hit,
-                    limits=limit_record)
+    if finished.cut:  # raw.out/raw.err lost their middle: the record says so (usage.parse_warnings)
+        usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings,
+                                                           *process.cut_notes(finished.cut, finished.output_bytes)))
+    return AgentRun(finished.code, finished.seconds, finished.timed_out, usage, error=fault,
+                    output_bytes=finished.output_bytes, extra=extra, limit=finished.hit, limits=finished.limits)
 
 
 def provider_env(adapter: Any, base: Mapping[str, str] | None = None) -> dict[str, str]:

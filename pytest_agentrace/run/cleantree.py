@@ -4,9 +4,9 @@ test machinery. The agent's workspace stays as it left it (for the diff and the 
 How it is built (every git call here: no system or global config, ``core.hooksPath=/dev/null``,
 ``core.fsmonitor=false``, a git folder of the harness's own, never the workspace's config):
 
-1. ``prepare`` (before the agent): a bare git folder in the run's scratch space, borrowing the template's objects.
-   Its base tree is the template's tree when the workspace is a clone nothing was written into; else (setup ran,
-   an overlay, a URL) a snapshot of the workspace's every file, ignored ones included (``add -A --force``), written
+1. ``prepare`` (before the agent): a bare git folder in the run's scratch space (written by the harness, no ``git
+   init``), borrowing the template's objects. Its base tree is the template's tree when the workspace is a clone
+   nothing was written into; else (setup ran, an overlay, a URL) a snapshot of the workspace's every file, ignored ones included (``add -A --force``), written
    into the harness's own objects while the agent has not run yet.
 2. ``build`` (after the agent): the agent's change is the difference between the workspace's trees before and
    after it (``run.workspace.snapshot_tree``: what git sees; ignored files are no part of it). Each changed path
@@ -16,8 +16,8 @@ How it is built (every git call here: no system or global config, ``core.hooksPa
    file is kept with the base's part put back (``merged``), checked by reading the result with pytest's own parser
    (``iniconfig``) or ``tomllib``; when the check disagrees the whole file is reset. A link the agent left is kept
    only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped.
-3. ``CleanTree.fresh`` (before each check): a new copy of one checkout of the combined commit (``git clone
-   --shared`` into a folder no check sees), so what one check's code wrote cannot reach the next.
+3. ``CleanTree.fresh`` (before each check): a new checkout of the combined commit (``git clone --shared``), so
+   what one check's code wrote cannot reach the next.
 
 Every path the clean tree did not take as the agent left it is listed in ``CleanTree.machinery`` as
 ``{"path", "change": added|changed|deleted, "verdict": reset|merged|dropped}`` (``run.json`` ``machinery``).
@@ -47,6 +47,7 @@ DEFAULT_MACHINERY = (
 SETUP_CFG_SECTION = "tool:pytest"
 MERGE_MAX_BYTES = 1024 * 1024  # a larger setup.cfg / pyproject.toml is reset, not merged
 LINK, GITLINK = "120000", "160000"
+BARE_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
 _SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.symlinks=true",
          "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false", "-c", "gc.auto=0"]
 
@@ -107,9 +108,16 @@ def prepare(git_dir: Path, ws: Path, start_tree: str | None, borrowed: Iterable[
     """Make the harness's git folder ``git_dir`` (borrowing the object folders ``borrowed``: the template's) and
     its base tree: ``start_tree`` when given, else a snapshot of every file of ``ws`` (ignored ones too).
     Call before the agent starts. Raises ``WorkspaceError`` when git fails."""
+    if git_dir.is_symlink() or git_dir.is_file():
+        git_dir.unlink()
     shutil.rmtree(git_dir, ignore_errors=True)
-    git_dir.parent.mkdir(parents=True, exist_ok=True)
-    _git(git_dir.parent, ["init", "-q", "--bare", str(git_dir)])
+    try:  # what ``git init --bare`` makes that git reads, written here: no git process, no template hooks
+        for sub in ("objects/info", "refs/heads", "refs/tags"):
+            (git_dir / sub).mkdir(parents=True)
+        (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+        (git_dir / "config").write_text(BARE_CONFIG, encoding="utf-8")
+    except OSError as exc:
+        raise WorkspaceError(f"clean tree: cannot make {git_dir}: {exc}") from exc
     _set_alternates(git_dir, borrowed)
     if start_tree:
         return Base(git_dir, start_tree)
@@ -131,7 +139,10 @@ def _set_alternates(git_dir: Path, folders: Iterable[Path]) -> None:
 
 
 def _changes(git_dir: Path, before: str, after: str) -> list[tuple[str, tuple[str, str] | None, tuple[str, str] | None]]:
-    """``[(path, (mode, sha) before or None, after or None)]`` between two trees: one ``git diff-tree -r -z``."""
+    """``[(path, (mode, sha) before or None, after or None)]`` between two trees: one ``git diff-tree -r -z`` (none
+    when they are one tree)."""
+    if before == after:
+        return []
     out = _git(git_dir, ["diff-tree", "-r", "-z", "--no-renames", before, after]).split(b"\0")
     changes = []
     for meta, path in zip(out[0:-1:2], out[1::2], strict=True):
@@ -157,23 +168,15 @@ class CleanTree:
     machinery: list[dict[str, str]] = field(default_factory=list)
 
     def fresh(self) -> Path:
-        """A new copy of the clean tree at ``root`` (what an earlier check wrote there is gone); returns it. The
-        first call checks the combined commit out (``git clone --shared``) into a pristine folder beside ``root``
-        that no check sees; each call copies it (links as links)."""
-        pristine = self.root.with_name(self.root.name + ".src")
-        if not (pristine / ".git").is_dir():
-            shutil.rmtree(pristine, ignore_errors=True)
-            _git(self.git_dir, ["clone", "-q", "--shared", "--no-tags", str(self.git_dir), str(pristine)],
-                 cwd=pristine.parent)
-        if self.root.exists() or self.root.is_symlink():
+        """A new checkout of the combined commit at ``root`` (what an earlier check wrote there is gone first);
+        returns it. ``git clone --shared`` of the harness's git folder: the files are written new, none is shared
+        with the workspace or an earlier check (a hardlink a check writes through would change its source)."""
+        if self.root.is_symlink() or self.root.is_file():
+            self.root.unlink()
+        elif self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
-        try:  # cp -a (links as links, modes kept) is several times faster than shutil.copytree here
-            done = subprocess.run(["cp", "-a", "--", str(pristine), str(self.root)], capture_output=True).returncode == 0
-        except OSError:
-            done = False
-        if not done:
-            shutil.rmtree(self.root, ignore_errors=True)
-            shutil.copytree(pristine, self.root, symlinks=True)
+        _git(self.git_dir, ["clone", "-q", "--shared", "--no-tags", str(self.git_dir), str(self.root)],
+             cwd=self.root.parent)
         return self.root
 
 

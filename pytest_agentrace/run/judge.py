@@ -7,16 +7,13 @@ import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.record.model import CheckResult, Usage
 from pytest_agentrace.run.checks import Box, Confine
 from pytest_agentrace.run.cleantree import DEFAULT_MACHINERY, CleanTree
+from pytest_agentrace.run.runspec import RunOptions, RunSpec
 from pytest_agentrace.run.sandbox import Mount
-
-if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
-    from pytest_agentrace.spec.matrix import RunSpec
 
 
 @dataclass

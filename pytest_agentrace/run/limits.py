@@ -35,40 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.run.cgroup import Parent, RunGroup
+from pytest_agentrace.run.runspec import DEFAULTS as DEFAULTS  # the session's limits, kept where they were named
+from pytest_agentrace.run.runspec import NAMES, Limits
 
-NAMES = ("memory", "processes", "disk", "cpu_time")
 REASON = "resource limit: {}"  # a run's reason: "resource limit: memory" (processes, disk, cpu)
 REASON_WORD = {"memory": "memory", "processes": "processes", "disk": "disk", "cpu_time": "cpu"}
 REASON_RE = re.compile(r"^resource limit: (memory|processes|disk|cpu)\b")
 CPU_GRACE = 5  # seconds of CPU between SIGXCPU (soft limit) and SIGKILL (hard limit)
 DISK_EVERY = 1.0  # seconds between two looks at the workspace's size (at least; longer for big trees)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """A run's limits; ``None``: not given here (a less specific level decides), 0: no limit.
-
-    ``memory`` and ``disk`` are bytes, ``processes`` a count of tasks, ``cpu_time`` seconds."""
-
-    memory: int | None = None
-    processes: int | None = None
-    disk: int | None = None
-    cpu_time: float | None = None
-
-    def over(self, base: Limits) -> Limits:
-        """These limits where given, ``base``'s elsewhere."""
-        return Limits(**{n: getattr(base, n) if getattr(self, n) is None else getattr(self, n) for n in NAMES})
-
-    def given(self) -> dict[str, Any]:
-        """``{name: value}`` of the limits that are set (not None)."""
-        return {n: getattr(self, n) for n in NAMES if getattr(self, n) is not None}
-
-
-# memory 4 GiB: every CLI starts at 1 GiB of RLIMIT_DATA and a run's tests rarely need more; two parallel runs
-# (-n 2) then stay far below a 24 GiB runner. processes 512: node CLIs run ~10-20 threads each, a test run with
-# workers some dozens. disk 2 GiB: a repository plus its dependencies. cpu_time 3600 s: only a backstop (the
-# run's timeout bounds wall time; one process spinning for an hour of CPU is a runaway).
-DEFAULTS = Limits(memory=4 * 1024**3, processes=512, disk=2 * 1024**3, cpu_time=3600.0)
 
 
 def human_bytes(n: int) -> str:

@@ -21,7 +21,6 @@ Usage (built by ``wrap``)::
 from __future__ import annotations
 
 import argparse
-import asyncio
 import fcntl
 import signal
 import socket
@@ -31,8 +30,12 @@ import sys
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_agentrace.run.netproxy import relay
+
+if TYPE_CHECKING:  # asyncio is imported in the functions that serve: a run without a network never loads it
+    import asyncio
 
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds pytest_agentrace/
@@ -74,6 +77,7 @@ def wrap(argv: list[str], socket_path: str, proxy_port: int, forwards: Mapping[i
 
 async def _join(a: tuple[asyncio.StreamReader, asyncio.StreamWriter],
                 b: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+    import asyncio
     try:
         await asyncio.gather(relay(a[0], b[1]), relay(b[0], a[1]))
     finally:
@@ -85,6 +89,8 @@ async def _join(a: tuple[asyncio.StreamReader, asyncio.StreamWriter],
 
 
 def _serve_proxy(socket_path: str) -> object:
+    import asyncio
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             out = await asyncio.open_unix_connection(socket_path)
@@ -97,6 +103,8 @@ def _serve_proxy(socket_path: str) -> object:
 
 
 def _serve_forward(socket_path: str, host: str, port: int) -> object:
+    import asyncio
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             up_reader, up_writer = await asyncio.open_unix_connection(socket_path)
@@ -116,6 +124,7 @@ def _serve_forward(socket_path: str, host: str, port: int) -> object:
 
 def _start(socket_path: str, proxy_port: int, forwards: Mapping[int, tuple[str, int]]) -> None:
     """Listen (in a daemon thread's loop) before returning, so the agent never races the bridge."""
+    import asyncio
     loop = asyncio.new_event_loop()
     ready = threading.Event()
     errors: list[BaseException] = []

@@ -22,14 +22,16 @@ costs one listening socket.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import os
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # asyncio is imported in the functions that serve: a run without a network never loads it
+    import asyncio
 
 MAX_HEAD = 64 * 1024  # bytes: the longest request head the proxy reads before it refuses
 CONNECT_TIMEOUT = 30.0  # seconds to reach an allowed host
@@ -111,6 +113,7 @@ def _head_end(buf: bytes) -> int:
 
 async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """Copy ``reader`` to ``writer`` until EOF, then half-close ``writer`` (one direction of a tunnel)."""
+    import asyncio
     try:
         while data := await reader.read(65536):
             writer.write(data)
@@ -126,6 +129,7 @@ async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 async def _close(writer: asyncio.StreamWriter) -> None:
+    import asyncio
     try:
         writer.close()
         await writer.wait_closed()
@@ -149,6 +153,7 @@ def _target(method: str, target: str, headers: list[bytes]) -> tuple[str, int, b
 
 
 async def _serve(gate: Gate, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    import asyncio
     upstream_writer = None
     try:
         buf = b""
@@ -209,17 +214,20 @@ class NetProxy:
     ``open`` and ``close`` are thread-safe; ``stop`` ends every gate."""
 
     def __init__(self) -> None:
+        import asyncio
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="agentrace-netproxy", daemon=True)
         self._thread.start()
 
     def _call(self, coro: Any, timeout: float = 30.0) -> Any:
+        import asyncio
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     def open(self, path: Path, allow: Iterable[Rule],
              resolve: Mapping[tuple[str, int], tuple[str, int]] | None = None) -> Gate:
         """A gate listening on the unix socket ``path`` (made with mode 0666 so a run's unprivileged uid can
         connect; its folder decides who reaches it). Raises ``OSError`` when the socket cannot be made."""
+        import asyncio
         gate = Gate(Path(path), tuple(allow), dict(resolve or {}))
 
         async def start() -> Any:

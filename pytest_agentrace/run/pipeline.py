@@ -36,9 +36,8 @@ import signal
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.errors import WorkspaceError
 from pytest_agentrace.record import attempts
 from pytest_agentrace.record.manifest import record_run
@@ -56,15 +55,14 @@ from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.run import cleantree, network, outbox, workspace
 from pytest_agentrace.run.agent import BOX_SCRATCH, AgentRun, make_context, run_agent, run_limits
 from pytest_agentrace.run.checks import Box
+from pytest_agentrace.run.discard import discard
 from pytest_agentrace.run.harbor import NEEDS_SANDBOX, HarborJudge
 from pytest_agentrace.run.judge import Judge, Judgement
 from pytest_agentrace.run.limits import confine
+from pytest_agentrace.run.runspec import RunOptions, RunSpec
 from pytest_agentrace.run.sandbox import Sandbox
 from pytest_agentrace.run.task import TaskJudge
 from pytest_agentrace.run.trial import TrialJudge
-
-if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
-    from pytest_agentrace.spec.matrix import RunSpec
 
 HARNESS_LOG = "harness-error.log"
 CLEAN, REPORTS, CHECK_GIT = "clean", "reports", "check.git"  # scratch folders of the checks (run.cleantree)
@@ -130,10 +128,9 @@ def _execute_safely(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, se
 def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str) -> Outcome:
     try:
         return _run(spec, tmp, out, options, session_id)
-    finally:  # nothing of a finished run stays where a later agent could read it
-        for scratch in ("ws", "ws.git", "home", "check-home", "check-home.setup", "input", "harbor", CLEAN, CLEAN + ".src", REPORTS, CHECK_GIT,
-                        outbox.NAME, BOX_SCRATCH, CHECK_BOX):
-            shutil.rmtree(tmp / scratch, ignore_errors=True)
+    finally:  # nothing of a finished run stays where a later agent could read it: renamed away now, deleted behind
+        discard(tmp, ("ws", "ws.git", "home", "check-home", "check-home.setup", "input", "harbor", CLEAN, CLEAN + ".src",
+                      REPORTS, CHECK_GIT, outbox.NAME, BOX_SCRATCH, CHECK_BOX))
 
 
 def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str) -> Outcome:

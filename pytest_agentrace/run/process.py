@@ -296,7 +296,6 @@ def _wait(proc: subprocess.Popen, timeout: float | None, start: float, watch) ->
             return stop, False
 
 
-
 def cut_notes(cut: Mapping[str, int], totals: Mapping[str, int]) -> tuple[str, ...]:
     """One line per cut stream for a run record, e.g. ``raw.out cut: 30,000,000 of 40,000,000 bytes dropped
     from the middle (the file marks the place); figures printed there are missing``. ``cut`` is
@@ -307,7 +306,6 @@ def cut_notes(cut: Mapping[str, int], totals: Mapping[str, int]) -> tuple[str, .
         "(the file marks the place); figures printed there are missing"
         for name, dropped in cut.items() if dropped and name in files
     )
-
 
 
 def _close_pipes(proc: subprocess.Popen) -> None:

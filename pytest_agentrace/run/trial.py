@@ -29,7 +29,7 @@ import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from filelock import FileLock
 
@@ -39,6 +39,7 @@ from pytest_agentrace.record.safefile import read_bytes, write_bytes
 from pytest_agentrace.run import workspace
 from pytest_agentrace.run.checks import clean_env, run_check, run_commands
 from pytest_agentrace.run.judge import Judge, Judgement
+from pytest_agentrace.run.runspec import RunSpec
 from pytest_agentrace.stats.answers import (
     CLAIM_REQUEST,
     judge_claim,
@@ -46,9 +47,6 @@ from pytest_agentrace.stats.answers import (
     score_answer,
     tool_used,
 )
-
-if TYPE_CHECKING:  # the spec layer sits above: a run only reads the RunSpec it is given
-    from pytest_agentrace.spec.matrix import RunSpec
 
 SETUP_LOCK = Path(".locks") / "setup.lock"
 SESSION_MARKER_MAX_AGE = 24 * 3600.0  # seconds: older sessions' prepare markers are removed

@@ -30,6 +30,8 @@ from pathlib import Path
 from filelock import FileLock
 
 from pytest_agentrace.errors import WorkspaceError
+from pytest_agentrace.run.linksafe import Tampered as Tampered  # kept where callers name them
+from pytest_agentrace.run.linksafe import write_files as write_files
 
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "agentrace",
@@ -318,8 +320,26 @@ def clone(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None,
         tree = template_tree(template)
         # the desk reads the template's objects (the harness's cache) and starts from the checkout's index
         make_desk(dest, [template / ".git" / "objects"], dest / ".git" / "index")
-    git(["remote", "remove", "origin"], dest)  # nothing to push to: the source is never reachable from the clone
+    drop_origin(dest)  # nothing to push to: the source is never reachable from the clone
     return Clone(commit or git(["rev-parse", "HEAD"], dest).strip(), tree)
+
+
+def drop_origin(dest: Path) -> None:
+    """What ``git remote remove origin`` does to a fresh clone, without a git process: its config cut before the
+    first ``[remote``/``[branch`` section, ``refs/remotes`` and its reflogs gone, ``packed-refs`` without them.
+    Written by the harness into a clone no agent has seen; a layout it does not know (a reftable) is left to git."""
+    meta = dest / ".git"
+    config, packed = meta / "config", meta / "packed-refs"
+    if meta.is_symlink() or not config.is_file() or (meta / "reftable").exists() or packed.is_symlink():
+        git(["remote", "remove", "origin"], dest)
+        return
+    text = config.read_text(encoding="utf-8")
+    config.write_text(re.split(r"(?m)^\[(?:remote|branch)\b", text, maxsplit=1)[0], encoding="utf-8")
+    for folder in (meta / "refs" / "remotes", meta / "logs" / "refs" / "remotes"):
+        shutil.rmtree(folder, ignore_errors=True)
+    if packed.is_file():  # a ref's line, then its peeled "^" line when it is a tag
+        refs = re.sub(r"(?m)^[0-9a-f]+ refs/remotes/.*\n(?:\^.*\n)*", "", packed.read_text(encoding="utf-8"))
+        packed.write_text(refs, encoding="utf-8")
 
 
 def borrowed_objects(ws: Path) -> list[Path]:
@@ -345,68 +365,6 @@ def overlay(src: Path, dest: Path) -> None:
     if not src.is_dir():
         raise WorkspaceError(f"overlay {src} is not a directory")
     shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
-
-
-class Tampered(WorkspaceError):
-    """Files the harness refused to write because a folder on their way is a link (``paths``: relative, POSIX)."""
-
-    def __init__(self, paths: list[str]):
-        super().__init__("refused to write through a linked folder: " + ", ".join(paths))
-        self.paths = paths
-
-
-_DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def write_files(dest: Path, files: Mapping[str, str]) -> None:
-    """Write ``{relative path: content}`` into ``dest`` without following a link: each folder on the way is opened
-    with ``O_NOFOLLOW`` from ``dest`` down (made when missing; a file in its place is removed) and the file is
-    created with ``O_EXCL | O_NOFOLLOW`` after whatever stood at its name (a link, a file, a folder) is removed.
-
-    Raises ``Tampered`` naming every path whose folder (or ``dest`` itself) is a link: nothing is written through
-    it (the other files are written)."""
-    refused: list[str] = []
-    for rel, content in files.items():
-        parts = [part for part in rel.split("/") if part not in ("", ".")]
-        try:
-            fd = os.open(dest, _DIR_OPEN)
-        except OSError:
-            refused.append(rel)
-            continue
-        try:
-            for part in parts[:-1]:
-                try:
-                    nfd = os.open(part, _DIR_OPEN, dir_fd=fd)
-                except FileNotFoundError:
-                    os.mkdir(part, dir_fd=fd)
-                    nfd = os.open(part, _DIR_OPEN, dir_fd=fd)
-                except OSError:
-                    if stat.S_ISLNK(os.lstat(part, dir_fd=fd).st_mode):
-                        raise
-                    os.unlink(part, dir_fd=fd)  # a file where the folder goes
-                    os.mkdir(part, dir_fd=fd)
-                    nfd = os.open(part, _DIR_OPEN, dir_fd=fd)
-                os.close(fd)
-                fd = nfd
-            name = parts[-1]
-            try:
-                st = os.lstat(name, dir_fd=fd)
-            except FileNotFoundError:
-                pass
-            else:
-                if stat.S_ISDIR(st.st_mode):
-                    shutil.rmtree(name, dir_fd=fd)
-                else:
-                    os.unlink(name, dir_fd=fd)
-            out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
-            with os.fdopen(out, "w", encoding="utf-8") as fh:
-                fh.write(content)
-        except OSError:
-            refused.append(rel)
-        finally:
-            os.close(fd)
-    if refused:
-        raise Tampered(refused)
 
 
 def exclude(ws: Path, patterns: Iterable[str]) -> None:
@@ -478,6 +436,8 @@ def change(ws: Path, before: str, after: str, binary: bool = False) -> Change:
     bytes, sha256 <hex>`` (``binaries``); with ``binary`` (a task's ``binary_diffs: true``) the patch is ``git diff
     --binary``'s, bytes included. Raises ``WorkspaceError`` when git fails.
     """
+    if before == after:  # one tree: nothing changed, no git process
+        return Change(0, 0, 0, 0, "")
     added = removed = files = 0
     binary_paths: list[str] = []
     flags = ["--no-renames", "--no-ext-diff", "--no-textconv"]

@@ -1,0 +1,75 @@
+"""Scratch folders of a finished run, deleted off the run's path: each is renamed away at once (one ``rename(2)``
+in the same folder, so nothing of the run stays under its old name), then removed by one background thread.
+
+``shutil.rmtree`` opens every folder with ``O_NOFOLLOW`` (``os.open`` on a dir fd), so a link the agent left is
+removed, never followed. The thread is joined when the interpreter exits (``concurrent.futures`` registers it), so a
+session does not end with a half-deleted folder; ``drain`` waits for it earlier. When more than ``BACKLOG`` runs'
+folders wait, the run handing over more waits for the oldest: deletion never falls far behind the runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import threading
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+TRASH = ".discarded"
+BACKLOG = 2  # runs' folders waiting to be deleted at most; the next run waits for the oldest  # the folder inside a run's scratch folder its scratch folders are renamed into
+
+_pool: ThreadPoolExecutor | None = None
+_pending: list[Future] = []
+_lock = threading.Lock()
+_count = itertools.count()
+
+
+def discard(folder: Path, names: Iterable[str]) -> None:
+    """Rename ``folder/NAME`` for each existing name into ``folder/.discarded/<n>/`` and delete that in the
+    background. A name that cannot be renamed is deleted here and now. Never raises."""
+    trash = Path(folder) / TRASH / f"{os.getpid()}-{next(_count)}"
+    moved = False
+    for name in names:
+        path = Path(folder) / name
+        if not os.path.lexists(path):
+            continue
+        try:
+            trash.mkdir(parents=True, exist_ok=True)
+            os.rename(path, trash / name)  # renames a link itself, never what it points to
+            moved = True
+        except OSError:
+            _remove(path)
+    if moved:
+        global _pool
+        with _lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentrace-discard")
+            _pending[:] = [f for f in _pending if not f.done()]
+            _pending.append(_pool.submit(_remove, trash))
+            oldest = _pending[0] if len(_pending) > BACKLOG else None
+        if oldest is not None:  # deleting fell behind the runs: wait, so the scratch space does not pile up
+            oldest.result()
+
+
+def drain() -> None:
+    """Wait until every folder ``discard`` handed over is deleted."""
+    with _lock:
+        pending = list(_pending)
+    for future in pending:
+        future.result()
+
+
+def _remove(path: Path) -> None:
+    if os.path.islink(path) or os.path.isfile(path):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        path.parent.rmdir()  # the .discarded folder, once empty
+    except OSError:
+        pass
