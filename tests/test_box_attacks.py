@@ -71,6 +71,7 @@ elif attack == "outbox_links":
     os.symlink(home + "/new-file", out + "/run.json")
     os.mkfifo(out + "/pipe")
     open(out + "/note.txt", "w").write("a regular file")
+    open(out + "/keyed.txt", "w").write("pushed with ghp_" + "A" * 36 + "; DEPLOY_PASSWORD=correct-horse-battery\n")
     got = "links left"
 elif attack == "needs_file":  # an honest agent that needs a fixture outside its workspace, then fixes add()
     print(open(target).read())
@@ -220,6 +221,8 @@ def test_links_left_in_the_outbox_are_never_followed(project, xdist) -> None:
     assert results == ["links left"]
     run_dir = pytester.path / "out" / "runs" / "box" / "default" / "hostile" / "1"
     assert (run_dir / "note.txt").read_text() == "a regular file"  # regular files are copied out
+    assert (run_dir / "keyed.txt").read_text() == "pushed with <redacted>; DEPLOY_PASSWORD=<redacted>\n"
+    assert records[0]["extra"]["outbox"]["redacted"] == 1
     for name in ("leak.txt", "homedir", "pipe"):
         assert not os.path.lexists(run_dir / name), name
     assert not any(p.is_symlink() for p in run_dir.rglob("*"))

@@ -82,3 +82,22 @@ def test_outbox_copies_regular_files_only(tmp_path: Path) -> None:
     assert (record / "raw.out").read_text() == "the harness's"
     assert set(taken["skipped"]) == {"raw.out", "big.bin", "link", "dirlink", "fifo"}
     assert not any(p.is_symlink() for p in record.rglob("*"))
+
+
+def test_outbox_files_are_redacted_as_they_are_copied(tmp_path: Path) -> None:
+    """A session key an agent writes into a side file (text or binary) and a key-shaped string in a text file reach
+    the record folder as ``<redacted>``; other bytes are kept, and the count of changed files is returned."""
+    secret = "s3cr3t-value-of-the-session-0123456789"
+    github = "ghp_" + "A" * 36
+    box, record = outbox.make(tmp_path), tmp_path / "record"
+    record.mkdir()
+    (box / "env.txt").write_text(f"ANTHROPIC_API_KEY={secret}\nplain words: token budget 42\n")
+    (box / "blob.bin").write_bytes(b"\x00\xff" + secret.encode() + b"\x00\xfe")
+    (box / "notes.md").write_text(f"pushed with {github}\n")
+    (box / "clean.txt").write_text("nothing to hide: max_tokens=100\n")
+    taken = outbox.collect(box, record, secrets=[secret])
+    assert taken["copied"] == 4 and taken["redacted"] == 3
+    assert (record / "env.txt").read_text() == "ANTHROPIC_API_KEY=<redacted>\nplain words: token budget 42\n"
+    assert (record / "blob.bin").read_bytes() == b"\x00\xff<redacted>\x00\xfe"
+    assert (record / "notes.md").read_text() == "pushed with <redacted>\n"
+    assert (record / "clean.txt").read_text() == "nothing to hide: max_tokens=100\n"
