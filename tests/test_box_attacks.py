@@ -260,3 +260,16 @@ def test_a_custom_agent_script_imports_a_module_beside_it(pytester: pytest.Pytes
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-no-save", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=1)
     assert "hello from the helper" in (pytester.path / "out/runs/box/default/mine/1/raw.out").read_text()
+
+
+def test_a_command_naming_proc_sys_or_dev_files_starts(pytester: pytest.Pytester) -> None:
+    """A custom command that names ``/proc/self/...``, ``/dev/null`` or a ``/sys`` file reads the box's own (bwrap
+    could not bind the harness's ``/proc/<pid>`` in, and the run was charged as an agent crash)."""
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    (pytester.path / "task.yaml").write_text(
+        "name: box\ndescription: fix add\nrepo: repo\ntest_command: 'true'\n"
+        "agents:\n  - {name: mine, command: \"sh -c 'cat /proc/self/mountinfo /dev/null "
+        "/sys/kernel/mm/transparent_hugepage/enabled > /dev/null; echo started'\"}\n")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-no-save", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    assert "started" in (pytester.path / "out/runs/box/default/mine/1/raw.out").read_text()
