@@ -101,3 +101,30 @@ def test_outbox_files_are_redacted_as_they_are_copied(tmp_path: Path) -> None:
     assert (record / "blob.bin").read_bytes() == b"\x00\xff<redacted>\x00\xfe"
     assert (record / "notes.md").read_text() == "pushed with <redacted>\n"
     assert (record / "clean.txt").read_text() == "nothing to hide: max_tokens=100\n"
+
+
+def test_secret_inputs_and_a_git_templates_other_task_files(tmp_path: Path) -> None:
+    """Other evaluations' hidden inputs are found by their contents (a task file with hidden checks, a trial file,
+    a Harbor task's tests and solution) and left out of a template made from a git repository's commit; a task file
+    without hidden checks, a project's YAML/TOML files and a link stay."""
+    from helpers import make_repo
+
+    from pytest_agentrace.run import inputs, workspace
+
+    src = make_repo(tmp_path / "src", {
+        "app.py": "x = 1\n",
+        "ci.yml": "on: push\njobs: {}\n",
+        "pyproject.toml": "[project]\nname = 'questions'\n",
+        "evals/fix.yaml": "name: fix\ndescription: d\ntest_command: pytest\nsolution_patch: SOLUTION\n",
+        "evals/plain.yaml": "name: p\ndescription: d\ntest_command: pytest\n",
+        "evals/q.toml": "[defaults]\nreps = 1\n\n[[questions]]\nid = 'a'\nexpect = ['KEY']\n",
+        "evals/bad.toml": "[[questions]]\nid = \n",
+        "hb/task.toml": "[verifier]\ntimeout_sec = 60\n",
+        "hb/instruction.md": "do it\n",
+        "hb/tests/test_outputs.py": "HIDDEN\n",
+        "hb/solution/solve.sh": "SOLUTION\n",
+    })
+    assert inputs.secret_inputs(src) == ["evals/bad.toml", "evals/fix.yaml", "evals/q.toml", "hb/solution", "hb/tests"]
+    template, _ = workspace.template_repo(src, tmp_path / "cache")
+    kept = sorted(str(p.relative_to(template)) for p in template.rglob("*") if ".git" not in p.parts and p.is_file())
+    assert kept == ["app.py", "ci.yml", "evals/plain.yaml", "hb/instruction.md", "hb/task.toml", "pyproject.toml"]
