@@ -29,6 +29,7 @@ from pytest_agentrace.record.model import Usage
 from pytest_agentrace.record.redact import redact, secret_values
 from pytest_agentrace.record.safefile import write_text
 from pytest_agentrace.run import network, process, workspace
+from pytest_agentrace.run.launch import StartChannel, launched
 from pytest_agentrace.run.limits import Hit, Limits, confine, diagnose
 from pytest_agentrace.run.network import RunNetwork
 from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
@@ -125,6 +126,7 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         except WorkspaceError:
             pass  # not a git workspace: nothing to exclude from
     start = time.monotonic()
+    start_kind = None  # whose fault it was when the agent did not start (StartChannel): "box", "helper" or "exec"
     session = None  # the model double and/or --agentrace-offline namespace of this run
     if spec.agent.command is None and adapter.executable is None:
         res = adapter.run_inprocess(ctx)
@@ -158,6 +160,10 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
                 session.close()
             return AgentRun(None, 0.0, False, Usage(), error=f"could not make the run's network: {exc}")
         write_text(ctx.run_dir / "argv.json", redact(_json(run_argv), secrets))
+        helper = (session is not None and session.offline) or net is not None \
+            or (net_mode == "none" and ctx.options.sandbox is None)
+        if not helper:  # the start channel's launcher; a helper (netns, netbridge) puts it in front of the agent itself
+            run_argv = launched(run_argv)
         scratch = Path(ctx.home).parent / BOX_SCRATCH
         if ctx.options.sandbox is not None:
             needs = [*needed_paths(argv[0], inv_env.get("PATH")), *needed_paths(run_argv[0], inv_env.get("PATH")),
@@ -177,10 +183,13 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
             if session is not None:
                 session.close()
             return AgentRun(None, 0.0, False, Usage(), error=f"could not make the run's cgroup: {exc}")
+        # the start channel: the box's and the helpers' start-up faults come back on a pipe the agent never holds
+        channel = StartChannel()
         try:
-            pres = process.run(run_argv, cwd=ctx.workspace, env=inv_env, timeout=ctx.timeout, stdin=stdin,
+            pres = process.run(run_argv, cwd=ctx.workspace, env=channel.env(inv_env), timeout=ctx.timeout, stdin=stdin,
                                on_stdout=ctx.options.on_stdout, preexec_fn=confined.preexec,
-                               watch=confined.watch if confined.disk_watch is not None else None)
+                               watch=confined.watch if confined.disk_watch is not None else None,
+                               pass_fds=channel.pass_fds, on_start=channel.close_write)
             events = confined.hits()
             stopped = pres.stopped or confined.final_check()
         finally:
@@ -191,16 +200,10 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         stdout, stderr, code, timed_out, err, seconds = pres.stdout, pres.stderr, pres.exit_code, pres.timed_out, pres.error, pres.seconds
         if ctx.options.sandbox is not None:  # bwrap's 128+N for a signal becomes -N, as without the sandbox
             code = sandbox_exit_code(code)
-            first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
-            if code == 1 and first.startswith("bwrap: execvp"):  # the sandbox could not start the command
-                err = "FileNotFoundError: " + first
-        first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
-        if code == 127 and first.startswith(("agentrace netbridge: cannot start", "agentrace netns: cannot start")):
-            err = "FileNotFoundError: " + first  # the namespace's helper could not start the command
-        elif code == 125 and first.startswith("agentrace netbridge: cannot make"):
-            err = "the run's network: " + first
-        elif code == netns.FAULT_EXIT and first.startswith(netns.FAULT_PREFIX):  # the double's fault, not the agent's
-            err = "model double: " + first.removeprefix(netns.FAULT_PREFIX).strip()
+        # never from the agent's exit code or output: the start channel says whether the agent ran
+        started = channel.verdict(stderr, boxed=ctx.options.sandbox is not None)
+        if started.fault is not None and err is None and not (timed_out or stopped):
+            err, start_kind = started.fault, started.kind
         output_bytes, cut = {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut
         hidden = hidden_paths(stderr + "\n" + stdout[-65536:], [ctx.workspace, ctx.home, scratch, ctx.agent_dir]) \
             if ctx.options.sandbox is not None and code not in (0, None) else []
@@ -209,9 +212,9 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     write_text(ctx.run_dir / "raw.out", redact(stdout, secrets))  # a link left there is replaced, not followed
     write_text(ctx.run_dir / "raw.err", redact(stderr, secrets))
     if err:
-        if err.startswith("FileNotFoundError") and shutil.which(run_argv[0]):
+        if err.startswith("FileNotFoundError") and shutil.which(argv[0], path=inv_env.get("PATH")):
             err += " (the program exists: its #! interpreter line names a program that is missing)"
-        return AgentRun(None, seconds, False, Usage(), error=err if err.startswith("model double:") else f"could not start agent: {err}")
+        return AgentRun(None, seconds, False, Usage(), error=err if start_kind in ("box", "helper") else f"could not start agent: {err}")
     try:
         usage = adapter.parse(stdout, stderr, ctx)
     except Exception as exc:  # a parser bug must not lose the run
