@@ -71,6 +71,7 @@ elif attack == "outbox_links":
     os.symlink(home + "/new-file", out + "/run.json")
     os.mkfifo(out + "/pipe")
     open(out + "/note.txt", "w").write("a regular file")
+    open(out + "/keyed.txt", "w").write("pushed with ghp_" + "A" * 36 + "; DEPLOY_PASSWORD=correct-horse-battery\n")
     got = "links left"
 elif attack == "needs_file":  # an honest agent that needs a fixture outside its workspace, then fixes add()
     print(open(target).read())
@@ -220,6 +221,8 @@ def test_links_left_in_the_outbox_are_never_followed(project, xdist) -> None:
     assert results == ["links left"]
     run_dir = pytester.path / "out" / "runs" / "box" / "default" / "hostile" / "1"
     assert (run_dir / "note.txt").read_text() == "a regular file"  # regular files are copied out
+    assert (run_dir / "keyed.txt").read_text() == "pushed with <redacted>; DEPLOY_PASSWORD=<redacted>\n"
+    assert records[0]["extra"]["outbox"]["redacted"] == 1
     for name in ("leak.txt", "homedir", "pipe"):
         assert not os.path.lexists(run_dir / name), name
     assert not any(p.is_symlink() for p in run_dir.rglob("*"))
@@ -257,3 +260,16 @@ def test_a_custom_agent_script_imports_a_module_beside_it(pytester: pytest.Pytes
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-no-save", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=1)
     assert "hello from the helper" in (pytester.path / "out/runs/box/default/mine/1/raw.out").read_text()
+
+
+def test_a_command_naming_proc_sys_or_dev_files_starts(pytester: pytest.Pytester) -> None:
+    """A custom command that names ``/proc/self/...``, ``/dev/null`` or a ``/sys`` file reads the box's own (bwrap
+    could not bind the harness's ``/proc/<pid>`` in, and the run was charged as an agent crash)."""
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    (pytester.path / "task.yaml").write_text(
+        "name: box\ndescription: fix add\nrepo: repo\ntest_command: 'true'\n"
+        "agents:\n  - {name: mine, command: \"sh -c 'cat /proc/self/mountinfo /dev/null "
+        "/sys/kernel/mm/transparent_hugepage/enabled > /dev/null; echo started'\"}\n")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-no-save", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    assert "started" in (pytester.path / "out/runs/box/default/mine/1/raw.out").read_text()

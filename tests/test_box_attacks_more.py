@@ -13,7 +13,8 @@
 - ``diff.patch`` is cut at ``run.workspace.PATCH_CAP`` bytes, read from git no further: a 200 MB text file made a
   203 MB diff.patch and took the harness to 1.1 GB of memory.
 - A template made from a local folder (``repo: .``) holds none of the harness's folders: not the results folder,
-  the template cache, nor ``.agentrace/history.db``.
+  the template cache, nor ``.agentrace/history.db``; nor the project's other evaluations' hidden inputs (another
+  task's verify files, a trial's answer keys, a Harbor task's tests and solution).
 - A FIFO or link at a protected path (a hidden verify file's name) is hashed without blocking or following it: a
   FIFO named ``test_hidden.py`` hung the session forever.
 - A FIFO the agent's code leaves at a check's JUnit report is no report, at once: the session hung forever.
@@ -209,6 +210,39 @@ def test_a_task_whose_repo_is_its_own_folder_copies_no_harness_folder(pytester: 
     raw = (where / "runs" / "self" / "default" / "peek" / "1" / "raw.out").read_text()
     listing = json.loads(raw.split("RESULT ", 1)[1])
     assert listing == ["calc.py", "peek.py"]
+
+
+@pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
+def test_a_repo_dot_workspace_holds_no_other_tasks_checks_or_answer_keys(pytester: pytest.Pytester, xdist) -> None:
+    """``repo: .`` in a project with other evaluations beside it: another task's hidden verify files, a trial file's
+    answer keys and a Harbor task's tests were in the agent's workspace. They are left out; the project's own YAML
+    and TOML files (and a task file without hidden checks) stay."""
+    (pytester.path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (pytester.path / "config.yaml").write_text("verbose: true\n")
+    (pytester.path / "settings.toml").write_text("[tool]\nquestions = 3\n")
+    (pytester.path / "evals").mkdir()
+    (pytester.path / "evals" / "other.yaml").write_text(
+        "name: other\ndescription: d\ntest_command: 'true'\nverify_command: pytest -q\n"
+        "verify_files:\n  test_hidden.py: '# HIDDEN-CHECK'\n")
+    (pytester.path / "evals" / "broken.yml").write_text("verify_files:\n  a: [unclosed\n")
+    (pytester.path / "evals" / "visible.yaml").write_text("name: v\ndescription: d\ntest_command: 'true'\n")
+    (pytester.path / "evals" / "trial.toml").write_text(
+        "[[questions]]\nid = 'q'\nprompt = 'p'\nexpect = ['ANSWER-KEY']\n")
+    harbor = pytester.path / "evals" / "hb"
+    for rel in ("task.toml", "instruction.md", "tests/test_outputs.py", "solution/solve.sh", "environment/Dockerfile"):
+        (harbor / rel).parent.mkdir(parents=True, exist_ok=True)
+        (harbor / rel).write_text("x\n")
+    write_script(pytester.path / "peek.py", PEEK)
+    (pytester.path / "task.yaml").write_text(
+        "name: self\ndescription: look\nrepo: .\ntest_command: 'true'\n"
+        f"agents:\n  - {{name: peek, command: '{pytester.path / 'peek.py'}'}}\n")
+    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-no-save", "-p", "no:cacheprovider", *xdist)
+    run = pytester.path / ".agentrace" / "runs" / "self" / "default" / "peek" / "1"
+    record = json.loads((run / "run.json").read_text())
+    assert record["status"] == "passed", record["reason"]
+    listing = json.loads((run / "raw.out").read_text().split("RESULT ", 1)[1])
+    assert listing == ["calc.py", "config.yaml", "evals/hb/environment/Dockerfile", "evals/hb/instruction.md",
+                       "evals/hb/task.toml", "evals/visible.yaml", "peek.py", "settings.toml"]
 
 
 def test_a_fifo_or_link_at_a_protected_path_never_blocks_the_harness(tmp_path: Path) -> None:

@@ -82,3 +82,49 @@ def test_outbox_copies_regular_files_only(tmp_path: Path) -> None:
     assert (record / "raw.out").read_text() == "the harness's"
     assert set(taken["skipped"]) == {"raw.out", "big.bin", "link", "dirlink", "fifo"}
     assert not any(p.is_symlink() for p in record.rglob("*"))
+
+
+def test_outbox_files_are_redacted_as_they_are_copied(tmp_path: Path) -> None:
+    """A session key an agent writes into a side file (text or binary) and a key-shaped string in a text file reach
+    the record folder as ``<redacted>``; other bytes are kept, and the count of changed files is returned."""
+    secret = "s3cr3t-value-of-the-session-0123456789"
+    github = "ghp_" + "A" * 36
+    box, record = outbox.make(tmp_path), tmp_path / "record"
+    record.mkdir()
+    (box / "env.txt").write_text(f"ANTHROPIC_API_KEY={secret}\nplain words: token budget 42\n")
+    (box / "blob.bin").write_bytes(b"\x00\xff" + secret.encode() + b"\x00\xfe")
+    (box / "notes.md").write_text(f"pushed with {github}\n")
+    (box / "clean.txt").write_text("nothing to hide: max_tokens=100\n")
+    taken = outbox.collect(box, record, secrets=[secret])
+    assert taken["copied"] == 4 and taken["redacted"] == 3
+    assert (record / "env.txt").read_text() == "ANTHROPIC_API_KEY=<redacted>\nplain words: token budget 42\n"
+    assert (record / "blob.bin").read_bytes() == b"\x00\xff<redacted>\x00\xfe"
+    assert (record / "notes.md").read_text() == "pushed with <redacted>\n"
+    assert (record / "clean.txt").read_text() == "nothing to hide: max_tokens=100\n"
+
+
+def test_secret_inputs_and_a_git_templates_other_task_files(tmp_path: Path) -> None:
+    """Other evaluations' hidden inputs are found by their contents (a task file with hidden checks, a trial file,
+    a Harbor task's tests and solution) and left out of a template made from a git repository's commit; a task file
+    without hidden checks, a project's YAML/TOML files and a link stay."""
+    from helpers import make_repo
+
+    from pytest_agentrace.run import inputs, workspace
+
+    src = make_repo(tmp_path / "src", {
+        "app.py": "x = 1\n",
+        "ci.yml": "on: push\njobs: {}\n",
+        "pyproject.toml": "[project]\nname = 'questions'\n",
+        "evals/fix.yaml": "name: fix\ndescription: d\ntest_command: pytest\nsolution_patch: SOLUTION\n",
+        "evals/plain.yaml": "name: p\ndescription: d\ntest_command: pytest\n",
+        "evals/q.toml": "[defaults]\nreps = 1\n\n[[questions]]\nid = 'a'\nexpect = ['KEY']\n",
+        "evals/bad.toml": "[[questions]]\nid = \n",
+        "hb/task.toml": "[verifier]\ntimeout_sec = 60\n",
+        "hb/instruction.md": "do it\n",
+        "hb/tests/test_outputs.py": "HIDDEN\n",
+        "hb/solution/solve.sh": "SOLUTION\n",
+    })
+    assert inputs.secret_inputs(src) == ["evals/bad.toml", "evals/fix.yaml", "evals/q.toml", "hb/solution", "hb/tests"]
+    template, _ = workspace.template_repo(src, tmp_path / "cache")
+    kept = sorted(str(p.relative_to(template)) for p in template.rglob("*") if ".git" not in p.parts and p.is_file())
+    assert kept == ["app.py", "ci.yml", "evals/plain.yaml", "hb/instruction.md", "hb/task.toml", "pyproject.toml"]

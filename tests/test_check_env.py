@@ -85,3 +85,37 @@ def test_checks_put_the_session_interpreter_first_on_path() -> None:
 
     assert session_bin() == os.path.dirname(os.path.abspath(sys.executable))
     assert clean_env({"PATH": "/opt/x/bin"})["PATH"].split(os.pathsep) == [session_bin(), "/opt/x/bin"]
+
+
+FAKER = r"""#!/usr/bin/env python3
+import os
+line, code = os.environ["FAKE"].split("|")
+open("calc.py", "w").write(
+    "import os, sys\n"
+    f"sys.stderr.write({line!r} + '\\n')\n"
+    f"os._exit({code})\n")
+"""
+
+
+@pytest.mark.parametrize(("test_command", "fake"), [
+    ("python -m pytest -q test_calc.py", "/usr/bin/python: No module named pytest|1"),
+    ("python -m pytest -q test_calc.py", "sh: 1: pytest: not found|127"),
+    ("pytest -q test_calc.py", "sh: 1: pytest: not found|127"),
+    ("pytest -q test_calc.py", "bash: pytest: command not found|126"),
+], ids=["no-module", "not-found-127-python-m", "not-found-127", "command-not-found-126"])
+def test_code_that_prints_a_missing_tool_is_the_agents_failure(pytester: pytest.Pytester, test_command: str,
+                                                                fake: str) -> None:
+    """The agent's code, run by the tests check, prints a missing tool's signs and exits: the harness looks for the
+    tool itself, finds it, and the run is ``failed`` (an ``error`` run is never counted: a failing agent would have
+    left its failures out of its pass rate)."""
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    faker = pytester.path / "faker.py"
+    faker.write_text(FAKER)
+    faker.chmod(0o755)
+    (pytester.path / "task.yaml").write_text(
+        f"name: fake\ndescription: fix add\nrepo: repo\ntest_command: {test_command}\n"
+        f"env: {{FAKE: {json.dumps(fake)}}}\nagents:\n  - {{name: faker, command: '{faker}'}}\n")
+    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save", "-p", "no:cacheprovider")
+    rec = record(pytester)
+    assert rec["status"] == "failed", (rec["status"], rec["reason"])
+    assert rec["checks"]["tests"]["missing"] is None

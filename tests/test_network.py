@@ -286,3 +286,28 @@ def test_checks_reach_what_the_tasks_network_allows(pytester: pytest.Pytester, r
     run = json.loads(next((pytester.path / "out" / "runs").glob("net/default/oracle/1/run.json")).read_text())
     assert run["checks"]["tests"]["passed"] is True and run["extra"]["check_network_mode"] == "provider"
     assert run["extra"]["check_network"] == [{"host": "127.0.0.1", "port": reached.port, "allowed": True, "count": 1}]
+
+
+def test_sweep_removes_gone_processes_gate_folders_only(tmp_path: Path) -> None:
+    """A gate folder of a process that is gone (a SIGKILLed session) is removed; a live process's, a link, another
+    name and a folder of another owner are kept."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)
+    dead = tmp_path / f"agentrace-net-{dead_pid}-abc"
+    alive = tmp_path / f"agentrace-net-{os.getpid()}-def"
+    legacy = tmp_path / "agentrace-net-1aihe3od"
+    for folder in (dead, alive, legacy):
+        folder.mkdir()
+        (folder / "proxy.sock").write_text("")
+    target = tmp_path / "kept"
+    target.mkdir()
+    os.symlink(target, tmp_path / f"agentrace-net-{dead_pid}-link")
+    assert network.sweep(tmp_path) == [dead]
+    assert not dead.exists() and alive.is_dir() and legacy.is_dir() and target.is_dir()
+    assert (tmp_path / f"agentrace-net-{dead_pid}-link").is_symlink()
+    run = network.open_run([])
+    try:
+        assert run.gate.path.parent.name.startswith(f"agentrace-net-{os.getpid()}-")
+    finally:
+        run.close()
+    assert not run.gate.path.parent.exists()

@@ -31,10 +31,10 @@ from pytest_agentrace.model_double.cassette import Cassette, Replayer, Scrubber
 from pytest_agentrace.model_double.script import load_script
 from pytest_agentrace.model_double.server import ModelDouble
 from pytest_agentrace.record.redact import secret_values
+from pytest_agentrace.run.launch import helper_fault, undumpable
 from pytest_agentrace.run.netbridge import loopback_up, run_child
 
-FAULT_PREFIX = "agentrace netns: cannot start the model double:"  # first stderr line of an infrastructure fault
-FAULT_EXIT = 125  # its exit code (as env(1) and timeout(1) use 125 for their own failures)
+FAULT_EXIT = 125  # its exit code (as env(1) and timeout(1) use 125); the runner learns of it by run.launch's channel
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds pytest_agentrace/
 
 
@@ -109,6 +109,7 @@ def main(args: list[str] | None = None) -> int:
     key = os.environ.pop("AGENTRACE_MODEL_DOUBLE_KEY", None)  # the run's key: the double answers only it
     rejected = str(Path(ns.log).with_name("model-double-rejected.jsonl")) if ns.log and ns.log != os.devnull else None
     log = None if ns.log == os.devnull else ns.log
+    undumpable()  # the agent, its child, cannot open this process's start channel through /proc
     try:
         loopback_up()
         if ns.script:
@@ -119,7 +120,7 @@ def main(args: list[str] | None = None) -> int:
             replayer = Replayer(Cassette.load(ns.cassette), ns.match, scrub)
             double = ModelDouble(log=log, port=ns.port, replayer=replayer, key=key, rejected_log=rejected).start()
     except Exception as exc:  # noqa: BLE001 - the harness's fault, never the agent's: the runner makes it an error run
-        print(f"{FAULT_PREFIX} {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        helper_fault(f"model double: {type(exc).__name__}: {exc}")
         return FAULT_EXIT
     code = run_child(argv, "netns")
     if double is not None:

@@ -29,6 +29,7 @@ from pytest_agentrace.record.model import Usage
 from pytest_agentrace.record.redact import redact, secret_values
 from pytest_agentrace.record.safefile import write_text
 from pytest_agentrace.run import network, process, workspace
+from pytest_agentrace.run.launch import StartChannel, launched
 from pytest_agentrace.run.limits import Hit, Limits, confine, diagnose
 from pytest_agentrace.run.network import RunNetwork
 from pytest_agentrace.run.runspec import RunOptions, RunSpec
@@ -133,7 +134,8 @@ class Finished:
     """What the agent's process left: its output (bounded, ``cut``: what was dropped), exit ``code`` (None: killed
     or not started, bwrap's 128+N as -N), ``seconds``, a harness ``error`` (could not start), the limit it
     ``hit`` and how each was enforced (``limits``), host paths the box hid that its output names (``hidden``),
-    the network's ``contacts`` (None: no provider network)."""
+    the network's ``contacts`` (None: no provider network); ``start_kind``: whose fault it was when the agent did not
+    start (``run.launch.Start.kind``: ``box``, ``helper`` or ``exec``)."""
 
     stdout: str
     stderr: str
@@ -147,6 +149,7 @@ class Finished:
     limits: dict[str, Any] | None = None
     hidden: list[str] = dataclasses.field(default_factory=list)
     contacts: Any = None
+    start_kind: str | None = None
 
 
 def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
@@ -180,10 +183,11 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
     write_text(ctx.run_dir / "raw.err", redact(finished.stderr, secrets))
     if finished.error:
         err = finished.error
-        if launch is not None and err.startswith("FileNotFoundError") and shutil.which(launch.run_argv[0]):
+        if launch is not None and err.startswith("FileNotFoundError") and shutil.which(launch.argv[0],
+                                                                                        path=launch.env.get("PATH")):
             err += " (the program exists: its #! interpreter line names a program that is missing)"
         return AgentRun(None, finished.seconds, False, Usage(),
-                        error=err if err.startswith("model double:") else f"could not start agent: {err}")
+                        error=err if finished.start_kind in ("box", "helper") else f"could not start agent: {err}")
     return read_run(spec, ctx, adapter, launch, finished)
 
 
@@ -222,6 +226,8 @@ def prepare(spec: RunSpec, ctx: RunContext, adapter: Any, secrets: Any) -> Launc
             session.close()
         raise NotStarted(f"could not make the run's network: {exc}") from exc
     write_text(ctx.run_dir / "argv.json", redact(_json(run_argv), secrets))
+    if not ((session is not None and session.offline) or net is not None or (net_mode == "none" and ctx.options.sandbox is None)):
+        run_argv = launched(run_argv)  # run.launch's launcher; a helper (netns, netbridge) puts it in front itself
     launch = Launch(argv, run_argv, env, stdin, session, net_mode, net, Path(ctx.home).parent / BOX_SCRATCH)
     if ctx.options.sandbox is not None:
         box(spec, ctx, launch)
@@ -247,8 +253,8 @@ def box(spec: RunSpec, ctx: RunContext, launch: Launch) -> None:
 def start(spec: RunSpec, ctx: RunContext, launch: Launch) -> Finished:
     """The second stage: confine the run (``run_limits``; the disk watch counts the workspace, the box's scratch,
     HOME and the outbox), start it in its process group with the timeout and wait; close the double and the
-    network; then read what it left (``exit_of``, the limit it hit, the hidden paths its output names). Raises
-    ``NotStarted`` when the run's cgroup cannot be made."""
+    network; then read what it left (whether it started, from ``run.launch``'s start channel; the limit it hit; the
+    hidden paths its output names). Raises ``NotStarted`` when the run's cgroup cannot be made."""
     limits = run_limits(spec, ctx.options.limits)
     watched = [ctx.workspace, launch.scratch, Path(ctx.home), *([ctx.outbox] if ctx.outbox is not None else [])]
     try:
@@ -259,10 +265,12 @@ def start(spec: RunSpec, ctx: RunContext, launch: Launch) -> Finished:
         if launch.net is not None:
             launch.net.close()
         raise NotStarted(f"could not make the run's cgroup: {exc}") from exc
+    channel = StartChannel()  # the box's and the helpers' start-up faults, on a pipe the agent never holds
     try:
-        pres = process.run(launch.run_argv, cwd=ctx.workspace, env=launch.env, timeout=ctx.timeout,
+        pres = process.run(launch.run_argv, cwd=ctx.workspace, env=channel.env(launch.env), timeout=ctx.timeout,
                            stdin=launch.stdin, on_stdout=ctx.options.on_stdout, preexec_fn=confined.preexec,
-                           watch=confined.watch if confined.disk_watch is not None else None)
+                           watch=confined.watch if confined.disk_watch is not None else None,
+                           pass_fds=channel.pass_fds, on_start=channel.close_write)
         events = confined.hits()
         stopped = pres.stopped or confined.final_check()
     finally:
@@ -270,31 +278,18 @@ def start(spec: RunSpec, ctx: RunContext, launch: Launch) -> Finished:
         if launch.session is not None:
             launch.session.close()
         contacts = launch.net.close() if launch.net is not None else None
-    code, err = exit_of(pres.exit_code, pres.stderr, pres.error, boxed=ctx.options.sandbox is not None)
+    boxed = ctx.options.sandbox is not None
+    code = sandbox_exit_code(pres.exit_code) if boxed else pres.exit_code  # bwrap's 128+N for a signal: -N
+    started = channel.verdict(pres.stderr, boxed=boxed)  # never from the agent's exit code or output
+    err, kind = pres.error, None
+    if started.fault is not None and err is None and not (pres.timed_out or stopped):
+        err, kind = started.fault, started.kind
     tail = pres.stderr + "\n" + pres.stdout[-65536:]
     hidden = hidden_paths(tail, [ctx.workspace, ctx.home, launch.scratch, ctx.agent_dir]) \
         if ctx.options.sandbox is not None and code not in (0, None) else []
     return Finished(pres.stdout, pres.stderr, code, pres.timed_out, err, pres.seconds,
                     {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut,
-                    diagnose(limits, code, tail, stopped, events), confined.record(), hidden, contacts)
-
-
-def exit_of(code: int | None, stderr: str, err: str | None, boxed: bool) -> tuple[int | None, str | None]:
-    """``(exit code, harness error)`` of a finished process: bwrap's 128+N for a signal as -N (as without the
-    box); the box, the namespace helpers or the model double failing to start the command (their first stderr
-    line) is the harness's error, not the agent's exit."""
-    first = stderr.lstrip().splitlines()[0] if stderr.strip() else ""
-    if boxed:
-        code = sandbox_exit_code(code)
-        if code == 1 and first.startswith("bwrap: execvp"):  # the sandbox could not start the command
-            err = "FileNotFoundError: " + first
-    if code == 127 and first.startswith(("agentrace netbridge: cannot start", "agentrace netns: cannot start")):
-        err = "FileNotFoundError: " + first  # the namespace's helper could not start the command
-    elif code == 125 and first.startswith("agentrace netbridge: cannot make"):
-        err = "the run's network: " + first
-    elif code == netns.FAULT_EXIT and first.startswith(netns.FAULT_PREFIX):  # the double's fault, not the agent's
-        err = "model double: " + first.removeprefix(netns.FAULT_PREFIX).strip()
-    return code, err
+                    diagnose(limits, code, tail, stopped, events), confined.record(), hidden, contacts, kind)
 
 
 def read_run(spec: RunSpec, ctx: RunContext, adapter: Any, launch: Launch | None, finished: Finished) -> AgentRun:

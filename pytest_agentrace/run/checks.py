@@ -11,7 +11,9 @@ interpreter keeps it.
 A missing tool (``missing_tool``) is the harness's or the host's fault, never the agent's: the run is an
 ``error`` that names the command and the tool. The signs: exit 127 (command not found) or 126 (found but not
 executable) from the shell, a ``command not found`` / ``not found`` line from it, and Python's
-``No module named X`` for a ``python -m X`` command when X is the tool the command names.
+``No module named X`` for a ``python -m X`` command when X is the tool the command names. Those signs are the
+command's output, which the agent's code can print: the harness then looks for the tool itself
+(``tool_present``), and only a tool it cannot find either makes the run an ``error``.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
         report = reports / counting.REPORT_NAME
         run_command = counting.counted_command(command, report)
     argv: str | list[str] = run_command
+    given_env = dict(env)
     if box is not None:
         argv, env = box(["/bin/sh", "-c", run_command], dict(env))
     confined = limits() if limits is not None else None
@@ -132,6 +135,8 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
     body += f"\n--- {status} after {res.seconds:.2f}s ---\n"
     write_text(log, redact(body, secrets))
     missing = None if res.timed_out else missing_tool(command, res.exit_code, res.stdout + "\n" + res.stderr)
+    if missing is not None and tool_present(command, missing, ws, given_env, box):
+        missing = None  # the output said so, but the tool is there: the command's own code failed
     return CheckResult(name, command, res.exit_code, round(res.seconds, 3), log.name, res.timed_out, missing,
                        hit.reason if hit is not None else None, counted=report is not None,
                        tests=count.to_dict() if count is not None else None, count_failure=failure)
@@ -180,6 +185,32 @@ def missing_tool(command: str, exit_code: int | None, output: str) -> str | None
         if found and found.group(1).split(".")[0] == module.split(".")[0]:
             return module
     return None
+
+
+PROBE_TIMEOUT = 30.0  # seconds for ``tool_present``'s look
+
+
+def tool_present(command: str, tool: str, cwd: Path, env: Mapping[str, str], box: Box | None = None) -> bool:
+    """Whether ``tool``, which ``missing_tool`` read from a check's output as missing, is there after all: looked
+    for by the harness in ``/`` (none of the workspace's code runs), in the same ``box`` and environment as the
+    check. A check's output is the agent's code's to write: code that prints ``No module named pytest`` and exits
+    must not turn its run into an ``error``, which is never counted. A ``python -m X`` tool is X's module spec
+    (``importlib.util.find_spec``) under the command's interpreter, another one ``command -v``; a relative path
+    (``./gradlew``) is the workspace's, where a missing file is the change's doing: counted as present."""
+    if "/" in tool and not tool.startswith("/"):
+        return True
+    words = _words(command)
+    python = next((w for i, w in enumerate(words[:-2]) if words[i + 1] == "-m" and words[i + 2] == tool), None)
+    if python is not None:
+        script = ('cd / && exec "$1" -c "import importlib.util, sys; '
+                  'sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)" "$2"')
+        argv = ["/bin/sh", "-c", script, "sh", python, tool]
+    else:
+        argv = ["/bin/sh", "-c", 'cd / && command -v "$1" >/dev/null', "sh", tool]
+    run_env = dict(env)
+    if box is not None:
+        argv, run_env = box(argv, run_env)
+    return process.run(argv, cwd=cwd, env=run_env, timeout=PROBE_TIMEOUT).exit_code == 0
 
 
 def _words(command: str) -> list[str]:

@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import os
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_agentrace.run.launch import START_FD_ENV, helper_fault, launched, start_child, undumpable
 from pytest_agentrace.run.netproxy import relay
 
 if TYPE_CHECKING:  # asyncio is imported in the functions that serve: a run without a network never loads it
@@ -164,22 +165,24 @@ def main(args: list[str] | None = None) -> int:
         port, _, target = spec.partition("=")
         host, _, hport = target.rpartition(":")
         forwards[int(port)] = (host, int(hport))
+    undumpable()  # the agent, its child, cannot open this process's start channel through /proc
     try:
         loopback_up()
         _start(ns.socket, ns.proxy, forwards)
     except OSError as exc:
-        print(f"agentrace netbridge: cannot make the run's network: {exc}", file=sys.stderr)
+        helper_fault(f"the run's network: agentrace netbridge: cannot make it: {exc}")
         return 125
     return run_child(argv, "netbridge")
 
 
 def run_child(argv: list[str], helper: str) -> int:
     """Run ``argv`` as this helper's child, passing SIGTERM and SIGINT on (the runner signals the whole process
-    group); its exit code, a signal N as ``128 + N``, 127 when it cannot start (``agentrace HELPER: cannot start``)."""
+    group); its exit code, a signal N as ``128 + N``, 127 when it cannot start (``agentrace HELPER: cannot start``).
+    Under a start channel (``run.launch``) the child is the launcher in front of ``argv``, handed the channel."""
     try:
-        child = subprocess.Popen(argv)
+        child = start_child(launched(argv) if os.environ.get(START_FD_ENV) else argv)
     except OSError as exc:
-        print(f"agentrace {helper}: cannot start {argv[0]}: {exc}", file=sys.stderr)
+        helper_fault(f"agentrace {helper}: cannot start {argv[0]}: {exc}")
         return 127
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: child.send_signal(signum))

@@ -172,9 +172,13 @@ def open_run(rules: list[Rule], resolve: Mapping[tuple[str, int], tuple[str, int
     """A ``provider`` network for one run: a gate whose socket is ``proxy.sock`` in a fresh folder of its own under
     ``/tmp`` (a unix socket's path has at most 107 bytes, and pytest's folders are deeper; only this folder is shown
     to the run, and ``RunNetwork.close`` removes it), forwards for the allowed loopback ``host:port`` entries, and a
-    proxy port free of them. Raises ``OSError`` when the socket cannot be made."""
+    proxy port free of them. The folder is named ``agentrace-net-<pid>-...``; the first run of a process removes
+    those of gone processes (``sweep``). Raises ``OSError`` when the socket cannot be made."""
     base = "/tmp" if os.access("/tmp", os.W_OK) else tempfile.gettempdir()
-    folder = Path(tempfile.mkdtemp(prefix="agentrace-net-", dir=base))
+    if base not in _SWEPT:
+        _SWEPT.add(base)
+        sweep(Path(base))
+    folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=base))
     os.chmod(folder, 0o755)
     try:
         gate = session_proxy().open(folder / "proxy.sock", rules, resolve)
@@ -183,6 +187,37 @@ def open_run(rules: list[Rule], resolve: Mapping[tuple[str, int], tuple[str, int
         raise
     forwards = {r.port: (r.host, r.port) for r in rules if _loopback(r.host) and r.port is not None}
     return RunNetwork(gate, _free_port(forwards), forwards)
+
+
+FOLDER_PREFIX = "agentrace-net-"
+_SWEPT: set[str] = set()  # the folders swept by this process
+
+
+def sweep(base: Path) -> list[Path]:
+    """Remove ``base``'s ``agentrace-net-<pid>-...`` folders (a gate's socket folder) that this user owns and whose
+    process is gone (a session killed with SIGKILL leaves them); links and other users' folders are never touched.
+    Returns the folders removed."""
+    removed = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    for entry in entries:
+        pid = entry.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+        if not entry.name.startswith(FOLDER_PREFIX) or not pid.isdigit():
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.geteuid():
+                continue
+            os.kill(int(pid), 0)
+            continue  # its process is alive
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
 
 
 def parse_resolve(entries: Iterable[str]) -> dict[tuple[str, int], tuple[str, int]]:

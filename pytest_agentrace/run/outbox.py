@@ -9,16 +9,21 @@ folders the harness makes, at most ``FILE_CAP`` bytes a file, ``TOTAL_CAP`` in a
 lies past it is neither copied nor listed one by one), and a name the harness already wrote (``raw.out``,
 ``run.json``, ...) is never replaced. A file named ``run.json`` is never copied, at any depth: the record readers
 take every ``runs/**/run.json`` for a run (an agent's ``sub/run.json`` was counted as another agent's passed run).
-What was left out is returned, for the run's ``extra.outbox``.
+Every copied file goes through redaction (``redact_bytes``): the session's secret values are replaced in any file,
+and a UTF-8 text file also gets ``record.redact.redact``'s key shapes and secret assignments; an agent that writes
+a key into a side file leaves ``<redacted>`` in the record. What was left out is returned, for the run's
+``extra.outbox``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.record.redact import MARK, redact
 from pytest_agentrace.record.runfile import RUN_FILE
 from pytest_agentrace.record.safefile import TEMP_PREFIX, UnsafePath, is_regular, read_bytes, write_new
 
@@ -39,13 +44,31 @@ def make(scratch: Path) -> Path:
     return box
 
 
+def redact_bytes(data: bytes, secrets: Sequence[str] = ()) -> bytes:
+    """``data`` with each of ``secrets`` (longest first, as ``record.redact.secret_values`` gives them) replaced by
+    ``<redacted>`` in its UTF-8 bytes, then, when the whole file decodes as UTF-8, passed through
+    ``record.redact.redact`` (key shapes, secret assignments, authorization headers). Binary data keeps its other
+    bytes as they were."""
+    mark = MARK.encode()
+    for s in secrets:
+        if s:
+            data = data.replace(s.encode("utf-8", "surrogateescape"), mark)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    cleaned = redact(text)
+    return data if cleaned == text else cleaned.encode("utf-8")
+
+
 def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int = TOTAL_CAP,
-            count_cap: int = COUNT_CAP) -> dict[str, Any]:
-    """Copy ``outbox``'s regular files into ``record`` (see the module docstring); returns ``{"copied": n,
-    "skipped": {relative path: why}}`` (``skipped`` only when something was left out, at most ``SKIPPED_CAP``
-    entries) and ``"over_count_cap": n`` (entries of the folders that would pass ``count_cap``, when there were any;
-    their subfolders are not walked)."""
-    copied, total, seen, over = 0, 0, 0, 0
+            count_cap: int = COUNT_CAP, secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """Copy ``outbox``'s regular files into ``record``, each through ``redact_bytes(data, secrets)`` (see the
+    module docstring); returns ``{"copied": n, "skipped": {relative path: why}}`` (``skipped`` only when something
+    was left out, at most ``SKIPPED_CAP`` entries), ``"redacted": n`` (files changed by redaction, when any) and
+    ``"over_count_cap": n`` (entries of the folders that would pass ``count_cap``, when there were any; their
+    subfolders are not walked). The caps apply to the files as the agent left them."""
+    copied, total, seen, over, redacted = 0, 0, 0, 0, 0
     skipped: dict[str, str] = {}
 
     def skip(rel: Path, why: str) -> None:
@@ -88,15 +111,18 @@ def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int
             if len(data) > file_cap or total + len(data) > total_cap:
                 skip(rel, f"over the size cap ({file_cap} bytes a file, {total_cap} in all)")
                 continue
+            clean = redact_bytes(data, secrets)
+            redacted += clean != data
             try:
                 _folders(record, rel.parent)
-                write_new(dest, data)
+                write_new(dest, clean)
             except (UnsafePath, OSError) as exc:
                 skip(rel, f"not copied: {exc}")
                 continue
             copied += 1
             total += len(data)
-    return {"copied": copied, **({"skipped": skipped} if skipped else {}), **({"over_count_cap": over} if over else {})}
+    return {"copied": copied, **({"skipped": skipped} if skipped else {}), **({"redacted": redacted} if redacted else {}),
+            **({"over_count_cap": over} if over else {})}
 
 
 def _folders(record: Path, rel: Path) -> None:

@@ -154,8 +154,8 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     def finish(status: Status, reason: str | None = None) -> Outcome:
         reason = with_denials(status, reason, fields.get("usage"))
         if box_out is not None:  # the outbox's regular files into the record folder, never through a link
-            taken = outbox.collect(box_out, run_dir)
-            if taken.get("skipped") or taken.get("over_count_cap"):
+            taken = outbox.collect(box_out, run_dir, secrets=secrets)
+            if taken.get("skipped") or taken.get("over_count_cap") or taken.get("redacted"):
                 fields["extra"] = {**fields["extra"], "outbox": taken}
         hidden = fields["extra"].get("sandbox_hidden")
         if hidden and status in (Status.FAILED, Status.ERROR):

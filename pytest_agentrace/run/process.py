@@ -179,6 +179,8 @@ def run(
     on_stdout=None,
     preexec_fn: Callable[[], None] | None = None,
     watch: Callable[[], str | None] | None = None,
+    pass_fds: Sequence[int] = (),
+    on_start: Callable[[], None] | None = None,
 ) -> ProcessResult:
     """Run ``argv`` (a list; a string runs through ``/bin/sh -c``) and wait at most ``timeout`` seconds.
 
@@ -188,7 +190,9 @@ def run(
     given, sees stdout as it arrives (from the reader thread; an exception in it only stops the calls).
     ``preexec_fn`` runs in the child before exec (resource limits, a cgroup; an exception there is an ``error``
     result). ``watch()``, when given, is called about every ``WATCH_EVERY`` seconds while the command runs; a
-    non-None answer stops the group at once (SIGKILL) and is the result's ``stopped``.
+    non-None answer stops the group at once (SIGKILL) and is the result's ``stopped``. ``pass_fds``: descriptors
+    the command keeps (every other one is closed; ``run.launch``'s start channel); ``on_start()`` is called once
+    the command started (the start channel closes the harness's copy of its write end there).
     """
     shell = isinstance(argv, str)
     start = time.monotonic()
@@ -206,7 +210,10 @@ def run(
             stderr=subprocess.PIPE,
             start_new_session=True,  # own session and process group
             preexec_fn=preexec_fn,
+            pass_fds=tuple(pass_fds),
         )
+        if on_start is not None:
+            on_start()
         out, err = _Capture(proc.stdout, head, tail, on_stdout), _Capture(proc.stderr, head, tail)
         if stdin is not None:
             threading.Thread(target=_feed, args=(proc, stdin), daemon=True).start()

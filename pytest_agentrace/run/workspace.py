@@ -30,6 +30,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from pytest_agentrace.errors import WorkspaceError
+from pytest_agentrace.run import inputs
 from pytest_agentrace.run.linksafe import Tampered as Tampered  # kept where callers name them
 from pytest_agentrace.run.linksafe import write_files as write_files
 
@@ -204,7 +205,8 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
     """A git repository holding one commit: the files of ``source`` without the ``exclude`` paths (relative, POSIX);
     cached by content. Returns ``(template, source commit)``.
 
-    A plain folder gives its files as they are (source commit None). A git repository gives the tree of ``ref``
+    Other evaluations' hidden inputs in it (``run.inputs.secret_inputs``: task files with hidden checks, trial files,
+    Harbor tests) are left out too. A plain folder gives its files as they are (source commit None). A git repository gives the tree of ``ref``
     (default ``HEAD``), never its history: a workspace borrows the template's objects (``clone --shared``), so
     what the source's history holds (a task file committed beside its repo, hidden verify files) stays out of the
     agent's reach. Safe across processes (pytest-xdist workers): built in a temp dir under a file lock, renamed.
@@ -214,9 +216,9 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
     commit, objects = None, None
     if is_git_root(source):
         commit, objects = source_commit(source, ref)
-        digest = hashlib.sha256(f"{commit}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
+        digest = hashlib.sha256(f"{commit}\0{chr(0).join(exclude)}\0{inputs.RULE}".encode()).hexdigest()[:20]
     else:
-        digest = hashlib.sha256(f"{folder_hash(source, exclude)}\0{chr(0).join(exclude)}".encode()).hexdigest()[:20]
+        digest = hashlib.sha256(f"{folder_hash(source, exclude)}\0{chr(0).join(exclude)}\0{inputs.RULE}".encode()).hexdigest()[:20]
     target = cache_dir / digest
     if (target / ".git").is_dir():
         return target, commit
@@ -237,7 +239,7 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
                 return {n for n in names if n == ".git" or (here / n).as_posix() in exclude}
 
             shutil.copytree(source, tmp, symlinks=True, dirs_exist_ok=True, ignore=ignore)
-        for rel in exclude:
+        for rel in [*exclude, *inputs.secret_inputs(tmp)]:  # and other tasks' checks, trials' answer keys
             p = tmp / rel
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)

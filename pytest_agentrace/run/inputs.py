@@ -1,0 +1,84 @@
+"""Which files of a workspace's source are other evaluations' inputs that hold what an agent must never read: the
+hidden checks and solutions of a task file, the answer keys of a trial file, a Harbor task's tests and solution.
+
+A task whose ``repo`` is the folder it lives in (``repo: .``) gets that folder as its workspace; the project's
+other task and trial files lie in it too. ``secret_inputs`` finds them in a template's tree so that
+``workspace.template_repo`` leaves them out:
+
+- a YAML file (``*.yaml``, ``*.yml``) whose top level is a mapping with ``verify_command``, ``verify_files``,
+  ``solution_files`` or ``solution_patch`` (a task's hidden checks and reference solution; ``spec.task``'s keys);
+- a TOML file with a top-level ``[[questions]]`` array (a trial file: its questions carry the answer keys;
+  ``spec.trial``'s rule), also when it does not parse but has that line;
+- beside a Harbor ``task.toml`` with an ``instruction.md``: the ``tests`` and ``solution`` folders.
+
+Files over ``SIZE_CAP`` bytes, links and ``.git`` are not read. The rule is read from files' contents, never
+from their names alone, so a project's own ``config.yaml`` stays in the workspace.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+import yaml
+
+SECRET_KEYS = frozenset({"verify_command", "verify_files", "solution_files", "solution_patch"})
+HARBOR_HIDDEN = ("tests", "solution")
+SIZE_CAP = 1_000_000  # bytes: a larger YAML/TOML file is data, not a task or trial file
+RULE = "inputs-v1"  # part of a template's cache digest: a change of this rule makes new templates
+
+
+def _text(path: Path) -> str | None:
+    try:
+        if os.lstat(path).st_size > SIZE_CAP:
+            return None
+        with open(path, encoding="utf-8", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _task_like(text: str) -> bool:
+    if not any(key in text for key in SECRET_KEYS):
+        return False
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:  # a broken task file still holds its checks: judge by its top-level lines
+        return any(line.split(":", 1)[0] in SECRET_KEYS for line in text.splitlines() if ":" in line)
+    return isinstance(data, dict) and bool(SECRET_KEYS & set(map(str, data)))
+
+
+def _trial_like(text: str) -> bool:
+    if "questions" not in text:
+        return False
+    try:
+        return isinstance(tomllib.loads(text).get("questions"), list)
+    except tomllib.TOMLDecodeError:
+        return any(line.strip().replace(" ", "") == "[[questions]]" for line in text.splitlines())
+
+
+def secret_inputs(root: Path) -> list[str]:
+    """Relative POSIX paths under ``root`` (files, and Harbor ``tests``/``solution`` folders) that are other
+    evaluations' hidden inputs (see the module docstring), sorted."""
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        rel = here.relative_to(root)
+        dirnames[:] = sorted(d for d in dirnames if d != ".git" and not os.path.islink(here / d))
+        names = set(filenames)
+        if "task.toml" in names and "instruction.md" in names:
+            for hidden in HARBOR_HIDDEN:
+                if hidden in dirnames:
+                    found.append((rel / hidden).as_posix())
+                    dirnames.remove(hidden)
+        for name in sorted(filenames):
+            suffix = Path(name).suffix
+            if suffix not in (".yaml", ".yml", ".toml") or name == "pyproject.toml":
+                continue
+            text = _text(here / name)
+            if text is None:
+                continue
+            if (_task_like(text) if suffix != ".toml" else _trial_like(text)):
+                found.append((rel / name).as_posix())
+    return sorted(found)

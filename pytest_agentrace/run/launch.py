@@ -1,0 +1,156 @@
+"""The start channel: how the harness tells its own start-up faults from the agent's, through a pipe the agent
+cannot write.
+
+An agent's exit code and stderr are the agent's to choose: a run judged ``error`` (the harness's fault, never
+counted) from a line such as ``agentrace netns: cannot start the model double`` and exit 125 could be forged by
+an agent that failed, which would then leave its failures out of its pass rate. So the box's start-up says how
+it went on a pipe instead:
+
+- the harness makes a pipe (``StartChannel``), passes its write end (``START_FD_ENV`` names its number) through
+  bwrap and the run's helpers (``model_double.netns``, ``run.netbridge``), and reads it after the run;
+- a helper that fails writes ``F`` + its message (``helper_fault``); a helper hands the write end on to its child
+  only and closes its own copy at once (``start_child``), and is not dumpable, so that the agent cannot take the
+  pipe from ``/proc/<helper>/fd``;
+- the innermost command is the launcher (``launched``): it writes ``S``, marks the pipe close-on-exec and
+  ``exec``\\ s the agent; an ``exec`` that fails writes ``E`` + the error (no agent ran). The agent never holds
+  the pipe: ``exec`` closed it.
+
+Read after the run (``StartChannel.verdict``): nothing means the box never ran the launcher (bwrap could not set
+the box up: a harness fault, with bwrap's first stderr line); ``F`` a helper's fault; ``SE`` an agent that could
+not start; ``S`` alone an agent that ran, whose exit code and output are its own. bwrap's own init process closes
+every inherited descriptor (only the command gets it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+START_FD_ENV = "AGENTRACE_START_FD"  # the write end's number, for the helpers and the launcher (never the agent)
+READ_CAP = 65536  # bytes read back from the pipe
+
+# -S -I: no site-packages, no PYTHON* variables, no user site: nothing of the agent's environment runs here
+LAUNCHER = (
+    "import os, sys\n"
+    "fd = int(os.environ.pop('AGENTRACE_START_FD'))\n"
+    "os.set_inheritable(fd, False)\n"
+    "os.write(fd, b'S')\n"
+    "argv = sys.argv[1:]\n"
+    "try:\n"
+    "    os.execvp(argv[0], argv)\n"
+    "except OSError as exc:\n"
+    "    os.write(fd, ('E%s: %s' % (type(exc).__name__, exc)).encode('utf-8', 'replace')[:4000])\n"
+    "    os._exit(127)\n"
+)
+
+
+def launched(argv: Sequence[str]) -> list[str]:
+    """``argv`` behind the launcher (this interpreter with ``-S -I -c``): it reports its start on the pipe named by
+    ``START_FD_ENV`` and ``exec``\\ s ``argv`` (found on the environment's ``PATH``)."""
+    return [sys.executable, "-S", "-I", "-c", LAUNCHER, *argv]
+
+
+@dataclass(frozen=True)
+class Start:
+    """What the start channel said: ``fault`` is the harness's message when the agent did not run through no fault
+    of its own (``kind``: ``box`` (the sandbox could not be set up), ``helper`` (a run helper failed: the message
+    is the helper's, such as ``model double: ...``), ``exec`` (the agent's program could not be started)); None
+    when the agent ran."""
+
+    fault: str | None = None
+    kind: str | None = None
+
+
+class StartChannel:
+    """One run's pipe (see the module docstring). ``env(env)`` adds ``START_FD_ENV``; ``pass_fds`` is what the
+    process start must keep open; ``close_write()`` after the start; ``verdict(stderr)`` after the run."""
+
+    def __init__(self) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        os.set_inheritable(self.write_fd, True)
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return (self.write_fd,) if self.write_fd >= 0 else ()
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        return {**env, START_FD_ENV: str(self.write_fd)}
+
+    def close_write(self) -> None:
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def read(self) -> bytes:
+        """What was written (at most ``READ_CAP`` bytes), without blocking."""
+        self.close_write()
+        data = b""
+        try:
+            while len(data) < READ_CAP:
+                chunk = os.read(self.read_fd, READ_CAP - len(data))
+                if not chunk:
+                    break
+                data += chunk
+        except BlockingIOError:  # a writer still holds the pipe (a stray descendant): what is there is enough
+            pass
+        return data
+
+    def verdict(self, stderr: str, boxed: bool) -> Start:
+        """The run's ``Start`` from the pipe; ``stderr`` (the run's) names bwrap's fault when the box never ran the
+        launcher; ``boxed``: the run went through bwrap (without it an empty pipe means the launcher could not
+        start, which the process start already reports)."""
+        data = self.read()
+        os.close(self.read_fd)
+        if data.startswith(b"F"):
+            return Start(data[1:].decode("utf-8", "replace").strip() or "a run helper failed", "helper")
+        if data.startswith(b"SE"):
+            return Start(data[2:].decode("utf-8", "replace").strip(), "exec")
+        if not data and boxed:
+            first = next((line for line in stderr.splitlines() if line.strip()), "no output")
+            return Start(f"the sandbox could not start the run: {first.strip()}", "box")
+        return Start()
+
+
+def _fd() -> int | None:
+    value = os.environ.get(START_FD_ENV, "")
+    return int(value) if value.isdigit() else None
+
+
+def undumpable() -> None:
+    """Make this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``): a process of the same user without
+    capabilities can no longer open its ``/proc/<pid>/fd`` entries. Does nothing where ``prctl`` is missing."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
+
+
+def helper_fault(message: str) -> None:
+    """Tell the harness (``F`` + ``message``) that this run helper failed before the agent started; also printed to
+    stderr for a person reading ``raw.err``. Without a start channel only printed."""
+    print(message, file=sys.stderr, flush=True)
+    fd = _fd()
+    if fd is not None:
+        try:
+            os.write(fd, b"F" + message.encode("utf-8", "replace")[:4000])
+        except OSError:
+            pass
+
+
+def start_child(argv: Sequence[str]) -> subprocess.Popen:
+    """Start a helper's child (``argv``: the launcher and the agent) with the start channel handed on to it, and
+    close this helper's own copy at once. Raises ``OSError`` when it cannot start."""
+    fd = _fd()
+    child = subprocess.Popen(list(argv), pass_fds=(fd,) if fd is not None else ())
+    if fd is not None:
+        os.environ.pop(START_FD_ENV, None)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    return child
