@@ -19,7 +19,9 @@ from pytest_agentrace.agents import ADAPTERS, CLI_AGENTS, get_adapter
 from pytest_agentrace.agents.cliadapter import CliAdapter
 
 HEAVY = ("numpy", "scipy")
-HELP_MODULES = 101  # 97 + plugin.interrupts, record.attempts, model_double.normalise, run.outbox (on the start-up path on purpose)
+HELP_MODULES = 104  # 97 + plugin.interrupts, record.attempts, model_double.normalise, run.outbox (on the start-up path on purpose)
+# + run.runspec, run.linksafe, run.discard: code split out of spec.matrix, agents.base, run.limits and run.workspace
+# (run.runspec, run.linksafe) or new on the run path (run.discard, a few lines)
 PROBE = f"""\
 import json, sys
 import pytest
