@@ -132,7 +132,7 @@ def _load(args: argparse.Namespace, **filters: Any) -> list | None:
     filters["since"] = since or filters.get("since")
     try:
         with Store(path) as store:
-            return store.outcomes(kind="task", **filters)
+            return score_outcomes(store.outcomes(kind="task", **filters))  # stored runs keep their session's score
     except StoreError as exc:
         print(f"agentrace: {exc}", file=sys.stderr)
         return None
@@ -229,7 +229,7 @@ def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.db or db.is_file():  # the history, for the Elo-over-time chart
         try:
             with Store(db) as store:
-                history_rows = store.rating_outcomes()
+                history_rows = score_outcomes(store.rating_outcomes())
         except StoreError as exc:
             print(f"agentrace: {exc}", file=sys.stderr)
             return None

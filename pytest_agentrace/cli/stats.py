@@ -155,8 +155,9 @@ def run(func, args: argparse.Namespace) -> int:
 
 
 def load_outcomes(out: str | Path, last_session: bool = False, gate: bool = False) -> list[Any]:
-    """Every readable run record under ``out/runs`` (``last_session``: only those of ``last-session.json``), after a
-    warning about unverifiable records (``cli.verify``). Raises ``CliError`` when there is none, and with ``gate``
+    """Every readable run record under ``out/runs`` (``last_session``: only those of ``last-session.json``), task runs
+    scored once (``score.score_outcomes``, the runs of a task and rep racing whichever session made them), sorted, after
+    a warning about unverifiable records (``cli.verify``). Raises ``CliError`` when there is none, and with ``gate``
     when a record it returns is unverifiable (a gate never decides on those)."""
     path = Path(out)
     if not path.is_dir():
@@ -176,7 +177,7 @@ def load_outcomes(out: str | Path, last_session: bool = False, gate: bool = Fals
     outcomes = [o for _, o in runs]
     if not outcomes:
         raise CliError(f"{path}: no run.json records under {path / 'runs'}; run `pytest --agentrace --agentrace-out {path}` first")
-    return outcomes
+    return score_outcomes(outcomes, per_session=False)  # the command's one scoring: its runs of a task and rep race
 
 
 def _cases(values: list[str]) -> list[str] | None:
@@ -267,14 +268,14 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def task_summary(outcomes: list[Any], fmt: str, width: int | None) -> str:
-    """The session summary's tables of task races (``report.summary``: a ranked run table per task, one row per agent
+    """The session summary's tables of task races over scored ``outcomes`` (``report.summary``: a ranked run table per task, one row per agent
     over its reps, the task x agent matrix from two tasks) for ``agentrace report`` in ``text`` or ``markdown`` (there
     in a ``text`` code block); "" when ``outcomes`` hold no task run. The statistics report follows it and adds only
     what these tables do not show (``stats_text.report_lines``)."""
     tasks = [o for o in outcomes if o.kind == "task"]
     if not tasks:
         return ""
-    lines = summary_lines(score_outcomes(tasks, per_session=False), width=width if fmt == "text" else None)
+    lines = summary_lines(tasks, width=width if fmt == "text" else None)
     while lines and not lines[-1].strip():
         lines.pop()
     if fmt == "markdown":
@@ -337,7 +338,7 @@ def _ratings(args: argparse.Namespace) -> int:
             if args.reset:
                 print(f"ratings reset in {path}: sessions started from {store.reset_ratings()} on count")
                 return 0
-            outcomes = store.rating_outcomes()
+            outcomes = score_outcomes(store.rating_outcomes())  # stored runs keep the score of their session
     except StoreError as exc:
         raise CliError(str(exc)) from None
     ratings, history, n = elo(outcomes), elo_history(outcomes), len(races(outcomes))
