@@ -4,8 +4,10 @@ Store commands (read ``--db``, default ``$AGENTRACE_DB`` or ``./.agentrace/histo
 ``leaderboard [--task] [--since 7d|DATE] [--min-runs N]``, ``history [--task] [--agent] [--limit N]``,
 ``trend [--agent] [--task] [--days 30]``; each takes ``--format terminal|markdown|json|html`` and ``-o FILE``.
 Results-folder commands (read ``OUT/runs/**/run.json``): ``html OUT -o report.html``, ``export OUT [-o FILE]``
-(the JSON export, ``schemas/report.schema.json``) and ``comment OUT [--full-report URL]`` (a PR-comment body with a
-hidden marker, at most 65,536 characters: a larger report is cut to its headline tables and points to the full one).
+(the JSON export, ``schemas/report.schema.json``), ``comment OUT [--full-report URL]`` (a PR-comment body with a
+hidden marker, at most 65,536 characters: a larger report is cut to its headline tables and points to the full one)
+and ``render OUT --format NAME [-o FILE]`` (any format of ``report.formats.FORMATS``). Each builds the folder's
+``SessionResult`` once (``result_for``) and renders it through the format table.
 Definitions of races, wins and trend points are in ``report.leaderboard``.
 """
 
@@ -24,8 +26,8 @@ from pytest_agentrace.record.index import iter_outcomes
 from pytest_agentrace.record.runfile import RUN_FILE
 from pytest_agentrace.record.store import Store, StoreError, default_path
 from pytest_agentrace.record.trajectory import iter_trajectories, load_trajectory
-from pytest_agentrace.report.html import render_report, table_page
-from pytest_agentrace.report.json_export import build_export
+from pytest_agentrace.report import formats
+from pytest_agentrace.report.html import table_page
 from pytest_agentrace.report.leaderboard import (
     RACE_NOTE,
     history,
@@ -34,7 +36,8 @@ from pytest_agentrace.report.leaderboard import (
     sparkline,
     trend,
 )
-from pytest_agentrace.report.markdown import comment_body, md_table
+from pytest_agentrace.report.markdown import md_table
+from pytest_agentrace.report.result import Context, SessionResult, build_result
 from pytest_agentrace.stats.score import score_outcomes
 
 
@@ -45,7 +48,9 @@ def _days(value: str) -> float:
         raise argparse.ArgumentTypeError(f"at most 36500 days, not {value}")
     return days
 
-FORMATS = ("terminal", "markdown", "json", "html")  # "text" is read as "terminal" (_format), the other commands' word
+# the styles of the store commands' tables ("text" is read as "terminal" (_format), the other commands' word); the
+# report formats of a session or results folder are report.formats.FORMATS (`agentrace render`)
+TABLE_STYLES = ("terminal", "markdown", "json", "html")
 
 
 def _format(value: str) -> str:
@@ -58,7 +63,7 @@ def _db_path(value: str | None) -> Path:
 
 def _store_args(p: argparse.ArgumentParser) -> None:
     add_cli_options(p, "db")
-    p.add_argument("--format", type=_format, choices=FORMATS, default="terminal", metavar="text|markdown|json|html",
+    p.add_argument("--format", type=_format, choices=TABLE_STYLES, default="terminal", metavar="text|markdown|json|html",
                    help="output format (default: text; terminal is an alias)")
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of standard output")
 
@@ -106,6 +111,15 @@ def register(sub: Any) -> None:
                                 "a run's folder (OUT/runs/CASE/ARM/AGENT/REP), one JSON line per run for a results "
                                 "folder")
         p.set_defaults(func=func)
+
+    p = sub.add_parser("render", help="any report format of a results folder (report.formats: "
+                                      + ", ".join(f.name for f in formats.FORMATS) + ")")
+    p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out of the session)")
+    p.add_argument("--format", required=True, choices=[f.name for f in formats.FORMATS], help="the format to render")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("--full-report", default=None, metavar="URL|PATH", help="comment: where the full report is")
+    add_cli_options(p, "baseline", "seed", "resamples", "db", "generalize")
+    p.set_defaults(func=cmd_render)
 
 
 def _emit(text: str, output: str | None) -> None:
@@ -217,7 +231,9 @@ def load_results(out: Path) -> list:
     return score_outcomes(iter_outcomes(out), per_session=False)
 
 
-def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
+def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None) -> SessionResult | None:
+    """The session result of the results folder ``args.out`` (its runs scored once, the history store's for the Elo
+    chart), for any format's ``render``; None after printing why there is none."""
     out = Path(args.out).resolve()
     if (out / "runs").is_dir():
         warn_unverifiable(out)
@@ -233,34 +249,44 @@ def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
         except StoreError as exc:
             print(f"agentrace: {exc}", file=sys.stderr)
             return None
-    return build_export(outcomes, out=out, baseline=args.baseline, seed=args.seed, history=history_rows, resamples=args.resamples,
-                        target=args.generalize)
+    context = Context(out=out, baseline=args.baseline, seed=args.seed, resamples=args.resamples, target=args.generalize,
+                      paths=paths or {}, full_report=getattr(args, "full_report", None))
+    return build_result(outcomes, context, history=history_rows)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     if getattr(args, "format", "json") == "atif":
         return export_atif(Path(args.out), args.output)
-    data = _export_for(args)
-    if data is None:
+    result = result_for(args)
+    if result is None:
         return 2
-    _emit(json.dumps(data, indent=2, sort_keys=True) + "\n", args.output)
+    _emit(formats.by_name("json").render(result), args.output)
     return 0
 
 
 def cmd_html(args: argparse.Namespace) -> int:
-    data = _export_for(args)
-    if data is None:
-        return 2
     target = args.output or "report.html"
-    _emit(render_report(data, Path(args.out).resolve(), html_path=Path(target)), target)
+    result = result_for(args, {"html": Path(target)})
+    if result is None:
+        return 2
+    _emit(formats.by_name("html").render(result), target)
     return 0
 
 
 def cmd_comment(args: argparse.Namespace) -> int:
-    data = _export_for(args)
-    if data is None:
+    result = result_for(args)
+    if result is None:
         return 2
-    _emit(comment_body(data, full_report=args.full_report), args.output)
+    _emit(formats.by_name("comment").render(result), args.output)
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    """``agentrace render OUT --format NAME``: the format's ``render`` of the folder's result (``report.formats``)."""
+    result = result_for(args, {args.format: Path(args.output)} if args.output else None)
+    if result is None:
+        return 2
+    _emit(formats.by_name(args.format).render(result), args.output)
     return 0
 
 
