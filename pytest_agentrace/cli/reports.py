@@ -26,7 +26,7 @@ from pytest_agentrace.record.index import iter_outcomes
 from pytest_agentrace.record.runfile import RUN_FILE
 from pytest_agentrace.record.store import Store, StoreError, default_path
 from pytest_agentrace.record.trajectory import iter_trajectories, load_trajectory
-from pytest_agentrace.report import formats
+from pytest_agentrace.report import formats, numbers
 from pytest_agentrace.report.html import table_page
 from pytest_agentrace.report.leaderboard import (
     RACE_NOTE,
@@ -169,12 +169,6 @@ def _render(title: str, headers: list[str], rows: list[list[Any]], data: Any, fm
     return f"{title}\n{body}\n" + (f"{note}\n" if note else "")
 
 
-def _f(x: float | None, digits: int = 1, pct: bool = False) -> str:
-    if x is None:
-        return "-"
-    return f"{100 * x:.{digits}f}%" if pct else f"{x:.{digits}f}"
-
-
 def _when(iso: str) -> str:
     """``2026-02-10T09:00:00+00:00`` -> ``2026-02-10 09:00`` (UTC) for tables."""
     return iso[:16].replace("T", " ") if iso else "-"
@@ -186,8 +180,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         return 2
     table = leaderboard(found, min_runs=args.min_runs)
     headers = ["Rank", "Agent", "Wins", "Races", "Win %", "Mean score", "Passed", "Runs", "Mean cost (USD)", "Mean time (s)"]
-    body = [[i, s.agent, s.wins, s.races, _f(s.win_rate, pct=True), _f(s.mean_score), s.passed, s.runs,
-             _f(s.mean_cost, 4), _f(s.mean_seconds)] for i, s in enumerate(table, 1)]
+    body = [[i, s.agent, s.wins, s.races, numbers.pct(s.win_rate, 1), numbers.fixed(s.mean_score, 1), s.passed, s.runs,
+             numbers.cost(s.mean_cost), numbers.fixed(s.mean_seconds, 1)] for i, s in enumerate(table, 1)]
     title = "agentrace leaderboard" + (f" — task {args.task}" if args.task else "")
     _emit(_render(title, headers, body, [s.to_dict() for s in table], args.format, RACE_NOTE), args.output)
     return 0
@@ -201,9 +195,9 @@ def cmd_history(args: argparse.Namespace) -> int:
     headers = ["Started", "Session", "Task", "Agents", "Winner", "Top score"] + (["Score", "Rank"] if args.agent else [])
     body = []
     for e in entries:
-        row = [_when(e["started"]), e["session_id"], e["task"], ", ".join(e["agents"]), e["winner"] or "-", _f(e["top_score"])]
+        row = [_when(e["started"]), e["session_id"], e["task"], ", ".join(e["agents"]), e["winner"] or "-", numbers.fixed(e["top_score"], 1)]
         if args.agent:
-            row += [_f(e["score"]), e["rank"]]
+            row += [numbers.fixed(e["score"], 1), e["rank"]]
         body.append(row)
     title = "agentrace history" + (f" — agent {args.agent}" if args.agent else "") + (f" — task {args.task}" if args.task else "")
     _emit(_render(title, headers, body, entries, args.format), args.output)
@@ -219,7 +213,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         return 2
     series = trend(found)
     headers = ["Agent", "Task", "Sessions", "First", "Last", "Change", "Score over time (0..100)"]
-    body = [[s["agent"], s["task"], len(s["points"]), _f(s["first"]), _f(s["last"]), f"{s['change']:+.1f}",
+    body = [[s["agent"], s["task"], len(s["points"]), numbers.fixed(s["first"], 1), numbers.fixed(s["last"], 1), f"{s['change']:+.1f}",
              sparkline([v for _, v in s["points"]])] for s in series]
     _emit(_render(f"agentrace trend — last {args.days:g} days", headers, body, series, args.format), args.output)
     return 0

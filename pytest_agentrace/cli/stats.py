@@ -155,9 +155,8 @@ def run(func, args: argparse.Namespace) -> int:
 
 
 def load_outcomes(out: str | Path, last_session: bool = False, gate: bool = False) -> list[Any]:
-    """Every readable run record under ``out/runs`` (``last_session``: only those of ``last-session.json``), task runs
-    scored once (``score.score_outcomes``, the runs of a task and rep racing whichever session made them), sorted, after
-    a warning about unverifiable records (``cli.verify``). Raises ``CliError`` when there is none, and with ``gate``
+    """Every readable run record under ``out/runs`` (``last_session``: only those of ``last-session.json``), after a
+    warning about unverifiable records (``cli.verify``). Raises ``CliError`` when there is none, and with ``gate``
     when a record it returns is unverifiable (a gate never decides on those)."""
     path = Path(out)
     if not path.is_dir():
@@ -177,7 +176,7 @@ def load_outcomes(out: str | Path, last_session: bool = False, gate: bool = Fals
     outcomes = [o for _, o in runs]
     if not outcomes:
         raise CliError(f"{path}: no run.json records under {path / 'runs'}; run `pytest --agentrace --agentrace-out {path}` first")
-    return score_outcomes(outcomes, per_session=False)  # the command's one scoring: its runs of a task and rep race
+    return outcomes
 
 
 def _cases(values: list[str]) -> list[str] | None:
@@ -255,6 +254,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     outcomes = load_outcomes(args.out, args.last_session)
+    if any(o.kind == "task" and o.score is None and o.is_sample for o in outcomes):  # the command's one scoring
+        outcomes = score_outcomes(outcomes, per_session=False)  # a task's runs of one rep race, whichever session
     cases = _cases(args.case)
     if cases and not any(o.case in cases for o in outcomes):
         raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")

@@ -330,7 +330,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             terminalreporter.write_line(line)
     if not settings(config).race:
         return
-    lines = _race.summary_lines(config)
+    lines = _race.summary_lines(config.pluginmanager.getplugin(Controller.NAME).finish())
     if lines:
         terminalreporter.section("agentrace race")
         for line in lines:

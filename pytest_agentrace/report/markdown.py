@@ -13,6 +13,8 @@ from typing import Any
 from pytest_agentrace.report.json_export import document
 from pytest_agentrace.report.leaderboard import RACE_NOTE
 from pytest_agentrace.report.limits import hits_line
+from pytest_agentrace.report.numbers import grouped, pct, span, tokens, usd
+from pytest_agentrace.report.numbers import grouped as num
 from pytest_agentrace.report.result import SessionResult
 from pytest_agentrace.report.stats_text import ratio_text
 from pytest_agentrace.stats.verdict import FIXED, TARGET_TEXT
@@ -49,22 +51,12 @@ def interval(value: Any) -> tuple[float | None, float | None]:
     return None, None
 
 
-def num(x: Any, digits: int = 1) -> str:
-    return "-" if x is None else f"{x:,.{digits}f}"
-
-
-def pct(x: Any) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def with_ci(x: Any, ci: Any, fmt=num, **kw: Any) -> str:
+def with_ci(x: Any, ci: Any, fmt=grouped, **kw: Any) -> str:
     """``"x (lo–hi)"``, or ``x`` alone when the interval is undefined."""
     lo, hi = interval(ci)
     if x is None:
         return "-"
-    if lo is None or hi is None:
-        return fmt(x, **kw)
-    return f"{fmt(x, **kw)} ({fmt(lo, **kw)}–{fmt(hi, **kw)})"
+    return fmt(x, **kw) + span(lo, hi, fmt, dash="–", **kw)
 
 
 def used_tool(cell: Mapping[str, Any]) -> str:
@@ -73,14 +65,6 @@ def used_tool(cell: Mapping[str, Any]) -> str:
     if not known:
         return "-"
     return f"{cell.get('used_tool', 0)}/{known}"
-
-
-def usd(x: Any) -> str:
-    return "-" if x is None else f"${x:.4f}"
-
-
-def tokens(x: Any) -> str:
-    return "-" if x is None else f"{round(x):,}"
 
 
 def target_text(doc: dict[str, Any]) -> str:
