@@ -30,6 +30,7 @@ from pytest_agentrace.plugin import collect, interrupts, validate
 from pytest_agentrace.plugin import race as _race
 from pytest_agentrace.plugin import shard as _shard
 from pytest_agentrace.plugin.controller import Controller
+from pytest_agentrace.report import formats
 from pytest_agentrace.plugin.session import (
     RUN_OPTIONS_KEY,
     SANDBOX_WHY_KEY,
@@ -255,10 +256,11 @@ def _check_out_dir(out: Path) -> None:
 
 
 def _check_report_paths(config: pytest.Config, found: _options.Settings) -> None:
-    """Usage error before any run (and its cost) when a ``--agentrace-html/md/json`` file could not be written at
-    the end: its folder cannot be made or written, or the path is a folder or a read-only file."""
-    for option in ("html", "md", "json"):
-        value = getattr(found, option)
+    """Usage error before any run (and its cost) when a report file (``--agentrace-html/md/json``, each file format of
+    ``report.formats.FORMATS``) could not be written at the end: its folder cannot be made or written, or the path is
+    a folder or a read-only file."""
+    for option in (f.name for f in formats.FORMATS if f.to == "file"):
+        value = getattr(found, option, None)
         if not value:
             continue
         path = report_path(config, value)
