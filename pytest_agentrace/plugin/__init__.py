@@ -30,7 +30,6 @@ from pytest_agentrace.plugin import collect, interrupts, validate
 from pytest_agentrace.plugin import race as _race
 from pytest_agentrace.plugin import shard as _shard
 from pytest_agentrace.plugin.controller import Controller
-from pytest_agentrace.report import formats
 from pytest_agentrace.plugin.session import (
     RUN_OPTIONS_KEY,
     SANDBOX_WHY_KEY,
@@ -41,6 +40,7 @@ from pytest_agentrace.plugin.session import (
     report_path,
     settings,
 )
+from pytest_agentrace.report import formats
 from pytest_agentrace.run.cgroup import Parent, find_parent
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.resume import install_sigterm
