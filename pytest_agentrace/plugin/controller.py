@@ -360,10 +360,12 @@ class Controller:
         return targets
 
     def _context(self) -> Context:
-        s = self.settings
-        return Context(out=self.out, session=asdict(self.session_info()), options={"reps": s.reps, "timeout": s.timeout},
-                       baseline=s.baseline, seed=s.seed, resamples=s.resamples, target=s.generalize,
-                       paths={fmt.name: path for fmt, path in self._report_targets().items()})
+        """The result's context; the session row (git commit, times: ``SessionInfo.collect``) only when an output is
+        written, so a session without one runs no git command for it."""
+        s, targets = self.settings, self._report_targets()
+        return Context(out=self.out, session=asdict(self.session_info()) if targets else None,
+                       options={"reps": s.reps, "timeout": s.timeout}, baseline=s.baseline, seed=s.seed,
+                       resamples=s.resamples, target=s.generalize, paths={fmt.name: path for fmt, path in targets.items()})
 
     def _history(self) -> list[Outcome] | None:
         """The store's task outcomes (this session's included) for the Elo-over-time chart."""
@@ -375,7 +377,7 @@ class Controller:
                 rows = store.rating_outcomes()
         except StoreError:
             return None
-        return rows or None
+        return score_outcomes(rows) if rows else None  # stored runs keep their session's score: a no-op for those
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
