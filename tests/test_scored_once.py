@@ -55,7 +55,7 @@ if score is not None:
 def pytest_unconfigure(config):
     if score is None or "COUNTS_DIR" not in os.environ:
         return
-    name = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+    name = config.workerinput["workerid"] if hasattr(config, "workerinput") else "controller"
     with open(os.path.join(os.environ["COUNTS_DIR"], name + ".json"), "w") as fh:
         json.dump({"scored": SCORED, "dicts": DICTS}, fh)
     score.score_group, model.Outcome.to_dict, model.Outcome.from_dict = _group, _to, classmethod(_from)  # in-process
