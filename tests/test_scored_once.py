@@ -1,7 +1,9 @@
 """Work a session does once, counted in the pytester session's own processes (a ``conftest.py`` there wraps the
 functions and writes its counts to a file per process): each task run's composite score is computed once per
 session (``stats.score.score_group``), with the HTML, Markdown, JSON and JUnit outputs all requested, serial and
-under pytest-xdist; each outcome's dict is made once where it leaves its process."""
+under pytest-xdist; the task file is parsed once per process (``spec.task.read_yaml``), the export's reading of its
+settings included; an outcome's dicts are counted against a bound (those made at the edges: record, payload, index,
+export)."""
 
 from __future__ import annotations
 
@@ -21,13 +23,20 @@ import json, os
 from collections import Counter
 try:
     from pytest_agentrace.record import model
+    from pytest_agentrace.spec import task
     from pytest_agentrace.stats import score
 except ImportError:
-    model = score = None
+    model = score = task = None
 
-SCORED, DICTS = Counter(), Counter()
+SCORED, DICTS, PARSED = Counter(), Counter(), Counter()
 if score is not None:
     _group, _to, _from = score.score_group, model.Outcome.to_dict, model.Outcome.from_dict.__func__
+    _read = task.read_yaml
+
+
+def read_yaml(path):
+    PARSED[os.path.basename(str(path))] += 1
+    return _read(path)
 
 
 def score_group(outcomes, *args, **kwargs):
@@ -50,6 +59,7 @@ if score is not None:
     score.score_group = score_group
     model.Outcome.to_dict = to_dict
     model.Outcome.from_dict = classmethod(from_dict)
+    task.read_yaml = read_yaml
 
 
 def pytest_unconfigure(config):
@@ -57,8 +67,9 @@ def pytest_unconfigure(config):
         return
     name = config.workerinput["workerid"] if hasattr(config, "workerinput") else "controller"
     with open(os.path.join(os.environ["COUNTS_DIR"], name + ".json"), "w") as fh:
-        json.dump({"scored": SCORED, "dicts": DICTS}, fh)
+        json.dump({"scored": SCORED, "dicts": DICTS, "parsed": PARSED}, fh)
     score.score_group, model.Outcome.to_dict, model.Outcome.from_dict = _group, _to, classmethod(_from)  # in-process
+    task.read_yaml = _read
 '''
 
 
@@ -90,6 +101,9 @@ def test_each_outcome_is_scored_once_per_session(pytester: pytest.Pytester, bin_
     # the JUnit score property is written once, with the session's final score (the fixer passed, the lazy one not)
     xml = (pytester.path / "j.xml").read_text()
     assert xml.count('name="agentrace.score"') == 4
+    # the task file is parsed once per process, the reports' reading of its settings included
+    assert all(found["parsed"] == {"task.yaml": 1} for name, found in per_process.items() if name != "controller" or not xdist)
+    assert per_process["controller"]["parsed"] in ({}, {"task.yaml": 1})
     # an outcome's dict per run (4 runs), counted in a 2-rep session: to_dict for the redaction of the record, its
     # run.json, its item's payload, the results index and the JSON export; from_dict for the redaction, the payload
     # taken by the controller, the results index and the HTML report's figure notes (read from the redacted export)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime as _dt
+import functools
 import json
 import os
 import textwrap
@@ -41,7 +42,7 @@ import pytest
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import Settings
 from pytest_agentrace.plugin import validate
-from pytest_agentrace.plugin.collect import override_lines, planned_reps
+from pytest_agentrace.plugin.collect import override_lines, planned_reps, session_task
 from pytest_agentrace.plugin.progress import Progress, is_run_item
 from pytest_agentrace.plugin.session import SANDBOX_WHY_KEY, report_path
 from pytest_agentrace.record import index
@@ -365,7 +366,8 @@ class Controller:
         s, targets = self.settings, self._report_targets()
         return Context(out=self.out, session=asdict(self.session_info()) if targets else None,
                        options={"reps": s.reps, "timeout": s.timeout}, baseline=s.baseline, seed=s.seed,
-                       resamples=s.resamples, target=s.generalize, paths={fmt.name: path for fmt, path in targets.items()})
+                       resamples=s.resamples, target=s.generalize, paths={fmt.name: path for fmt, path in targets.items()},
+                       load_task=functools.partial(session_task, config=self.config))  # parsed once per process
 
     def _history(self) -> list[Outcome] | None:
         """The store's task outcomes (this session's included) for the Elo-over-time chart."""

@@ -30,7 +30,7 @@ import datetime as _dt
 import json
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,15 +84,17 @@ def system_info() -> dict[str, Any]:
     }
 
 
-def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Task and trial entries of ``config``, read back from their files where they still load."""
+def _spec_info(outcomes: Sequence[Outcome], read_task: Callable[[Path], Any] = load_task
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Task and trial entries of ``config``, read back from their files where they still load (task files through
+    ``read_task``)."""
     tasks: dict[tuple[str, str], dict[str, Any]] = {}
     trials: dict[str, dict[str, Any]] = {}
     for o in outcomes:
         if o.kind == "task" and (o.case, o.source) not in tasks:
             entry: dict[str, Any] = {"name": o.case, "source": o.source, "timeout": None}
             try:
-                entry["timeout"] = load_task(Path(o.source)).timeout
+                entry["timeout"] = read_task(Path(o.source)).timeout
             except (SpecError, OSError, ValueError):
                 pass
             tasks[(o.case, o.source)] = entry
@@ -158,7 +160,7 @@ def _document(result: SessionResult) -> dict[str, Any]:
     ctx = result.context
     outcomes = list(result.outcomes)
     options = dict(ctx.options)
-    tasks, trials = _spec_info(outcomes)
+    tasks, trials = _spec_info(outcomes, ctx.load_task)
     statuses = Counter(str(o.status) for o in outcomes)
     stats = result.report or build_report(outcomes, ctx.baseline, ctx.seed, ctx.resamples, target=ctx.target)
     elo = result.elo or EloSeries.of(outcomes)

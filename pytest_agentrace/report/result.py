@@ -8,13 +8,14 @@ scores, ranks or rates again. Pure: no pytest import, no file written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.report.leaderboard import Standing, leaderboard
+from pytest_agentrace.spec.task import Task, load_task
 from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES
 from pytest_agentrace.stats.ratings import apply_race, elo, elo_history, races
 from pytest_agentrace.stats.report import StatsReport, build_report
@@ -61,7 +62,8 @@ class Context:
     fields) or None for a results folder; ``options``: ``{reps, timeout}`` the session overrode (timeout in seconds);
     ``baseline``, ``seed``, ``resamples``, ``target``: the statistics' settings; ``paths``: format name -> the file
     it is written to (the HTML report links run files relative to its own place); ``full_report``: where the full
-    report is, for the PR comment.
+    report is, for the PR comment; ``load_task``: how the export reads a task file's settings (a session passes its
+    collection's, so the file is parsed once per process; raises what ``spec.task.load_task`` raises).
     """
 
     out: Path | None = None
@@ -73,6 +75,7 @@ class Context:
     target: str = FIXED
     paths: Mapping[str, Path] = field(default_factory=dict)
     full_report: str | None = None
+    load_task: Callable[[Path], Task] = field(default=load_task, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
