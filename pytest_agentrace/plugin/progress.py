@@ -36,6 +36,7 @@ from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.plugin.collect import FEED_KEY, RUNSPEC_KEY
 from pytest_agentrace.plugin.session import settings
 from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.report import numbers
 
 TICK_SECONDS = 0.5
 PARSE_EVERY = 1.0  # seconds between parses of the partial output
@@ -44,11 +45,11 @@ MAX_BUFFER = 4 * 1024 * 1024  # bytes of streamed output kept for the live parse
 
 def fmt_status(agent: str, seconds: float, tool_calls: int | None = None, tokens: int | None = None) -> str:
     """``"alpha 12 s · 3 tool calls · 1,234 tokens"`` (unknown figures left out; seconds to 0.1 below 10 s)."""
-    parts = [f"{agent} {seconds:.1f} s" if seconds < 10 else f"{agent} {seconds:.0f} s"]
+    parts = [f"{agent} {numbers.duration(seconds)}"]
     if tool_calls:
         parts.append(f"{tool_calls} tool call{'s' if tool_calls != 1 else ''}")
     if tokens:
-        parts.append(f"{tokens:,} tokens")
+        parts.append(f"{numbers.tokens(tokens)} tokens")
     return " · ".join(parts)
 
 

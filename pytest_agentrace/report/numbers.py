@@ -70,6 +70,11 @@ def seconds(x: float) -> str:
     return f"{x:.1f}s" if x < 10 else f"{x:.0f}s"
 
 
+def duration(x: float) -> str:
+    """A duration in seconds, spelled out: 1 decimal below 10 s (``4.2 s``), else whole (``42 s``)."""
+    return f"{x:.1f} s" if x < 10 else f"{x:.0f} s"
+
+
 def span(lo: float | None, hi: float | None, fmt: Callable[..., str] = fixed, dash: str = "-", **kw: Any) -> str:
     """`` (lo-hi)`` for an interval (`` (lo to hi)`` when ``lo`` is negative, so the dash is not read as a minus;
     ``dash``: the separator, e.g. an en dash in Markdown); empty when either end is undefined. ``fmt`` formats
