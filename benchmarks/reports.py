@@ -25,6 +25,7 @@ from pytest_agentrace.record.store import SessionInfo, Store
 from pytest_agentrace.report import html, markdown
 from pytest_agentrace.report.json_export import build_export
 from pytest_agentrace.report.leaderboard import leaderboard
+from pytest_agentrace.stats.score import score_outcomes
 
 WRITER = textwrap.dedent("""\
     import sys
@@ -74,7 +75,7 @@ def main() -> None:
         with Store(db) as s:
             stored = s.count_runs() - len(runs)
             t = time.perf_counter()
-            board = leaderboard(s.outcomes(kind="task"))
+            board = leaderboard(score_outcomes(s.outcomes(kind="task")))  # stored runs keep their score
             lb = time.perf_counter() - t
         expected = args.writers * args.per_writer
         print(f"store: {args.writers} writers x {args.per_writer} runs (one transaction each): {seconds:.2f} s, "
@@ -82,9 +83,9 @@ def main() -> None:
         print(f"leaderboard over {stored + len(runs)} stored runs: {lb:.2f} s ({len(board)} agents)")
 
         t = time.perf_counter()
-        doc = build_export(runs, out=Path(tmp), seed=0)
+        doc = build_export(score_outcomes(runs, per_session=False), out=Path(tmp), seed=0)
         print(f"export document of {len(runs)} runs: {time.perf_counter() - t:.2f} s (cells, comparisons, Elo)")
-        for name, render in (("markdown", lambda: markdown.render(doc)), ("html", lambda: html.render_report(doc))):
+        for name, render in (("markdown", lambda: markdown.render_document(doc)), ("html", lambda: html.render_report(doc))):
             t = time.perf_counter()
             text = render()
             print(f"{name}: {time.perf_counter() - t:.2f} s, {len(text.encode()) / 1024:.0f} KiB")

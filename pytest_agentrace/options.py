@@ -28,6 +28,7 @@ from pytest_agentrace.argtypes import (
 )
 from pytest_agentrace.record.store import DEFAULT_NAME as DB_NAME
 from pytest_agentrace.record.store import ENV_VAR as DB_ENV
+from pytest_agentrace.report import formats
 from pytest_agentrace.run.cgroup import CGROUP_AUTO
 from pytest_agentrace.run.limits import DEFAULTS as LIMITS
 from pytest_agentrace.run.limits import human_bytes
@@ -39,7 +40,6 @@ from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES as RESAMPLES
 from pytest_agentrace.stats.verdict import FIXED, GATE_CELLS, GATE_HELP, HOLM, TARGETS
 
 DEFAULT_OUT = ".agentrace"  # the results folder, relative to the rootdir (pytest) or the working folder (CLI)
-STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # GitHub Actions' job summary file: the Markdown summary is appended
 AGENT_HOME_RUN, AGENT_HOME_USER = "run", "user"
 
 
@@ -120,6 +120,18 @@ class Option:
         if self.choices is not None and text not in self.choices:
             raise ValueError(f"use one of {', '.join(self.choices)}")
         return self.type(text) if self.type is not None else text
+
+
+def format_option(fmt: formats.Format) -> Option:
+    """The ``--agentrace-<name> PATH`` option (and ini key) of a report format written to a file."""
+    return Option(fmt.name, fmt.help, None, metavar="PATH")
+
+
+def pytest_options() -> tuple[Option, ...]:
+    """The pytest-side options: ``OPTIONS``, plus the option of each file format added to ``report.formats.FORMATS``
+    after this module was imported (a format registered at run time gets its option too)."""
+    extra = tuple(format_option(f) for f in formats.FORMATS if f.to == "file" and f.name not in BY_NAME)
+    return tuple(o for o in OPTIONS if o.pytest) + extra
 
 
 _INT_TYPES = (int, positive_int)
@@ -225,10 +237,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("no_save", "write nothing to the history store (no sessions, runs or ratings)", False, flag=True),
     Option("allow_empty", "exit 0 when no run could start (every agent missing, every run item skipped); by default "
            "such a session fails with one line naming why", False, flag=True),
-    Option("html", "write a self-contained HTML report (charts, sortable tables, run details)", None, metavar="PATH"),
-    Option("md", f"write the summary as GitHub-flavoured Markdown (also appended to ${STEP_SUMMARY_ENV} when set)", None,
-           metavar="PATH"),
-    Option("json", "write the JSON export (schemas/report.schema.json)", None, metavar="PATH"),
+    *(format_option(f) for f in formats.FORMATS if f.to == "file"),  # --agentrace-html/md/json: report.formats
     Option("no_cost", "hide token and cost columns in the summary", False, flag=True),
     # statistics, snapshots, gates
     Option("seed", "seed of the bootstrap and permutation draws, so a report is reproducible (default 0)", 0, type=int,
@@ -293,9 +302,7 @@ def add_pytest_options(parser: Any) -> None:
     ``resolve`` can tell a given value from an absent one) and its ini key."""
     group = parser.getgroup("agentrace", "coding-agent races and trials (pytest-agentrace)")
     numbers = _pytest_has_number_ini()
-    for opt in OPTIONS:
-        if not opt.pytest:
-            continue
+    for opt in pytest_options():
         group.addoption(opt.flag_name, dest=opt.dest, **opt.argparse_kwargs(None))
         if opt.has_ini:
             kind = opt.ini_type if numbers or opt.ini_type not in ("int", "float") else "string"
@@ -315,9 +322,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
     """The pytest-side settings from ``config.getoption`` and ``config.getini``: command line, then ini, then the
     default. Raises ``ValueError`` naming the ini key when an ini value does not convert."""
     values = {}
-    for opt in OPTIONS:
-        if not opt.pytest:
-            continue
+    for opt in pytest_options():
         value = getoption(opt.dest)
         if value is None and opt.has_ini:
             try:  # pytest's own conversion of a typed key (8.4+), or ours of a string (8.3)

@@ -16,7 +16,7 @@ from pytest_agentrace.record.model import CheckResult, Outcome
 from pytest_agentrace.record.runfile import write_run
 
 WRITERS = ("report", "compare", "plan", "ratings", "parse", "leaderboard", "history", "trend", "html", "export",
-           "comment", "snapshot", "merge")
+           "comment", "snapshot", "merge", "render")
 
 
 def _subparsers() -> dict:
@@ -30,7 +30,9 @@ def test_every_report_writer_takes_dash_o_and_output(name: str) -> None:
     flags = {flag for a in _subparsers()[name]._actions for flag in a.option_strings}
     assert {"-o", "--output"} <= flags, name
     formats = next((a.choices for a in _subparsers()[name]._actions if "--format" in a.option_strings), None)
-    if name not in ("snapshot", "merge", "html", "export", "comment"):  # one format each: JSON, a folder, HTML, Markdown
+    if name == "render":  # the report formats of report.formats.FORMATS, no text table
+        assert formats is not None and {"json", "html", "md", "comment"} <= set(formats)
+    elif name not in ("snapshot", "merge", "html", "export", "comment"):  # one format each: JSON, a folder, HTML, Markdown
         assert formats is not None and "json" in formats and ("text" in formats or "terminal" in formats), name
 
 

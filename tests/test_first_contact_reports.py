@@ -29,7 +29,7 @@ from pytest_agentrace.report.markdown import (
     comment_body,
     elo_title,
     expected_failure,
-    render,
+    render_document,
 )
 from pytest_agentrace.stats.score import score_outcomes
 
@@ -190,7 +190,7 @@ def test_comment_of_a_thousand_cells_fits_githubs_limit(tmp_path: Path, capsys: 
     assert cli.main(["export", str(out), "--resamples", "200", "--db", str(tmp_path / "none.db"), "-o", str(tmp_path / "doc.json")]) == 0
     doc = json.loads((tmp_path / "doc.json").read_text())
     assert len(doc["cells"]) == 1000
-    full = COMMENT_MARKER + "\n" + render(doc, title="agentrace results")
+    full = COMMENT_MARKER + "\n" + render_document(doc, title="agentrace results")
     assert len(full) > COMMENT_LIMIT  # the uncut report would be refused by GitHub
     capsys.readouterr()
     url = "https://ci.example.org/run/7/artifacts/report.html"
@@ -209,7 +209,7 @@ def test_comment_of_a_thousand_cells_fits_githubs_limit(tmp_path: Path, capsys: 
     assert f"_… and {500 - len(trial_rows):,} more rows: see the full report._" in body
     # a report that fits is left whole
     small = build_export(score_outcomes([outcome(agent="a"), outcome(agent="b", status="failed")], per_session=False), resamples=200)
-    assert comment_body(small) == COMMENT_MARKER + "\n" + render(small, title="agentrace results")
+    assert comment_body(small) == COMMENT_MARKER + "\n" + render_document(small, title="agentrace results")
     # and any limit is kept, however small, while the headline fits
     for limit in (40_000, 10_000, 3_000):
         cut = comment_body(doc, limit=limit)
@@ -260,7 +260,7 @@ def test_elo_is_labelled_with_its_scope() -> None:
     page = render_report(wide)
     assert "<h2>Elo, history-wide (2 races in 2 sessions of the history store, not only these runs)</h2>" in page
     assert "Elo over time: Elo, history-wide" in page
-    assert "### Elo, history-wide (2 races in 2 sessions" in render(wide)
+    assert "### Elo, history-wide (2 races in 2 sessions" in render_document(wide)
 
 
 def test_links_without_a_page_path_are_absolute(tmp_path: Path) -> None:

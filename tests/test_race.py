@@ -127,6 +127,7 @@ def test_the_statistics_footer_counts_stopped_runs_as_stopped() -> None:
     from pytest_agentrace.report.stats_text import footer_lines
     from pytest_agentrace.report.text import task_tables
     from pytest_agentrace.stats.report import build_report
+    from pytest_agentrace.stats.score import score_outcomes
 
     def run(agent: str, rep: int, status: str) -> Outcome:
         checks = {} if status == "stopped" else {"tests": CheckResult("tests", "pytest", 0 if status == "passed" else 1, 1.0)}
@@ -134,7 +135,7 @@ def test_the_statistics_footer_counts_stopped_runs_as_stopped() -> None:
                        agent=agent, rep=rep, status=status, checks=checks, exit_code=0, seconds=1.0)
 
     runs = [run("a", 1, "passed"), run("a", 2, "passed"), run("b", 1, "stopped"), run("b", 2, "error"), run("b", 3, "failed")]
-    footer = footer_lines(build_report(runs, resamples=200))[-1]
+    footer = footer_lines(build_report(score_outcomes(runs), resamples=200))[-1]
     assert "5 runs, 1 infrastructure error (excluded), 1 stopped in a race (excluded), " in footer
     row = next(line for line in task_tables(runs) if line.startswith("|") and " b " in line)
     assert "3 (1 error, 1 stopped)" in row

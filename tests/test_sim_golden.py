@@ -21,6 +21,7 @@ from scipy.stats import t as student_t
 from pytest_agentrace import cli
 from pytest_agentrace.record.runfile import iter_runs
 from pytest_agentrace.stats.report import build_report
+from pytest_agentrace.stats.score import score_outcomes
 
 GOLDEN = Path(__file__).parent / "golden" / "stats_results"
 Z = 1.959963984540054
@@ -34,7 +35,7 @@ def wilson(k: int, n: int) -> tuple[float, float]:
 
 @pytest.fixture(scope="module")
 def report():
-    return build_report([o for _, o in iter_runs(GOLDEN)], resamples=2000)
+    return build_report(score_outcomes([o for _, o in iter_runs(GOLDEN)]), resamples=2000)
 
 
 def cell(report, arm: str, case: str = "q1", agent: str = "a"):

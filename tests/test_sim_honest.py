@@ -162,10 +162,10 @@ def test_identical_agents_are_not_told_apart(monkeypatch: pytest.MonkeyPatch) ->
                 passed = bool(rng.random() < pass_rates[t])
                 for agent in ("a", "b"):
                     outcomes.append(_race_outcome(s, t, agent, r, passed, base[t] + rng.normal(0, 0.3 + 0.01 * base[t])))
-    found = races(outcomes)
+    found = races(score.score_outcomes(outcomes))
     named = float(np.mean([winner(race.scores) is not None for race in found]))
     monkeypatch.setattr(score, "TIME_RESOLUTION", 0.0)
-    before = float(np.mean([winner(race.scores) is not None for race in races(outcomes)]))
+    before = float(np.mean([winner(race.scores) is not None for race in races(score.score_outcomes(outcomes))]))
     print(f"identical agents: a winner named in {named:.2%} of {len(found)} races (bound {mc_bound(len(found)):.2%}; "
           f"without the time resolution {before:.1%})")
     assert len(found) == sessions * tasks and named <= mc_bound(len(found)) < before

@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "html": "pytest_agentrace.cli.reports:register",
     "export": "pytest_agentrace.cli.reports:register",
     "comment": "pytest_agentrace.cli.reports:register",
+    "render": "pytest_agentrace.cli.reports:register",
     "merge": "pytest_agentrace.cli.merge:register",
     "init-trial": "pytest_agentrace.cli.trials:register",
     "context-eval": "pytest_agentrace.cli.trials:register",

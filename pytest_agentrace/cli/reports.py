@@ -4,8 +4,10 @@ Store commands (read ``--db``, default ``$AGENTRACE_DB`` or ``./.agentrace/histo
 ``leaderboard [--task] [--since 7d|DATE] [--min-runs N]``, ``history [--task] [--agent] [--limit N]``,
 ``trend [--agent] [--task] [--days 30]``; each takes ``--format terminal|markdown|json|html`` and ``-o FILE``.
 Results-folder commands (read ``OUT/runs/**/run.json``): ``html OUT -o report.html``, ``export OUT [-o FILE]``
-(the JSON export, ``schemas/report.schema.json``) and ``comment OUT [--full-report URL]`` (a PR-comment body with a
-hidden marker, at most 65,536 characters: a larger report is cut to its headline tables and points to the full one).
+(the JSON export, ``schemas/report.schema.json``), ``comment OUT [--full-report URL]`` (a PR-comment body with a
+hidden marker, at most 65,536 characters: a larger report is cut to its headline tables and points to the full one)
+and ``render OUT --format NAME [-o FILE]`` (any format of ``report.formats.FORMATS``). Each builds the folder's
+``SessionResult`` once (``result_for``) and renders it through the format table.
 Definitions of races, wins and trend points are in ``report.leaderboard``.
 """
 
@@ -24,8 +26,8 @@ from pytest_agentrace.record.index import iter_outcomes
 from pytest_agentrace.record.runfile import RUN_FILE
 from pytest_agentrace.record.store import Store, StoreError, default_path
 from pytest_agentrace.record.trajectory import iter_trajectories, load_trajectory
-from pytest_agentrace.report.html import render_report, table_page
-from pytest_agentrace.report.json_export import build_export
+from pytest_agentrace.report import formats, numbers
+from pytest_agentrace.report.html import table_page
 from pytest_agentrace.report.leaderboard import (
     RACE_NOTE,
     history,
@@ -34,7 +36,8 @@ from pytest_agentrace.report.leaderboard import (
     sparkline,
     trend,
 )
-from pytest_agentrace.report.markdown import comment_body, md_table
+from pytest_agentrace.report.markdown import md_table
+from pytest_agentrace.report.result import Context, SessionResult, build_result
 from pytest_agentrace.stats.score import score_outcomes
 
 
@@ -45,7 +48,9 @@ def _days(value: str) -> float:
         raise argparse.ArgumentTypeError(f"at most 36500 days, not {value}")
     return days
 
-FORMATS = ("terminal", "markdown", "json", "html")  # "text" is read as "terminal" (_format), the other commands' word
+# the styles of the store commands' tables ("text" is read as "terminal" (_format), the other commands' word); the
+# report formats of a session or results folder are report.formats.FORMATS (`agentrace render`)
+TABLE_STYLES = ("terminal", "markdown", "json", "html")
 
 
 def _format(value: str) -> str:
@@ -58,7 +63,7 @@ def _db_path(value: str | None) -> Path:
 
 def _store_args(p: argparse.ArgumentParser) -> None:
     add_cli_options(p, "db")
-    p.add_argument("--format", type=_format, choices=FORMATS, default="terminal", metavar="text|markdown|json|html",
+    p.add_argument("--format", type=_format, choices=TABLE_STYLES, default="terminal", metavar="text|markdown|json|html",
                    help="output format (default: text; terminal is an alias)")
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of standard output")
 
@@ -107,6 +112,15 @@ def register(sub: Any) -> None:
                                 "folder")
         p.set_defaults(func=func)
 
+    p = sub.add_parser("render", help="any report format of a results folder (report.formats: "
+                                      + ", ".join(f.name for f in formats.FORMATS) + ")")
+    p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out of the session)")
+    p.add_argument("--format", required=True, choices=[f.name for f in formats.FORMATS], help="the format to render")
+    p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("--full-report", default=None, metavar="URL|PATH", help="comment: where the full report is")
+    add_cli_options(p, "baseline", "seed", "resamples", "db", "generalize")
+    p.set_defaults(func=cmd_render)
+
 
 def _emit(text: str, output: str | None) -> None:
     if output:
@@ -132,7 +146,7 @@ def _load(args: argparse.Namespace, **filters: Any) -> list | None:
     filters["since"] = since or filters.get("since")
     try:
         with Store(path) as store:
-            return store.outcomes(kind="task", **filters)
+            return score_outcomes(store.outcomes(kind="task", **filters))  # stored runs keep their session's score
     except StoreError as exc:
         print(f"agentrace: {exc}", file=sys.stderr)
         return None
@@ -155,12 +169,6 @@ def _render(title: str, headers: list[str], rows: list[list[Any]], data: Any, fm
     return f"{title}\n{body}\n" + (f"{note}\n" if note else "")
 
 
-def _f(x: float | None, digits: int = 1, pct: bool = False) -> str:
-    if x is None:
-        return "-"
-    return f"{100 * x:.{digits}f}%" if pct else f"{x:.{digits}f}"
-
-
 def _when(iso: str) -> str:
     """``2026-02-10T09:00:00+00:00`` -> ``2026-02-10 09:00`` (UTC) for tables."""
     return iso[:16].replace("T", " ") if iso else "-"
@@ -172,8 +180,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         return 2
     table = leaderboard(found, min_runs=args.min_runs)
     headers = ["Rank", "Agent", "Wins", "Races", "Win %", "Mean score", "Passed", "Runs", "Mean cost (USD)", "Mean time (s)"]
-    body = [[i, s.agent, s.wins, s.races, _f(s.win_rate, pct=True), _f(s.mean_score), s.passed, s.runs,
-             _f(s.mean_cost, 4), _f(s.mean_seconds)] for i, s in enumerate(table, 1)]
+    body = [[i, s.agent, s.wins, s.races, numbers.pct(s.win_rate, 1), numbers.fixed(s.mean_score, 1), s.passed, s.runs,
+             numbers.cost(s.mean_cost), numbers.fixed(s.mean_seconds, 1)] for i, s in enumerate(table, 1)]
     title = "agentrace leaderboard" + (f" — task {args.task}" if args.task else "")
     _emit(_render(title, headers, body, [s.to_dict() for s in table], args.format, RACE_NOTE), args.output)
     return 0
@@ -187,9 +195,9 @@ def cmd_history(args: argparse.Namespace) -> int:
     headers = ["Started", "Session", "Task", "Agents", "Winner", "Top score"] + (["Score", "Rank"] if args.agent else [])
     body = []
     for e in entries:
-        row = [_when(e["started"]), e["session_id"], e["task"], ", ".join(e["agents"]), e["winner"] or "-", _f(e["top_score"])]
+        row = [_when(e["started"]), e["session_id"], e["task"], ", ".join(e["agents"]), e["winner"] or "-", numbers.fixed(e["top_score"], 1)]
         if args.agent:
-            row += [_f(e["score"]), e["rank"]]
+            row += [numbers.fixed(e["score"], 1), e["rank"]]
         body.append(row)
     title = "agentrace history" + (f" — agent {args.agent}" if args.agent else "") + (f" — task {args.task}" if args.task else "")
     _emit(_render(title, headers, body, entries, args.format), args.output)
@@ -205,7 +213,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         return 2
     series = trend(found)
     headers = ["Agent", "Task", "Sessions", "First", "Last", "Change", "Score over time (0..100)"]
-    body = [[s["agent"], s["task"], len(s["points"]), _f(s["first"]), _f(s["last"]), f"{s['change']:+.1f}",
+    body = [[s["agent"], s["task"], len(s["points"]), numbers.fixed(s["first"], 1), numbers.fixed(s["last"], 1), f"{s['change']:+.1f}",
              sparkline([v for _, v in s["points"]])] for s in series]
     _emit(_render(f"agentrace trend — last {args.days:g} days", headers, body, series, args.format), args.output)
     return 0
@@ -217,7 +225,9 @@ def load_results(out: Path) -> list:
     return score_outcomes(iter_outcomes(out), per_session=False)
 
 
-def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
+def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None) -> SessionResult | None:
+    """The session result of the results folder ``args.out`` (its runs scored once, the history store's for the Elo
+    chart), for any format's ``render``; None after printing why there is none."""
     out = Path(args.out).resolve()
     if (out / "runs").is_dir():
         warn_unverifiable(out)
@@ -229,38 +239,48 @@ def _export_for(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.db or db.is_file():  # the history, for the Elo-over-time chart
         try:
             with Store(db) as store:
-                history_rows = store.rating_outcomes()
+                history_rows = score_outcomes(store.rating_outcomes())
         except StoreError as exc:
             print(f"agentrace: {exc}", file=sys.stderr)
             return None
-    return build_export(outcomes, out=out, baseline=args.baseline, seed=args.seed, history=history_rows, resamples=args.resamples,
-                        target=args.generalize)
+    context = Context(out=out, baseline=args.baseline, seed=args.seed, resamples=args.resamples, target=args.generalize,
+                      paths=paths or {}, full_report=getattr(args, "full_report", None))
+    return build_result(outcomes, context, history=history_rows)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     if getattr(args, "format", "json") == "atif":
         return export_atif(Path(args.out), args.output)
-    data = _export_for(args)
-    if data is None:
+    result = result_for(args)
+    if result is None:
         return 2
-    _emit(json.dumps(data, indent=2, sort_keys=True) + "\n", args.output)
+    _emit(formats.by_name("json").render(result), args.output)
     return 0
 
 
 def cmd_html(args: argparse.Namespace) -> int:
-    data = _export_for(args)
-    if data is None:
-        return 2
     target = args.output or "report.html"
-    _emit(render_report(data, Path(args.out).resolve(), html_path=Path(target)), target)
+    result = result_for(args, {"html": Path(target)})
+    if result is None:
+        return 2
+    _emit(formats.by_name("html").render(result), target)
     return 0
 
 
 def cmd_comment(args: argparse.Namespace) -> int:
-    data = _export_for(args)
-    if data is None:
+    result = result_for(args)
+    if result is None:
         return 2
-    _emit(comment_body(data, full_report=args.full_report), args.output)
+    _emit(formats.by_name("comment").render(result), args.output)
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    """``agentrace render OUT --format NAME``: the format's ``render`` of the folder's result (``report.formats``)."""
+    result = result_for(args, {args.format: Path(args.output)} if args.output else None)
+    if result is None:
+        return 2
+    _emit(formats.by_name(args.format).render(result), args.output)
     return 0
 
 

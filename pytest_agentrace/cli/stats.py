@@ -254,6 +254,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     outcomes = load_outcomes(args.out, args.last_session)
+    if any(o.kind == "task" and o.score is None and o.is_sample for o in outcomes):  # the command's one scoring
+        outcomes = score_outcomes(outcomes, per_session=False)  # a task's runs of one rep race, whichever session
     cases = _cases(args.case)
     if cases and not any(o.case in cases for o in outcomes):
         raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
@@ -267,14 +269,14 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def task_summary(outcomes: list[Any], fmt: str, width: int | None) -> str:
-    """The session summary's tables of task races (``report.summary``: a ranked run table per task, one row per agent
+    """The session summary's tables of task races over scored ``outcomes`` (``report.summary``: a ranked run table per task, one row per agent
     over its reps, the task x agent matrix from two tasks) for ``agentrace report`` in ``text`` or ``markdown`` (there
     in a ``text`` code block); "" when ``outcomes`` hold no task run. The statistics report follows it and adds only
     what these tables do not show (``stats_text.report_lines``)."""
     tasks = [o for o in outcomes if o.kind == "task"]
     if not tasks:
         return ""
-    lines = summary_lines(score_outcomes(tasks, per_session=False), width=width if fmt == "text" else None)
+    lines = summary_lines(tasks, width=width if fmt == "text" else None)
     while lines and not lines[-1].strip():
         lines.pop()
     if fmt == "markdown":
@@ -337,7 +339,7 @@ def _ratings(args: argparse.Namespace) -> int:
             if args.reset:
                 print(f"ratings reset in {path}: sessions started from {store.reset_ratings()} on count")
                 return 0
-            outcomes = store.rating_outcomes()
+            outcomes = score_outcomes(store.rating_outcomes())  # stored runs keep the score of their session
     except StoreError as exc:
         raise CliError(str(exc)) from None
     ratings, history, n = elo(outcomes), elo_history(outcomes), len(races(outcomes))

@@ -20,6 +20,7 @@ import pytest
 from pytest_agentrace import options as _options
 from pytest_agentrace.plugin import collect
 from pytest_agentrace.plugin.session import AgentraceSession, builtin_args, enabled, session_of
+from pytest_agentrace.run import discard
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -106,3 +107,8 @@ def pytest_runtestloop(session: pytest.Session):
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     if agentrace := session_of(config):
         agentrace.terminal_summary(terminalreporter, exitstatus)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session_of(session.config):
+        discard.drain()  # the runs' scratch folders, deleted behind them, are gone when the session ends

@@ -41,7 +41,6 @@ from pytest_agentrace.spec.matrix import RunSpec, task_runs, trial_runs
 from pytest_agentrace.spec.select import choose_agents, overrides, wanted_agents
 from pytest_agentrace.spec.task import _TASK_ONLY_KEYS, Task, is_task_data, load_task
 from pytest_agentrace.spec.trial import is_trial_data, load_trial
-from pytest_agentrace.stats.score import solo_score
 from pytest_agentrace.stats.sequential import skip_reason
 
 if TYPE_CHECKING:
@@ -440,10 +439,10 @@ class RunItem(pytest.Function):
 
 
 def outcome_properties(outcome: Outcome) -> list[tuple[str, Any]]:
-    """``item.user_properties`` for a run: one JSON payload plus scalars for JUnit XML."""
+    """``item.user_properties`` for a run: one JSON payload plus scalars for JUnit XML. A task run's composite score
+    is relative to the other agents of its task and rep: the controller adds it to the JUnit XML once, at the
+    session's end (``report.junit.patch_junit``); a score the outcome already has (a reused run's) is written here."""
     score = outcome.score
-    if score is None and outcome.kind == "task":
-        score = solo_score(outcome)
     props = [
         ("agentrace.outcome", json.dumps(outcome.to_dict(), sort_keys=True)),
         ("agentrace.run_id", outcome.run_id),

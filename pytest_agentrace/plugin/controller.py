@@ -26,31 +26,34 @@ A failure to write one output is a warning line and never loses the others or ch
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime as _dt
+import functools
 import json
 import os
 import textwrap
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.options import STEP_SUMMARY_ENV, report_path
+from pytest_agentrace.options import report_path
 from pytest_agentrace.plugin import validate
-from pytest_agentrace.plugin.collect import override_lines, planned_reps
+from pytest_agentrace.plugin.collect import override_lines, planned_reps, session_task
 from pytest_agentrace.plugin.progress import Progress, is_run_item
 from pytest_agentrace.record import index
 from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest, seal_session
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.record.runfile import write_last_session
 from pytest_agentrace.record.store import SessionInfo, Store, StoreError, default_path
-from pytest_agentrace.report import html, markdown
+from pytest_agentrace.report import formats
 from pytest_agentrace.report.fit import terminal_width
-from pytest_agentrace.report.json_export import build_export
+from pytest_agentrace.report.formats import Format
 from pytest_agentrace.report.junit import patch_junit
+from pytest_agentrace.report.result import Context, SessionResult, build_result
 from pytest_agentrace.report.stats_text import compare_lines, report_lines
 from pytest_agentrace.report.summary import summary_lines
 from pytest_agentrace.report.text import skip_lines
@@ -64,7 +67,7 @@ from pytest_agentrace.stats.snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from pytest_agentrace.stats.verdict import GateFamily, gate_failures, gate_family, parse_fail_on
+from pytest_agentrace.stats.verdict import gate_failures, gate_family, parse_fail_on
 
 if TYPE_CHECKING:
     from pytest_agentrace.plugin.session import AgentraceSession
@@ -97,27 +100,6 @@ def harbor_notes(outcomes) -> list[tuple[str, bool]]:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True)
-class SessionResult:
-    """Everything the session's outputs are made from, built once by ``Controller.finish``.
-
-    ``outcomes``: every run, task runs with their composite score, sorted; ``report``: the statistics report (None
-    when it could not be computed; the reason is in ``failures``); ``snapshot_rows``: the comparison with
-    ``--agentrace-snapshot`` (None when none was compared); ``failures``: gate failures, one line each (the session
-    fails when there is one); ``notes``: what was recorded, and warnings; ``validation``: the rows and invalid count of
-    ``--agentrace-validate``; ``document``: the export document (None when no output needs it).
-    """
-
-    outcomes: tuple[Outcome, ...]
-    report: StatsReport | None
-    snapshot_rows: tuple[SnapshotRow, ...] | None
-    failures: tuple[str, ...]
-    notes: tuple[tuple[str, bool], ...]  # (line, is_warning)
-    validation: tuple[tuple[tuple[str, ...], ...], int] | None
-    document: dict[str, Any] | None
-    gate: GateFamily | None = None  # the tests the verdict gates looked at (None: no verdict gate)
 
 
 def network_line(outcomes: Iterable[Outcome]) -> str | None:
@@ -287,16 +269,17 @@ class Controller:
             except Exception as exc:  # noqa: BLE001 - a bug in the statistics must not lose the session's results; it fails the session visibly
                 failures.append(f"the statistics could not be computed: {type(exc).__name__}: {exc}")
             notes += self._record(outcomes)
-        document = None
-        if outcomes and self._report_targets():
-            try:
-                document = self._document(outcomes, report)
-            except Exception as exc:  # noqa: BLE001 - a report bug must not break the session
-                notes.append((f"agentrace: could not build the report: {type(exc).__name__}: {exc}", True))
         if gates and not outcomes and self.skipped and not self.settings.allow_empty:
             failures.append(empty_session_line(self.skipped))
-        self.result = SessionResult(outcomes, report, tuple(rows) if rows is not None else None, tuple(failures),
-                                    tuple(notes), validation, document, family)
+        fields = {"snapshot_rows": tuple(rows) if rows is not None else None, "failures": tuple(failures),
+                  "validation": validation, "gate": family}
+        try:  # the leaderboard and Elo series (over the history store when an output shows its chart)
+            result = build_result(outcomes, self._context(), report=report,
+                                  history=self._history() if self._report_targets() else None, **fields)
+        except Exception as exc:  # noqa: BLE001 - a report bug must not lose the session's results
+            notes.append((f"agentrace: could not build the report: {type(exc).__name__}: {exc}", True))
+            result = SessionResult(outcomes, report, context=self._context(), **fields)
+        self.result = dataclasses.replace(result, notes=tuple(notes))
         return self.result
 
     def _statistics(self, outcomes: list[Outcome]) -> tuple[StatsReport, list[SnapshotRow] | None, list[str]]:
@@ -370,18 +353,25 @@ class Controller:
         note = f" ({reused} reused runs are saved with the session that ran them)" if reused else ""
         return [*notes, (f"agentrace: saved {n} runs of session {self.session_id} to {path}{note}", False)]
 
-    def _report_targets(self) -> dict[str, Path]:
-        targets = {kind: report_path(self.config, value) for kind in ("html", "md", "json")
-                   if (value := getattr(self.settings, kind))}
-        if os.environ.get(STEP_SUMMARY_ENV):
-            targets["step_summary"] = Path(os.environ[STEP_SUMMARY_ENV])
+    def _report_targets(self) -> dict[Format, Path]:
+        """The outputs this session writes (``report.formats.FORMATS``): each file format whose option is set (its
+        path), and each ``env:VAR`` format whose variable is set (the file it names)."""
+        targets: dict[Format, Path] = {}
+        for fmt in formats.FORMATS:
+            if fmt.to == "file" and (value := getattr(self.settings, fmt.name, None)):
+                targets[fmt] = report_path(self.config, value)
+            elif fmt.env and os.environ.get(fmt.env):
+                targets[fmt] = Path(os.environ[fmt.env])
         return targets
 
-    def _document(self, outcomes: tuple[Outcome, ...], report: StatsReport | None) -> dict[str, Any]:
-        s = self.settings
-        return build_export(list(outcomes), out=self.out, session=asdict(self.session_info()),
-                            options={"reps": s.reps, "timeout": s.timeout}, baseline=s.baseline, seed=s.seed,
-                            history=self._history(), resamples=s.resamples, stats_report=report, target=s.generalize)
+    def _context(self) -> Context:
+        """The result's context; the session row (git commit, times: ``SessionInfo.collect``) only when an output is
+        written, so a session without one runs no git command for it."""
+        s, targets = self.settings, self._report_targets()
+        return Context(out=self.out, session=asdict(self.session_info()) if targets else None,
+                       options={"reps": s.reps, "timeout": s.timeout}, baseline=s.baseline, seed=s.seed,
+                       resamples=s.resamples, target=s.generalize, paths={fmt.name: path for fmt, path in targets.items()},
+                       load_task=functools.partial(session_task, config=self.config))  # parsed once per process
 
     def _history(self) -> list[Outcome] | None:
         """The store's task outcomes (this session's included) for the Elo-over-time chart."""
@@ -393,7 +383,7 @@ class Controller:
                 rows = store.rating_outcomes()
         except StoreError:
             return None
-        return rows or None
+        return score_outcomes(rows) if rows else None  # stored runs keep their session's score: a no-op for those
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -403,26 +393,26 @@ class Controller:
             patch_junit(Path(xml), {o.run_id: o.score for o in result.outcomes if o.kind == "task"},
                         {o.run_id for o in result.outcomes if o.status == Status.ERROR},
                         {"agentrace.results_digest": self.digest} if self.digest else None)
-        if result.document is not None:
-            self.written = self._write(result.document)
+        if result.outcomes:
+            self.written = self._write(result)
 
-    def _write(self, doc: dict[str, Any]) -> list[tuple[str, bool]]:
-        """Render the export document to each requested output; returns note lines."""
-        renders = {"html": lambda: html.render_report(doc, html_path=self._report_targets().get("html")), "md": lambda: markdown.render(doc),
-                   "json": lambda: json.dumps(doc, indent=2, sort_keys=True) + "\n"}
+    def _write(self, result: SessionResult) -> list[tuple[str, bool]]:
+        """Render ``result`` to each requested output (``_report_targets``; a format's ``render(result)``); returns
+        note lines. A file format is written to its path, an ``env:VAR`` one appended to the file ``$VAR`` names."""
         lines: list[tuple[str, bool]] = []
-        for kind, path in self._report_targets().items():
+        for fmt, path in self._report_targets().items():
             try:
-                if kind == "step_summary":
+                text = fmt.render(result)
+                if fmt.env:
                     with open(path, "a", encoding="utf-8") as fh:
-                        fh.write(markdown.render(doc) + "\n")
-                    lines.append((f"agentrace: appended the Markdown summary to ${STEP_SUMMARY_ENV}", False))
+                        fh.write(text + "\n")
+                    lines.append((f"agentrace: appended {fmt.title} to ${fmt.env}", False))
                     continue
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(renders[kind](), encoding="utf-8")
-                lines.append((f"agentrace: wrote {kind} report {path}", False))
+                path.write_text(text, encoding="utf-8")
+                lines.append((f"agentrace: wrote {fmt.name} report {path}", False))
             except Exception as exc:  # noqa: BLE001 - one broken output must not stop the others
-                where = f"${STEP_SUMMARY_ENV} ({path})" if kind == "step_summary" else str(path)
+                where = f"${fmt.env} ({path})" if fmt.env else str(path)
                 lines.append((f"agentrace: could not write {where}: {type(exc).__name__}: {exc}", True))
         return lines
 

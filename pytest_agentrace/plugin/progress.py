@@ -35,6 +35,7 @@ import pytest
 from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.plugin.collect import RunItem
 from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.report import numbers
 
 if TYPE_CHECKING:
     from pytest_agentrace.plugin.session import AgentraceSession
@@ -46,11 +47,11 @@ MAX_BUFFER = 4 * 1024 * 1024  # bytes of streamed output kept for the live parse
 
 def fmt_status(agent: str, seconds: float, tool_calls: int | None = None, tokens: int | None = None) -> str:
     """``"alpha 12 s · 3 tool calls · 1,234 tokens"`` (unknown figures left out; seconds to 0.1 below 10 s)."""
-    parts = [f"{agent} {seconds:.1f} s" if seconds < 10 else f"{agent} {seconds:.0f} s"]
+    parts = [f"{agent} {numbers.duration(seconds)}"]
     if tool_calls:
         parts.append(f"{tool_calls} tool call{'s' if tool_calls != 1 else ''}")
     if tokens:
-        parts.append(f"{tokens:,} tokens")
+        parts.append(f"{numbers.tokens(tokens)} tokens")
     return " · ".join(parts)
 
 

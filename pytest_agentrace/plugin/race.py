@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.report.result import SessionResult
 from pytest_agentrace.run.agent import agent_path_error, missing_executable
 from pytest_agentrace.run.pipeline import execute
 from pytest_agentrace.run.race import (
@@ -25,7 +26,6 @@ from pytest_agentrace.run.race import (
     group_id,
     race_dir,
     run_group,
-    session_races,
     wait_result,
     write_result,
 )
@@ -78,6 +78,16 @@ def _scratch(tmp: Path, index: int, spec: RunSpec) -> Path:
     return folder
 
 
-def summary_lines(agentrace: AgentraceSession, races: Callable[[Path, str], list[Race]] = session_races) -> list[str]:
-    """The race lines of the session (winner and time, runner-up and gap, stopped agents), one per race."""
-    return [r.line() for r in races(agentrace.out, agentrace.id)]
+def summary_lines(result: SessionResult) -> list[str]:
+    """The race lines of the session (winner and time, runner-up and gap, stopped agents), one per race run in it,
+    sorted by race: read from the session result's outcomes (each member's ``extra["race"]``, ``Race.to_dict``); a
+    race whose members were all reused from an earlier session (``--agentrace-resume``) was not run in this one."""
+    found: dict[str, Race] = {}
+    for o in result.outcomes:
+        race = o.extra.get("race") if isinstance(o.extra, dict) else None
+        if isinstance(race, dict) and not o.reused and race.get("group") not in found:
+            try:
+                found[race["group"]] = Race.from_dict(race)
+            except (KeyError, TypeError, ValueError):
+                continue
+    return [found[group].line() for group in sorted(found)]

@@ -39,6 +39,7 @@ from pytest_agentrace.model_double.script import load_script
 from pytest_agentrace.plugin import collect, interrupts, race, validate
 from pytest_agentrace.plugin.controller import Controller
 from pytest_agentrace.record.store import default_path
+from pytest_agentrace.report import formats
 from pytest_agentrace.run.cgroup import Parent, find_parent
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.resume import install_sigterm
@@ -318,7 +319,8 @@ class AgentraceSession:
             terminalreporter.section("agentrace: nothing collected")
             for line in self.nothing_collected_lines():
                 terminalreporter.write_line(line)
-        lines = race.summary_lines(self) if self.settings.race else []
+        lines = race.summary_lines(self.config.pluginmanager.getplugin(Controller.NAME).finish()) \
+            if self.settings.race else []
         if lines:
             terminalreporter.section("agentrace race")
             for line in lines:
@@ -501,10 +503,11 @@ def check_out_dir(out: Path) -> None:
 
 
 def check_report_paths(config: pytest.Config, found: _options.Settings) -> None:
-    """Usage error before any run (and its cost) when a ``--agentrace-html/md/json`` file could not be written at
-    the end: its folder cannot be made or written, or the path is a folder or a read-only file."""
-    for option in ("html", "md", "json"):
-        value = getattr(found, option)
+    """Usage error before any run (and its cost) when a report file (``--agentrace-html/md/json``, each file format of
+    ``report.formats.FORMATS``) could not be written at the end: its folder cannot be made or written, or the path is
+    a folder or a read-only file."""
+    for option in (f.name for f in formats.FORMATS if f.to == "file"):
+        value = getattr(found, option, None)
         if not value:
             continue
         path = _options.report_path(config, value)

@@ -33,6 +33,7 @@ from pytest_agentrace.record.redact import redact, redact_data, secret_values
 from pytest_agentrace.record.safefile import read_text, regular_files
 from pytest_agentrace.record.trajectory import TRAJECTORY_FILE, build_trajectory, read_prompt
 from pytest_agentrace.report import charts
+from pytest_agentrace.report.json_export import document
 from pytest_agentrace.report.leaderboard import RACE_NOTE
 from pytest_agentrace.report.limits import status_text
 from pytest_agentrace.report.markdown import (
@@ -52,6 +53,7 @@ from pytest_agentrace.report.markdown import (
     used_tool,
     with_ci,
 )
+from pytest_agentrace.report.result import SessionResult
 from pytest_agentrace.report.text import cut_notes, tokens_reason
 from pytest_agentrace.stats.ratings import INITIAL
 
@@ -508,6 +510,12 @@ def _run_filter(runs: Sequence[Mapping[str, Any]]) -> str:
             f'<fieldset class="outcomes"><legend class="visually-hidden">Show outcomes</legend>{toggles}</fieldset> '
             f'<span id="run-filter-count" class="note" aria-live="polite">{len(runs)} of {len(runs)} runs shown</span>'
             '</div>')
+
+
+def render(result: SessionResult) -> str:
+    """The session's HTML report (``--agentrace-html``, ``agentrace html``): ``render_report`` of the result's export
+    document, its links relative to ``result.context.paths["html"]`` when the result names where it is written."""
+    return render_report(document(result), result.context.out, html_path=result.context.paths.get("html"))
 
 
 def render_report(doc: Mapping[str, Any], out: Path | None = None, html_path: Path | None = None) -> str:

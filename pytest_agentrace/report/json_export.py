@@ -18,7 +18,7 @@ never disagree. Top-level keys::
     cells           per case x arm x agent: ``cells.summarize`` (Wilson pass-rate interval, token interval, ...)
     comparisons     per arm vs baseline: ``compare.compare_arms`` (relative cost, 95% interval, verdict)
     elo             {ratings {agent: rating}, history [per session], steps [per race]} (``ratings.elo``,
-                    ``ratings.elo_history``, ``elo_steps``), over the history store's task runs when given
+                    ``ratings.elo_history``, ``result.elo_steps``), over the history store's task runs when given
     runs            every outcome (``Outcome.to_dict``, the run.json record) with its composite score
 
 Numbers that cannot be computed are null, never NaN (JSON has no NaN).
@@ -27,9 +27,10 @@ Numbers that cannot be computed are null, never NaN (JSON has no NaN).
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +38,10 @@ from pytest_agentrace import __version__
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.redact import redact_data, secret_values
-from pytest_agentrace.report.leaderboard import leaderboard
+from pytest_agentrace.report.result import Context, EloSeries, SessionResult, build_result
 from pytest_agentrace.spec.task import load_task
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES
-from pytest_agentrace.stats.ratings import apply_race, elo, elo_history, races
 from pytest_agentrace.stats.report import build_report
 
 EXPORT_VERSION = 1
@@ -84,15 +84,17 @@ def system_info() -> dict[str, Any]:
     }
 
 
-def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Task and trial entries of ``config``, read back from their files where they still load."""
+def _spec_info(outcomes: Sequence[Outcome], read_task: Callable[[Path], Any] = load_task
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Task and trial entries of ``config``, read back from their files where they still load (task files through
+    ``read_task``)."""
     tasks: dict[tuple[str, str], dict[str, Any]] = {}
     trials: dict[str, dict[str, Any]] = {}
     for o in outcomes:
         if o.kind == "task" and (o.case, o.source) not in tasks:
             entry: dict[str, Any] = {"name": o.case, "source": o.source, "timeout": None}
             try:
-                entry["timeout"] = load_task(Path(o.source)).timeout
+                entry["timeout"] = read_task(Path(o.source)).timeout
             except (SpecError, OSError, ValueError):
                 pass
             tasks[(o.case, o.source)] = entry
@@ -118,20 +120,6 @@ def _spec_info(outcomes: Sequence[Outcome]) -> tuple[list[dict[str, Any]], list[
     return sorted(tasks.values(), key=lambda t: (t["name"], t["source"])), sorted(trials.values(), key=lambda t: t["source"])
 
 
-def elo_steps(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
-    """Ratings after each race (``ratings.races`` in time order, races of two or more agents), for the Elo
-    chart: ``[{race (1-based), session_id, case, started, ratings {agent: rating}}]`` (``ratings.apply_race``)."""
-    ratings: dict[str, float] = {}
-    steps = []
-    for race in races(outcomes):
-        if len(race.scores) < 2:
-            continue
-        ratings = apply_race(ratings, race.scores)
-        steps.append({"race": len(steps) + 1, "session_id": race.session_id, "case": race.case, "started": race.started,
-                      "ratings": dict(sorted(ratings.items()))})
-    return steps
-
-
 def build_export(
     outcomes: Sequence[Outcome],
     *,
@@ -145,56 +133,73 @@ def build_export(
     stats_report: Any = None,
     target: str = "fixed",
 ) -> dict[str, Any]:
-    """The export document (see the module docstring) for ``outcomes`` (task runs scored: ``score.score_outcomes``).
+    """The export document (see the module docstring) for scored ``outcomes`` (task runs with their composite score:
+    ``score.score_outcomes``; raises ``score.UnscoredError`` otherwise): ``document(build_result(...))``.
 
     ``session``: the session row (``store.SessionInfo`` fields) or None; ``options``: ``{reps, timeout}`` the
     session overrode; ``baseline``: passed to ``compare.compare_arms``; ``target``: its inference target (``fixed``
-    or ``cases``, ``config.generalize``); ``seed``/``resamples`` (default 10,000)
-    drive every bootstrap interval and test (cells and comparisons), as in the session's terminal report; ``history``: outcomes of earlier
-    sessions (the history store) for the Elo chart, else Elo uses ``outcomes`` alone. Cells and comparisons come from
-    ``stats_report`` (a ``stats_report.StatsReport`` over the same outcomes: the session passes the one its terminal
-    report shows, stop-when-decided verdicts included), else from a ``build_report`` made here.
+    or ``cases``, ``config.generalize``); ``seed``/``resamples`` (default 10,000) drive every bootstrap interval and
+    test; ``history``: scored outcomes of earlier sessions (the history store) for the Elo chart, else Elo uses
+    ``outcomes`` alone; ``stats_report``: a ``StatsReport`` over the same outcomes, else one is built here.
     """
-    outcomes = list(outcomes)
-    options = dict(options or {})
-    resamples = int(resamples or DEFAULT_RESAMPLES)
-    tasks, trials = _spec_info(outcomes)
+    context = Context(out=Path(out) if out else None, session=session, options=dict(options or {}), baseline=baseline,
+                      seed=seed, resamples=int(resamples or DEFAULT_RESAMPLES), target=target)
+    return document(build_result(outcomes, context, report=stats_report, history=history))
+
+
+def document(result: SessionResult) -> dict[str, Any]:
+    """The export document of ``result`` (see the module docstring), made once per result (kept in
+    ``result.cache``): the JSON report, and what the Markdown, HTML and PR-comment outputs render. Every field is
+    redacted (``record.redact``). A result without a statistics report gets one built here."""
+    if "document" not in result.cache:
+        result.cache["document"] = _document(result)
+    return result.cache["document"]
+
+
+def _document(result: SessionResult) -> dict[str, Any]:
+    ctx = result.context
+    outcomes = list(result.outcomes)
+    options = dict(ctx.options)
+    tasks, trials = _spec_info(outcomes, ctx.load_task)
     statuses = Counter(str(o.status) for o in outcomes)
-    elo_source = list(history) if history else outcomes
-    stats = stats_report or build_report(outcomes, baseline, seed, resamples, target=target)
+    stats = result.report or build_report(outcomes, ctx.baseline, ctx.seed, ctx.resamples, target=ctx.target)
+    elo = result.elo or EloSeries.of(outcomes)
     session_doc = None
-    if session:
-        session_doc = {k: session.get(k) for k in ("id", "started", "finished", "git_sha", "rootdir")}
-        session_doc["args"] = list(session.get("args") or [])
+    if ctx.session:
+        session_doc = {k: ctx.session.get(k) for k in ("id", "started", "finished", "git_sha", "rootdir")}
+        session_doc["args"] = list(ctx.session.get("args") or [])
     doc = {
         "schema_version": EXPORT_VERSION,
         "product": {"name": "pytest-agentrace", "version": __version__},
         "generated": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "system": system_info(),
         "session": session_doc,
-        "results_dir": str(out) if out else None,
+        "results_dir": str(ctx.out) if ctx.out else None,
         "config": {
             "agents": sorted({o.agent for o in outcomes}),
             "tasks": tasks, "trials": trials,
             "reps": options.get("reps") or max((o.rep for o in outcomes), default=0),
-            "timeout": options.get("timeout"), "seed": seed, "resamples": resamples, "baseline": baseline,
-            "generalize": stats.settings.get("target", target),
+            "timeout": options.get("timeout"), "seed": ctx.seed, "resamples": ctx.resamples, "baseline": ctx.baseline,
+            "generalize": stats.settings.get("target", ctx.target),
         },
         "totals": {"runs": len(outcomes), **{s: statuses.get(s, 0) for s in ("passed", "failed", "timeout", "error")},
                    **({"stopped": statuses["stopped"]} if statuses.get("stopped") else {})},  # race mode's stopped runs
-        "leaderboard": [s.to_dict() for s in leaderboard(outcomes)],
+        "leaderboard": [s.to_dict() for s in result.leaderboard],
         "cells": [c.to_dict() for c in stats.cells],
         "comparisons": [c.to_dict() for c in stats.comparisons],
-        "elo": {"ratings": dict(elo(elo_source)), "history": list(elo_history(elo_source)), "steps": elo_steps(elo_source)},
+        "elo": {"ratings": dict(elo.ratings), "history": list(elo.history), "steps": list(elo.steps)},
         "runs": [o.to_dict() for o in outcomes],
     }
     return redact_data(clean(doc), secret_values())  # every exported field (HTML, Markdown, JSON, comment) is redacted
 
 
+def render(result: SessionResult) -> str:
+    """The JSON report (``--agentrace-json``, ``agentrace export``): the export document, indented, keys sorted."""
+    return json.dumps(document(result), indent=2, sort_keys=True) + "\n"
+
+
 def load_schema() -> dict[str, Any]:
     """The export's JSON Schema (a dict)."""
-    import json
-
     return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
 
 

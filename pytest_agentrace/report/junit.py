@@ -1,9 +1,10 @@
 """Finish the JUnit XML file pytest's junitxml plugin wrote: the session's final scores and the runs' error kinds.
 
 A run's composite score depends on the other agents of the same task and rep (time and lines are normalised across
-them), so a worker can only record the run's solo score. After pytest's junitxml plugin has written the file, the
-controller replaces each ``agentrace.score`` with the final one (and drops the property when a run has none: JUnit
-carries no empty numeric property), matching test cases by their ``agentrace.run_id`` property. A run's agent runs in
+them), so it is known only when the session has every run: a run's item records no score. After pytest's junitxml
+plugin has written the file, the controller writes each run's ``agentrace.score`` once (after its
+``agentrace.status``; none when a run has no score: JUnit carries no empty numeric property), matching test cases by
+their ``agentrace.run_id`` property. A run's agent runs in
 its item's call phase, where junitxml writes a failure as ``<failure>``: the ``<failure>`` of a run whose status is
 ``error`` (an infrastructure fault) becomes ``<error>``, as a fault in setup would be, and the ``<testsuite>``'s
 ``errors`` / ``failures`` totals are counted again from its cases, as junitxml counts them (one per ``<error>`` /
@@ -18,8 +19,8 @@ from pathlib import Path
 
 def patch_junit(xml_path: Path, scores: Mapping[str, float | None], errors: Collection[str] = (),
                 suite: Mapping[str, str] | None = None) -> int:
-    """Set ``agentrace.score`` for every test case whose ``agentrace.run_id`` is in ``scores`` (remove it when the
-    score is None), turn the ``<failure>`` of each run id in ``errors`` into ``<error>``, and set each of ``suite``
+    """Set ``agentrace.score`` for every test case whose ``agentrace.run_id`` is in ``scores`` (added after its
+    ``agentrace.status``, or replaced; removed when the score is None), turn the ``<failure>`` of each run id in ``errors`` into ``<error>``, and set each of ``suite``
     (e.g. ``agentrace.results_digest``) as a ``<property>`` of every ``<testsuite>``.
 
     Returns the number of elements changed; a missing or unreadable file changes nothing.
@@ -55,15 +56,21 @@ def patch_junit(xml_path: Path, scores: Mapping[str, float | None], errors: Coll
         if run_id not in scores:
             continue
         value = scores[run_id]
-        for p in list(props.iter("property")):
-            if p.get("name") != "agentrace.score":
-                continue
+        found = [p for p in props.iter("property") if p.get("name") == "agentrace.score"]
+        for p in found:  # a score recorded before the session's end (a reused run's): the final one replaces it
             if value is None:
                 props.remove(p)
                 changed += 1
             elif p.get("value") != str(value):
                 p.set("value", str(value))
                 changed += 1
+        if value is not None and not found:
+            names = [p.get("name") for p in props]
+            at = names.index("agentrace.status") + 1 if "agentrace.status" in names else len(names)
+            score = ET.Element("property", {"name": "agentrace.score", "value": str(value)})
+            score.tail = props[at - 1].tail if at else None
+            props.insert(at, score)
+            changed += 1
     if changed:
         for suite in tree.getroot().iter("testsuite"):
             _recount(suite)

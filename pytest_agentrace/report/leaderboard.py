@@ -8,7 +8,8 @@ a tie and nobody wins (**ties are not wins**), though every participant has race
 
 Per agent: ``runs`` (scored task runs), ``races``, ``wins``, ``win_rate`` (wins / races, 0..1; None without a
 race), ``passed`` (runs with status passed), and the means of score (0..100), cost (USD, over runs whose cost is
-known) and agent seconds, over its scored runs.
+known) and agent seconds, over its scored runs. Every function takes scored outcomes (``score.score_outcomes``) and
+raises ``score.UnscoredError`` for a task run without its score.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.stats.ratings import DRAW_MARGIN, races
-from pytest_agentrace.stats.score import score_outcomes
+from pytest_agentrace.stats.score import require_scored
 
 SPARK = "▁▂▃▄▅▆▇█"
 RACE_NOTE = ("A race is one task in one session (each agent's mean score over its reps) with two or more agents; "
@@ -63,7 +64,7 @@ def rank(scores: dict[str, float], agent: str) -> int | None:
 
 
 def _task_runs(outcomes: Iterable[Outcome]) -> list[Outcome]:
-    return [o for o in score_outcomes(outcomes) if o.kind == "task" and o.is_sample and o.score is not None]
+    return [o for o in require_scored(outcomes, "leaderboard") if o.kind == "task" and o.is_sample and o.score is not None]
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -10,8 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_agentrace.report.json_export import document
 from pytest_agentrace.report.leaderboard import RACE_NOTE
 from pytest_agentrace.report.limits import hits_line
+from pytest_agentrace.report.numbers import grouped, pct, span, tokens, usd
+from pytest_agentrace.report.numbers import grouped as num
+from pytest_agentrace.report.result import SessionResult
 from pytest_agentrace.report.stats_text import ratio_text
 from pytest_agentrace.stats.verdict import FIXED, TARGET_TEXT
 
@@ -47,22 +51,12 @@ def interval(value: Any) -> tuple[float | None, float | None]:
     return None, None
 
 
-def num(x: Any, digits: int = 1) -> str:
-    return "-" if x is None else f"{x:,.{digits}f}"
-
-
-def pct(x: Any) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def with_ci(x: Any, ci: Any, fmt=num, **kw: Any) -> str:
+def with_ci(x: Any, ci: Any, fmt=grouped, **kw: Any) -> str:
     """``"x (lo–hi)"``, or ``x`` alone when the interval is undefined."""
     lo, hi = interval(ci)
     if x is None:
         return "-"
-    if lo is None or hi is None:
-        return fmt(x, **kw)
-    return f"{fmt(x, **kw)} ({fmt(lo, **kw)}–{fmt(hi, **kw)})"
+    return fmt(x, **kw) + span(lo, hi, fmt, dash="–", **kw)
 
 
 def used_tool(cell: Mapping[str, Any]) -> str:
@@ -71,14 +65,6 @@ def used_tool(cell: Mapping[str, Any]) -> str:
     if not known:
         return "-"
     return f"{cell.get('used_tool', 0)}/{known}"
-
-
-def usd(x: Any) -> str:
-    return "-" if x is None else f"${x:.4f}"
-
-
-def tokens(x: Any) -> str:
-    return "-" if x is None else f"{round(x):,}"
 
 
 def target_text(doc: dict[str, Any]) -> str:
@@ -204,7 +190,13 @@ def headline(doc: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def render(doc: Mapping[str, Any], title: str = "agentrace report", level: int = 2) -> str:
+def render(result: SessionResult) -> str:
+    """The session's Markdown report (``--agentrace-md``, ``$GITHUB_STEP_SUMMARY``): ``render_document`` of the
+    result's export document (``json_export.document``, made once per result)."""
+    return render_document(document(result))
+
+
+def render_document(doc: Mapping[str, Any], title: str = "agentrace report", level: int = 2) -> str:
     """The whole report as Markdown: headline, leaderboard, tasks, trials, arm comparisons, Elo, runs that did
     not pass, and a footer naming the methods."""
     h = "#" * level
@@ -245,7 +237,7 @@ def comment_body(doc: Mapping[str, Any], limit: int = COMMENT_LIMIT, full_report
     characters (GitHub refuses a comment over 65,536). A larger report becomes ``compact``: the headline, then
     each table cut to the rows that fit its share, and a pointer to the full report (``full_report``: a URL or a
     path; else the commands that write it). Raises ``ValueError`` when ``limit`` cannot hold even the headline."""
-    body = COMMENT_MARKER + "\n" + render(doc, title="agentrace results")
+    body = COMMENT_MARKER + "\n" + render_document(doc, title="agentrace results")
     if len(body) <= limit:
         return body
     body = COMMENT_MARKER + "\n" + compact(doc, limit - len(COMMENT_MARKER) - 1, full_report)

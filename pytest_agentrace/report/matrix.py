@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.report import numbers
 from pytest_agentrace.report.fit import fit, fit_lines
 from pytest_agentrace.report.text import COST_MARKS
 from pytest_agentrace.stats.ratings import DRAW_MARGIN
@@ -48,10 +49,6 @@ class AgentTotals:
     cost_mark: str = ""
 
 
-def _seconds(x: float) -> str:
-    return f"{x:.1f}s" if x < 10 else f"{x:.0f}s"
-
-
 def _cell(runs: list[Outcome]) -> str:
     if not runs:
         return "-"
@@ -59,7 +56,7 @@ def _cell(runs: list[Outcome]) -> str:
     scores = [float(o.score) for o in valid if o.score is not None]
     if not valid or not scores:
         return "error"
-    text = f"{sum(scores) / len(scores):.1f} ({_seconds(sum(o.seconds for o in valid) / len(valid))})"
+    text = f"{sum(scores) / len(scores):.1f} ({numbers.seconds(sum(o.seconds for o in valid) / len(valid))})"
     passed = sum(o.status == Status.PASSED for o in valid)
     if len(runs) == 1:
         return text if passed else f"{text} {valid[0].status}"

@@ -6,12 +6,17 @@ drop, least important first); Markdown is never narrowed."""
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from pytest_agentrace.report.fit import fit_lines, fit_table
+from pytest_agentrace.report.numbers import fixed as _f
+from pytest_agentrace.report.numbers import p_value as _p
+from pytest_agentrace.report.numbers import pct as _pct
+from pytest_agentrace.report.numbers import ratio as ratio_text
+from pytest_agentrace.report.numbers import span
+from pytest_agentrace.report.numbers import tokens as _tok
 from pytest_agentrace.report.text import _display_path
 from pytest_agentrace.stats.numerics import wilson_interval
 from pytest_agentrace.stats.snapshot import closing_line
@@ -39,34 +44,8 @@ OPTIONAL = {
 }
 
 
-def _f(x: float | None, digits: int = 2) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def ratio_text(x: float | None, digits: int = 2) -> str:
-    """A ratio (relative cost) with ``digits`` decimals, or ``digits`` significant digits below 0.1 so a small one
-    is not printed as ``0.00``: ``1.04``, ``0.50``, ``0.0024``, ``0.000051``; ``-`` for None."""
-    if x is None:
-        return "-"
-    if x == 0 or abs(x) >= 0.1 or not math.isfinite(x):
-        return f"{x:.{digits}f}"
-    return f"{x:.{digits - 1 - math.floor(math.log10(abs(x)))}f}"
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def _tok(x: float | None) -> str:
-    return "-" if x is None else f"{round(x):,}"
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def _p(p: float | None) -> str:
-    return "-" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}")
 
 
 def _p_bh(p: float | None, adjusted: float | None, error: float | None = None) -> str:
@@ -84,9 +63,7 @@ def _ci(iv: Any, fmt=_f) -> str:
     if iv is None:
         return ""
     lo, hi = (iv.lo, iv.hi) if hasattr(iv, "lo") else iv
-    if lo is None or hi is None:
-        return ""
-    return f" ({fmt(lo)} to {fmt(hi)})" if lo < 0 else f" ({fmt(lo)}-{fmt(hi)})"
+    return span(lo, hi, fmt)
 
 
 def _table(rows: list[list[Any]], headers: list[str], fmt: str, width: int | None = None,

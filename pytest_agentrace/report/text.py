@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from pytest_agentrace.agents.pricing import NO_PRICE_PREFIXES
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.report import numbers
 from pytest_agentrace.report.fit import dropped_note, fit, fit_lines, shorten
 from pytest_agentrace.report.limits import status_text
 from pytest_agentrace.run.process import CUT_NOTE_PREFIX
@@ -37,7 +38,8 @@ def _check(o: Outcome, name: str) -> str:
 
 
 def fmt_tokens(n: int | None) -> str:
-    return "-" if n is None else f"{n:,}"
+    """A run's token count: ``12,345`` (``report.numbers.tokens``)."""
+    return numbers.tokens(n)
 
 
 TOKENS_UNKNOWN = "unknown"
@@ -121,7 +123,7 @@ def fmt_cost(o: Outcome) -> str:
     u = o.usage
     if u.cost_usd is None:
         return "-"
-    return f"{u.cost_usd:.4f}{COST_MARKS.get(u.cost_source, '')}"
+    return numbers.cost(u.cost_usd) + COST_MARKS.get(u.cost_source, "")
 
 
 def _display_path(path: str) -> str:
@@ -157,10 +159,6 @@ def _single_rep_table(runs: list[Outcome], show_cost: bool) -> tuple[list[list],
             row += [tokens_cell(o), fmt_cost(o)]
         rows.append(row)
     return rows, TASK_HEADERS + (COST_HEADERS if show_cost else []), runs
-
-
-def _ratio(values: list[bool]) -> str:
-    return f"{sum(values)}/{len(values)}" if values else "-"
 
 
 def _mean(values: list[float]) -> float | None:
@@ -210,11 +208,11 @@ def _reps_table(runs: list[Outcome], show_cost: bool) -> tuple[list[list], list[
         lines = _mean([float(o.lines_changed) for o in samples if o.lines_changed is not None])
 
         def checks(name: str, samples: list[Outcome] = samples) -> str:
-            return _ratio([o.checks[name].passed for o in samples if name in o.checks])
+            return numbers.count_ratio([o.checks[name].passed for o in samples if name in o.checks])
 
         row = [
             ranks[agent] or "-", agent, f"{len(rs)}" + (f" ({', '.join(extra)})" if extra else ""),
-            _ratio([o.status == Status.PASSED for o in samples]), "-" if score is None else f"{score:.1f}",
+            numbers.count_ratio([o.status == Status.PASSED for o in samples]), "-" if score is None else f"{score:.1f}",
             checks("tests"), checks("verify"), checks("lint"), "-" if seconds is None else f"{seconds:.1f}",
             "-" if lines is None else f"{lines:.1f}",
         ]

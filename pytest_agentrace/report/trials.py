@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.report import numbers
 from pytest_agentrace.report.fit import fit_lines, fit_table
 from pytest_agentrace.report.text import mean_cost, mean_tokens, notes_lines, title_line
 
@@ -20,10 +21,6 @@ TRIAL_HEADERS = ["Question", "Arm", "Agent", "Runs", "Passed", "Correct", "Recal
 # tokens per run, the figures a trial is run for, go last
 TRIAL_OPTIONAL = ("Claims ok", "Used tool", "Recall", "Cost/run (USD)", "Verify", "Errors", "Time (s)", "Tokens/run", "Correct")
 TRIAL_KEEP = ("Tokens/run", "Correct")
-
-
-def _ratio(items: list[bool]) -> str:
-    return f"{sum(items)}/{len(items)}" if items else "-"
 
 
 def trial_notes(cells: dict[tuple[str, str, str], list[Outcome]]) -> list[str]:
@@ -62,8 +59,8 @@ def trial_tables(outcomes: Iterable[Outcome], show_cost: bool = True, width: int
             reused = sum(o.reused for o in runs)
             row = [
                 case, arm, agent, f"{len(runs)}" + (f" ({reused} reused)" if reused else ""),
-                _ratio([o.status == Status.PASSED for o in samples]), _ratio([bool(o.answer_score["correct"]) for o in scored]),
-                f"{sum(recall) / len(recall):.2f}" if recall else "-", _ratio(verify), _ratio(used), _ratio(claims),
+                numbers.count_ratio([o.status == Status.PASSED for o in samples]), numbers.count_ratio([bool(o.answer_score["correct"]) for o in scored]),
+                f"{sum(recall) / len(recall):.2f}" if recall else "-", numbers.count_ratio(verify), numbers.count_ratio(used), numbers.count_ratio(claims),
                 len(runs) - len(samples), f"{sum(o.seconds for o in samples) / len(samples):.1f}" if samples else "-",
             ]
             if show_cost:

@@ -24,7 +24,7 @@ from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.stats.numerics import _var, z_value
-from pytest_agentrace.stats.score import score_outcomes
+from pytest_agentrace.stats.score import require_scored
 
 INITIAL = 1500.0
 K_FACTOR = 32.0
@@ -45,9 +45,10 @@ class Race:
 
 def races(outcomes: Iterable[Outcome]) -> list[Race]:
     """Races (task outcomes with a score, grouped by session, source and case) in time order; single-agent groups
-    are included (they change no rating)."""
+    are included (they change no rating). Task runs must be scored (``score.score_outcomes``; raises
+    ``score.UnscoredError``)."""
     groups: dict[tuple[str, str, str], list[Outcome]] = defaultdict(list)
-    for o in score_outcomes(outcomes):
+    for o in require_scored(outcomes, "races"):
         if o.kind == "task" and o.is_sample and o.score is not None:
             groups[(o.session_id, o.source, o.case)].append(o)
     out = []
@@ -162,8 +163,8 @@ def _wilson_fraction(p: float, n: int, confidence: float) -> tuple[float, float]
 
 
 def race_stats(outcomes: Sequence[Outcome]) -> list[RaceStats]:
-    """``RaceStats`` per agent over the task outcomes (sorted by mean score, best first)."""
-    outcomes = score_outcomes(outcomes)
+    """``RaceStats`` per agent over the scored task outcomes (sorted by mean score, best first)."""
+    outcomes = require_scored(outcomes, "race_stats")
     ratings = elo(outcomes)
     all_races = races(outcomes)
     by_agent: dict[str, list[Outcome]] = defaultdict(list)

@@ -22,7 +22,7 @@ from pytest_agentrace.stats.cells import (
     summarize,
 )
 from pytest_agentrace.stats.compare import ArmComparison, compare_arms, with_sequential
-from pytest_agentrace.stats.score import score_outcomes
+from pytest_agentrace.stats.score import require_scored
 from pytest_agentrace.stats.verdict import CASES, FIXED, TARGET_TEXT, check_target
 
 
@@ -76,7 +76,8 @@ METHODS = {
 def build_report(outcomes: Iterable[Outcome], baseline: str | None = None, seed: int = 0, resamples: int = stats.DEFAULT_RESAMPLES,
                  cases: Sequence[str] | None = None, sequential: dict[str, Any] | None = None, alpha: float = 0.05,
                  confidence: float = 0.95, target: str = FIXED) -> StatsReport:
-    """Build the statistics report over ``outcomes`` (optionally only ``cases``) for the inference ``target``
+    """Build the statistics report over scored ``outcomes`` (task runs with their composite score:
+    ``score.score_outcomes``; raises ``score.UnscoredError`` otherwise), optionally only ``cases``, for the inference ``target``
     (``fixed``: the cases that ran, the default; ``cases``: new cases like these; see ``compare``).
 
     ``sequential``: ``{"cap": int}`` or ``{"caps": {source: int}}`` (+ optional ``min_runs``) when the session
@@ -85,9 +86,7 @@ def build_report(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
     comparison's), for ``cases`` each case's verdict (and a one-case arm's).
     """
     check_target(target)
-    outcomes = [o for o in outcomes if not cases or o.case in set(cases)]
-    if any(o.kind == "task" and o.score is None and o.is_sample for o in outcomes):
-        outcomes = score_outcomes(outcomes)
+    outcomes = [o for o in require_scored(outcomes, "build_report") if not cases or o.case in set(cases)]
     cells = summarize(outcomes, seed, resamples, confidence)
     comps = compare_arms(outcomes, baseline, seed, resamples, confidence, alpha, target=target)
     by_case = compare_arms(outcomes, baseline, seed, resamples, confidence, alpha, by_case=True, target=target)

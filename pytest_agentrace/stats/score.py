@@ -137,6 +137,24 @@ def score_outcomes(outcomes: Iterable[Outcome], per_session: bool = True) -> lis
     return sorted(result, key=lambda o: (o.kind, o.source, o.case, o.arm, o.rep, o.agent))
 
 
+class UnscoredError(ValueError):
+    """Task runs given to a function that takes scored outcomes without their composite score."""
+
+
+def require_scored(outcomes: Iterable[Outcome], where: str) -> list[Outcome]:
+    """``outcomes`` as a list, after checking that every task run that is a sample has its composite score (set once
+    per session by ``score_outcomes``; the statistics, ratings, leaderboard and reports never score again).
+
+    Raises ``UnscoredError`` naming ``where`` and the first unscored run id.
+    """
+    runs = list(outcomes)
+    for o in runs:
+        if o.kind == "task" and o.score is None and o.is_sample:
+            raise UnscoredError(f"{where}: task run {o.run_id} has no composite score; score the outcomes once with "
+                                "stats.score.score_outcomes before")
+    return runs
+
+
 def rank(scores: Mapping[str, float | None]) -> dict[str, int | None]:
     """Competition ranks ("1224") by score, highest first; None scores get no rank."""
     ordered = sorted((s for s in scores.values() if s is not None), reverse=True)
