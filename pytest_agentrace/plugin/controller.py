@@ -28,7 +28,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import datetime as _dt
-import functools
 import json
 import os
 import textwrap
@@ -42,7 +41,7 @@ import pytest
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import report_path
 from pytest_agentrace.plugin import validate
-from pytest_agentrace.plugin.collect import override_lines, planned_reps, session_task
+from pytest_agentrace.plugin.collect import override_lines, planned_reps
 from pytest_agentrace.plugin.progress import Progress, is_run_item
 from pytest_agentrace.record import index
 from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest, seal_session
@@ -160,6 +159,7 @@ class Controller:
         config = agentrace.config
         self.config, self.settings, self.session_id, self.out = config, agentrace.settings, agentrace.id, agentrace.out
         self.sandbox_why = agentrace.sandbox_why  # why the runs have no sandbox (--agentrace-sandbox auto), or None
+        self.files = agentrace.files  # the session's collection cache: a task file is parsed once per process
         self.started = _now()
         self.digest: str | None = None  # of the results folder at the session's end (record.manifest)
         self.outcomes: dict[str, Outcome] = {}  # by run id
@@ -371,7 +371,7 @@ class Controller:
         return Context(out=self.out, session=asdict(self.session_info()) if targets else None,
                        options={"reps": s.reps, "timeout": s.timeout}, baseline=s.baseline, seed=s.seed,
                        resamples=s.resamples, target=s.generalize, paths={fmt.name: path for fmt, path in targets.items()},
-                       load_task=functools.partial(session_task, config=self.config))  # parsed once per process
+                       load_task=self.files.task)  # parsed once per process
 
     def _history(self) -> list[Outcome] | None:
         """The store's task outcomes (this session's included) for the Elo-over-time chart."""

@@ -23,7 +23,6 @@ every inherited descriptor (only the command gets it).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -124,6 +123,8 @@ def _fd() -> int | None:
 def undumpable() -> None:
     """Make this process non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``): a process of the same user without
     capabilities can no longer open its ``/proc/<pid>/fd`` entries. Does nothing where ``prctl`` is missing."""
+    import ctypes  # only in the helpers, which run inside the box
+
     try:
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except (OSError, AttributeError):
