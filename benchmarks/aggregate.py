@@ -51,18 +51,22 @@ def make_folder(out: Path, runs: int, cases: int) -> None:
                 i += 1
 
 
-def timed_report(out: Path) -> tuple[float, float, str]:
-    """(seconds, peak RSS MiB, stdout) of ``agentrace report OUT`` in a fresh process."""
+def timed_report(out: Path, env: dict[str, str] | None = None) -> tuple[float, float, str, float]:
+    """(wall seconds, peak RSS MiB, stdout, CPU seconds) of ``agentrace report OUT`` in a fresh process (``env``:
+    extra environment variables, e.g. ``OMP_NUM_THREADS=1``). CPU seconds (user + system, every thread) move less
+    than wall time when other jobs share the machine."""
     code = ("import resource, sys; from pytest_agentrace.cli import main\n"
             "rc = main(['report', sys.argv[1]])\n"
-            "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+            "u = resource.getrusage(resource.RUSAGE_SELF)\n"
+            "print('PEAK', u.ru_maxrss, u.ru_utime + u.ru_stime, file=sys.stderr); sys.exit(rc)")
     t = time.perf_counter()
-    res = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True,
+                         env={**os.environ, **(env or {})})
     seconds = time.perf_counter() - t
     if res.returncode != 0:
         raise SystemExit(f"agentrace report failed: {res.stderr[-2000:]}")
-    peak = next(int(line.split()[1]) for line in res.stderr.splitlines() if line.startswith("PEAK")) / 1024
-    return seconds, peak, res.stdout
+    peak, cpu = next(line.split()[1:] for line in res.stderr.splitlines() if line.startswith("PEAK"))
+    return seconds, int(peak) / 1024, res.stdout, float(cpu)
 
 
 def read_floor(out: Path) -> float:
@@ -94,8 +98,8 @@ def main() -> None:
         print(f"runs: {args.runs:,} in {args.cases:,} cases x 2 arms (folder made in {made:.1f} s); "
               f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
         print(f"floor: read every run.json (no parsing):   {floor:6.2f} s")
-        print(f"agentrace report, index missing (rebuilt):  {first[0]:6.2f} s, peak RSS {first[1]:6.0f} MiB")
-        print(f"agentrace report, from the index:           {second[0]:6.2f} s, peak RSS {second[1]:6.0f} MiB "
+        print(f"agentrace report, index missing (rebuilt):  {first[0]:6.2f} s, {first[3]:6.2f} s CPU, peak RSS {first[1]:6.0f} MiB")
+        print(f"agentrace report, from the index:           {second[0]:6.2f} s, {second[3]:6.2f} s CPU, peak RSS {second[1]:6.0f} MiB "
               f"(goal: <= 10 s, <= 300 MiB at 100,000 runs)")
         print(f"same output both times: {first[2] == second[2]}")
 

@@ -165,7 +165,8 @@ def summarize_cell(runs: Sequence[Outcome], seed: int = 0, resamples: int = stat
 
 def summarize(outcomes: Iterable[Outcome], seed: int = 0, resamples: int = stats.DEFAULT_RESAMPLES, confidence: float = 0.95) -> list[CellSummary]:
     """One ``CellSummary`` per cell, sorted by (kind, source, case, arm, agent)."""
-    return [summarize_cell(runs, seed, resamples, confidence) for _, runs in sorted(_group(outcomes).items())]
+    return stats.parallel_map(lambda runs: summarize_cell(runs, seed, resamples, confidence),
+                              [runs for _, runs in sorted(_group(outcomes).items())])
 
 
 @dataclass(frozen=True)

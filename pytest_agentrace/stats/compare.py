@@ -334,7 +334,15 @@ def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Seq
     arm_v = {c: [o for o in rs if o.is_sample] for c, rs in arm_all.items()}
     base_v = {c: [o for o in rs if o.is_sample] for c, rs in base_all.items()}
     tok = [(tokens_of(arm_v[c]), tokens_of(base_v[c])) for c in cases]
-    cr = cost_result(tok, confidence, resamples, alpha, rng("cost"), rng("cost-p"), rng("log-ratio"), target)
+    sc = [([score_value(o) for o in arm_v[c]], [score_value(o) for o in base_v[c]]) for c in cases]
+    # the cost and the score figures draw from their own generators: over several cases (one comparison that
+    # outweighs the rest) they are computed side by side
+    cost_job = lambda: cost_result(tok, confidence, resamples, alpha, rng("cost"), rng("cost-p"), rng("log-ratio"), target)  # noqa: E731
+    score_job = lambda: score_result(sc, target, confidence, resamples, rng("score"), rng("score-p"))  # noqa: E731
+    if len(cases) > 1:
+        cr, (score, score_p) = stats.parallel_map(lambda job: job(), [cost_job, score_job], least=2)
+    else:
+        cr, (score, score_p) = cost_job(), score_job()
     usable = stats.usable_cases(tok, "ratio")
     per_case = min((min(len(a), len(b)) for a, b in usable), default=0)
 
@@ -346,8 +354,6 @@ def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Seq
     ra, rb = sum(map(len, arm_all.values())), sum(map(len, base_all.values()))
     rate_a, rate_b = (ka / na if na else None), (kb / nb if nb else None)
     pr = pass_result(tables, target, confidence, resamples, alpha, rng("pass-paired"), rng("pass-p"))
-    sc = [([score_value(o) for o in arm_v[c]], [score_value(o) for o in base_v[c]]) for c in cases]
-    score, score_p = score_result(sc, target, confidence, resamples, rng("score"), rng("score-p"))
     return ArmComparison(
         kind=kind, source=source, agent=agent, arm=arm, baseline=base, cases=tuple(cases),
         runs_arm=na, runs_base=nb, errors_arm=ra - na, errors_base=rb - nb,
@@ -382,7 +388,7 @@ def compare_arms(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
     groups: dict[tuple[str, str, str], list[Outcome]] = defaultdict(list)
     for o in outcomes:
         groups[(o.kind, o.source, o.agent)].append(o)
-    result: list[ArmComparison] = []
+    jobs: list[tuple[Any, ...]] = []
     for (kind, source, agent), runs in sorted(groups.items()):
         arms = sorted({o.arm for o in runs})
         if len(arms) < 2:
@@ -399,7 +405,8 @@ def compare_arms(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
             if not shared:
                 continue
             for cases in ([[c] for c in shared] if by_case else [shared]):
-                result.append(_compare(kind, source, agent, arm, base, cases, by_cell, seed, resamples, confidence, alpha, target))
+                jobs.append((kind, source, agent, arm, base, cases, by_cell))
+    result = stats.parallel_map(lambda job: _compare(*job, seed, resamples, confidence, alpha, target), jobs)
     return with_bh(result, decide=by_case, alpha=alpha)
 
 
