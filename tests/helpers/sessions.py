@@ -107,9 +107,12 @@ def start_sessions(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     keys = sorted((k for k in selected(request) if shutil.which(k[1], path=path_var)),
                   key=lambda k: first.index(k) if k in first else len(first))
 
+    # the folders are made here, in the main thread: TempPathFactory is not thread-safe (the first call makes
+    # the basetemp, removing what is there)
+    paths = {key: tmp_path_factory.mktemp(f"{key[0]}-{key[1]}") for key in keys}
+
     def run(key: Key) -> SessionRun:
-        path = tmp_path_factory.mktemp(f"{key[0]}-{key[1]}")
-        return run_session(path, prepare(path, *key))
+        return run_session(paths[key], prepare(paths[key], *key))
 
     with ThreadPoolExecutor(PARALLEL, thread_name_prefix="agentrace-session") as pool:
         yield {key: pool.submit(run, key) for key in keys}
