@@ -72,14 +72,15 @@ def session_env(path: Path) -> dict[str, str]:
     return env
 
 
-def run_session(path: Path, args: list[str]) -> SessionRun:
+def run_session(path: Path, args: list[str], home: Path | None = None) -> SessionRun:
     """Run ``pytest --agentrace ARGS`` in ``path`` with its own config (an empty ``tox.ini``), rootdir, basetemp
-    and results folder (``out``)."""
+    and results folder (``out``; a later ``--basetemp`` or ``--agentrace-out`` in ``args`` wins), HOME ``path`` or
+    ``home``."""
     (path / "tox.ini").write_text("[pytest]\n")
     argv = [sys.executable, "-m", "pytest", "--agentrace", "-c", "tox.ini", "--rootdir", str(path), "--basetemp",
             str(path / "basetemp"), "--agentrace-out", "out", "-p", "no:cacheprovider", *args]
     start = time.monotonic()
-    proc = subprocess.run(argv, cwd=path, env=session_env(path), stdin=subprocess.DEVNULL, capture_output=True,
+    proc = subprocess.run(argv, cwd=path, env=session_env(home or path), stdin=subprocess.DEVNULL, capture_output=True,
                           text=True, errors="replace", timeout=SESSION_LIMIT, check=False)
     res = pytest.RunResult(proc.returncode, proc.stdout.splitlines(), proc.stderr.splitlines(), time.monotonic() - start)
     return SessionRun(path, res, leftover_processes(path))
