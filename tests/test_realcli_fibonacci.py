@@ -3,11 +3,14 @@ CLI against the model double playing a script that solves the task and one that 
 
 Checked per run: status, tokens equal to the script (per the CLI's counting rule), tool calls in order, the final
 answer, verify pass/fail, and that the double's log accounts for every request, all sent to 127.0.0.1.
+The sessions run a few at once (``helpers.sessions``), each test checking its own.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -21,9 +24,8 @@ from helpers.realcli import (
     expected_usage,
     outcomes,
     requests,
-    require_cli,
-    session_args,
 )
+from helpers.sessions import SessionRun, finished, session, start_sessions
 
 from pytest_agentrace.model_double.netns import probe
 from pytest_agentrace.model_double.script import load_script
@@ -32,7 +34,7 @@ from pytest_agentrace.model_double.script import load_script
 # namespace with loopback only, so no request can have left 127.0.0.1 (not just: none that reached the double did).
 OFFLINE = probe()[0] is not None
 
-pytestmark = pytest.mark.realcli
+pytestmark = [pytest.mark.realcli, pytest.mark.xdist_group("realcli_fibonacci")]
 
 TRIAL = """\
 name = "fib-state"
@@ -48,16 +50,34 @@ prompt = "Is fibonacci() in fib.py implemented yet? Answer in one sentence."
 expect = ["NotImplementedError"]
 """
 
+# the slowest to start first (OpenCode and Aider take longest; the trial session runs two of each CLI's runs)
+SLOW_FIRST = [("nothing", "opencode"), ("nothing", "aider"), ("solve", "opencode"), ("solve", "aider"), ("nothing", "gemini")]
 
+
+def prepare(path: Path, name: str, cli: str) -> list[str]:
+    if name == "solve":
+        return ["--agentrace-builtin", "fibonacci", "--agentrace-agent", cli, "--agentrace-model-double", str(SOLVE),
+                *(["--agentrace-offline"] if OFFLINE else [])]
+    from pytest_agentrace.spec.builtin import find_builtin
+
+    repo = find_builtin("fibonacci").path.parent / "repo"
+    (path / "trial.toml").write_text(TRIAL.format(repo=repo, cli=cli))
+    return ["--agentrace-builtin", "fibonacci", "trial.toml", "--agentrace-agent", cli, "--agentrace-model-double", str(NOTHING)]
+
+
+@pytest.fixture(scope="module")
+def sessions(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[SessionRun]]]:
+    yield from start_sessions(request, tmp_path_factory, prepare, SLOW_FIRST)
+
+
+@session("solve")
 @pytest.mark.parametrize("cli", CLIS)
-def test_solving_script_passes_fibonacci(cli: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    require_cli(cli, monkeypatch)
-    res = pytester.runpytest(*session_args(pytester), "--agentrace-builtin", "fibonacci", "--agentrace-agent", cli, "--agentrace-model-double", str(SOLVE),
-                             *(["--agentrace-offline"] if OFFLINE else []))
-    runs = outcomes(pytester.path / "out")
+def test_solving_script_passes_fibonacci(cli: str, sessions: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    done = finished(sessions, "solve", cli, monkeypatch)
+    runs = outcomes(done.path / "out")
     run = runs[f"task:fibonacci/default/{cli}/r1"]
-    assert run["status"] == "passed", (run["reason"], res.stdout.str()[-3000:])
-    res.assert_outcomes(passed=1)
+    assert run["status"] == "passed", (run["reason"], done.tail())
+    done.res.assert_outcomes(passed=1)
     # the double's model is free, whatever list price the CLI applies to the model name it was given
     assert (run["usage"]["cost_usd"], run["usage"]["cost_source"]) == (0.0, "priced")
     assert run["extra"]["cost_note"] == "the model double's model is priced at 0 USD"
@@ -76,21 +96,15 @@ def test_solving_script_passes_fibonacci(cli: str, pytester: pytest.Pytester, mo
     assert run["files_changed"] == 1  # fib.py only: no CLI state lands in the workspace
 
 
+@session("nothing")
 @pytest.mark.parametrize("cli", CLIS)
-def test_do_nothing_script_fails_fibonacci_and_answers_a_trial(cli: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    require_cli(cli, monkeypatch)
-    from pytest_agentrace.spec.builtin import find_builtin
-
-    repo = find_builtin("fibonacci").path.parent / "repo"
-    pytester.makefile(".toml", trial=TRIAL.format(repo=repo, cli=cli))
-    res = pytester.runpytest(
-        *session_args(pytester), "--agentrace-builtin", "fibonacci", "trial.toml", "--agentrace-agent", cli, "--agentrace-model-double", str(NOTHING),
-    )
-    runs = outcomes(pytester.path / "out")
+def test_do_nothing_script_fails_fibonacci_and_answers_a_trial(cli: str, sessions: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    done = finished(sessions, "nothing", cli, monkeypatch)
+    runs = outcomes(done.path / "out")
     task = runs[f"task:fibonacci/default/{cli}/r1"]
     trial = runs[f"trial:state/default/{cli}/r1"]
-    assert (task["status"], trial["status"]) == ("failed", "passed"), (task["reason"], trial["reason"], res.stdout.str()[-3000:])
-    res.assert_outcomes(passed=1, failed=1)
+    assert (task["status"], trial["status"]) == ("failed", "passed"), (task["reason"], trial["reason"], done.tail())
+    done.res.assert_outcomes(passed=1, failed=1)
     final = load_script(NOTHING).final_text
     for run in (task, trial):
         log = requests(run)

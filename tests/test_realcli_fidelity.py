@@ -5,20 +5,24 @@ served, read from its request log (``model-double-requests.jsonl``) rather than 
 The script writes a file (each CLI's write tool where it offers one, else its shell), reads it back with a shell
 command, then answers; every step reports different usage (cache reads included), so a figure taken from the
 wrong request, or a request left out, shows. Aider runs no tools: its one request carries the script's usage.
-A read-only Codex run checks the tool calls its ``--json`` stream leaves out (refused by the sandbox).
+A read-only Codex run checks the tool calls its ``--json`` stream leaves out (refused by the sandbox). The
+sessions run a few at once (``helpers.sessions``), each test checking its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from helpers.realcli import CLIS, outcomes, requests, require_cli, session_args
+from helpers.realcli import CLIS, outcomes, requests
+from helpers.sessions import SessionRun, finished, session, start_sessions
 
 from pytest_agentrace.model_double.runs import read_log, served_usage
 from pytest_agentrace.model_double.script import TurnUsage
 
-pytestmark = pytest.mark.realcli
+pytestmark = [pytest.mark.realcli, pytest.mark.xdist_group("realcli_fidelity")]
 
 SCRIPT = """\
 side: {usage: {input: 310, output: 7}}
@@ -55,20 +59,28 @@ def make_repo(path) -> None:
         subprocess.run(argv, cwd=path, check=True)
 
 
-def run_one(pytester: pytest.Pytester, cli: str, task: str = TASK) -> dict:
-    make_repo(pytester.path / "repo")
-    (pytester.path / "script.yaml").write_text(SCRIPT)
-    (pytester.path / "task.yaml").write_text(task.format(cli=cli))
-    res = pytester.runpytest(*session_args(pytester), "task.yaml")
-    run = outcomes(pytester.path / "out")[f"task:hello/default/{cli}/r1"]
-    run["_stdout"] = res.stdout.str()[-3000:]
-    return run
+def prepare(path: Path, name: str, cli: str) -> list[str]:
+    """The session ``figures`` (the task, one CLI) or ``read-only`` (Codex's read-only trial)."""
+    make_repo(path / "repo")
+    (path / "script.yaml").write_text(SCRIPT)
+    if name == "read-only":
+        (path / "trial.toml").write_text(READ_ONLY_TRIAL)
+        return ["trial.toml"]
+    (path / "task.yaml").write_text(TASK.format(cli=cli))
+    return ["task.yaml"]
 
 
+@pytest.fixture(scope="module")
+def sessions(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[SessionRun]]]:
+    yield from start_sessions(request, tmp_path_factory, prepare, [("figures", "opencode"), ("figures", "aider"), ("figures", "gemini")])
+
+
+@session("figures")
 @pytest.mark.parametrize("cli", CLIS)
-def test_run_json_figures_equal_what_the_double_served(cli: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    require_cli(cli, monkeypatch)
-    run = run_one(pytester, cli)
+def test_run_json_figures_equal_what_the_double_served(cli: str, sessions: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    done = finished(sessions, "figures", cli, monkeypatch)
+    run = outcomes(done.path / "out")[f"task:hello/default/{cli}/r1"]
+    run["_stdout"] = done.tail()
     assert run["status"] == "passed", (run["reason"], run["_stdout"])
     log = read_log(Path(run["_dir"]) / "model-double-requests.jsonl")
     assert log == requests(run) and log
@@ -115,16 +127,14 @@ prompt = "Create hello.txt containing hi, then show it."
 """
 
 
-def test_codex_read_only_run_records_the_commands_its_sandbox_refused(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+@session("read-only", cli="codex")
+def test_codex_read_only_run_records_the_commands_its_sandbox_refused(sessions: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """``codex exec --json -s read-only`` prints no ``command_execution`` for the write the sandbox refused (it
     does for the ``cat`` that then fails); the session log has both calls, so run.json does, and the arm's
     ``uses`` regex sees them ("Used tool 1/1")."""
-    require_cli("codex", monkeypatch)
-    make_repo(pytester.path / "repo")
-    (pytester.path / "script.yaml").write_text(SCRIPT)
-    (pytester.path / "trial.toml").write_text(READ_ONLY_TRIAL)
-    res = pytester.runpytest(*session_args(pytester), "trial.toml")
-    run = outcomes(pytester.path / "out")["trial:q/default/codex/r1"]
+    done = finished(sessions, "read-only", "codex", monkeypatch)
+    res = done.res
+    run = outcomes(done.path / "out")["trial:q/default/codex/r1"]
     assert run["extra"]["edits"] is False and run["files_changed"] == 0, (run["reason"], res.stdout.str()[-3000:])
     answers = [r["answer"] for r in requests(run)]
     assert [a.get("tool") for a in answers if a["kind"] == "tool"] == ["exec_command", "exec_command"]

@@ -23,22 +23,26 @@ What each pinned CLI did in read-only mode (observed, see ``BLOCKED``):
 - copilot 1.0.102 ``--deny-tool write --deny-tool shell``: ``create`` refused by the ``write`` rule, ``bash`` by
   the ``shell`` rule;
 - aider 0.86.2 ``--chat-mode ask``: the model's whole-file listing is not applied.
-Cursor cannot take a custom endpoint, so it is not verified here.
+Cursor cannot take a custom endpoint, so it is not verified here. The sessions run a few at once
+(``helpers.sessions``), each test checking its own.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.realcli import CLIS, outcomes, requests, require_cli, session_args
+from helpers.realcli import CLIS, outcomes, requests
+from helpers.sessions import SessionRun, finished, session, start_sessions
 
 from pytest_agentrace.model_double.tools import offered_tools
 from pytest_agentrace.spec.builtin import find_builtin
 
-pytestmark = pytest.mark.realcli
+pytestmark = [pytest.mark.realcli, pytest.mark.xdist_group("realcli_readonly")]
 
 SCRIPT = """\
 steps:
@@ -83,13 +87,22 @@ WITHHELD = {
 }
 
 
-def run_both(pytester: pytest.Pytester, cli: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+def prepare(path: Path, name: str, cli: str) -> list[str]:
     repo = find_builtin("fibonacci").path.parent / "repo"
-    (pytester.path / "script.yaml").write_text(SCRIPT)
-    pytester.makefile(".toml", trial=TRIAL.format(repo=repo, cli=cli))
-    res = pytester.runpytest(*session_args(pytester), "trial.toml")
-    runs = outcomes(pytester.path / "out")
-    return runs[f"trial:write/default/{cli}/r1"], runs[f"trial:write/default/{cli}~2/r1"], res.stdout.str()[-3000:]
+    (path / "script.yaml").write_text(SCRIPT)
+    (path / "trial.toml").write_text(TRIAL.format(repo=repo, cli=cli))
+    return ["trial.toml"]
+
+
+@pytest.fixture(scope="module")
+def sessions(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[SessionRun]]]:
+    yield from start_sessions(request, tmp_path_factory, prepare, [("both", "opencode"), ("both", "aider"), ("both", "gemini")])
+
+
+def run_both(sessions: dict, cli: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], dict[str, Any], str]:
+    done = finished(sessions, "both", cli, monkeypatch)
+    runs = outcomes(done.path / "out")
+    return runs[f"trial:write/default/{cli}/r1"], runs[f"trial:write/default/{cli}~2/r1"], done.tail()
 
 
 def tool_answers(log: list[dict[str, Any]]) -> list[str]:
@@ -117,10 +130,10 @@ def offered(request: dict[str, Any]) -> set[str]:
 # cursor-agent is not here: it cannot take a custom model endpoint, so it cannot run against the model double
 
 
+@session("both")
 @pytest.mark.parametrize("cli", CLIS)
-def test_read_only_agent_changes_no_file_and_editing_agent_does(cli: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    require_cli(cli, monkeypatch)
-    ro, rw, out = run_both(pytester, cli)
+def test_read_only_agent_changes_no_file_and_editing_agent_does(cli: str, sessions: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    ro, rw, out = run_both(sessions, cli, monkeypatch)
     assert (ro["extra"]["edits"], rw["extra"]["edits"]) == (False, True)
     if cli in WITHHELD:  # the script's write step has no tool to run on: the run tested the script, an error
         assert (ro["status"], rw["status"]) == ("error", "passed"), (ro["reason"], rw["reason"], out)
