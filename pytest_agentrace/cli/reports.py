@@ -248,40 +248,33 @@ def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None) -
     return build_result(outcomes, context, history=history_rows)
 
 
+def render_to(args: argparse.Namespace, name: str, target: str | None) -> int:
+    """Render the results folder's session result through the format ``name`` of ``report.formats`` to ``target``
+    (a file; None: standard output). Exit 2 when the folder holds no run."""
+    result = result_for(args, {name: Path(target)} if target else None)
+    if result is None:
+        return 2
+    _emit(formats.by_name(name).render(result), target)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     if getattr(args, "format", "json") == "atif":
         return export_atif(Path(args.out), args.output)
-    result = result_for(args)
-    if result is None:
-        return 2
-    _emit(formats.by_name("json").render(result), args.output)
-    return 0
+    return render_to(args, "json", args.output)
 
 
 def cmd_html(args: argparse.Namespace) -> int:
-    target = args.output or "report.html"
-    result = result_for(args, {"html": Path(target)})
-    if result is None:
-        return 2
-    _emit(formats.by_name("html").render(result), target)
-    return 0
+    return render_to(args, "html", args.output or "report.html")
 
 
 def cmd_comment(args: argparse.Namespace) -> int:
-    result = result_for(args)
-    if result is None:
-        return 2
-    _emit(formats.by_name("comment").render(result), args.output)
-    return 0
+    return render_to(args, "comment", args.output)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     """``agentrace render OUT --format NAME``: the format's ``render`` of the folder's result (``report.formats``)."""
-    result = result_for(args, {args.format: Path(args.output)} if args.output else None)
-    if result is None:
-        return 2
-    _emit(formats.by_name(args.format).render(result), args.output)
-    return 0
+    return render_to(args, args.format, args.output)
 
 
 def export_atif(out: Path, output: str | None) -> int:

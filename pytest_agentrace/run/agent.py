@@ -379,16 +379,20 @@ def missing_commands(text: str) -> list[str]:
     return sorted(set(MISSING_COMMAND.findall(text)))
 
 
+BOX_OWN = (Path("/proc"), Path("/sys"), Path("/dev"))  # the box has its own; a host file there is never bound in
+
+
 def named_files(spec: RunSpec) -> list[Path]:
     """The files a custom command's template names literally (its script, a config): kept visible in the sandbox.
-    Relative paths resolve against the task/trial file's folder."""
+    Relative paths resolve against the task/trial file's folder; files under ``/proc``, ``/sys`` and ``/dev`` are
+    left out (the box has its own: ``/proc/self/...`` of the harness cannot be bound in)."""
     found = []
     for part in (spec.agent.command or ())[1:]:
         for word in part.split():
             if "{" in word or word.startswith("-"):
                 continue
             p = Path(word) if os.path.isabs(word) else Path(spec.source).parent / word
-            if p.is_file():
+            if p.is_file() and not any(p.resolve().is_relative_to(own) for own in BOX_OWN):
                 found.append(p.resolve())
     return found
 
