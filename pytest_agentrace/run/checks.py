@@ -180,7 +180,7 @@ def missing_tool(command: str, exit_code: int | None, output: str) -> str | None
     m = _NOT_FOUND_RE.search(output)
     if m and m.group(1) in _words(command):
         return m.group(1)
-    for module in _python_m_modules(command):
+    for _, module in _python_m(command):
         found = _NO_MODULE_RE.search(output)
         if found and found.group(1).split(".")[0] == module.split(".")[0]:
             return module
@@ -199,8 +199,7 @@ def tool_present(command: str, tool: str, cwd: Path, env: Mapping[str, str], box
     (``./gradlew``) is the workspace's, where a missing file is the change's doing: counted as present."""
     if "/" in tool and not tool.startswith("/"):
         return True
-    words = _words(command)
-    python = next((w for i, w in enumerate(words[:-2]) if words[i + 1] == "-m" and words[i + 2] == tool), None)
+    python = next((py for py, module in _python_m(command) if module == tool), None)
     if python is not None:
         script = ('cd / && exec "$1" -c "import importlib.util, sys; '
                   'sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)" "$2"')
@@ -225,12 +224,13 @@ def _first_word(command: str) -> str:
     return words[0] if words else command
 
 
-def _python_m_modules(command: str) -> list[str]:
-    """The X of every ``python[3[.N]] -m X`` in ``command`` (also after ``&&``, ``;`` or an absolute path)."""
+def _python_m(command: str) -> list[tuple[str, str]]:
+    """``(interpreter, X)`` of every ``python[3[.N]] -m X`` in ``command`` (also after ``&&``, ``;`` or an absolute
+    path)."""
     words, found = _words(command), []
     for i, word in enumerate(words[:-2]):
         if re.fullmatch(r"(?:.*/)?python(?:\d+(?:\.\d+)?)?", word) and words[i + 1] == "-m":
-            found.append(words[i + 2])
+            found.append((word, words[i + 2]))
     return found
 
 
