@@ -11,6 +11,7 @@ sessions run a few at once (``helpers.sessions``), each test checking its own.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -55,7 +56,11 @@ def make_repo(path) -> None:
 
     path.mkdir()
     (path / "README.md").write_text("hello\n")
-    for argv in (["git", "init", "-q"], ["git", "add", "."], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+    for argv in (
+        ["git", "init", "-q"],
+        ["git", "add", "."],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"],
+    ):
         subprocess.run(argv, cwd=path, check=True)
 
 
@@ -71,13 +76,19 @@ def prepare(path: Path, name: str, cli: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def sessions(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Future[SessionRun]]]:
-    yield from start_sessions(request, tmp_path_factory, prepare, [("figures", "opencode"), ("figures", "aider"), ("figures", "gemini")])
+def sessions(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[tuple[str, str], Future[SessionRun]]]:
+    yield from start_sessions(
+        request, tmp_path_factory, prepare, [("figures", "opencode"), ("figures", "aider"), ("figures", "gemini")]
+    )
 
 
 @session("figures")
 @pytest.mark.parametrize("cli", CLIS)
-def test_run_json_figures_equal_what_the_double_served(cli: str, sessions: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_json_figures_equal_what_the_double_served(
+    cli: str, sessions: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     done = finished(sessions, "figures", cli, monkeypatch)
     run = outcomes(done.path / "out")[f"task:hello/default/{cli}/r1"]
     run["_stdout"] = done.tail()
@@ -97,8 +108,15 @@ def test_run_json_figures_equal_what_the_double_served(cli: str, sessions: dict,
     assert not [w for w in u["parse_warnings"] if w.startswith("tokens differ")], u["parse_warnings"]
     # per model, where the CLI reports per model (Claude Code's modelUsage, Gemini CLI's stats.models, Copilot's OTel)
     if u["model_usage"]:
-        got = {m: TurnUsage(v["input_tokens"] or 0, v["output_tokens"] or 0, v["cache_read_tokens"] or 0, v["cache_write_tokens"] or 0)
-               for m, v in u["model_usage"].items()}
+        got = {
+            m: TurnUsage(
+                v["input_tokens"] or 0,
+                v["output_tokens"] or 0,
+                v["cache_read_tokens"] or 0,
+                v["cache_write_tokens"] or 0,
+            )
+            for m, v in u["model_usage"].items()
+        }
         assert got == served, (u["model_usage"], served)
     # turns: one per answer to the main conversation; tool calls: one per tool answer, in order
     answers = [r["answer"] for r in log]
@@ -128,9 +146,11 @@ prompt = "Create hello.txt containing hi, then show it."
 
 
 @session("read-only", cli="codex")
-def test_codex_read_only_run_records_the_commands_its_sandbox_refused(sessions: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``codex exec --json -s read-only`` prints no ``command_execution`` for the write the sandbox refused (it
-    does for the ``cat`` that then fails); the session log has both calls, so run.json does, and the arm's
+def test_codex_read_only_run_records_the_commands_its_sandbox_refused(
+    sessions: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``codex exec --json -s read-only`` often prints no ``command_execution`` for the write the sandbox refused
+    (it does for the ``cat`` that then fails); the session log has both calls, so run.json does, and the arm's
     ``uses`` regex sees them ("Used tool 1/1")."""
     done = finished(sessions, "read-only", "codex", monkeypatch)
     res = done.res
@@ -141,6 +161,10 @@ def test_codex_read_only_run_records_the_commands_its_sandbox_refused(sessions: 
     assert [t["name"] for t in run["usage"]["tool_calls"]] == ["command_execution", "command_execution"]
     assert run["usage"]["turns"] == 3 and run["used_tool"] is True
     raw = (Path(run["_dir"]) / "raw.out").read_text()
-    assert "cat hello.txt" in raw and "printf" not in raw  # the stream shows the failed cat, not the refused write
+    # The stream always shows the failed cat. Whether it also shows the refused write varies between runs of the
+    # same CLI (seen under load, with "Read-only file system"); when it does, that item is a failed command.
+    assert "cat hello.txt" in raw
+    writes = [json.loads(line)["item"] for line in raw.splitlines() if "printf" in line and '"item.completed"' in line]
+    assert all(item["status"] == "failed" and item["exit_code"] != 0 for item in writes), writes
     row = next(line for line in res.stdout.str().splitlines() if line.startswith("| q "))
     assert " 1/1 " in row  # Used tool
