@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers.trial import trial_toml
 
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.spec.builtin import builtin_tasks
@@ -25,29 +26,9 @@ from pytest_agentrace.spec.shard import Shard, assign
 from pytest_agentrace.spec.task import load_task
 from pytest_agentrace.spec.trial import load_trial
 
-AGENTS = "[{name: bot, command: 'bot {prompt}', env: {FROM_FILE: kept}}, noop]"
-TRIAL = """\
-name = "ports"
-[defaults]
-reps = 1
-[[repos]]
-name = "app"
-source = "app"
-[[arms]]
-name = "baseline"
-[[arms]]
-name = "docs"
-[[agents]]
-name = "bot"
-command = ["bot", "{prompt}"]
-env = { FROM_FILE = "kept" }
-[[agents]]
-name = "noop"
-[[questions]]
-id = "port"
-prompt = "Which port?"
-expect = ["8123"]
-"""
+AGENTS = "[{name: bot, command: './bots/bot.py {prompt}', env: {FROM_FILE: kept}}, noop]"
+# the ``ports`` trial of helpers.trial, its agent ``bot`` carrying a setting, and a second agent ``noop``
+TRIAL = trial_toml(agent='env = { FROM_FILE = "kept" }', more='\n[[agents]]\nname = "noop"\n')
 
 
 def task(tmp_path: Path, name: str, difficulty: str | None = None, agents: str = AGENTS, folder: str = ""):
@@ -61,6 +42,7 @@ def task(tmp_path: Path, name: str, difficulty: str | None = None, agents: str =
 def trial(tmp_path: Path):
     path = tmp_path / "trial.toml"
     path.write_text(TRIAL)
+    (tmp_path / "docs").mkdir(exist_ok=True)  # the ``docs`` arm's overlay
     return load_trial(path)
 
 
@@ -84,13 +66,15 @@ def test_without_the_option_a_file_runs_its_own_agents(tmp_path: Path) -> None:
 def test_a_name_picks_the_files_entry_with_its_settings(tmp_path: Path) -> None:
     t = task(tmp_path, "t")
     (bot,) = choose_agents(t.agents, wanted("bot"), t.path)
-    assert bot == t.agents[0] and bot.env == {"FROM_FILE": "kept"} and bot.command == ("bot", "{prompt}")
+    assert bot == t.agents[0] and bot.env == {"FROM_FILE": "kept"} and bot.command == ("./bots/bot.py", "{prompt}")
 
 
 def test_a_name_the_file_does_not_list_runs_as_given(tmp_path: Path) -> None:
     t = task(tmp_path, "t")
     assert [(a.id, a.name, a.model) for a in choose_agents(t.agents, wanted("noop", "codex:gpt-5.4"), t.path)] == [
-        ("noop", "noop", None), ("codex:gpt-5.4", "codex", "gpt-5.4")]
+        ("noop", "noop", None),
+        ("codex:gpt-5.4", "codex", "gpt-5.4"),
+    ]
 
 
 def test_a_whole_agent_replaces_the_files_entry_of_its_name(tmp_path: Path) -> None:
@@ -121,8 +105,17 @@ def test_no_agent_at_all_is_an_error(tmp_path: Path) -> None:
     assert [a.id for a in choose_agents(t.agents, wanted("claude"), t.path)] == ["claude"]
 
 
-@pytest.mark.parametrize("specs", [(), ("bot",), ("noop", "claude"), ("claude",), ("{name: bot, command: other}",),
-                                   ("bot", "{name: bot, command: other}", "codex:m")])
+@pytest.mark.parametrize(
+    "specs",
+    [
+        (),
+        ("bot",),
+        ("noop", "claude"),
+        ("claude",),
+        ("{name: bot, command: other}",),
+        ("bot", "{name: bot, command: other}", "codex:m"),
+    ],
+)
 def test_the_same_filter_chooses_the_same_agents_for_a_task_and_a_trial(tmp_path: Path, specs: tuple[str, ...]) -> None:
     t, tr = task(tmp_path, "t"), trial(tmp_path)
     assert t.agents == tr.agents  # the two files list the same agents
@@ -147,8 +140,10 @@ def test_validation_runs_oracle_and_noop() -> None:
 
 
 def test_difficulty_keeps_task_runs_of_the_wanted_levels_and_every_trial_run(tmp_path: Path) -> None:
-    tasks = [task(tmp_path, name, level, "[noop]") for name, level in (("a", "easy"), ("b", "Medium"), ("c", None),
-                                                                          ("d", "medium-hard"))]
+    tasks = [
+        task(tmp_path, name, level, "[noop]")
+        for name, level in (("a", "easy"), ("b", "Medium"), ("c", None), ("d", "medium-hard"))
+    ]
     runs = [spec for t in tasks for spec in task_runs(t, t.agents, 1)]
     tr = trial(tmp_path)
     runs += trial_runs(tr, tr.agents[:1], ["baseline"], 1)
@@ -178,13 +173,17 @@ def test_medium_hard_is_a_level_of_its_own_among_the_builtins() -> None:
 
 
 def test_a_level_no_task_has_is_a_warning(tmp_path: Path) -> None:
-    runs = [*task_runs(task(tmp_path, "a", "easy"), wanted("noop"), 1),
-            *task_runs(task(tmp_path, "b", "medium-hard"), wanted("noop"), 1)]
+    runs = [
+        *task_runs(task(tmp_path, "a", "easy"), wanted("noop"), 1),
+        *task_runs(task(tmp_path, "b", "medium-hard"), wanted("noop"), 1),
+    ]
     chosen = select_runs(runs, Rules(difficulty=("medium-hrad",)))
     assert chosen.kept == ()
-    assert chosen.warnings == ("--agentrace-difficulty: no collected task has difficulty medium-hrad (did you mean "
-                               "'medium-hard'?); the tasks' levels are easy, medium-hard (levels match by name: "
-                               "medium-hard is neither medium nor hard)",)
+    assert chosen.warnings == (
+        "--agentrace-difficulty: no collected task has difficulty medium-hrad (did you mean "
+        "'medium-hard'?); the tasks' levels are easy, medium-hard (levels match by name: "
+        "medium-hard is neither medium nor hard)",
+    )
     assert select_runs([], Rules(difficulty=("medium-hrad",))).warnings == ()  # nothing collected: nothing to say
 
 
@@ -195,7 +194,8 @@ def test_validate_keeps_task_runs_only(tmp_path: Path) -> None:
     assert ids(chosen.kept) == ["task:t/default/oracle/r1", "task:t/default/noop/r1"]
     assert [(s.id, why) for s, why in chosen.deselected] == [
         ("trial:port/baseline/bot/r1", "a trial run: --agentrace-validate runs tasks only"),
-        ("trial:port/baseline/noop/r1", "a trial run: --agentrace-validate runs tasks only")]
+        ("trial:port/baseline/noop/r1", "a trial run: --agentrace-validate runs tasks only"),
+    ]
 
 
 def test_shards_split_the_runs_by_run_id_and_keep_plain_tests_on_the_first(tmp_path: Path) -> None:
@@ -237,13 +237,21 @@ def test_a_race_stays_on_one_shard(tmp_path: Path) -> None:
 def test_runs_of_two_files_sharing_a_results_folder_are_errors(tmp_path: Path) -> None:
     one, two = task(tmp_path, "same", folder="one"), task(tmp_path, "same", folder="two")
     other = task(tmp_path, "other")
-    runs = [*task_runs(one, wanted("noop"), 1), *task_runs(two, wanted("noop"), 1), *task_runs(other, wanted("noop"), 1)]
+    runs = [
+        *task_runs(one, wanted("noop"), 1),
+        *task_runs(two, wanted("noop"), 1),
+        *task_runs(other, wanted("noop"), 1),
+    ]
     chosen = select_runs(runs, Rules())
     assert chosen.kept == tuple(runs)  # kept: their items fail in setup with the message, never overwrite
-    message = (f"{one.path} and {two.path} both have a task/question named 'same': their runs would share one results "
-               "folder (runs/same/...) and overwrite each other; rename one (task 'name' / question 'id')")
+    message = (
+        f"{one.path} and {two.path} both have a task/question named 'same': their runs would share one results "
+        "folder (runs/same/...) and overwrite each other; rename one (task 'name' / question 'id')"
+    )
     assert [(spec.id, spec.source, text) for spec, text in chosen.errors] == [
-        ("task:same/default/noop/r1", one.path, message), ("task:same/default/noop/r1", two.path, message)]
+        ("task:same/default/noop/r1", one.path, message),
+        ("task:same/default/noop/r1", two.path, message),
+    ]
     assert collisions(task_runs(one, wanted("noop", "bot"), 2)) == ()  # one file's own runs never collide
 
 
@@ -258,11 +266,18 @@ def test_one_file_collected_twice_is_two_runs(tmp_path: Path) -> None:
 def test_rep_major_order_puts_every_cells_early_reps_first(tmp_path: Path) -> None:
     tr = trial(tmp_path)
     runs = trial_runs(tr, tr.agents, ["baseline"], 2)
-    assert ids(runs) == ["trial:port/baseline/bot/r1", "trial:port/baseline/bot/r2",
-                         "trial:port/baseline/noop/r1", "trial:port/baseline/noop/r2"]
+    assert ids(runs) == [
+        "trial:port/baseline/bot/r1",
+        "trial:port/baseline/bot/r2",
+        "trial:port/baseline/noop/r1",
+        "trial:port/baseline/noop/r2",
+    ]
     assert ids(select_runs(runs, Rules(rep_major=True)).kept) == [
-        "trial:port/baseline/bot/r1", "trial:port/baseline/noop/r1",
-        "trial:port/baseline/bot/r2", "trial:port/baseline/noop/r2"]
+        "trial:port/baseline/bot/r1",
+        "trial:port/baseline/noop/r1",
+        "trial:port/baseline/bot/r2",
+        "trial:port/baseline/noop/r2",
+    ]
     assert select_runs(runs, Rules()).kept == tuple(runs)
 
 
@@ -287,6 +302,7 @@ def test_a_session_filters_a_tasks_and_a_trials_agents_alike(pytester: pytest.Py
     agents run each (a plain name the files do not list too), and a misspelt name is one error per file."""
     task(pytester.path, "t")
     (pytester.path / "trial.toml").write_text(TRIAL)
+    (pytester.path / "docs").mkdir()
 
     def agents_of(res: pytest.RunResult) -> dict[str, set[str]]:
         found: dict[str, set[str]] = {}
@@ -298,8 +314,9 @@ def test_a_session_filters_a_tasks_and_a_trials_agents_alike(pytester: pytest.Py
 
     res = pytester.runpytest("--agentrace", "--collect-only", "-q", *xdist)
     assert agents_of(res) == {"t.yaml": {"bot", "noop"}, "trial.toml": {"bot", "noop"}}
-    res = pytester.runpytest("--agentrace", "--collect-only", "-q", "--agentrace-agent", "noop",
-                             "--agentrace-agent", "claude", *xdist)
+    res = pytester.runpytest(
+        "--agentrace", "--collect-only", "-q", "--agentrace-agent", "noop", "--agentrace-agent", "claude", *xdist
+    )
     assert agents_of(res) == {"t.yaml": {"noop", "claude"}, "trial.toml": {"noop", "claude"}}
     res = pytester.runpytest("--agentrace", "--collect-only", "-q", "--agentrace-agent", "bto", *xdist)
     assert res.stdout.str().count("unknown agent 'bto' (did you mean 'bot'?); this file's agents: bot, noop") == 2
