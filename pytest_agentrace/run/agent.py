@@ -265,22 +265,25 @@ def start(spec: RunSpec, ctx: RunContext, launch: Launch) -> Finished:
         if launch.net is not None:
             launch.net.close()
         raise NotStarted(f"could not make the run's cgroup: {exc}") from exc
-    channel = StartChannel()  # the box's and the helpers' start-up faults, on a pipe the agent never holds
-    try:
-        pres = process.run(launch.run_argv, cwd=ctx.workspace, env=channel.env(launch.env), timeout=ctx.timeout,
-                           stdin=launch.stdin, on_stdout=ctx.options.on_stdout, preexec_fn=confined.preexec,
-                           watch=confined.watch if confined.disk_watch is not None else None,
-                           pass_fds=channel.pass_fds, on_start=channel.close_write)
-        events = confined.hits()
-        stopped = pres.stopped or confined.final_check()
-    finally:
-        confined.close()
-        if launch.session is not None:
-            launch.session.close()
-        contacts = launch.net.close() if launch.net is not None else None
-    boxed = ctx.options.sandbox is not None
+    session = launch.session
+    # the box's and the helpers' start-up faults, and the report of a double inside the run's namespace, on pipes
+    # the agent never holds; every end is closed when this block is left, also when the run raised
+    with StartChannel(report=session is not None and session.reports_on_pipe) as channel:
+        try:
+            pres = process.run(launch.run_argv, cwd=ctx.workspace, env=channel.env(launch.env), timeout=ctx.timeout,
+                               stdin=launch.stdin, on_stdout=ctx.options.on_stdout, preexec_fn=confined.preexec,
+                               watch=confined.watch if confined.disk_watch is not None else None,
+                               pass_fds=channel.pass_fds, on_start=channel.close_write)
+            events = confined.hits()
+            stopped = pres.stopped or confined.final_check()
+        finally:
+            confined.close()
+            if session is not None:
+                session.close(channel.report())
+            contacts = launch.net.close() if launch.net is not None else None
+        boxed = ctx.options.sandbox is not None
+        started = channel.verdict(pres.stderr, boxed=boxed)  # never from the agent's exit code or output
     code = sandbox_exit_code(pres.exit_code) if boxed else pres.exit_code  # bwrap's 128+N for a signal: -N
-    started = channel.verdict(pres.stderr, boxed=boxed)  # never from the agent's exit code or output
     err, kind = pres.error, None
     if started.fault is not None and err is None and not (pres.timed_out or stopped):
         err, kind = started.fault, started.kind
