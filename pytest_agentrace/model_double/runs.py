@@ -3,7 +3,7 @@
 ``start_session(spec, ctx)`` loads the agent's model script, starts a model double for this run (a server
 costs about a millisecond, so every run gets its own and shares nothing), and returns an ``AgentSession``:
 
-- ``apply(argv, env)`` adds the CLI's offline settings (``environment.offline_env``) to the adapter's argv and
+- ``apply(argv, env)`` (a ``run.launch.Wrapped``: argv, env and the helper in front) adds the CLI's offline settings (``environment.offline_env``) to the adapter's argv and
   environment and, with ``--agentrace-offline`` where namespaces are permitted, wraps argv so the agent (and
   the double with it) runs in a loopback-only network namespace (``netns``);
 - ``close(report)`` stops the double, takes its account of the run (``server.report_of``) and completes
@@ -57,6 +57,7 @@ from pytest_agentrace.model_double.server import ModelDouble, report_of
 from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 from pytest_agentrace.record.redact import secret_values
 from pytest_agentrace.record.safefile import write_text
+from pytest_agentrace.run.launch import Wrapped
 from pytest_agentrace.run.sandbox import SANDBOX_HOME
 
 REQUEST_LOG = "model-double-requests.jsonl"
@@ -212,8 +213,9 @@ class AgentSession:
             self.upstream = scrub.text(_without_userinfo(upstream))
             self.base_url = self.proxy.url
 
-    def apply(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-        """``(argv, env)`` pointed at the double and, with ``--agentrace-offline``, in a namespace.
+    def apply(self, argv: list[str], env: dict[str, str]) -> Wrapped:
+        """``argv`` and ``env`` pointed at the double and, with ``--agentrace-offline``, in a namespace, as a
+        ``run.launch.Wrapped`` whose ``helper`` is ``netns`` when the namespace's helper is in front of argv.
         Raises ``AgentError`` for a CLI the double cannot drive."""
         files: list[Path] = []
         if self.base_url is not None:
@@ -239,7 +241,7 @@ class AgentSession:
         if self.proxy is not None or self.replayer is not None:
             self.info["cassette"] = str(self.cassette)
         self._write_info()
-        return argv, env
+        return Wrapped(argv, env, "netns" if self.offline else None)
 
     @property
     def reports_on_pipe(self) -> bool:

@@ -35,6 +35,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 START_FD_ENV = "AGENTRACE_START_FD"  # the write end's number, for the helpers and the launcher (never the agent)
 REPORT_FD_ENV = "AGENTRACE_REPORT_FD"  # the report pipe's write end, for a helper that reports on the run
@@ -65,6 +66,21 @@ def launched(argv: Sequence[str]) -> list[str]:
     """``argv`` behind the launcher (this interpreter with ``-S -I -c``): it reports its start on the pipe named by
     ``START_FD_ENV`` and ``exec``\\ s ``argv`` (found on the environment's ``PATH``)."""
     return [sys.executable, "-S", "-I", "-c", LAUNCHER, *argv]
+
+
+class Wrapped(NamedTuple):
+    """An agent's ``argv`` and ``env`` as a run stage left them, and the ``helper`` that stage put in front of
+    ``argv`` (``netns``: the offline namespace and its model double; ``netbridge``: the provider network's bridge),
+    which starts the launcher in front of the agent itself; None: no helper, the caller puts the launcher there
+    (``launched``)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    helper: str | None = None
+
+    def launchable(self) -> list[str]:
+        """``argv`` as it is started: behind the launcher unless a helper is in front (which puts it there)."""
+        return self.argv if self.helper else launched(self.argv)
 
 
 @dataclass(frozen=True)
