@@ -6,6 +6,7 @@ says so (a missing launcher in the box would read as a box that never started)."
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,6 +40,7 @@ def box_profile(offline: bool) -> Sandbox:
 def run_one(tmp_path: Path, boxed: bool, network: str, offline: bool) -> tuple[agent.Launch, agent.Finished]:
     if (offline or network != "host") and not boxed and netns_probe()[0] is None:
         pytest.skip(netns_probe()[1])
+    tmp_path.mkdir(exist_ok=True)
     script = tmp_path / "script.yaml"
     script.write_text("steps:\n  - text: DONE\n")
     options = RunOptions(sandbox=box_profile(offline) if boxed else None, offline=offline, network=network,
@@ -98,3 +100,26 @@ def test_offline_without_namespaces_has_no_helper_and_gets_the_launcher(tmp_path
     assert LAUNCHER in launch.run_argv and NETNS not in " ".join(launch.run_argv)
     assert (finished.error, finished.code, finished.stdout.strip()) == (None, 0, "the agent ran")
     assert '"offline_unavailable": "no namespaces here"' in (tmp_path / "run" / "model-double.json").read_text()
+
+
+def open_fds() -> list[str]:
+    return sorted(f"{fd} {os.readlink(f'/proc/self/fd/{fd}')}" for fd in os.listdir("/proc/self/fd")
+                  if os.path.exists(f"/proc/self/fd/{fd}"))
+
+
+@pytest.mark.parametrize(("boxed", "network", "offline"), [(False, "host", False), (True, "provider", True)],
+                         ids=["start-channel", "with-report-pipe"])
+def test_an_interrupted_run_leaves_no_descriptor_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, boxed: bool,
+                                                     network: str, offline: bool) -> None:
+    """Ctrl-C while the agent runs (``process.run`` raises ``KeyboardInterrupt``): the start channel's ends (and the
+    report pipe's) are closed all the same, as are the double and the network."""
+    run_one(tmp_path / "warm", boxed, network, offline)  # the session's proxy and caches, opened once per process
+    before = open_fds()
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(agent.process, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_one(tmp_path / "cut", boxed, network, offline)
+    assert open_fds() == before
