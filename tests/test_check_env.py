@@ -119,3 +119,40 @@ def test_code_that_prints_a_missing_tool_is_the_agents_failure(pytester: pytest.
     rec = record(pytester)
     assert rec["status"] == "failed", (rec["status"], rec["reason"])
     assert rec["checks"]["tests"]["missing"] is None
+
+
+def test_the_harness_look_for_a_tool_shares_the_checks_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tool_present``'s look is given what the check left of its timeout, not a limit of its own; a tool missing
+    for real is still found missing (the look ran to its end)."""
+    from pytest_agentrace.run import checks
+
+    calls = []
+    real = checks.process.run
+
+    def counted(argv, **kwargs):  # the real run, its timeout noted
+        res = real(argv, **kwargs)
+        calls.append((kwargs["timeout"], res))
+        return res
+
+    monkeypatch.setattr(checks.process, "run", counted)
+    command = f"{sys.executable} -m agentrace_no_such_module_here"
+    result = checks.run_check("tests", command, tmp_path, {"PATH": os.environ["PATH"]}, 20.0, tmp_path / "tests.log")
+    assert result.missing == "agentrace_no_such_module_here"
+    (check_timeout, check_res), (look_timeout, look) = calls
+    assert check_timeout == 20.0 and look_timeout == 20.0 - check_res.seconds
+    assert look.exit_code == 3  # find_spec found nothing
+
+
+def test_with_no_time_left_the_tool_is_not_confirmed_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check whose code spent its whole timeout before printing a missing tool leaves no time to look: the tool is
+    not confirmed missing, so the check's failure stays the change's (an ``error`` is never counted)."""
+    from pytest_agentrace.run import checks
+
+    command, tool, env = f"{sys.executable} -m agentrace_no_such_module_here", "agentrace_no_such_module_here", \
+        {"PATH": os.environ["PATH"]}
+    assert checks.tool_present(command, tool, tmp_path, env) is False  # with time, the look finds it missing
+    looked = []
+    monkeypatch.setattr(checks.process, "run", lambda *a, **k: looked.append(a))
+    assert checks.tool_present(command, tool, tmp_path, env, timeout=0.0) is True
+    assert checks.tool_present(command, tool, tmp_path, env, timeout=-1.5) is True
+    assert looked == []

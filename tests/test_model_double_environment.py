@@ -76,6 +76,11 @@ def test_opencode(ctx) -> None:
     assert config["provider"]["scripted"]["options"] == {"baseURL": BASE + "/v1", "apiKey": DUMMY_KEY}
     assert config["model"] == "scripted/test" and config["permission"] == {"edit": "allow", "bash": "allow"}
     assert config["autoupdate"] is False and env["OPENCODE_DISABLE_MODELS_FETCH"] == "1"
+    # its global config folder holds a finished install of @opencode-ai/plugin: no npm contact at start
+    folder = ctx.home / ".config" / "opencode"
+    assert (folder / "node_modules").is_dir() and folder / "package-lock.json" in files
+    lock = json.loads((folder / "package-lock.json").read_text())
+    assert "@opencode-ai/plugin" in lock["packages"][""]["dependencies"]
 
 
 def test_copilot(ctx) -> None:

@@ -11,13 +11,13 @@ from types import SimpleNamespace
 from helpers.adapters import SAMPLES
 
 from pytest_agentrace.model_double.runs import (
-    REQUEST_LOG,
     AgentSession,
     read_log,
     script_mismatch,
     served_usage,
 )
 from pytest_agentrace.model_double.script import TurnUsage
+from pytest_agentrace.model_double.server import report_of
 from pytest_agentrace.record.model import AgentStatus, Usage
 
 READ_ONLY_LOG = SAMPLES / "model-double-requests" / "gemini-cli-0.61.0-read-only-double-log.jsonl"
@@ -33,12 +33,9 @@ def test_a_step_without_a_fitting_tool_is_named_with_what_the_cli_offered():
 
 
 def session_for(tmp_path: Path, log: Path, edits: bool = False) -> AgentSession:
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / REQUEST_LOG).write_text(log.read_text())
     session = AgentSession.__new__(AgentSession)  # the parts settle() reads; start-up is covered by the runner tests
-    session.script_path, session.run_dir, session.ctx = "script.yaml", run_dir, SimpleNamespace(edits=edits)
-    session.log_dir = run_dir  # the harness's double writes its request log into the record folder
+    session.script_path, session.ctx = "script.yaml", SimpleNamespace(edits=edits)
+    session.report = report_of(read_log(log))  # the double's own account of the run (never the log file)
     session.base_url = None
     return session
 

@@ -124,6 +124,8 @@ def test_run_json_figures_equal_what_the_double_served(
     called = [RECORDED_AS.get(cli, {}).get(a["tool"], a["tool"]) for a in answers if a["kind"] == "tool"]
     assert [t["name"] for t in u["tool_calls"]] == called, (u["tool_calls"], called)
     assert len(called) == (0 if cli == "aider" else 2)
+    if cli == "opencode":  # no npm install at start (environment.opencode_env): nothing the gate had to refuse
+        assert [c for c in run["extra"]["network"] if not c["allowed"]] == [], run["extra"]["network"]
 
 
 READ_ONLY_TRIAL = """\

@@ -134,9 +134,23 @@ def gemini_env(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str
     }
 
 
+# OpenCode's global config folder as its npm step sees a finished install (see ``opencode_env``)
+OPENCODE_PLUGIN_LOCK = {"name": "agentrace-opencode-config", "lockfileVersion": 3, "requires": True,
+                        "packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}
+
+
 def opencode_env(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[str, str | None]:
     """OpenCode 1.18.33 (section 5): a ``scripted`` provider through the bundled ``@ai-sdk/openai-compatible``,
-    edits and bash allowed, autoupdate and sharing off, no models.dev fetch, no LSP downloads."""
+    edits and bash allowed, autoupdate and sharing off, no models.dev fetch, no LSP downloads.
+
+    No npm install at start: for every config folder it may write (the global ``~/.config/opencode`` among them),
+    OpenCode 1.18.33 installs ``@opencode-ai/plugin`` in the background (its ``Npm.install``: it reifies when the
+    folder has no ``node_modules`` or its ``package-lock.json`` lacks the package), which contacts
+    ``registry.npmjs.org`` whatever ``OPENCODE_DISABLE_AUTOUPDATE``, ``OPENCODE_DISABLE_DEFAULT_PLUGINS`` or
+    ``OPENCODE_PURE`` say (no documented switch stops it; checked with the real CLI behind a logging proxy). The
+    network gate refused it, and a failed run's reason then named ``registry.npmjs.org:443``. An empty
+    ``node_modules`` and a lock that lists the package (``OPENCODE_PLUGIN_LOCK``) leave nothing to install; a fresh
+    HOME has no plugin that would import it."""
     model = ctx.model or DOUBLE_MODEL
     config = {
         "$schema": "https://opencode.ai/config.json",
@@ -153,6 +167,8 @@ def opencode_env(ctx: Any, base: str, home: Path, written: list[Path]) -> dict[s
     }
     path = home / ".config" / "opencode" / "opencode.json"
     _write(path, json.dumps(config, indent=1), written)
+    _write(path.with_name("package-lock.json"), json.dumps(OPENCODE_PLUGIN_LOCK, indent=1), written)
+    (path.parent / "node_modules").mkdir(exist_ok=True)
     return {
         "OPENCODE_CONFIG": str(path), "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",

@@ -5,7 +5,9 @@ Nothing the agent starts can then reach another host, even when a CLI update add
 double cannot stay outside it: ``wrap`` returns an argv that runs this module inside the namespace, which
 brings ``lo`` up, starts the double there on the port the run's config already names (every port is free in
 a new namespace), runs the agent as its child in the same process group (so the runner's timeout kill reaches
-both), and exits with the agent's exit code.
+both), sends the double's account of the run (``server.report_of``) on the run's report pipe (``run.launch``: the
+agent never holds it; the request log it writes lies in the agent's outbox and is for people only), and exits with
+the agent's exit code.
 
 ``unshare -n`` needs CAP_SYS_ADMIN (root); other users get ``unshare -rn`` (a user namespace mapping them to
 root inside) where the kernel allows it. ``probe`` finds out once per process which works.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -31,7 +34,7 @@ from pytest_agentrace.model_double.cassette import Cassette, Replayer, Scrubber
 from pytest_agentrace.model_double.script import load_script
 from pytest_agentrace.model_double.server import ModelDouble
 from pytest_agentrace.record.redact import secret_values
-from pytest_agentrace.run.launch import helper_fault, undumpable
+from pytest_agentrace.run.launch import helper_fault, send_report, take_report, undumpable
 from pytest_agentrace.run.netbridge import loopback_up, run_child
 
 FAULT_EXIT = 125  # its exit code (as env(1) and timeout(1) use 125); the runner learns of it by run.launch's channel
@@ -109,7 +112,8 @@ def main(args: list[str] | None = None) -> int:
     key = os.environ.pop("AGENTRACE_MODEL_DOUBLE_KEY", None)  # the run's key: the double answers only it
     rejected = str(Path(ns.log).with_name("model-double-rejected.jsonl")) if ns.log and ns.log != os.devnull else None
     log = None if ns.log == os.devnull else ns.log
-    undumpable()  # the agent, its child, cannot open this process's start channel through /proc
+    undumpable()  # the agent, its child, cannot open this process's start channel or report pipe through /proc
+    report = take_report()  # kept from the agent: not in its environment, not inherited
     try:
         loopback_up()
         if ns.script:
@@ -125,6 +129,7 @@ def main(args: list[str] | None = None) -> int:
     code = run_child(argv, "netns")
     if double is not None:
         double.stop()
+        send_report(report, json.dumps(double.report()).encode("utf-8"))
     return code
 
 

@@ -3,14 +3,21 @@
 ``start_session(spec, ctx)`` loads the agent's model script, starts a model double for this run (a server
 costs about a millisecond, so every run gets its own and shares nothing), and returns an ``AgentSession``:
 
-- ``apply(argv, env)`` adds the CLI's offline settings (``environment.offline_env``) to the adapter's argv and
+- ``apply(argv, env)`` (a ``run.launch.Wrapped``: argv, env and the helper in front) adds the CLI's offline settings (``environment.offline_env``) to the adapter's argv and
   environment and, with ``--agentrace-offline`` where namespaces are permitted, wraps argv so the agent (and
   the double with it) runs in a loopback-only network namespace (``netns``);
-- ``close()`` stops the double and completes ``model-double.json``;
-- ``settle(usage)`` checks the parsed ``Usage`` against the request log: a script step the CLI offered no tool
+- ``close(report)`` stops the double, takes its account of the run (``server.report_of``) and completes
+  ``model-double.json``;
+- ``settle(usage)`` checks the parsed ``Usage`` against that account: a script step the CLI offered no tool
   for (the double answered ``none``) makes the run an ``error`` (``AgentStatus.ERROR``: the script does not fit
   the CLI or its mode, which is not the agent's wrong answer), and tokens the CLI reports that differ from what
   the double served get a parse warning (``served_usage``).
+
+The account comes from the double itself, never from its request log, which the agent may be able to write (in its
+outbox, or anywhere without the box): from the harness's double's memory (``ModelDouble.report``), or, for a double
+inside the run's namespace (``netns``), from the run's report pipe (``run.launch``), which the agent never holds
+(``reports_on_pipe``; the runner passes what it read to ``close``). A run without an account (the helper was killed
+with the agent) has no mismatch, no misfit and no count.
 
 With ``--agentrace-record DIR`` the CLI is pointed at a recording proxy (``recorder``) in front of
 ``--agentrace-record-upstream``, the run's own model double when it has a script, or the CLI's provider; ``close()``
@@ -20,8 +27,8 @@ plays the run's cassette instead of a script; ``fault()`` then names the first r
 run record keeps (``replay``: cassette, match mode, turns played and recorded; ``cassette``: the one recorded).
 
 Files in the run folder (beside ``run.json``): ``model-double-requests.jsonl`` (every request the CLI sent,
-auth headers redacted, with the double's answer) and ``model-double.json`` (script, URL, offline mode, config
-files written, request count).
+auth headers redacted, with the double's answer; for people) and ``model-double.json`` (script, URL, offline mode,
+config files written, and the double's own request count).
 """
 
 from __future__ import annotations
@@ -46,17 +53,17 @@ from pytest_agentrace.model_double.environment import (
 )
 from pytest_agentrace.model_double.recorder import RecordingProxy, provider_url, record_key
 from pytest_agentrace.model_double.script import TurnUsage, load_script
-from pytest_agentrace.model_double.server import ModelDouble, path_model
+from pytest_agentrace.model_double.server import ModelDouble, report_of
 from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 from pytest_agentrace.record.redact import secret_values
 from pytest_agentrace.record.safefile import write_text
+from pytest_agentrace.run.launch import Wrapped
 from pytest_agentrace.run.sandbox import SANDBOX_HOME
 
 REQUEST_LOG = "model-double-requests.jsonl"
 REJECTED_LOG = "model-double-rejected.jsonl"  # requests without the run's key (answered 401, nothing else changed)
 KEY_ENV = "AGENTRACE_MODEL_DOUBLE_KEY"  # hands the run's key to the double started inside a namespace (netns)
 INFO_FILE = "model-double.json"
-SERVED_KINDS = ("tool", "text", "none", "edit", "side", "json")  # answers that carry the script's usage
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:
@@ -76,46 +83,49 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def served_usage(log: list[dict[str, Any]]) -> dict[str, TurnUsage]:
+def served_usage(log: list[dict[str, Any]] | dict[str, Any]) -> dict[str, TurnUsage]:
     """Tokens the double served, per model that answered (the request's ``model``, or the model in a Gemini
-    path): the usage of every answer in ``SERVED_KINDS`` (HTTP errors and token counts carry none)."""
-    out: dict[str, TurnUsage] = {}
-    for rec in log:
-        answer = rec["answer"]
-        if answer.get("kind") not in SERVED_KINDS:
-            continue
-        body = rec.get("body") if isinstance(rec.get("body"), dict) else {}
-        model = path_model(str(rec.get("path") or "")) or str(body.get("model") or "scripted")
-        u = answer.get("usage") or {}
-        got = TurnUsage(*(int(u.get(k) or 0) for k in ("input", "output", "cache_read", "cache_write")))
-        out[model] = out.get(model, TurnUsage()) + got
-    return out
+    path): the usage of every answer in ``SERVED_KINDS`` (HTTP errors and token counts carry none). ``log``: request
+    records, or a double's report (``server.report_of``)."""
+    report = log if isinstance(log, dict) else report_of(log)
+    return {model: TurnUsage(*counts) for model, counts in report["served"].items()}
 
 
-def script_mismatch(log: list[dict[str, Any]], edits: bool) -> str | None:
-    """Why the script could not be played (the first ``none`` answer: a step with no fitting tool), or None."""
-    for rec in log:
-        answer = rec["answer"]
-        if answer.get("kind") == "none":
-            note = str(answer.get("text") or "").removeprefix("scripted model: ")
-            mode = "" if edits else " (the agent runs with edits = false: its read-only mode may withhold the tool)"
-            return (f"model script does not fit this CLI: {note}{mode}; the run tested the script, not the agent "
-                    "(change the script's step or the agent's mode)")
-    return None
+def script_mismatch(log: list[dict[str, Any]] | dict[str, Any], edits: bool) -> str | None:
+    """Why the script could not be played (the first ``none`` answer: a step with no fitting tool), or None.
+    ``log``: request records, or a double's report (``server.report_of``)."""
+    report = log if isinstance(log, dict) else report_of(log)
+    if report["none"] is None:
+        return None
+    note = str(report["none"]).removeprefix("scripted model: ")
+    mode = "" if edits else " (the agent runs with edits = false: its read-only mode may withhold the tool)"
+    return (f"model script does not fit this CLI: {note}{mode}; the run tested the script, not the agent "
+            "(change the script's step or the agent's mode)")
+
+
+def read_report(data: bytes | None) -> dict[str, Any] | None:
+    """A double's report as sent on the report pipe (``server.report_of``, JSON), or None when ``data`` is empty or
+    not one such document (anything else on the pipe, which only the helper holds, means no account)."""
+    try:
+        report = json.loads(data or b"")
+    except ValueError:
+        return None
+    keys = {"requests": int, "played": int, "served": dict}
+    if not isinstance(report, dict) or any(not isinstance(report.get(k), t) for k, t in keys.items()):
+        return None
+    if any(report.get(k) is not None and not isinstance(report[k], str) for k in ("mismatch", "none")):
+        return None
+    try:
+        served = {str(m): [int(n) for n in counts][:4] for m, counts in report["served"].items()}
+    except (TypeError, ValueError):
+        return None
+    return {**report, "served": {m: c for m, c in served.items() if len(c) == 4}}
 
 
 def _without_userinfo(url: str) -> str:
     """``url`` without ``user:password@`` (a gateway URL may carry credentials)."""
     parts = urlsplit(url)
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-
-
-def _count_lines(log: Path) -> int:
-    """Non-blank lines of the request log ``log`` (0 when it does not exist); the file is closed at once."""
-    if not log.exists():
-        return 0
-    with log.open(encoding="utf-8") as fh:
-        return sum(1 for line in fh if line.strip())
 
 
 def _free_port() -> int:
@@ -155,6 +165,7 @@ class AgentSession:
         self.cost_note: str | None = None
         self.port: int | None = None
         self.info: dict[str, Any] = {}
+        self.report: dict[str, Any] | None = None  # the double's account of the run (``close``)
         self.proxy: RecordingProxy | None = None
         self.replayer: Replayer | None = None
         self.key = "sk-agentrace-" + secrets.token_urlsafe(24)  # only this run's CLI is given it (see server.py)
@@ -202,8 +213,9 @@ class AgentSession:
             self.upstream = scrub.text(_without_userinfo(upstream))
             self.base_url = self.proxy.url
 
-    def apply(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-        """``(argv, env)`` pointed at the double and, with ``--agentrace-offline``, in a namespace.
+    def apply(self, argv: list[str], env: dict[str, str]) -> Wrapped:
+        """``argv`` and ``env`` pointed at the double and, with ``--agentrace-offline``, in a namespace, as a
+        ``run.launch.Wrapped`` whose ``helper`` is ``netns`` when the namespace's helper is in front of argv.
         Raises ``AgentError`` for a CLI the double cannot drive."""
         files: list[Path] = []
         if self.base_url is not None:
@@ -229,10 +241,18 @@ class AgentSession:
         if self.proxy is not None or self.replayer is not None:
             self.info["cassette"] = str(self.cassette)
         self._write_info()
-        return argv, env
+        return Wrapped(argv, env, "netns" if self.offline else None)
 
-    def close(self) -> None:
-        """Stop the double (and recording proxy, writing the run's cassette); record how many requests it served."""
+    @property
+    def reports_on_pipe(self) -> bool:
+        """Whether this run's double runs inside the run's namespace and sends its report on the report pipe
+        (``run.launch.StartChannel(report=True)``, read after the run and passed to ``close``)."""
+        return self.offline and bool(self.script_path or self.replayer is not None)
+
+    def close(self, report: bytes | None = None) -> None:
+        """Stop the double (and recording proxy, writing the run's cassette); take the double's account of the run
+        (``self.report``: from the harness's double, or ``report``, what the report pipe gave, for a double inside
+        the namespace) and record how many requests it served."""
         if self.proxy is not None:  # first: a stream still in flight may need the double behind it
             self.proxy.stop()
             agent = self.spec.agent
@@ -241,12 +261,12 @@ class AgentSession:
             self.proxy = None
         if self.double is not None:
             self.double.stop()
-        if self.script_path or self.replayer is not None:
-            log = self.log_dir / REQUEST_LOG
-            try:
-                self.info["requests"] = _count_lines(log)
-            except OSError:
-                pass
+            self.report = self.double.report()
+            self.double = None
+        elif self.reports_on_pipe and report is not None:
+            self.report = read_report(report)
+        if self.report is not None:
+            self.info["requests"] = self.report["requests"]
         self._write_info()
 
     def needs(self) -> list[Path]:
@@ -257,13 +277,11 @@ class AgentSession:
         return [Path(self.cassette)] if self.replayer is not None else ([Path(self.script_path)] if self.script_path else [])
 
     def fault(self) -> str | None:
-        """The first cassette mismatch of a replayed run (``cassette mismatch: turn N: FIELD: ...``), or None."""
-        if self.replayer is None:
+        """The first cassette mismatch of a replayed run (``cassette mismatch: turn N: FIELD: ...``) in the double's
+        report, or None."""
+        if self.replayer is None or self.report is None:
             return None
-        for rec in read_log(self.log_dir / REQUEST_LOG):
-            if rec["answer"].get("kind") == "mismatch":
-                return str(rec["answer"].get("error"))
-        return None
+        return self.report["mismatch"]
 
     def extra(self) -> dict[str, Any]:
         """Fields for the run record's ``extra``: ``replay`` (``cassette``, ``match``, ``turns_played``,
@@ -271,8 +289,7 @@ class AgentSession:
         when ``settle`` priced the run at 0."""
         note = {"cost_note": self.cost_note} if getattr(self, "cost_note", None) else {}
         if self.replayer is not None:
-            log = read_log(self.log_dir / REQUEST_LOG)
-            played = sum(1 for r in log if r["answer"].get("kind") == "replay" and r["answer"].get("turn") is not None)
+            played = self.report["played"] if self.report is not None else None
             return {**note, "replay": {"cassette": str(self.cassette), "match": self.replayer.match,
                                        "turns_played": played, "turns_recorded": len(self.replayer.cassette.turns)}}
         if self.ctx.options.record and self.base_url:
@@ -280,7 +297,7 @@ class AgentSession:
         return note
 
     def settle(self, usage: Usage) -> Usage:
-        """``usage`` checked against the request log (see the module docstring) and its cost labelled: a run on the
+        """``usage`` checked against the double's report (see the module docstring) and its cost labelled: a run on the
         double's script costs 0 USD (``priced``: the double's model is free, whatever list price the CLI applied);
         aider's own figure under the double's environment is ``harness-priced`` (the harness wrote its per-token
         price, ``environment.aider_env``)."""
@@ -291,16 +308,17 @@ class AgentSession:
         if usage.cost_usd or usage.cost_source != CostSource.PRICED:
             usage = dataclasses.replace(usage, cost_usd=0.0, cost_source=CostSource.PRICED)
             self.cost_note = "the model double's model is priced at 0 USD"
-        log = read_log(self.log_dir / REQUEST_LOG)
-        why = script_mismatch(log, bool(getattr(self.ctx, "edits", True)))
+        if self.report is None:  # no account of the run from the double (killed with the agent)
+            return usage
+        why = script_mismatch(self.report, bool(getattr(self.ctx, "edits", True)))
         if why is not None and usage.status != AgentStatus.ERROR:
             usage = dataclasses.replace(usage, status=AgentStatus.ERROR, error=why)
-        served = served_usage(log)
+        served = served_usage(self.report)
         total = sum((u for u in served.values()), TurnUsage())
         if usage.total_tokens is not None and served and usage.total_tokens != total.total:
             note = (f"tokens differ from what the model double served: the CLI reported {usage.total_tokens:,}, "
                     f"the double served {total.total:,} ({total.input:,} in, {total.output:,} out, "
-                    f"{total.cache_read + total.cache_write:,} cached) in {len(log)} requests")
+                    f"{total.cache_read + total.cache_write:,} cached) in {self.report['requests']} requests")
             usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, note))
         return usage
 

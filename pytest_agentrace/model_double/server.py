@@ -32,7 +32,9 @@ is given, so a run that finds a sibling's double (its port shows in ``/proc/net/
 
 Every request is appended to the route's JSONL log: ``{ts, method, path, query, headers, body, protocol,
 answer}`` with auth headers replaced by ``<redacted>`` and strings longer than ``LOG_STRING_LIMIT``
-characters shortened (``"...<N chars>"``, as in the recorded samples).
+characters shortened (``"...<N chars>"``, as in the recorded samples). The log is for people: what the harness
+judges a run by is the double's own record in memory, ``report_of`` (``ModelDouble.report``), never the file, which
+may lie where the agent can write.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ REDACT_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "api-key", "co
 REDACT_QUERY = {"key", "api_key", "access_token"}
 _ROUTE_RE = re.compile(r"^/r/([A-Za-z0-9_-]+)(/.*)?$")
 _GEMINI_RE = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
+SERVED_KINDS = ("tool", "text", "none", "edit", "side", "json")  # answers that carry the script's usage
+REPORT_TEXT_CAP = 2000  # characters of a message kept in a report
+REPORT_MODELS_CAP = 32  # models counted one by one in a report's ``served``; the rest are added to the last
 
 
 @dataclass
@@ -134,6 +139,37 @@ def path_model(path: str) -> str | None:
     """The model a Gemini path names (``…/models/<m>:generateContent`` -> ``m``), or None."""
     m = _GEMINI_RE.search(path)
     return m.group(1) if m else None
+
+
+def report_of(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a run's double says of it, from its request ``records`` (``Route.records``, or a request log's lines):
+    ``{"requests": n, "mismatch": the first cassette mismatch's message or None, "none": the text of the first
+    ``none`` answer (a script step the CLI offered no fitting tool for) or None, "played": recorded turns replayed,
+    "served": {model: [input, output, cache_read, cache_write]}}`` (tokens of the answers in ``SERVED_KINDS``, per
+    model that answered: the request's ``model``, or the model in a Gemini path). JSON-able and bounded (messages cut
+    to ``REPORT_TEXT_CAP`` characters, at most ``REPORT_MODELS_CAP`` models), so a double in the run's namespace can
+    send it on a pipe."""
+    out: dict[str, Any] = {"requests": len(records), "mismatch": None, "none": None, "played": 0, "served": {}}
+    served: dict[str, list[int]] = out["served"]
+    for rec in records:
+        answer = rec.get("answer") if isinstance(rec.get("answer"), Mapping) else {}
+        kind = answer.get("kind")
+        if kind == "mismatch" and out["mismatch"] is None:
+            out["mismatch"] = str(answer.get("error"))[:REPORT_TEXT_CAP]
+        elif kind == "none" and out["none"] is None:
+            out["none"] = str(answer.get("text") or "")[:REPORT_TEXT_CAP]
+        elif kind == "replay" and answer.get("turn") is not None:
+            out["played"] += 1
+        if kind not in SERVED_KINDS:
+            continue
+        body = rec.get("body") if isinstance(rec.get("body"), Mapping) else {}
+        model = (path_model(str(rec.get("path") or "")) or str(body.get("model") or "scripted"))[:200]
+        if model not in served and len(served) >= REPORT_MODELS_CAP:
+            model = list(served)[-1]
+        u = answer.get("usage") if isinstance(answer.get("usage"), Mapping) else {}
+        got = [int(u.get(k) or 0) for k in ("input", "output", "cache_read", "cache_write")]
+        served[model] = [a + b for a, b in zip(served.get(model, [0, 0, 0, 0]), got, strict=True)]
+    return out
 
 
 def protocol_of(path: str) -> str | None:
@@ -480,6 +516,13 @@ class ModelDouble:
     def use(self, script: Script) -> None:
         """Serve ``script`` on paths without a run token from now on."""
         self.default.script = script
+
+    def report(self) -> dict[str, Any]:
+        """``report_of`` the requests on paths without a run token (the run's own double): from memory, never from
+        the log file."""
+        with self.default.lock:
+            records = list(self.default.records)
+        return report_of(records)
 
     def route(self, token: str) -> Route | None:
         return self._routes.get(token)

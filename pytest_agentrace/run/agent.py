@@ -29,7 +29,7 @@ from pytest_agentrace.record.model import Usage
 from pytest_agentrace.record.redact import redact, secret_values
 from pytest_agentrace.record.safefile import write_text
 from pytest_agentrace.run import network, process, workspace
-from pytest_agentrace.run.launch import StartChannel, launched
+from pytest_agentrace.run.launch import StartChannel, Wrapped
 from pytest_agentrace.run.limits import Hit, Limits, confine, diagnose
 from pytest_agentrace.run.network import RunNetwork
 from pytest_agentrace.run.runspec import RunOptions, RunSpec
@@ -211,24 +211,23 @@ def prepare(spec: RunSpec, ctx: RunContext, adapter: Any, secrets: Any) -> Launc
         else:
             inv = adapter.invocation(ctx)
             argv, env, stdin = [*inv.argv, *spec.agent.args], inv.env, inv.stdin
-        run_argv, opts = argv, ctx.options
+        wrapped, opts = Wrapped(argv, env), ctx.options
         if spec.agent.model_double or opts.model_double or opts.offline or opts.record or opts.replay:
             session = start_session(spec, ctx)
-            run_argv, env = session.apply(argv, env)
+            wrapped = session.apply(argv, env)
     except AgentError as exc:
         if session is not None:
             session.close()
         raise NotStarted(str(exc)) from exc
     try:
-        net_mode, net, run_argv, env = network_for(spec, ctx, run_argv, env, session)
+        net_mode, net, wrapped = network_for(spec, ctx, wrapped, session)
     except (AgentError, OSError, ValueError) as exc:
         if session is not None:
             session.close()
         raise NotStarted(f"could not make the run's network: {exc}") from exc
-    write_text(ctx.run_dir / "argv.json", redact(_json(run_argv), secrets))
-    if not ((session is not None and session.offline) or net is not None or (net_mode == "none" and ctx.options.sandbox is None)):
-        run_argv = launched(run_argv)  # run.launch's launcher; a helper (netns, netbridge) puts it in front itself
-    launch = Launch(argv, run_argv, env, stdin, session, net_mode, net, Path(ctx.home).parent / BOX_SCRATCH)
+    write_text(ctx.run_dir / "argv.json", redact(_json(wrapped.argv), secrets))
+    # run.launch's launcher in front of the agent, unless a helper the stages put there (netns, netbridge) starts it
+    launch = Launch(argv, wrapped.launchable(), wrapped.env, stdin, session, net_mode, net, Path(ctx.home).parent / BOX_SCRATCH)
     if ctx.options.sandbox is not None:
         box(spec, ctx, launch)
     return launch
@@ -265,22 +264,25 @@ def start(spec: RunSpec, ctx: RunContext, launch: Launch) -> Finished:
         if launch.net is not None:
             launch.net.close()
         raise NotStarted(f"could not make the run's cgroup: {exc}") from exc
-    channel = StartChannel()  # the box's and the helpers' start-up faults, on a pipe the agent never holds
-    try:
-        pres = process.run(launch.run_argv, cwd=ctx.workspace, env=channel.env(launch.env), timeout=ctx.timeout,
-                           stdin=launch.stdin, on_stdout=ctx.options.on_stdout, preexec_fn=confined.preexec,
-                           watch=confined.watch if confined.disk_watch is not None else None,
-                           pass_fds=channel.pass_fds, on_start=channel.close_write)
-        events = confined.hits()
-        stopped = pres.stopped or confined.final_check()
-    finally:
-        confined.close()
-        if launch.session is not None:
-            launch.session.close()
-        contacts = launch.net.close() if launch.net is not None else None
-    boxed = ctx.options.sandbox is not None
+    session = launch.session
+    # the box's and the helpers' start-up faults, and the report of a double inside the run's namespace, on pipes
+    # the agent never holds; every end is closed when this block is left, also when the run raised
+    with StartChannel(report=session is not None and session.reports_on_pipe) as channel:
+        try:
+            pres = process.run(launch.run_argv, cwd=ctx.workspace, env=channel.env(launch.env), timeout=ctx.timeout,
+                               stdin=launch.stdin, on_stdout=ctx.options.on_stdout, preexec_fn=confined.preexec,
+                               watch=confined.watch if confined.disk_watch is not None else None,
+                               pass_fds=channel.pass_fds, on_start=channel.close_write)
+            events = confined.hits()
+            stopped = pres.stopped or confined.final_check()
+        finally:
+            confined.close()
+            if session is not None:
+                session.close(channel.report())
+            contacts = launch.net.close() if launch.net is not None else None
+        boxed = ctx.options.sandbox is not None
+        started = channel.verdict(pres.stderr, boxed=boxed)  # never from the agent's exit code or output
     code = sandbox_exit_code(pres.exit_code) if boxed else pres.exit_code  # bwrap's 128+N for a signal: -N
-    started = channel.verdict(pres.stderr, boxed=boxed)  # never from the agent's exit code or output
     err, kind = pres.error, None
     if started.fault is not None and err is None and not (pres.timed_out or stopped):
         err, kind = started.fault, started.kind
@@ -336,19 +338,21 @@ def provider_env(adapter: Any, base: Mapping[str, str] | None = None) -> dict[st
     return {k: v for k, v in base.items() if k.startswith(keep)}
 
 
-def network_for(spec: RunSpec, ctx: RunContext, argv: list[str], env: dict[str, str],
-                session: Any) -> tuple[str, RunNetwork | None, list[str], dict[str, str]]:
-    """``(mode, provider network or None, argv, env)`` of one agent run (``run.network``): the mode from the
+def network_for(spec: RunSpec, ctx: RunContext, wrapped: Wrapped,
+                session: Any) -> tuple[str, RunNetwork | None, Wrapped]:
+    """``(mode, provider network or None, wrapped)`` of one agent run (``run.network``): the mode from the
     agent's, the file's or the session's setting (``none`` under ``--agentrace-offline``, whose namespace
-    ``model_double.netns`` already made); for ``provider`` a gate on the session proxy and the bridge in front of
-    ``argv``; without a sandbox, ``unshare -n`` makes the namespace. Raises ``AgentError`` when no namespace can be
-    made, ``OSError`` when the gate's socket cannot."""
+    ``model_double.netns`` already made: ``wrapped`` as given); for ``provider`` a gate on the session proxy and the
+    bridge in front of ``wrapped.argv`` (helper ``netbridge``); without a sandbox, ``unshare -n`` makes the
+    namespace (for ``none``, with ``netns``'s helper in front: helper ``netns``). Raises ``AgentError`` when no
+    namespace can be made, ``OSError`` when the gate's socket cannot."""
     opts = ctx.options
+    argv, env = wrapped.argv, wrapped.env
     mode = network.mode_for(opts.network, getattr(spec.spec, "network", None), spec.agent.network)
     if opts.offline or (session is not None and session.offline):
-        return "none", None, argv, env
+        return "none", None, wrapped
     if mode == "host":
-        return mode, None, argv, env
+        return mode, None, wrapped
     unshare: tuple[str, ...] = ()
     if opts.sandbox is None:
         prefix, why = netns.probe()
@@ -356,14 +360,14 @@ def network_for(spec: RunSpec, ctx: RunContext, argv: list[str], env: dict[str, 
             raise AgentError(f"network {mode}: {why} (run with --agentrace-network host to use the host's network)")
         unshare = prefix
     if mode == "none":
-        return mode, None, (netns.wrap(argv, unshare=True) if unshare else argv), env
+        return mode, None, (Wrapped(netns.wrap(argv, unshare=True), env, "netns") if unshare else wrapped)
     allows = [*(getattr(getattr(spec.spec, "network", None), "allow", None) or ()),
               *(spec.agent.network.allow if spec.agent.network is not None else ())]
     urls = [session.base_url] if session is not None and session.base_url else []
     rules = network.allow_list(spec.agent.adapter, env, allows, urls)
     net = network.open_run(rules, network.parse_resolve(opts.network_resolve))
     argv, env = net.wrap(argv, env, unshare)
-    return mode, net, argv, env
+    return mode, net, Wrapped(argv, env, "netbridge")
 
 
 _CLI_VERSIONS: dict[str, str | None] = {}  # resolved executable path -> version, probed once per process

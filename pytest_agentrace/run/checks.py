@@ -135,7 +135,8 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
     body += f"\n--- {status} after {res.seconds:.2f}s ---\n"
     write_text(log, redact(body, secrets))
     missing = None if res.timed_out else missing_tool(command, res.exit_code, res.stdout + "\n" + res.stderr)
-    if missing is not None and tool_present(command, missing, ws, given_env, box):
+    # the look shares the check's time: what the command left of its timeout
+    if missing is not None and tool_present(command, missing, ws, given_env, box, timeout - res.seconds):
         missing = None  # the output said so, but the tool is there: the command's own code failed
     return CheckResult(name, command, res.exit_code, round(res.seconds, 3), log.name, res.timed_out, missing,
                        hit.reason if hit is not None else None, counted=report is not None,
@@ -187,17 +188,23 @@ def missing_tool(command: str, exit_code: int | None, output: str) -> str | None
     return None
 
 
-PROBE_TIMEOUT = 30.0  # seconds for ``tool_present``'s look
+PROBE_TIMEOUT = 30.0  # seconds at most for ``tool_present``'s look
 
 
-def tool_present(command: str, tool: str, cwd: Path, env: Mapping[str, str], box: Box | None = None) -> bool:
+def tool_present(command: str, tool: str, cwd: Path, env: Mapping[str, str], box: Box | None = None,
+                 timeout: float = PROBE_TIMEOUT) -> bool:
     """Whether ``tool``, which ``missing_tool`` read from a check's output as missing, is there after all: looked
     for by the harness in ``/`` (none of the workspace's code runs), in the same ``box`` and environment as the
     check. A check's output is the agent's code's to write: code that prints ``No module named pytest`` and exits
     must not turn its run into an ``error``, which is never counted. A ``python -m X`` tool is X's module spec
     (``importlib.util.find_spec``) under the command's interpreter, another one ``command -v``; a relative path
-    (``./gradlew``) is the workspace's, where a missing file is the change's doing: counted as present."""
-    if "/" in tool and not tool.startswith("/"):
+    (``./gradlew``) is the workspace's, where a missing file is the change's doing: counted as present.
+
+    ``timeout``: seconds the look may take (``run_check`` gives what the check left of its own timeout; at most
+    ``PROBE_TIMEOUT``). The tool counts as missing only when the look ran to its end and did not find it: with no
+    time left, or a look that timed out or could not start, it is present (the check's failure stays the change's,
+    and code that spends the check's time before printing a missing tool gains nothing)."""
+    if ("/" in tool and not tool.startswith("/")) or timeout <= 0:
         return True
     python = next((py for py, module in _python_m(command) if module == tool), None)
     if python is not None:
@@ -209,7 +216,8 @@ def tool_present(command: str, tool: str, cwd: Path, env: Mapping[str, str], box
     run_env = dict(env)
     if box is not None:
         argv, run_env = box(argv, run_env)
-    return process.run(argv, cwd=cwd, env=run_env, timeout=PROBE_TIMEOUT).exit_code == 0
+    res = process.run(argv, cwd=cwd, env=run_env, timeout=min(timeout, PROBE_TIMEOUT))
+    return res.timed_out or res.exit_code in (None, 0)
 
 
 def _words(command: str) -> list[str]:

@@ -343,7 +343,7 @@ class Sandbox:
         hidden = [str(h) for h in self.hidden]
         # an install prefix is shown only when it holds no hidden folder: an agent script in <project>/bin/ must not
         # show the project (the task file beside it); the script itself still is
-        prefixes = [pre for n in needs if not any(_under(h, [str(pre := _prefix(n))]) for h in hidden)]
+        prefixes = [pre for pre in map(_prefix, needs) if not any(_under(h, [str(pre)]) for h in hidden)]
         shown: list[str] = []
         for p in [*self.visible, *needs, *prefixes, *self.read]:
             path = os.path.abspath(p)
