@@ -163,6 +163,7 @@ class Controller:
         self.started = _now()
         self.digest: str | None = None  # of the results folder at the session's end (record.manifest)
         self.outcomes: dict[str, Outcome] = {}  # by run id
+        self.records: dict[str, dict[str, Any]] = {}  # by run id: the payload's dict each outcome was made from
         self.by_node: dict[str, Outcome] = {}  # by pytest node id, for the progress lines
         self.bad_payloads: list[str] = []
         self.skipped: dict[str, str] = {}  # node id -> skip reason of a run item skipped in its setup
@@ -218,11 +219,13 @@ class Controller:
                 if name != OUTCOME_PROPERTY:
                     continue
                 try:
-                    outcome = Outcome.from_dict(json.loads(value))
+                    record = json.loads(value)
+                    outcome = Outcome.from_dict(record)  # the one read of the record in the controller
                 except (ValueError, TypeError, KeyError, AttributeError) as exc:
                     self.bad_payloads.append(f"{report.nodeid}: {type(exc).__name__}: {exc}")
                     break
                 self.outcomes[outcome.run_id] = outcome
+                self.records[outcome.run_id] = record
                 self.by_node[report.nodeid] = outcome
                 break
         if report.when == "setup" and report.skipped and is_run_item(report.nodeid):
@@ -337,7 +340,8 @@ class Controller:
         except OSError as exc:
             notes.append((f"agentrace: last-session record not written: {exc}", True))
         try:  # the results-folder index, so that reports read one file instead of every run.json
-            index.refresh(self.out)
+            # a run.json equal to the payload its item sent is checked against that outcome, not parsed again
+            index.refresh(self.out, {rid: (self.records[rid], o) for rid, o in self.outcomes.items()})
         except OSError as exc:
             notes.append((f"agentrace: results index not written: {exc}", True))
         path = self.store_path()
