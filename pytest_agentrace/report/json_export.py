@@ -189,7 +189,7 @@ def _document(result: SessionResult) -> dict[str, Any]:
         "cells": [c.to_dict() for c in stats.cells],
         "comparisons": [c.to_dict() for c in stats.comparisons],
         "elo": {"ratings": dict(elo.ratings), "history": list(elo.history), "steps": list(elo.steps)},
-        "runs": [o.to_dict() for o in outcomes],
+        "runs": [o.record for o in outcomes],  # the record dict of each (scored) outcome, made once; copied by clean
     }
     return redact_data(clean(doc), secret_values())  # every exported field (HTML, Markdown, JSON, comment) is redacted
 

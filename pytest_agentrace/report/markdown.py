@@ -2,8 +2,9 @@
 
 Reads the result's typed fields (outcomes, the statistics report's cells and comparisons, the leaderboard, the Elo
 series) through ``report.view.shown`` (redacted and finite, as the JSON export's document is), so the figures are
-the same in every format without going through the export's dict. ``comment_body`` starts with ``COMMENT_MARKER`` (an HTML comment GitHub does not show) so a CI job can
-find its earlier comment and update it instead of adding a new one.
+the same in every format without going through the export's dict. ``comment_body`` starts with ``COMMENT_MARKER``
+(an HTML comment GitHub does not show) so a CI job can find its earlier comment and update it instead of adding a
+new one.
 """
 
 from __future__ import annotations
@@ -257,7 +258,7 @@ def render_result(result: SessionResult, title: str = "agentrace report", level:
 
 
 def comment_body(result: SessionResult, limit: int = COMMENT_LIMIT, full_report: str | None = None) -> str:
-    """A PR-comment body: ``COMMENT_MARKER`` on the first line, then the report (``render``), at most ``limit``
+    """A PR-comment body: ``COMMENT_MARKER`` on the first line, then the report (``render_result``), at most ``limit``
     characters (GitHub refuses a comment over 65,536). A larger report becomes ``compact``: the headline, then
     each table cut to the rows that fit its share, and a pointer to the full report (``full_report``: a URL or a
     path; else the commands that write it). Raises ``ValueError`` when ``limit`` cannot hold even the headline."""
