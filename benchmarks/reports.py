@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from helpers.report import outcome
 
 from pytest_agentrace.record.store import SessionInfo, Store
-from pytest_agentrace.report import html, markdown
-from pytest_agentrace.report.json_export import build_export
+from pytest_agentrace.report import html, json_export, markdown
 from pytest_agentrace.report.leaderboard import leaderboard
+from pytest_agentrace.report.result import Context, build_result
 from pytest_agentrace.stats.score import score_outcomes
 
 WRITER = textwrap.dedent("""\
@@ -83,9 +83,10 @@ def main() -> None:
         print(f"leaderboard over {stored + len(runs)} stored runs: {lb:.2f} s ({len(board)} agents)")
 
         t = time.perf_counter()
-        doc = build_export(score_outcomes(runs, per_session=False), out=Path(tmp), seed=0)
-        print(f"export document of {len(runs)} runs: {time.perf_counter() - t:.2f} s (cells, comparisons, Elo)")
-        for name, render in (("markdown", lambda: markdown.render_document(doc)), ("html", lambda: html.render_report(doc))):
+        result = build_result(score_outcomes(runs, per_session=False), Context(out=Path(tmp), seed=0))
+        print(f"session result of {len(runs)} runs: {time.perf_counter() - t:.2f} s (cells, comparisons, Elo)")
+        for name, render in (("json", lambda: json_export.render(result)), ("markdown", lambda: markdown.render_result(result)),
+                             ("html", lambda: html.render_report(result))):
             t = time.perf_counter()
             text = render()
             print(f"{name}: {time.perf_counter() - t:.2f} s, {len(text.encode()) / 1024:.0f} KiB")

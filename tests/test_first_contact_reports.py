@@ -19,18 +19,20 @@ from helpers import XDIST, make_repo, write_script
 from helpers.report import BOT, CALC_REPO, outcome
 
 from pytest_agentrace import cli
+from pytest_agentrace.record.index import iter_outcomes
 from pytest_agentrace.record.manifest import digest_run, write_manifest
+from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.runfile import write_run
 from pytest_agentrace.report.html import render_report
-from pytest_agentrace.report.json_export import build_export
 from pytest_agentrace.report.markdown import (
     COMMENT_LIMIT,
     COMMENT_MARKER,
     comment_body,
     elo_title,
     expected_failure,
-    render_document,
+    render_result,
 )
+from pytest_agentrace.report.result import Context, build_result
 from pytest_agentrace.stats.score import score_outcomes
 
 TASK = """\
@@ -188,9 +190,10 @@ def big_results(out: Path, tasks: int = 100, agents: int = 5, questions: int = 5
 def test_comment_of_a_thousand_cells_fits_githubs_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = big_results(tmp_path / "results")
     assert cli.main(["export", str(out), "--resamples", "200", "--db", str(tmp_path / "none.db"), "-o", str(tmp_path / "doc.json")]) == 0
-    doc = json.loads((tmp_path / "doc.json").read_text())
-    assert len(doc["cells"]) == 1000
-    full = COMMENT_MARKER + "\n" + render_document(doc, title="agentrace results")
+    assert len(json.loads((tmp_path / "doc.json").read_text())["cells"]) == 1000
+    doc = build_result(score_outcomes(iter_outcomes(out), per_session=False), Context(resamples=200))
+    assert len(doc.report.cells) == 1000
+    full = COMMENT_MARKER + "\n" + render_result(doc, title="agentrace results")
     assert len(full) > COMMENT_LIMIT  # the uncut report would be refused by GitHub
     capsys.readouterr()
     url = "https://ci.example.org/run/7/artifacts/report.html"
@@ -208,8 +211,9 @@ def test_comment_of_a_thousand_cells_fits_githubs_limit(tmp_path: Path, capsys: 
     assert f"_… and {500 - len(task_rows):,} more rows: see the full report._" in body
     assert f"_… and {500 - len(trial_rows):,} more rows: see the full report._" in body
     # a report that fits is left whole
-    small = build_export(score_outcomes([outcome(agent="a"), outcome(agent="b", status="failed")], per_session=False), resamples=200)
-    assert comment_body(small) == COMMENT_MARKER + "\n" + render_document(small, title="agentrace results")
+    small = build_result(score_outcomes([outcome(agent="a"), outcome(agent="b", status="failed")], per_session=False),
+                         Context(resamples=200))
+    assert comment_body(small) == COMMENT_MARKER + "\n" + render_result(small, title="agentrace results")
     # and any limit is kept, however small, while the headline fits
     for limit in (40_000, 10_000, 3_000):
         cut = comment_body(doc, limit=limit)
@@ -231,19 +235,19 @@ def empty_charts(page: str) -> dict[str, str]:
 def test_an_empty_chart_says_why() -> None:
     trials = [outcome(kind="trial", case="q", arm=arm, agent="a", rep=r, source="/s/t.toml", answer_score={"correct": True},
                       extra={"trial": "t", "baseline_arm": "base"}) for arm in ("base", "docs") for r in (1, 2)]
-    empty = empty_charts(render_report(build_export(score_outcomes(trials, per_session=False), resamples=200)))
+    empty = empty_charts(render_report(build_result(score_outcomes(trials, per_session=False), Context(resamples=200))))
     assert empty == {
         "Score vs cost per agent": ("No task runs: score vs cost compares agents on task files, and this report holds only "
                                     "trials (answers are not scored 0-100; see the pass-rate and relative-cost charts)."),
         "Elo over time": "No race yet: Elo rates agents from races, the runs of two or more agents on one task and rep.",
     }
     errors = [outcome(agent=a, status="error", reason="harness fault") for a in ("a", "b")]
-    empty = empty_charts(render_report(build_export(score_outcomes(errors, per_session=False), resamples=200)))
+    empty = empty_charts(render_report(build_result(score_outcomes(errors, per_session=False), Context(resamples=200))))
     assert empty["Score vs cost per agent"] == ("No task run was scored: every one was an infrastructure error (see the "
                                                 "runs table for the reasons).")
     assert empty["Pass rate with Wilson 95% intervals"] == "No cell has a valid run: every run was an infrastructure error."
     unknown = [outcome(agent=a, tokens=None, cost=None) for a in ("a", "b")]
-    empty = empty_charts(render_report(build_export(score_outcomes(unknown, per_session=False), resamples=200)))
+    empty = empty_charts(render_report(build_result(score_outcomes(unknown, per_session=False), Context(resamples=200))))
     assert empty["Score vs cost per agent"].startswith("No task run reported its tokens or cost")
     assert empty["Relative cost vs baseline arm"].startswith("No arm comparison: relative cost compares the arms of a trial file")
     assert "Elo over time" not in empty  # two agents raced: the Elo chart has its line
@@ -253,14 +257,14 @@ def test_elo_is_labelled_with_its_scope() -> None:
     here = [outcome(agent=a, session_id="now", seconds=s) for a, s in (("a", 1.0), ("b", 2.0))]
     earlier = [outcome(agent=a, session_id="before", started="2025-12-01T00:00:00+00:00", seconds=s) for a, s in (("a", 2.0), ("b", 1.0))]
     scored = score_outcomes(here, per_session=False)
-    alone = build_export(scored, resamples=200)
+    alone = build_result(scored, Context(resamples=200))
     assert elo_title(alone) == "Elo over these runs (1 race in 1 session)"
-    wide = build_export(scored, resamples=200, history=score_outcomes(earlier + here))
+    wide = build_result(scored, Context(resamples=200), history=score_outcomes(earlier + here))
     assert elo_title(wide) == "Elo, history-wide (2 races in 2 sessions of the history store, not only these runs)"
     page = render_report(wide)
     assert "<h2>Elo, history-wide (2 races in 2 sessions of the history store, not only these runs)</h2>" in page
     assert "Elo over time: Elo, history-wide" in page
-    assert "### Elo, history-wide (2 races in 2 sessions" in render_document(wide)
+    assert "### Elo, history-wide (2 races in 2 sessions" in render_result(wide)
 
 
 def test_links_without_a_page_path_are_absolute(tmp_path: Path) -> None:
@@ -269,7 +273,7 @@ def test_links_without_a_page_path_are_absolute(tmp_path: Path) -> None:
     write_run(folder, o)
     (folder / "odd name #1.txt").write_text("x")
     (folder / "elsewhere").symlink_to("/etc/hostname")  # a link is neither listed nor followed
-    doc = build_export(score_outcomes([o], per_session=False), out=tmp_path, resamples=200)
+    doc = build_result(score_outcomes([o], per_session=False), Context(out=tmp_path, resamples=200))
     page = render_report(doc)
     assert f'href="{(folder / "odd name #1.txt").as_uri()}"' in page and "elsewhere" not in page
     page = render_report(doc, html_path=tmp_path / "site" / "r.html")
@@ -290,4 +294,4 @@ def test_a_custom_baseline_expected_to_fail_is_recorded_and_reported_as_such(pyt
     assert (idle["status"], idle["extra"]["expect"]) == ("failed", "fail")
     alpha = json.loads(next((pytester.path / "results" / "runs").glob("fix-add/*/alpha/*/run.json")).read_text())
     assert "expect" not in alpha["extra"]
-    assert [r["agent"] for r in [alpha, idle] if expected_failure(r)] == ["idle"]
+    assert [r["agent"] for r in [alpha, idle] if expected_failure(Outcome.from_dict(r))] == ["idle"]

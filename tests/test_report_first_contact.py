@@ -10,7 +10,7 @@ from helpers.report import outcome
 from pytest_agentrace.agents.pricing import apply_pricing
 from pytest_agentrace.record.model import Usage
 from pytest_agentrace.report.fit import line_width
-from pytest_agentrace.report.summary import summary_lines
+from pytest_agentrace.report.terminal import summary_lines
 from pytest_agentrace.report.text import task_tables
 from pytest_agentrace.report.trials import trial_tables
 from pytest_agentrace.stats.score import score_outcomes

@@ -13,7 +13,7 @@ from pytest_agentrace.record.model import CheckResult
 from pytest_agentrace.report.fit import fit, fit_lines, line_width, shorten
 from pytest_agentrace.report.matrix import matrix_lines
 from pytest_agentrace.report.stats_text import report_lines
-from pytest_agentrace.report.summary import summary_lines
+from pytest_agentrace.report.terminal import summary_lines
 from pytest_agentrace.report.trials import trial_tables
 from pytest_agentrace.stats.report import build_report
 from pytest_agentrace.stats.score import score_outcomes

@@ -58,7 +58,7 @@ def test_report_from_the_index_equals_report_from_the_files(tmp_path: Path, caps
     def no_parsing(path: Path):
         raise AssertionError(f"{path} parsed although the index is up to date")
 
-    monkeypatch.setattr(index, "read_run", no_parsing)
+    monkeypatch.setattr(index, "load_record", no_parsing)
     cached = report(capsys, out)  # from the index alone
     assert parsed == built == cached
     assert "skipped" in cached[1] and "q0/base/a/9/run.json: not a valid run record" in cached[1]
@@ -114,3 +114,32 @@ def test_the_session_keeps_the_index(pytester: pytest.Pytester, xdist: list[str]
     stored = index.read_index(out)
     assert stored is not None and sorted(stored) == [f"idx/default/noop/{rep}/run.json" for rep in (1, 2, 3)]
     assert list(index.iter_runs(out)) == from_files(out)
+
+
+def test_a_run_json_equal_to_a_known_record_is_not_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``refresh(out, known)``: a run.json whose JSON equals the record the caller holds (the controller's payload) is
+    checked against the caller's outcome, not made into a second one; one that differs is parsed and checked as
+    any file is; either way a status that contradicts its evidence is rejected."""
+    out = tmp_path / "out"
+    same, changed, lying = outcome(agent="a"), outcome(agent="b"), outcome(agent="c")
+    lying = lying.replace(checks={"tests": lying.checks["tests"].__class__("tests", "pytest -q", 1, 0.5, "tests.log")})
+    for o in (same, changed, lying):
+        write_run(out / "runs" / o.case / o.arm / o.agent / "1", o)
+    known = {o.run_id: (json.loads(json.dumps(o.record)), o) for o in (same, lying)}
+    known[changed.run_id] = ({**changed.record, "reason": "not what the file says"}, changed)
+    parsed: list[str] = []
+    real = runfile.Outcome.from_dict.__func__
+
+    def counting(cls, d, validate=False):
+        parsed.append(d["run_id"])
+        return real(cls, d, validate)
+
+    monkeypatch.setattr(runfile.Outcome, "from_dict", classmethod(counting))
+    assert index.refresh(out, known) == 3
+    assert parsed == [changed.run_id]  # the file that differs from what the caller holds, and only it
+    monkeypatch.undo()
+    got = {o.run_id: o for o in index.iter_outcomes(out)}
+    assert set(got) == {same.run_id, changed.run_id}  # the one passed with a failed check is rejected
+    assert got[same.run_id] == same and got[changed.run_id] == changed
+    lines = (out / index.INDEX_FILE).read_text().splitlines()
+    assert any("rejected, its status contradicts its evidence: passed while its tests check failed" in line for line in lines)

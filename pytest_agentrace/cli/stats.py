@@ -34,7 +34,7 @@ from pytest_agentrace.report.stats_text import (
     plan_lines,
     render,
 )
-from pytest_agentrace.report.summary import summary_lines
+from pytest_agentrace.report.terminal import summary_lines
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import planning
@@ -269,7 +269,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def task_summary(outcomes: list[Any], fmt: str, width: int | None) -> str:
-    """The session summary's tables of task races over scored ``outcomes`` (``report.summary``: a ranked run table per task, one row per agent
+    """The session summary's tables of task races over scored ``outcomes`` (``report.terminal.summary_lines``: a ranked run table per task, one row per agent
     over its reps, the task x agent matrix from two tasks) for ``agentrace report`` in ``text`` or ``markdown`` (there
     in a ``text`` code block); "" when ``outcomes`` hold no task run. The statistics report follows it and adds only
     what these tables do not show (``stats_text.report_lines``)."""

@@ -444,7 +444,7 @@ def outcome_properties(outcome: Outcome) -> list[tuple[str, Any]]:
     session's end (``report.junit.patch_junit``); a score the outcome already has (a reused run's) is written here."""
     score = outcome.score
     props = [
-        ("agentrace.outcome", json.dumps(outcome.to_dict(), sort_keys=True)),
+        ("agentrace.outcome", json.dumps(outcome.record, sort_keys=True)),  # the dict its run.json was written from
         ("agentrace.run_id", outcome.run_id),
         ("agentrace.status", outcome.status),
         ("agentrace.seconds", outcome.seconds),

@@ -12,13 +12,13 @@ Order of work:
   a malformed payload is an error line in the summary, never silence;
 - after the test loop (``pytest_runtestloop`` wrapper): ``finish`` builds the frozen ``SessionResult`` (scored
   outcomes, statistics report, snapshot rows, gate decisions, validation verdicts), records the session
-  (``last-session.json``, the snapshot under ``--agentrace-snapshot-update``, the SQLite history) and builds the
-  export document when an output needs it; a failing gate adds to ``session.testsfailed`` (exit status 1, as
+  (``last-session.json``, the results index, the snapshot under ``--agentrace-snapshot-update``, the SQLite
+  history); a failing gate adds to ``session.testsfailed`` (exit status 1, as
   pytest-cov's ``--cov-fail-under``). An interrupted loop gets the same, without gates, in ``pytest_sessionfinish``;
 - ``pytest_sessionfinish`` (trylast, after junitxml wrote its file): the final scores and error kinds into the JUnit
   XML (``report.junit``), the HTML / Markdown / JSON reports and ``$GITHUB_STEP_SUMMARY``;
-- ``pytest_terminal_summary``: one ``agentrace`` section (tables, statistics, validation, what was written,
-  warnings, gate failures).
+- ``pytest_terminal_summary``: one ``agentrace`` section (``report.terminal.section``: tables, statistics,
+  validation, what was written, warnings, gate failures), at pytest's width and verbosity.
 
 A failure to write one output is a warning line and never loses the others or changes the exit status.
 """
@@ -53,8 +53,7 @@ from pytest_agentrace.report.fit import terminal_width
 from pytest_agentrace.report.formats import Format
 from pytest_agentrace.report.junit import patch_junit
 from pytest_agentrace.report.result import Context, SessionResult, build_result
-from pytest_agentrace.report.stats_text import compare_lines, report_lines
-from pytest_agentrace.report.summary import summary_lines
+from pytest_agentrace.report.terminal import Shown, section
 from pytest_agentrace.report.text import skip_lines
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats.report import StatsReport, build_report
@@ -72,15 +71,6 @@ if TYPE_CHECKING:
     from pytest_agentrace.plugin.session import AgentraceSession
 
 OUTCOME_PROPERTY = "agentrace.outcome"
-
-
-def count_line(outcomes: tuple[Outcome, ...]) -> str:
-    """``agentrace: 12 runs: 9 passed, 2 failed, 1 error`` (statuses in order of first appearance; ``-qq``)."""
-    counts: dict[str, int] = {}
-    for o in outcomes:
-        counts[str(o.status)] = counts.get(str(o.status), 0) + 1
-    parts = ", ".join(f"{n} {status}" for status, n in counts.items())
-    return f"agentrace: {len(outcomes)} run{'s' if len(outcomes) != 1 else ''}" + (f": {parts}" if parts else "")
 
 
 def harbor_notes(outcomes) -> list[tuple[str, bool]]:
@@ -163,6 +153,7 @@ class Controller:
         self.started = _now()
         self.digest: str | None = None  # of the results folder at the session's end (record.manifest)
         self.outcomes: dict[str, Outcome] = {}  # by run id
+        self.records: dict[str, dict[str, Any]] = {}  # by run id: the payload's dict each outcome was made from
         self.by_node: dict[str, Outcome] = {}  # by pytest node id, for the progress lines
         self.bad_payloads: list[str] = []
         self.skipped: dict[str, str] = {}  # node id -> skip reason of a run item skipped in its setup
@@ -218,11 +209,13 @@ class Controller:
                 if name != OUTCOME_PROPERTY:
                     continue
                 try:
-                    outcome = Outcome.from_dict(json.loads(value))
+                    record = json.loads(value)
+                    outcome = Outcome.from_dict(record)  # the one read of the record in the controller
                 except (ValueError, TypeError, KeyError, AttributeError) as exc:
                     self.bad_payloads.append(f"{report.nodeid}: {type(exc).__name__}: {exc}")
                     break
                 self.outcomes[outcome.run_id] = outcome
+                self.records[outcome.run_id] = record
                 self.by_node[report.nodeid] = outcome
                 break
         if report.when == "setup" and report.skipped and is_run_item(report.nodeid):
@@ -337,7 +330,8 @@ class Controller:
         except OSError as exc:
             notes.append((f"agentrace: last-session record not written: {exc}", True))
         try:  # the results-folder index, so that reports read one file instead of every run.json
-            index.refresh(self.out)
+            # a run.json equal to the payload its item sent is checked against that outcome, not parsed again
+            index.refresh(self.out, {rid: (self.records[rid], o) for rid, o in self.outcomes.items()})
         except OSError as exc:
             notes.append((f"agentrace: results index not written: {exc}", True))
         path = self.store_path()
@@ -417,47 +411,17 @@ class Controller:
         return lines
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        """The one ``agentrace`` section: under ``-q`` without the runs' notes and the statistics' method footer, under
-        ``-qq`` only the counts line (and the winner line of a task matrix); skips summed up in one line; warnings and
-        gate failures always."""
+        """The one ``agentrace`` section (``report.terminal.section``), at pytest's width and verbosity."""
         result = self.finish()
-        skips = skip_lines(self.skipped.values())
-        if not result.outcomes and not result.notes and not skips:
-            return
-        write = terminalreporter.write_line
-        terminalreporter.section("agentrace")
-        width = terminal_width(terminalreporter)
-        verbosity = config.get_verbosity()
-        tables = summary_lines(result.outcomes, show_cost=not self.settings.no_cost, verbose=verbosity, width=width)
-        if verbosity <= -2:
-            for line in [count_line(result.outcomes), *[t for t in tables if t.startswith("winner:")], *skips]:
-                write(line)
-            for line, warning in [*result.notes, *self.written]:
-                if warning:
-                    write(line, yellow=True)
-            for line in result.failures:
-                write(f"agentrace: FAILED {line}", red=True, bold=True)
-            return
-        for line in [*tables, *skips, *override_lines(self.settings.agent, {o.agent for o in result.outcomes})]:
-            write(line)
-        stats = report_lines(result.report, width=width, footer=verbosity >= 0) if result.report is not None else []
-        if stats:
-            write("--- agentrace statistics ---")
-            for line in stats:
-                write(line)
-        if result.snapshot_rows is not None:
-            for line in ["", f"compared with snapshot {self.settings.snapshot}:", *compare_lines(list(result.snapshot_rows), width=width,
-                                                                                                    family=result.gate)]:
-                write(line)
-        if result.validation is not None:
-            rows, invalid = result.validation
-            write("--- agentrace validate ---")
-            for line in validate.table_lines(rows, invalid):
-                write(line)
-        for line, warning in [*result.notes, *self.written]:
-            write(line, yellow=warning)
-        for line in result.failures:
-            write(f"agentrace: FAILED {line}", red=True, bold=True)
+        shown = Shown(width=terminal_width(terminalreporter), verbosity=config.get_verbosity(),
+                      show_cost=not self.settings.no_cost, skips=tuple(skip_lines(self.skipped.values())),
+                      overrides=tuple(override_lines(self.settings.agent, {o.agent for o in result.outcomes})),
+                      snapshot=self.settings.snapshot, written=tuple(self.written))
+        lines = section(result, shown)
+        if lines:
+            terminalreporter.section("agentrace")
+        for line, markup in lines:
+            terminalreporter.write_line(line, **markup)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.progress.close()

@@ -133,17 +133,6 @@ def verdict_rows(outcomes) -> tuple[tuple[tuple[str, ...], ...], int]:
     return tuple(rows), invalid
 
 
-def table_lines(rows: list[list[str]] | tuple, invalid: int) -> list[str]:
-    """The validation table (task, oracle, noop, verdict) and its closing count line."""
-    from tabulate import tabulate  # third-party, loaded only when a validation table is printed
-
-    table = tabulate([list(r) for r in rows], headers=["Task", "Oracle", "Noop", "Verdict"], tablefmt="github")
-    valid = sum(row[3] == "valid" for row in rows)
-    here = sum(row[3].startswith("cannot validate here") for row in rows)
-    return [*table.splitlines(), f"{valid} of {len(rows)} task(s) valid, {invalid} invalid"
-            + (f", {here} cannot be validated here (a tool is missing)" if here else "")]
-
-
 class ValidationHarborTaskFile(HarborTaskFile):
     """A Harbor task folder under ``--agentrace-validate``: its oracle (``solution/solve.sh``) and noop, once each."""
 

@@ -8,8 +8,8 @@ index that its file does not say.
 
 Format (UTF-8 lines): a header ``{"agentrace_index": 1, "schema_version": N}``, then one line per ``run.json`` in
 sorted path order: ``<crc32 hex>\t<key>\t<entry>`` with ``key`` the JSON ``[path, mtime_ns, size, inode]``
-(``path`` relative to ``<out>/runs``, POSIX), ``entry`` the JSON ``{"record": Outcome.to_dict()}`` of a readable
-file or ``{"error": why}`` of an unreadable one, and the checksum over ``key\tentry``. A line whose checksum does
+(``path`` relative to ``<out>/runs``, POSIX), ``entry`` the JSON ``{"record": <the run.json's own object>}`` of a
+readable file (checked by ``runfile.check_record`` when it was indexed) or ``{"error": why}`` of an unreadable one, and the checksum over ``key\tentry``. A line whose checksum does
 not match, a bad header or a line that cannot be split makes the whole index damaged: it is rebuilt from the files.
 Checking the index reads only checksums and keys; the records are parsed one at a time as a report reads them, so
 memory holds the outcomes, never every record's JSON at once.
@@ -27,12 +27,12 @@ import stat
 import sys
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.record.model import SCHEMA_VERSION, Outcome
-from pytest_agentrace.record.runfile import RUN_FILE, read_run
+from pytest_agentrace.record.runfile import RUN_FILE, check_record, load_record
 from pytest_agentrace.record.runfile import iter_runs as runfile_iter_runs
 
 INDEX_FILE = "index.jsonl"
@@ -100,18 +100,28 @@ def read_index(out: Path) -> dict[str, tuple[tuple[int, int, int], int, int]] | 
         return None
 
 
-def _entry(path: Path) -> dict[str, Any]:
+Known = Mapping[str, tuple[Mapping[str, Any], Outcome]]  # run id -> (its record's dict as received, its outcome)
+
+
+def _entry(path: Path, known: Known | None = None) -> dict[str, Any]:
+    """The index entry of one ``run.json``: its own parsed object once it checks out (``runfile.check_record``; a file
+    whose object equals the one ``known`` holds for its run id is checked against ``known``'s outcome instead of being
+    parsed into a second one), else the reason it is unreadable."""
     try:
-        return {"record": read_run(path).to_dict()}
+        data = load_record(path)
+        sent = known.get(data.get("run_id")) if known and isinstance(data, dict) else None
+        check_record(path, data, sent[1] if sent is not None and sent[0] == data else None)
+        return {"record": data}
     except ValueError as exc:  # kept without the path: the folder may move, the message names where it is now
         return {"error": str(exc).removeprefix(f"{path}: ")}
 
 
-def refresh(out: Path) -> int:
+def refresh(out: Path, known: Known | None = None) -> int:
     """Bring ``<out>/index.jsonl`` up to date with the ``run.json`` files, parsing only those that are new or
     changed (all when the index is missing or damaged); rewritten (streamed to a temp file, then ``os.replace``)
-    only when something changed. Returns the number of files indexed. Raises ``OSError`` when the index cannot be
-    written."""
+    only when something changed. ``known``: ``{run id: (record dict, outcome)}`` the caller already holds (the
+    controller's runs, as their items sent them): a file whose JSON equals that dict is not made into an
+    ``Outcome`` again. Returns the number of files indexed. Raises ``OSError`` when the index cannot be written."""
     stored = read_index(out)
     root, path = Path(out) / "runs", Path(out) / INDEX_FILE
     keys = [(rel, (st.st_mtime_ns, st.st_size, st.st_ino)) for rel, st in run_files(out)]
@@ -128,7 +138,7 @@ def refresh(out: Path) -> int:
                     old.seek(kept[1])
                     new.write(old.read(kept[2]))
                 else:
-                    new.write(_line([rel, *key], _entry(root / rel)).encode("utf-8"))
+                    new.write(_line([rel, *key], _entry(root / rel, known)).encode("utf-8"))
             new.flush()
             os.fsync(new.fileno())
         os.replace(tmp, path)

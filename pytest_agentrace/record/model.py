@@ -269,6 +269,13 @@ class Outcome:
     def replace(self, **changes: Any) -> Outcome:
         return dataclasses.replace(self, **changes)
 
+    @functools.cached_property
+    def record(self) -> dict[str, Any]:
+        """``to_dict()``, made once per outcome and kept on it: the one dict of the record that its ``run.json``,
+        the payload its item sends to the controller (``plugin.collect.outcome_properties``) and the history store
+        are written from. Read it, never change it (a changed outcome is a new one: ``replace``)."""
+        return self.to_dict()
+
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["checks"] = {k: v.to_dict() for k, v in self.checks.items()}

@@ -40,10 +40,12 @@ it knows for the providers above are the same public formats listed in the table
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from pytest_agentrace.record.model import Outcome
 
@@ -133,7 +135,42 @@ def redact_data(data: Any, secrets: Iterable[str] = ()) -> Any:
     return data
 
 
+T = TypeVar("T")
+
+
+def redact_fields(value: T, secrets: Sequence[str] = (), finite: bool = False) -> T:
+    """``value`` (a dataclass, dict, list, tuple, string or scalar, nested) with every string in it passed through
+    ``redact``, its types kept: a dataclass is copied with ``dataclasses.replace`` (fields with ``init=False`` are
+    left as they are), dicts keep their keys, tuples stay tuples, a ``StrEnum`` whose text does not change stays the
+    member. ``finite``: a NaN or infinite float becomes None (what the JSON export prints as null). The same object
+    is returned wherever nothing changed, so a record without secrets is not copied."""
+    if isinstance(value, str):
+        text = redact(value, secrets)
+        return value if text == value else text  # type: ignore[return-value]
+    if isinstance(value, float):
+        return None if finite and not math.isfinite(value) else value  # type: ignore[return-value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {}
+        for f in dataclasses.fields(value):
+            if f.init:
+                old = getattr(value, f.name)
+                new = redact_fields(old, secrets, finite)
+                if new is not old:
+                    changes[f.name] = new
+        return dataclasses.replace(value, **changes) if changes else value  # type: ignore[type-var]
+    if isinstance(value, dict):
+        items = {k: redact_fields(v, secrets, finite) for k, v in value.items()}
+        return value if all(items[k] is v for k, v in value.items()) else items  # type: ignore[return-value]
+    if isinstance(value, (list, tuple)):
+        seq = [redact_fields(v, secrets, finite) for v in value]
+        if all(a is b for a, b in zip(seq, value, strict=True)):
+            return value
+        return type(value)(seq) if type(value) in (list, tuple) else seq  # type: ignore[return-value]
+    return value
+
+
 def redact_outcome(outcome: Outcome, secrets: Iterable[str] = ()) -> Outcome:
-    """``outcome`` with every string field redacted (``secrets`` plus the session's own secret variables)."""
+    """``outcome`` with every string field redacted (``secrets`` plus the session's own secret variables), field by
+    field (``redact_fields``): no dict is made of the record here, that is done once where it is written."""
     every = sorted({*secrets, *secret_values()}, key=len, reverse=True)
-    return Outcome.from_dict(redact_data(outcome.to_dict(), every))
+    return redact_fields(outcome, every)

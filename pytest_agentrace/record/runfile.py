@@ -27,22 +27,39 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def write_run(run_dir: Path, outcome: Outcome) -> Path:
-    """Write ``run_dir/run.json`` atomically and return its path."""
+    """Write ``run_dir/run.json`` atomically (from ``outcome.record``, the record's one dict) and return its path."""
     path = run_dir / RUN_FILE
-    write_atomic(path, json.dumps(outcome.to_dict(), indent=2, sort_keys=True) + "\n")
+    write_atomic(path, json.dumps(outcome.record, indent=2, sort_keys=True) + "\n")
     return path
 
 
 def read_run(path: Path) -> Outcome:
     """Read one ``run.json``; raises ``ValueError`` (with the path) when it is not a valid record, or when its status
     contradicts its own evidence (``model.contradictions``: such a record is rejected, never counted)."""
+    return check_record(path, load_record(path))
+
+
+def load_record(path: Path) -> Any:
+    """The parsed JSON of one ``run.json`` (a regular file, read through no link), not yet checked; raises
+    ``ValueError`` (``"<path>: not a valid run record: <why>"``) when it cannot be read or parsed."""
     try:
         text = read_text(path)
         if text is None:
             raise ValueError("not a regular file (a link, a folder or missing)")
-        outcome = Outcome.from_dict(json.loads(text), validate=True)
-    except (OSError, json.JSONDecodeError, TypeError, KeyError, ValueError, AttributeError) as exc:  # AttributeError: not an object
+        return json.loads(text)
+    except (OSError, json.JSONDecodeError, ValueError) as exc:
         raise ValueError(f"{path}: not a valid run record: {exc}") from None
+
+
+def check_record(path: Path, data: Any, outcome: Outcome | None = None) -> Outcome:
+    """The outcome of ``data``, the parsed ``run.json`` at ``path`` (``Outcome.from_dict`` with type checks; or
+    ``outcome`` when the caller already holds the outcome this very dict was made from, so it is not parsed again);
+    raises ``ValueError`` naming ``path`` as ``read_run`` does."""
+    if outcome is None:
+        try:
+            outcome = Outcome.from_dict(data, validate=True)
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:  # AttributeError: not an object
+            raise ValueError(f"{path}: not a valid run record: {exc}") from None
     if why := contradictions(outcome):
         raise ValueError(f"{path}: rejected, its status contradicts its evidence: {'; '.join(why)}")
     return outcome

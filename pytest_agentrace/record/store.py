@@ -188,7 +188,7 @@ def run_row(session_id: str, o: Outcome) -> tuple:
         "agent_status": str(u.status), "answer_correct": b(a.get("correct")) if a else None,
         "answer_recall": a.get("recall") if a else None, "used_tool": b(o.used_tool),
         "claim_status": (o.claim or {}).get("status"), "score": o.score, "reused": b(o.reused),
-        "outcome": json.dumps(o.to_dict(), sort_keys=True), "replayed": int(bool((o.extra or {}).get("replay"))),
+        "outcome": json.dumps(o.record, sort_keys=True), "replayed": int(bool((o.extra or {}).get("replay"))),
     }
     return tuple(values[c] for c in RUN_COLUMNS)
 

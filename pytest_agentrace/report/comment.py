@@ -3,7 +3,6 @@ report with a hidden marker line, cut to GitHub's 65,536 characters (``markdown.
 
 from __future__ import annotations
 
-from pytest_agentrace.report.json_export import document
 from pytest_agentrace.report.markdown import comment_body
 from pytest_agentrace.report.result import SessionResult
 
@@ -11,4 +10,4 @@ from pytest_agentrace.report.result import SessionResult
 def render(result: SessionResult) -> str:
     """The comment body of ``result`` (``result.context.full_report``: where the full report is, named when the
     report is cut to fit)."""
-    return comment_body(document(result), full_report=result.context.full_report)
+    return comment_body(result, full_report=result.context.full_report)

@@ -8,10 +8,19 @@ per session by the controller or by the CLI from a results folder) and one line 
 - ``"file"``: the option ``--agentrace-<name> PATH`` (ini ``agentrace_<name>``) asks for it; written to PATH;
 - ``"env:VAR"``: appended to the file named by the environment variable ``VAR`` when it is set (GitHub Actions'
   step summary), with no option;
-- ``"cli"``: only ``agentrace render OUT --format <name>`` (the PR comment).
+- ``"cli"``: only ``agentrace render OUT --format <name>`` (the PR comment);
+- ``"terminal"``: the ``agentrace`` section of pytest's terminal summary. The session prints it itself, through
+  ``report.terminal.section(result, shown)``, because what it shows depends on pytest's terminal width and
+  verbosity and on lines only the running session has (skips, agent overrides, the outputs it wrote); the table's
+  ``render(result)`` is the same section at the default verbosity with no width limit.
 
 Every format can also be rendered from a results folder with ``agentrace render OUT --format <name>``. Modules are
 imported by name when a format is rendered, so this table costs no import at start-up.
+
+Not in the table: the JUnit XML properties. pytest's junitxml plugin writes that file from each item's
+``user_properties`` (``plugin.collect.outcome_properties``) as the session runs; the controller then patches the file
+it wrote (``report.junit.patch_junit``: the final scores, error kinds, the results digest). There is no text to
+render from a result alone, and no file of its own to write, so no ``render(result)``.
 """
 
 from __future__ import annotations
@@ -60,6 +69,8 @@ FORMATS: tuple[Format, ...] = (
            "job summary", to=f"env:{STEP_SUMMARY_ENV}", title="the Markdown summary"),
     Format("comment", "pytest_agentrace.report.comment", "Markdown PR-comment body (with a hidden marker line)",
            to="cli"),
+    Format("terminal", "pytest_agentrace.report.terminal", "the agentrace section of pytest's terminal summary",
+           to="terminal"),
 )
 
 

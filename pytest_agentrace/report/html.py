@@ -1,9 +1,9 @@
 """The self-contained HTML report (``--agentrace-html``, ``agentrace html OUT``).
 
 One file, no network fetch when opened: CSS and JS from ``report/assets`` are inlined, charts are inline SVG
-(``report.charts``), and a Content-Security-Policy forbids loading anything else. Rendered from the export
-document (``report.json_export``) plus the run files in the results folder (prompt, diff, check logs); every
-text from a run is HTML-escaped, and files longer than ``MAX_FILE_CHARS`` are cut with a note saying so.
+(``report.charts``), and a Content-Security-Policy forbids loading anything else. Rendered from the session
+result's typed fields (``report.view.shown``: redacted and finite, as the JSON export is) plus the run files in the
+results folder (prompt, diff, check logs); every text from a run is HTML-escaped, and files longer than ``MAX_FILE_CHARS`` are cut with a note saying so.
 
 Sections: headline and theme toggle; charts (score vs cost per agent, pass rate with Wilson 95% intervals,
 relative cost with 95% intervals per arm, Elo over time; an empty one says why); sortable tables (leaderboard,
@@ -28,18 +28,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from pytest_agentrace import __version__
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.redact import redact, redact_data, secret_values
 from pytest_agentrace.record.safefile import read_text, regular_files
 from pytest_agentrace.record.trajectory import TRAJECTORY_FILE, build_trajectory, read_prompt
 from pytest_agentrace.report import charts
-from pytest_agentrace.report.json_export import document
+from pytest_agentrace.report.json_export import system_info
 from pytest_agentrace.report.leaderboard import RACE_NOTE
 from pytest_agentrace.report.limits import status_text
 from pytest_agentrace.report.markdown import (
     COMPARISON_HEADERS,
     LEADERBOARD_HEADERS,
-    comparison_fields,
+    ComparisonFields,
+    cells_of,
+    elo_rows,
     elo_title,
     expected_failure,
     headline,
@@ -47,7 +50,6 @@ from pytest_agentrace.report.markdown import (
     not_passed,
     num,
     pct,
-    target_text,
     tokens,
     usd,
     used_tool,
@@ -55,6 +57,7 @@ from pytest_agentrace.report.markdown import (
 )
 from pytest_agentrace.report.result import SessionResult
 from pytest_agentrace.report.text import cut_notes, tokens_reason
+from pytest_agentrace.report.view import generated, shown, target_text
 from pytest_agentrace.stats.ratings import INITIAL
 
 MAX_FILE_CHARS = 20_000
@@ -152,56 +155,56 @@ def _number_cell(v: Any) -> Cell:
 # -- charts -------------------------------------------------------------------------------------------------
 
 
-def scatter_empty(doc: Mapping[str, Any]) -> str:
+def scatter_empty(result: SessionResult) -> str:
     """Why the score-vs-cost chart has no point: no task runs (trials have no score), no scored task run, or no
     run that reported tokens or cost."""
-    cells = doc.get("cells") or []
-    task = [c for c in cells if c.get("kind") == "task"]
+    cells = result.report.cells if result.report is not None else []
+    task = [c for c in cells if c.kind == "task"]
     if not task:
         if cells:
             return ("No task runs: score vs cost compares agents on task files, and this report holds only trials "
                     "(answers are not scored 0-100; see the pass-rate and relative-cost charts).")
         return "No runs to plot."
-    if all(c.get("score_mean") is None for c in task):
+    if all(c.score_mean is None for c in task):
         return "No task run was scored: every one was an infrastructure error (see the runs table for the reasons)."
     return ("No task run reported its tokens or cost: the agents' output gave no usage to read "
             "(expand a run for the notes on its figures).")
 
 
-def _charts(doc: Mapping[str, Any]) -> str:
-    cells = doc.get("cells") or []
-    task_cells = [c for c in cells if c.get("kind") == "task"]
-    use_cost = any(c.get("cost_mean") is not None for c in task_cells)
-    points = [{"x": c.get("cost_mean") if use_cost else c.get("tokens_mean"), "y": c.get("score_mean"), "series": c["agent"],
-               "label": f"{c['agent']} on {c['case']}"} for c in task_cells]
+def _charts(result: SessionResult) -> str:
+    cells = result.report.cells if result.report is not None else []
+    task_cells = [c for c in cells if c.kind == "task"]
+    use_cost = any(c.cost_mean is not None for c in task_cells)
+    points = [{"x": c.cost_mean if use_cost else c.tokens_mean, "y": c.score_mean, "series": c.agent,
+               "label": f"{c.agent} on {c.case}"} for c in task_cells]
     figures = [("Score vs cost per agent", charts.scatter(points, "Score vs cost per agent", "cost per run (USD)" if use_cost else "tokens per run",
-                                                          "mean score", y_range=(0, 100), empty=scatter_empty(doc)))]
+                                                          "mean score", y_range=(0, 100), empty=scatter_empty(result)))]
     rows = []
     for c in cells:
-        lo, hi = interval(c.get("pass_ci"))
-        rows.append({"label": f"{c['agent']} · {c['case']}" + ("" if c.get("kind") == "task" else f" · {c['arm']}"),
-                     "value": c.get("pass_rate"), "lo": lo, "hi": hi})
+        lo, hi = interval(c.pass_ci)
+        rows.append({"label": f"{c.agent} · {c.case}" + ("" if c.kind == "task" else f" · {c.arm}"),
+                     "value": c.pass_rate, "lo": lo, "hi": hi})
     figures.append(("Pass rate with Wilson 95% intervals", charts.intervals(
         rows, "Pass rate with Wilson 95% intervals", "pass rate", x_range=(0.0, 1.0),
         empty="No cell has a valid run: every run was an infrastructure error." if cells else "No runs to plot.")))
     rows = []
-    for c in doc.get("comparisons") or []:
-        f = comparison_fields(c)
-        lo, hi = interval(f["ci"])
-        tone = "good" if f["verdict"] in GOOD_VERDICTS else "bad" if f["verdict"] in BAD_VERDICTS else ""
-        rows.append({"label": f"{f['agent']} · {f['arm']} vs {f['baseline']}", "value": f["ratio"], "lo": lo, "hi": hi, "tone": tone})
+    for c in result.report.comparisons if result.report is not None else ():
+        f = ComparisonFields.of(c)
+        lo, hi = interval(f.ci)
+        tone = "good" if f.verdict in GOOD_VERDICTS else "bad" if f.verdict in BAD_VERDICTS else ""
+        rows.append({"label": f"{f.agent} · {f.arm} vs {f.baseline}", "value": f.ratio, "lo": lo, "hi": hi, "tone": tone})
     figures.append(("Relative cost vs baseline arm (95% intervals)", charts.intervals(
         rows, "Relative cost vs baseline arm", "tokens relative to baseline (1.00 = same)", reference=1.0,
         empty=("No arm comparison: relative cost compares the arms of a trial file with its baseline arm, and no trial "
                "here ran two or more arms with known tokens."))))
-    figures.append((f"Elo over time: {elo_title(doc)}", charts.lines(
-        elo_series((doc.get("elo") or {}).get("steps") or []), "Elo over time", "race (in time order)", "rating",
+    figures.append((f"Elo over time: {elo_title(result)}", charts.lines(
+        elo_series(result.elo.steps if result.elo is not None else []), "Elo over time", "race (in time order)", "rating",
         empty="No race yet: Elo rates agents from races, the runs of two or more agents on one task and rep.")))
     return '<div class="charts">' + "".join(f"<figure><figcaption>{escape(t)}</figcaption>{svg}</figure>" for t, svg in figures) + "</div>"
 
 
 def elo_series(steps: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
-    """``{agent: [(race, rating)]}`` from the export's ``elo.steps``; each agent starts at 1500 just before its
+    """``{agent: [(race, rating)]}`` from ``EloSeries.steps``; each agent starts at 1500 just before its
     first race, so a line shows every change."""
     series: dict[str, list[tuple[float, float]]] = {}
     for step in steps:
@@ -223,52 +226,51 @@ def _ci_cell(x: Any, ci: Any, fmt, **kw: Any) -> Cell:
     return Cell(with_ci(x, ci, fmt, **kw), sort=None if x is None else float(x), cls="num")
 
 
-def _tables(doc: Mapping[str, Any]) -> str:
+def _tables(result: SessionResult) -> str:
     out = []
-    if doc.get("leaderboard"):
-        rows = [[i, s["agent"], s["wins"], s["races"], Cell(pct(s["win_rate"]), s["win_rate"], "num"),
-                 Cell(num(s["mean_score"]), s["mean_score"], "num"), Cell(f"{s['passed']}/{s['runs']}", s["passed"], "num"),
-                 Cell(usd(s["mean_cost"]), s["mean_cost"], "num"), Cell(num(s["mean_seconds"]), s["mean_seconds"], "num")]
-                for i, s in enumerate(doc["leaderboard"], 1)]
+    if result.leaderboard:
+        rows = [[i, s.agent, s.wins, s.races, Cell(pct(s.win_rate), s.win_rate, "num"),
+                 Cell(num(s.mean_score), s.mean_score, "num"), Cell(f"{s.passed}/{s.runs}", s.passed, "num"),
+                 Cell(usd(s.mean_cost), s.mean_cost, "num"), Cell(num(s.mean_seconds), s.mean_seconds, "num")]
+                for i, s in enumerate(result.leaderboard, 1)]
         out.append(_section("Leaderboard", table(LEADERBOARD_HEADERS, rows, "leaderboard", numeric=[0, 2, 3, 4, 5, 6, 7, 8]),
                             RACE_NOTE))
-    cells = doc.get("cells") or []
-    task = [c for c in cells if c.get("kind") == "task"]
+    task = cells_of(result, "task")
     if task:
         headers = ["Task", "Agent", "Runs", "Passed", "Pass rate (95% CI)", "Score mean", "Score sd", "Tokens/run", "Cost/run", "Time (s)"]
-        rows = [[c["case"], c["agent"], c["runs"], Cell(f"{c['passed']}/{c['valid']}", c["passed"], "num"),
-                 _ci_cell(c.get("pass_rate"), c.get("pass_ci"), pct), Cell(num(c.get("score_mean")), c.get("score_mean"), "num"),
-                 Cell(num(c.get("score_sd")), c.get("score_sd"), "num"), Cell(tokens(c.get("tokens_mean")), c.get("tokens_mean"), "num"),
-                 Cell(usd(c.get("cost_mean")), c.get("cost_mean"), "num"), Cell(num(c.get("seconds_mean")), c.get("seconds_mean"), "num")]
+        rows = [[c.case, c.agent, c.runs, Cell(f"{c.passed}/{c.valid}", c.passed, "num"),
+                 _ci_cell(c.pass_rate, c.pass_ci, pct), Cell(num(c.score_mean), c.score_mean, "num"),
+                 Cell(num(c.score_sd), c.score_sd, "num"), Cell(tokens(c.tokens_mean), c.tokens_mean, "num"),
+                 Cell(usd(c.cost_mean), c.cost_mean, "num"), Cell(num(c.seconds_mean), c.seconds_mean, "num")]
                 for c in task]
         out.append(_section("Tasks", table(headers, rows, "tasks", numeric=range(2, 10))))
-    trial = [c for c in cells if c.get("kind") == "trial"]
+    trial = cells_of(result, "trial")
     if trial:
         headers = ["Question", "Arm", "Agent", "Runs", "Passed", "Pass rate (95% CI)", "Tokens/run (95% CI)", "Turns", "Used tool", "Errors", "Time (s)"]
-        rows = [[c["case"], c["arm"], c["agent"], c["runs"], Cell(f"{c['passed']}/{c['valid']}", c["passed"], "num"),
-                 _ci_cell(c.get("pass_rate"), c.get("pass_ci"), pct), _ci_cell(c.get("tokens_mean"), c.get("tokens_ci"), tokens),
-                 Cell(num(c.get("turns_mean")), c.get("turns_mean"), "num"), used_tool(c),
-                 c.get("errors", 0), Cell(num(c.get("seconds_mean")), c.get("seconds_mean"), "num")] for c in trial]
+        rows = [[c.case, c.arm, c.agent, c.runs, Cell(f"{c.passed}/{c.valid}", c.passed, "num"),
+                 _ci_cell(c.pass_rate, c.pass_ci, pct), _ci_cell(c.tokens_mean, c.tokens_ci, tokens),
+                 Cell(num(c.turns_mean), c.turns_mean, "num"), used_tool(c),
+                 c.errors, Cell(num(c.seconds_mean), c.seconds_mean, "num")] for c in trial]
         out.append(_section("Trials", table(headers, rows, "trials", numeric=[3, 4, 5, 6, 7, 9, 10])))
-    comps = doc.get("comparisons") or []
+    comps = result.report.comparisons if result.report is not None else []
     if comps:
         rows = []
         for c in comps:
-            f = comparison_fields(c)
-            verdict = f["verdict"] or "-"
-            pv = f["pass_verdict"] or "-"
-            rows.append([f["agent"], f["case"] or "-", f["arm"], f["baseline"], Cell(f"{f['runs']} vs {f['baseline_runs']}", f["runs"], "num"),
-                         _ci_cell(f["ratio"], f["ci"], num, digits=2),
-                         Cell(verdict + (" (provisional)" if f["provisional"] else ""), cls=f"verdict-{verdict.replace(' ', '-')}"),
-                         Cell(f"{pct(f['pass_arm'])} vs {pct(f['pass_base'])}", f["pass_arm"], "num"), Cell(pv, cls=f"verdict-{pv.replace(' ', '-')}")])
+            f = ComparisonFields.of(c)
+            verdict = str(f.verdict or "-")
+            pv = str(f.pass_verdict or "-")
+            rows.append([f.agent, f.case or "-", f.arm, f.baseline, Cell(f"{f.runs} vs {f.baseline_runs}", f.runs, "num"),
+                         _ci_cell(f.ratio, f.ci, num, digits=2),
+                         Cell(verdict + (" (provisional)" if f.provisional else ""), cls=f"verdict-{verdict.replace(' ', '-')}"),
+                         Cell(f"{pct(f.pass_arm)} vs {pct(f.pass_base)}", f.pass_arm, "num"), Cell(pv, cls=f"verdict-{pv.replace(' ', '-')}")])
         out.append(_section("Arms vs baseline", table(COMPARISON_HEADERS, rows, "comparisons", numeric=[4, 5, 7]),
                             "Relative cost: each run's tokens divided by the baseline arm's mean for the same case and agent. "
                             "cheaper/dearer only when the 95% interval excludes 1.00 and the exact permutation / sign-flip test agrees (p < 0.05). "
-                            f"Target: {target_text(doc)}."))
-    ratings = (doc.get("elo") or {}).get("ratings") or {}
+                            f"Target: {target_text(result)}."))
+    ratings = elo_rows(result)
     if ratings:
-        rows = [[a, Cell(num(r, 0), r, "num")] for a, r in sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))]
-        out.append(_section(elo_title(doc), table(["Agent", "Rating"], rows, "elo", numeric=[1]), anchor="elo"))
+        rows = [[a, Cell(num(r, 0), r, "num")] for a, r in ratings]
+        out.append(_section(elo_title(result), table(["Agent", "Rating"], rows, "elo", numeric=[1]), anchor="elo"))
     return "".join(out)
 
 
@@ -311,13 +313,9 @@ def _file_block(title: str, path: Path | None, text: str | None = None, keep: st
     return f"<h4>{escape(title)}</h4>" + (f'<p class="truncated">{escape(note)}</p>' if note else "") + f"<pre>{body}</pre>"
 
 
-def figure_notes(run: Mapping[str, Any]) -> str:
+def figure_notes(o: Outcome) -> str:
     """How the run's figures were read, as a list: cut output files, parse warnings (all of them), why tokens
     are unknown (``report.text.run_notes``); empty when there is nothing to say."""
-    try:
-        o = Outcome.from_dict(dict(run))
-    except (KeyError, TypeError, ValueError):
-        return ""
     items = [*cut_notes(o), *(f"parse warning: {w}" for w in o.usage.parse_warnings if w not in cut_notes(o))]
     if reason := tokens_reason(o):
         items.append(reason)
@@ -326,7 +324,7 @@ def figure_notes(run: Mapping[str, Any]) -> str:
     return '<h4>Notes on the figures</h4><ul class="notes">' + "".join(f"<li>{escape(i)}</li>" for i in items) + "</ul>"
 
 
-def run_trajectory(run: Mapping[str, Any], run_dir: Path | None) -> dict[str, Any]:
+def run_trajectory(run: Outcome, run_dir: Path | None) -> dict[str, Any]:
     """The run's ATIF trajectory (``record.trajectory``): its ``trajectory.json`` (a regular file, read through no
     link, at most ``MAX_FILE_BYTES``), else one built from the record and its ``prompt.txt``; every string redacted."""
     data: Any = None
@@ -338,10 +336,7 @@ def run_trajectory(run: Mapping[str, Any], run_dir: Path | None) -> dict[str, An
             except ValueError:
                 data = None
     if not isinstance(data, dict):
-        try:
-            data = build_trajectory(Outcome.from_dict(dict(run)), read_prompt(run_dir) if run_dir is not None else None)
-        except (KeyError, TypeError, ValueError):
-            data = {}
+        data = build_trajectory(run, read_prompt(run_dir) if run_dir is not None else None)
     return redact_data(data)
 
 
@@ -361,7 +356,7 @@ def _turn_head(step: Mapping[str, Any], number: int) -> str:
     return " · ".join(bits)
 
 
-def transcript(run: Mapping[str, Any], run_dir: Path | None) -> str:
+def transcript(run: Outcome, run_dir: Path | None) -> str:
     """The run turn by turn, from its trajectory (``run_trajectory``): an ordered list with one item per step: the
     user's prompt, then the agent's tool calls in order (name and one-line summary) and its final answer; each text
     cut at ``MAX_FILE_CHARS``. The trajectory's own notes (what a record does not hold) follow the list."""
@@ -420,22 +415,22 @@ def run_files(run_dir: Path | None, html_dir: Path | None) -> str:
     return f'<h4>Run files ({len(files)})</h4><ul class="run-files">{"".join(items)}</ul>{more}'
 
 
-def run_details(run: Mapping[str, Any], run_dir: Path | None, html_dir: Path | None = None) -> str:
+def run_details(run: Outcome, run_dir: Path | None, html_dir: Path | None = None) -> str:
     """The expanded part of a run row: reason, notes on the figures, the transcript (prompt, tool calls, final
     answer, turn by turn), diff, check logs, stderr, and links to the run folder's files (relative to ``html_dir``,
     the page's folder)."""
     parts = []
     if expected_failure(run):
         parts.append("<p><strong>expected failure:</strong> a baseline expected to fail (pytest counts it as xfailed, "
-                     "not as a failure)" + (f": {escape(str(run['reason']))}" if run.get("reason") else "") + "</p>")
-    elif run.get("reason"):
-        parts.append(f"<p><strong>{escape(str(run['status']))}:</strong> {escape(str(run['reason']))}</p>")
+                     "not as a failure)" + (f": {escape(str(run.reason))}" if run.reason else "") + "</p>")
+    elif run.reason:
+        parts.append(f"<p><strong>{escape(str(run.status))}:</strong> {escape(str(run.reason))}</p>")
     parts.append(figure_notes(run))
     parts.append(transcript(run, run_dir))
     parts.append(_file_block("Diff", run_dir / "diff.patch" if run_dir else None, keep="head", diff=True))
-    for name, check in sorted((run.get("checks") or {}).items()):
-        title = f"{name} check: `{check.get('command', '')}` exit {check.get('exit_code')}" + (" (timed out)" if check.get("timed_out") else "")
-        log = str(check.get("log") or "")
+    for name, check in sorted((run.checks or {}).items()):
+        title = f"{name} check: `{check.command}` exit {check.exit_code}" + (" (timed out)" if check.timed_out else "")
+        log = str(check.log or "")
         plain = bool(log) and "/" not in log and log not in (".", "..")  # a name in the run folder, nothing else
         block = _file_block(title, run_dir / log if run_dir and plain else None)
         parts.append(block or f"<h4>{escape(title)}</h4><p class=\"note\">no log</p>")
@@ -446,43 +441,43 @@ def run_details(run: Mapping[str, Any], run_dir: Path | None, html_dir: Path | N
     return f'<div class="detail">{body or "<p class=note>No run files found.</p>"}</div>'
 
 
-def run_status(run: Mapping[str, Any]) -> str:
+def run_status(run: Outcome) -> str:
     """The run's status in the report: ``xfailed`` for a baseline's expected failure, else its recorded status."""
-    return XFAILED if expected_failure(run) else str(run["status"])
+    return XFAILED if expected_failure(run) else str(run.status)
 
 
-def _runs(doc: Mapping[str, Any], html_dir: Path | None = None) -> str:
-    runs = doc.get("runs") or []
+def _runs(result: SessionResult, html_dir: Path | None = None) -> str:
+    runs = result.outcomes
     if not runs:
         return ""
-    base = Path(doc["results_dir"]) if doc.get("results_dir") else None
+    base = result.context.out
     headers = ["", "Case", "Kind", "Arm", "Agent", "Rep", "Status", "Score", "Tokens", "Cost", "Tool calls", "Time (s)"]
     numeric = {5, 7, 8, 9, 10, 11}
     ths = '<th scope="col" class="nosort"><span class="visually-hidden">details</span></th>' + "".join(
         f'<th scope="col" data-type="{"num" if i in numeric else "text"}">{escape(h)}</th>' for i, h in enumerate(headers) if i)
     groups = []
     for i, r in enumerate(runs):
-        u = r.get("usage") or {}
-        run_dir = base / "runs" / r["case"] / r["arm"] / r["agent"] / str(r["rep"]) if base else None
+        u = r.usage
+        run_dir = base / "runs" / r.case / r.arm / r.agent / str(r.rep) if base else None
         if run_dir is not None and any(part in ("", ".", "..") or "/" in part for part in
-                                       (str(r["case"]), str(r["arm"]), str(r["agent"]), str(r["rep"]))):
+                                       (str(r.case), str(r.arm), str(r.agent), str(r.rep))):
             run_dir = None  # a record naming a folder outside the results folder: its files are not read
         did = f"run-{i}"
         status = run_status(r)
         shown = "failed (expected)" if status == XFAILED else status_text(r)
         cells = [
             Cell(html=f'<button type="button" class="expand" aria-expanded="false" aria-controls="{did}" title="show the transcript, diff, logs and run files">▸</button>'),
-            Cell(r["case"]), Cell(r["kind"]), Cell(r["arm"]), Cell(r["agent"]), _cell(r["rep"]),
+            Cell(r.case), Cell(r.kind), Cell(r.arm), Cell(r.agent), _cell(r.rep),
             _status(status, shown),
-            Cell(num(r.get("score")), r.get("score"), "num"), Cell(tokens(u.get("total_tokens")), u.get("total_tokens"), "num"),
-            Cell(usd(u.get("cost_usd")), u.get("cost_usd"), "num"), _cell(len(u.get("tool_calls") or [])),
-            Cell(num(r.get("seconds")), r.get("seconds"), "num"),
+            Cell(num(r.score), r.score, "num"), Cell(tokens(u.total_tokens), u.total_tokens, "num"),
+            Cell(usd(u.cost_usd), u.cost_usd, "num"), _cell(len(u.tool_calls)),
+            Cell(num(r.seconds), r.seconds, "num"),
         ]
-        search = " ".join(str(x) for x in (r["case"], r["kind"], r["arm"], r["agent"], f"r{r['rep']}", shown, status))
-        groups.append(f'<tbody class="run" data-run-id="{escape(r["run_id"])}" data-status="{escape(status)}"'
+        search = " ".join(str(x) for x in (r.case, r.kind, r.arm, r.agent, f"r{r.rep}", shown, status))
+        groups.append(f'<tbody class="run" data-run-id="{escape(r.run_id)}" data-status="{escape(status)}"'
                       f' data-search="{escape(search.lower())}"><tr>' + "".join(c.render() for c in cells) + "</tr>"
                       f'<tr class="details" id="{did}" hidden><td colspan="{len(headers)}">{run_details(r, run_dir, html_dir)}</td></tr></tbody>')
-    bad = not_passed(doc)
+    bad = not_passed(runs)
     xfailed = sum(expected_failure(r) for r in runs)
     note = (f"{len(bad)} of {len(runs)} runs did not pass" + (f" ({xfailed} of them baselines' expected failures)" if xfailed else "")
             + ". ") if bad else ""
@@ -492,7 +487,7 @@ def _runs(doc: Mapping[str, Any], html_dir: Path | None = None) -> str:
                     f"links to the run folder's files (texts over {MAX_FILE_CHARS:,} characters are cut).")
 
 
-def _run_filter(runs: Sequence[Mapping[str, Any]]) -> str:
+def _run_filter(runs: Sequence[Outcome]) -> str:
     """The filter box and the outcome toggles above the runs table (wired by ``report.js``): one checkbox per
     status present (``run_status``: baselines' expected failures apart from failures), labelled with its count, all
     checked at first."""
@@ -513,21 +508,20 @@ def _run_filter(runs: Sequence[Mapping[str, Any]]) -> str:
 
 
 def render(result: SessionResult) -> str:
-    """The session's HTML report (``--agentrace-html``, ``agentrace html``): ``render_report`` of the result's export
-    document, its links relative to ``result.context.paths["html"]`` when the result names where it is written."""
-    return render_report(document(result), result.context.out, html_path=result.context.paths.get("html"))
+    """The session's HTML report (``--agentrace-html``, ``agentrace html``): ``render_report``, its links relative to
+    ``result.context.paths["html"]`` when the result names where it is written."""
+    return render_report(result, html_path=result.context.paths.get("html"))
 
 
-def render_report(doc: Mapping[str, Any], out: Path | None = None, html_path: Path | None = None) -> str:
-    """The whole report page for an export document (``out`` overrides the document's ``results_dir``).
-    ``html_path``: where the page will be written, so links to run files are relative to its folder (None:
-    absolute ``file:`` links)."""
-    if out is not None:
-        doc = {**doc, "results_dir": str(out)}
-    system = doc.get("system") or {}
-    footer = (f"<footer>pytest-agentrace {escape(str(doc['product']['version']))} · generated {escape(str(doc['generated']))} · "
+def render_report(result: SessionResult, html_path: Path | None = None) -> str:
+    """The whole report page for ``result`` (read from ``view.shown(result)``: redacted, finite), its run files read
+    from ``result.context.out``. ``html_path``: where the page will be written, so links to run files are relative
+    to its folder (None: absolute ``file:`` links)."""
+    result = shown(result)
+    system = system_info()
+    footer = (f"<footer>pytest-agentrace {escape(str(__version__))} · generated {escape(str(generated(result)))} · "
               f"Python {escape(str(system.get('python')))} on {escape(str(system.get('platform')))} · "
-              f"pass-rate intervals: Wilson 95%; token intervals: bootstrap 95% (seed {escape(str(doc['config'].get('seed')))})</footer>")
+              f"pass-rate intervals: Wilson 95%; token intervals: bootstrap 95% (seed {escape(str(result.context.seed))})</footer>")
     html_dir = Path(os.path.abspath(html_path)).parent if html_path is not None else None
-    body = f'<section id="section-charts"><h2>Charts</h2>{_charts(doc)}</section>' + _tables(doc) + _runs(doc, html_dir)
-    return page("agentrace report", headline(doc), body, footer)
+    body = f'<section id="section-charts"><h2>Charts</h2>{_charts(result)}</section>' + _tables(result) + _runs(result, html_dir)
+    return page("agentrace report", headline(result), body, footer)

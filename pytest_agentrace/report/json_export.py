@@ -1,8 +1,9 @@
 """The JSON export: one versioned document per session or results folder (``--agentrace-json``, ``agentrace export``).
 
 The document's shape is the JSON Schema ``pytest_agentrace/schemas/report.schema.json`` (draft 2020-12,
-``EXPORT_VERSION`` 1); the Markdown and HTML reports are rendered from this same document, so the three
-never disagree. Top-level keys::
+``EXPORT_VERSION`` 1). This module is the one place the session result is turned into a dict: the Markdown and
+HTML reports read the same result's typed fields (``report.view.shown``), redacted and made finite as this document
+is, so the three never disagree. Top-level keys::
 
     schema_version  1
     product         {name, version}
@@ -26,7 +27,6 @@ Numbers that cannot be computed are null, never NaN (JSON has no NaN).
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 from collections import Counter
@@ -39,6 +39,7 @@ from pytest_agentrace.errors import SpecError
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.redact import redact_data, secret_values
 from pytest_agentrace.report.result import Context, EloSeries, SessionResult, build_result
+from pytest_agentrace.report.view import generated
 from pytest_agentrace.spec.task import load_task
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES
@@ -149,8 +150,8 @@ def build_export(
 
 def document(result: SessionResult) -> dict[str, Any]:
     """The export document of ``result`` (see the module docstring), made once per result (kept in
-    ``result.cache``): the JSON report, and what the Markdown, HTML and PR-comment outputs render. Every field is
-    redacted (``record.redact``). A result without a statistics report gets one built here."""
+    ``result.cache``): the JSON report (``--agentrace-json``, ``agentrace export``). Every field is redacted
+    (``record.redact``). A result without a statistics report gets one built here."""
     if "document" not in result.cache:
         result.cache["document"] = _document(result)
     return result.cache["document"]
@@ -171,7 +172,7 @@ def _document(result: SessionResult) -> dict[str, Any]:
     doc = {
         "schema_version": EXPORT_VERSION,
         "product": {"name": "pytest-agentrace", "version": __version__},
-        "generated": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "generated": generated(result),
         "system": system_info(),
         "session": session_doc,
         "results_dir": str(ctx.out) if ctx.out else None,
@@ -188,7 +189,7 @@ def _document(result: SessionResult) -> dict[str, Any]:
         "cells": [c.to_dict() for c in stats.cells],
         "comparisons": [c.to_dict() for c in stats.comparisons],
         "elo": {"ratings": dict(elo.ratings), "history": list(elo.history), "steps": list(elo.steps)},
-        "runs": [o.to_dict() for o in outcomes],
+        "runs": [o.record for o in outcomes],  # the record dict of each (scored) outcome, made once; copied by clean
     }
     return redact_data(clean(doc), secret_values())  # every exported field (HTML, Markdown, JSON, comment) is redacted
 

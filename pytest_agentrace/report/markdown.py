@@ -1,23 +1,30 @@
-"""GitHub-flavoured Markdown of the export document (``--agentrace-md``, ``$GITHUB_STEP_SUMMARY``, ``agentrace comment``).
+"""GitHub-flavoured Markdown of the session result (``--agentrace-md``, ``$GITHUB_STEP_SUMMARY``, ``agentrace comment``).
 
-Renders the same document as the JSON export (``report.json_export``), so the figures are the same in every
-format. ``comment_body`` starts with ``COMMENT_MARKER`` (an HTML comment GitHub does not show) so a CI job can
-find its earlier comment and update it instead of adding a new one.
+Reads the result's typed fields (outcomes, the statistics report's cells and comparisons, the leaderboard, the Elo
+series) through ``report.view.shown`` (redacted and finite, as the JSON export's document is), so the figures are
+the same in every format without going through the export's dict. ``comment_body`` starts with ``COMMENT_MARKER``
+(an HTML comment GitHub does not show) so a CI job can find its earlier comment and update it instead of adding a
+new one.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from pytest_agentrace.report.json_export import document
+from pytest_agentrace import __version__
+from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.report.leaderboard import RACE_NOTE
 from pytest_agentrace.report.limits import hits_line
 from pytest_agentrace.report.numbers import grouped, pct, span, tokens, usd
 from pytest_agentrace.report.numbers import grouped as num
 from pytest_agentrace.report.result import SessionResult
 from pytest_agentrace.report.stats_text import ratio_text
-from pytest_agentrace.stats.verdict import FIXED, TARGET_TEXT
+from pytest_agentrace.report.view import generated, session_field, shown, target_text
+from pytest_agentrace.stats.cells import CellSummary
+from pytest_agentrace.stats.compare import ArmComparison
 
 COMMENT_MARKER = "<!-- agentrace-report -->"
 MAX_NOT_PASSED = 20
@@ -43,12 +50,15 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def interval(value: Any) -> tuple[float | None, float | None]:
-    """``(lo, hi)`` from an interval given as ``[lo, hi]``, ``{"lo", "hi"}`` or None."""
+    """``(lo, hi)`` from an interval given as a ``stats.numerics.Interval`` (``lo``, ``hi``), a ``(lo, hi)`` pair,
+    ``{"lo", "hi"}`` or None."""
+    if value is None:
+        return None, None
     if isinstance(value, Mapping):
         return value.get("lo"), value.get("hi")
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        return value[0], value[1]
-    return None, None
+    if isinstance(value, (list, tuple)):
+        return (value[0], value[1]) if len(value) == 2 else (None, None)
+    return getattr(value, "lo", None), getattr(value, "hi", None)
 
 
 def with_ci(x: Any, ci: Any, fmt=grouped, **kw: Any) -> str:
@@ -59,44 +69,58 @@ def with_ci(x: Any, ci: Any, fmt=grouped, **kw: Any) -> str:
     return fmt(x, **kw) + span(lo, hi, fmt, dash="–", **kw)
 
 
-def used_tool(cell: Mapping[str, Any]) -> str:
+def used_tool(cell: CellSummary) -> str:
     """``k/n`` runs whose tool calls matched the arm's ``uses`` regex; ``-`` when no run could tell."""
-    known = cell.get("used_tool_known")
-    if not known:
+    if not cell.used_tool_known:
         return "-"
-    return f"{cell.get('used_tool', 0)}/{known}"
+    return f"{cell.used_tool}/{cell.used_tool_known}"
 
 
-def target_text(doc: dict[str, Any]) -> str:
-    """The inference target of an export's comparisons in words (``config.generalize``; ``fixed`` when absent)."""
-    return TARGET_TEXT.get((doc.get("config") or {}).get("generalize") or FIXED, TARGET_TEXT[FIXED])
+@dataclass(frozen=True)
+class ComparisonFields:
+    """The figures of one ``compare.ArmComparison`` under the reports' short names: ``case`` (the cases compared,
+    joined; ``N cases`` over 3), ``ratio`` (relative cost) and its ``ci``, ``verdict`` (the relative-cost verdict),
+    ``provisional``, ``runs`` / ``baseline_runs`` (valid runs), ``pass_arm`` / ``pass_base`` (pass rates),
+    ``pass_verdict``."""
+
+    agent: str
+    case: str
+    arm: str
+    baseline: str
+    ratio: float | None
+    ci: Any
+    verdict: str | None
+    provisional: bool
+    runs: int
+    baseline_runs: int
+    pass_arm: float | None
+    pass_base: float | None
+    pass_verdict: str | None
+
+    @classmethod
+    def of(cls, c: ArmComparison) -> ComparisonFields:
+        cases = list(c.cases or ())
+        return cls(c.agent, ", ".join(cases) if len(cases) <= 3 else f"{len(cases)} cases", c.arm, c.baseline,
+                   c.relative_cost, c.relative_cost_ci, c.cost_verdict, bool(c.provisional), c.runs_arm, c.runs_base,
+                   c.pass_rate_arm, c.pass_rate_base, c.pass_verdict)
 
 
-def comparison_fields(c: Mapping[str, Any]) -> dict[str, Any]:
-    """The figures of one ``cells.compare_arms`` entry (``ArmComparison.to_dict``) under short names: agent, case
-    (the cases compared, joined), arm, baseline, ratio (relative cost), ci, verdict (the relative-cost verdict),
-    provisional, runs / baseline_runs (valid runs), pass_arm / pass_base (pass rates), pass_verdict."""
-    cases = c.get("cases") or []
-    return {
-        "agent": c.get("agent"), "case": ", ".join(cases) if len(cases) <= 3 else f"{len(cases)} cases", "arm": c.get("arm"),
-        "baseline": c.get("baseline"), "ratio": c.get("relative_cost"), "ci": c.get("relative_cost_ci"),
-        "verdict": c.get("cost_verdict"), "provisional": bool(c.get("provisional")), "runs": c.get("runs_arm"),
-        "baseline_runs": c.get("runs_base"), "pass_arm": c.get("pass_rate_arm"), "pass_base": c.get("pass_rate_base"),
-        "pass_verdict": c.get("pass_verdict"),
-    }
-
-
-def verdict_text(f: Mapping[str, Any]) -> str:
-    v = f.get("verdict") or "-"
-    return f"{v} (provisional)" if f.get("provisional") else v
+def verdict_text(f: ComparisonFields) -> str:
+    v = f.verdict or "-"
+    return f"{v} (provisional)" if f.provisional else v
 
 
 # -- the report ---------------------------------------------------------------------------------------------
 
 
-def leaderboard_rows(doc: Mapping[str, Any]) -> list[list[Any]]:
-    return [[i, s["agent"], s["wins"], s["races"], pct(s["win_rate"]), num(s["mean_score"]), f"{s['passed']}/{s['runs']}",
-             usd(s["mean_cost"]), num(s["mean_seconds"])] for i, s in enumerate(doc.get("leaderboard") or [], 1)]
+def cells_of(result: SessionResult, kind: str) -> list[CellSummary]:
+    """The statistics report's cells of ``kind`` (``task`` or ``trial``), in the report's order."""
+    return [c for c in result.report.cells if c.kind == kind] if result.report is not None else []
+
+
+def leaderboard_rows(result: SessionResult) -> list[list[Any]]:
+    return [[i, s.agent, s.wins, s.races, pct(s.win_rate), num(s.mean_score), f"{s.passed}/{s.runs}",
+             usd(s.mean_cost), num(s.mean_seconds)] for i, s in enumerate(result.leaderboard, 1)]
 
 
 LEADERBOARD_HEADERS = ["Rank", "Agent", "Wins", "Races", "Win %", "Mean score", "Passed", "Mean cost", "Mean time (s)"]
@@ -105,52 +129,43 @@ TRIAL_HEADERS = ["Question", "Arm", "Agent", "Runs", "Passed", "Pass rate (95% C
 COMPARISON_HEADERS = ["Agent", "Cases", "Arm", "Baseline", "Runs", "Relative cost (95% CI)", "Cost verdict", "Pass rate", "Pass verdict"]
 
 
-def task_rows(doc: Mapping[str, Any]) -> list[list[Any]]:
+def task_rows(result: SessionResult) -> list[list[Any]]:
     rows = []
-    for c in doc.get("cells") or []:
-        if c.get("kind") != "task":
-            continue
-        sd = c.get("score_sd")
-        score = "-" if c.get("score_mean") is None else num(c["score_mean"]) + ("" if sd is None else f" ± {num(sd)}")
-        rows.append([c["case"], c["agent"], c["runs"], f"{c['passed']}/{c['valid']}", with_ci(c.get("pass_rate"), c.get("pass_ci"), pct),
-                     score, tokens(c.get("tokens_mean")), usd(c.get("cost_mean")), num(c.get("seconds_mean"))])
+    for c in cells_of(result, "task"):
+        score = "-" if c.score_mean is None else num(c.score_mean) + ("" if c.score_sd is None else f" ± {num(c.score_sd)}")
+        rows.append([c.case, c.agent, c.runs, f"{c.passed}/{c.valid}", with_ci(c.pass_rate, c.pass_ci, pct),
+                     score, tokens(c.tokens_mean), usd(c.cost_mean), num(c.seconds_mean)])
     return rows
 
 
-def trial_rows(doc: Mapping[str, Any]) -> list[list[Any]]:
+def trial_rows(result: SessionResult) -> list[list[Any]]:
+    return [[c.case, c.arm, c.agent, c.runs, f"{c.passed}/{c.valid}", with_ci(c.pass_rate, c.pass_ci, pct),
+             with_ci(c.tokens_mean, c.tokens_ci, tokens), num(c.turns_mean), used_tool(c), c.errors, num(c.seconds_mean)]
+            for c in cells_of(result, "trial")]
+
+
+def comparison_rows(result: SessionResult) -> list[list[Any]]:
     rows = []
-    for c in doc.get("cells") or []:
-        if c.get("kind") != "trial":
-            continue
-        rows.append([c["case"], c["arm"], c["agent"], c["runs"], f"{c['passed']}/{c['valid']}",
-                     with_ci(c.get("pass_rate"), c.get("pass_ci"), pct), with_ci(c.get("tokens_mean"), c.get("tokens_ci"), tokens),
-                     num(c.get("turns_mean")), used_tool(c), c.get("errors", 0), num(c.get("seconds_mean"))])
+    for c in result.report.comparisons if result.report is not None else ():
+        f = ComparisonFields.of(c)
+        rows.append([f.agent, f.case or "-", f.arm, f.baseline, f"{f.runs} vs {f.baseline_runs}",
+                     with_ci(f.ratio, f.ci, ratio_text), verdict_text(f), f"{pct(f.pass_arm)} vs {pct(f.pass_base)}",
+                     f.pass_verdict or "-"])
     return rows
 
 
-def comparison_rows(doc: Mapping[str, Any]) -> list[list[Any]]:
-    rows = []
-    for c in doc.get("comparisons") or []:
-        f = comparison_fields(c)
-        rows.append([f["agent"], f["case"] or "-", f["arm"], f["baseline"], f"{f['runs']} vs {f['baseline_runs']}",
-                     with_ci(f["ratio"], f["ci"], ratio_text), verdict_text(f), f"{pct(f['pass_arm'])} vs {pct(f['pass_base'])}",
-                     f["pass_verdict"] or "-"])
-    return rows
-
-
-def not_passed(doc: Mapping[str, Any]) -> list[str]:
+def not_passed(runs: Sequence[Outcome]) -> list[str]:
     """One line per run that did not pass: ``run id: status: reason``."""
-    return [f"{r['run_id']}: {r['status']}" + (f": {r['reason']}" if r.get("reason") else "")
-            for r in doc.get("runs") or [] if r.get("status") != "passed"]
+    return [f"{r.run_id}: {r.status}" + (f": {r.reason}" if r.reason else "") for r in runs if r.status != "passed"]
 
 
-def elo_title(doc: Mapping[str, Any]) -> str:
+def elo_title(result: SessionResult) -> str:
     """The Elo table's title with its scope: ``history-wide`` when its races include sessions other than the runs of
-    this report (the export's Elo comes from the history store when one is given), else the runs shown here; with
+    this report (the result's Elo comes from the history store when one is given), else the runs shown here; with
     the number of races and sessions it rates (``elo.steps``)."""
-    steps = (doc.get("elo") or {}).get("steps") or []
+    steps = result.elo.steps if result.elo is not None else []
     sessions = {s.get("session_id") for s in steps}
-    here = {r.get("session_id") for r in doc.get("runs") or []}
+    here = {r.session_id for r in result.outcomes}
     n_races, n_sessions = len(steps), len(sessions)
     counts = f"{n_races} race{'s' if n_races != 1 else ''} in {n_sessions} session{'s' if n_sessions != 1 else ''}"
     if sessions - here:
@@ -158,89 +173,99 @@ def elo_title(doc: Mapping[str, Any]) -> str:
     return f"Elo over these runs ({counts})"
 
 
-def expected_failure(run: Mapping[str, Any]) -> bool:
+def elo_rows(result: SessionResult) -> list[tuple[str, float]]:
+    """``(agent, rating)`` best first (ties by name)."""
+    ratings = result.elo.ratings if result.elo is not None else {}
+    return sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def expected_failure(run: Outcome) -> bool:
     """True for a failed run of a baseline expected to fail, which pytest reports as ``xfailed``: the ``noop`` agent
     (any model; ``~N`` suffix dropped) unless its record says otherwise, or a record whose ``extra.expect`` is
     ``fail`` (``plugin.collect.make_items`` marks these items strict xfail)."""
-    if run.get("status") != "failed":
+    if run.status != "failed":
         return False
-    expect = (run.get("extra") or {}).get("expect")
+    expect = (run.extra or {}).get("expect")
     if expect is not None:
         return expect == "fail"
-    return str(run.get("agent", "")).split(":", 1)[0].split("~", 1)[0] == "noop"
+    return str(run.agent).split(":", 1)[0].split("~", 1)[0] == "noop"
 
 
-def headline(doc: Mapping[str, Any]) -> str:
+def headline(result: SessionResult) -> str:
     """``N runs: P passed, F failed, X expected failures, T timed out, E errors`` (expected failures: baselines'
     failed runs, ``expected_failure``, left out of ``failed``; said only when there are some), limit hits, session,
     commit and version, joined by `` · ``."""
-    t = doc["totals"]
-    xfailed = sum(expected_failure(r) for r in doc.get("runs") or [])
+    runs = result.outcomes
+    t = Counter(str(o.status) for o in runs)
+    xfailed = sum(expected_failure(r) for r in runs)
     failed = f"{t['failed'] - xfailed} failed" + (f", {xfailed} expected failure{'s' if xfailed != 1 else ''} (baselines)" if xfailed else "")
-    parts = [f"{t['runs']} runs: {t['passed']} passed, {failed}, {t['timeout']} timed out, {t['error']} errors"]
-    hits = hits_line(doc.get("runs") or [])
+    parts = [f"{len(runs)} runs: {t['passed']} passed, {failed}, {t['timeout']} timed out, {t['error']} errors"]
+    hits = hits_line(runs)
     if hits:  # failed runs stopped at a resource limit
         parts.append(hits)
-    s = doc.get("session") or {}
-    if s.get("id"):
-        parts.append(f"session {s['id']}")
-    if s.get("git_sha"):
-        parts.append(f"commit {s['git_sha'][:10]}")
-    parts.append(f"pytest-agentrace {doc['product']['version']}")
+    if sid := session_field(result, "id"):
+        parts.append(f"session {sid}")
+    if sha := session_field(result, "git_sha"):
+        parts.append(f"commit {sha[:10]}")
+    parts.append(f"pytest-agentrace {__version__}")
     return " · ".join(parts)
 
 
+def footer(result: SessionResult) -> str:
+    """The methods line under the report, with the bootstrap seed and the time the report was made."""
+    return (f"<sub>Pass-rate intervals: Wilson 95%. Token intervals: bootstrap 95% (seed {result.context.seed}). "
+            f"Generated {generated(result)}.</sub>")
+
+
 def render(result: SessionResult) -> str:
-    """The session's Markdown report (``--agentrace-md``, ``$GITHUB_STEP_SUMMARY``): ``render_document`` of the
-    result's export document (``json_export.document``, made once per result)."""
-    return render_document(document(result))
+    """The session's Markdown report (``--agentrace-md``, ``$GITHUB_STEP_SUMMARY``): ``render_result``."""
+    return render_result(result)
 
 
-def render_document(doc: Mapping[str, Any], title: str = "agentrace report", level: int = 2) -> str:
+def render_result(result: SessionResult, title: str = "agentrace report", level: int = 2) -> str:
     """The whole report as Markdown: headline, leaderboard, tasks, trials, arm comparisons, Elo, runs that did
-    not pass, and a footer naming the methods."""
+    not pass, and a footer naming the methods. Read from ``view.shown(result)`` (redacted, finite)."""
+    result = shown(result)
     h = "#" * level
-    out = [f"{h} {title}", "", headline(doc), ""]
-    if doc.get("leaderboard"):
-        out += [f"{h}# Leaderboard", "", md_table(LEADERBOARD_HEADERS, leaderboard_rows(doc)), "",
+    out = [f"{h} {title}", "", headline(result), ""]
+    if result.leaderboard:
+        out += [f"{h}# Leaderboard", "", md_table(LEADERBOARD_HEADERS, leaderboard_rows(result)), "",
                 f"_{RACE_NOTE}_", ""]
-    rows = task_rows(doc)
+    rows = task_rows(result)
     if rows:
         out += [f"{h}# Tasks", "", md_table(TASK_HEADERS, rows), ""]
-    rows = trial_rows(doc)
+    rows = trial_rows(result)
     if rows:
         out += [f"{h}# Trials", "", md_table(TRIAL_HEADERS, rows), ""]
-    rows = comparison_rows(doc)
+    rows = comparison_rows(result)
     if rows:
         out += [f"{h}# Arms vs baseline", "", md_table(COMPARISON_HEADERS, rows), "",
                 ("_Relative cost: tokens per run divided by the baseline arm's mean for the same case and agent; "
                  "`cheaper`/`dearer` only when the 95% interval excludes 1.00 and the exact permutation / sign-flip test agrees "
-                 f"(p < 0.05). Target: {target_text(doc)}._"), ""]
-    ratings = (doc.get("elo") or {}).get("ratings") or {}
+                 f"(p < 0.05). Target: {target_text(result)}._"), ""]
+    ratings = elo_rows(result)
     if ratings:
-        elo_rows = [[a, num(r, 0)] for a, r in sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))]
-        out += [f"{h}# {elo_title(doc)}", "", md_table(["Agent", "Rating"], elo_rows), ""]
-    bad = not_passed(doc)
+        out += [f"{h}# {elo_title(result)}", "", md_table(["Agent", "Rating"], [[a, num(r, 0)] for a, r in ratings]), ""]
+    bad = not_passed(result.outcomes)
     if bad:
         out += [f"<details><summary>{len(bad)} run(s) did not pass</summary>", ""]
         out += [f"- {_cell_text(line)}" for line in bad[:MAX_NOT_PASSED]]
         if len(bad) > MAX_NOT_PASSED:
             out.append(f"- … and {len(bad) - MAX_NOT_PASSED} more (see the JSON export or run.json files)")
         out += ["", "</details>", ""]
-    out.append(f"<sub>Pass-rate intervals: Wilson 95%. Token intervals: bootstrap 95% (seed {doc['config'].get('seed', 0)}). "
-               f"Generated {doc['generated']}.</sub>")
+    out.append(footer(result))
     return "\n".join(out) + "\n"
 
 
-def comment_body(doc: Mapping[str, Any], limit: int = COMMENT_LIMIT, full_report: str | None = None) -> str:
-    """A PR-comment body: ``COMMENT_MARKER`` on the first line, then the report (``render``), at most ``limit``
+def comment_body(result: SessionResult, limit: int = COMMENT_LIMIT, full_report: str | None = None) -> str:
+    """A PR-comment body: ``COMMENT_MARKER`` on the first line, then the report (``render_result``), at most ``limit``
     characters (GitHub refuses a comment over 65,536). A larger report becomes ``compact``: the headline, then
     each table cut to the rows that fit its share, and a pointer to the full report (``full_report``: a URL or a
     path; else the commands that write it). Raises ``ValueError`` when ``limit`` cannot hold even the headline."""
-    body = COMMENT_MARKER + "\n" + render_document(doc, title="agentrace results")
+    body = COMMENT_MARKER + "\n" + render_result(result, title="agentrace results")
     if len(body) <= limit:
         return body
-    body = COMMENT_MARKER + "\n" + compact(doc, limit - len(COMMENT_MARKER) - 1, full_report)
+    body = COMMENT_MARKER + "\n" + compact(result, limit - len(COMMENT_MARKER) - 1, full_report)
     if len(body) > limit:
         raise ValueError(f"a comment of at most {limit:,} characters cannot hold this report's headline")
     return body
@@ -266,7 +291,7 @@ def _verdict_first(rows: list[list[Any]]) -> list[list[Any]]:
     return sorted(rows, key=lambda r: not decided(r))
 
 
-def compact(doc: Mapping[str, Any], limit: int, full_report: str | None = None, title: str = "agentrace results") -> str:
+def compact(result: SessionResult, limit: int, full_report: str | None = None, title: str = "agentrace results") -> str:
     """The report in at most ``limit`` characters: title, headline and a pointer to the full report, then the
     leaderboard, arms vs baseline (rows with a verdict first), tasks, trials and Elo, each table given an equal share
     of what is left (a share a table does not use passes to the next ones) and cut to the rows that fit, with a line
@@ -275,11 +300,11 @@ def compact(doc: Mapping[str, Any], limit: int, full_report: str | None = None, 
     where = f"[the full report]({full_report})" if full_report and full_report.startswith(("http://", "https://")) else (
         f"the full report at `{full_report}`" if full_report else
         "the full report: `agentrace html OUT -o report.html` (or `agentrace report OUT`) on the results folder")
-    head = [f"## {title}", "", headline(doc), "",
+    result = shown(result)
+    head = [f"## {title}", "", headline(result), "",
             f"> This session is too large for one comment: the tables below are cut to their first rows. See {where}.", ""]
-    tail = [f"<sub>Pass-rate intervals: Wilson 95%. Token intervals: bootstrap 95% (seed {doc['config'].get('seed', 0)}). "
-            f"Generated {doc['generated']}.</sub>"]
-    bad = not_passed(doc)
+    tail = [footer(result)]
+    bad = not_passed(result.outcomes)
     details: list[str] = []
     if bad:
         details = [f"<details><summary>{len(bad)} run(s) did not pass</summary>", ""]
@@ -287,13 +312,12 @@ def compact(doc: Mapping[str, Any], limit: int, full_report: str | None = None, 
         if len(bad) > MAX_NOT_PASSED:
             details.append(f"- … and {len(bad) - MAX_NOT_PASSED} more (see the full report)")
         details += ["", "</details>", ""]
-    ratings = (doc.get("elo") or {}).get("ratings") or {}
     tables = [
-        ("Leaderboard", LEADERBOARD_HEADERS, leaderboard_rows(doc)),
-        ("Arms vs baseline", COMPARISON_HEADERS, _verdict_first(comparison_rows(doc))),
-        ("Tasks", TASK_HEADERS, task_rows(doc)),
-        ("Trials", TRIAL_HEADERS, trial_rows(doc)),
-        (elo_title(doc), ["Agent", "Rating"], [[a, num(r, 0)] for a, r in sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))]),
+        ("Leaderboard", LEADERBOARD_HEADERS, leaderboard_rows(result)),
+        ("Arms vs baseline", COMPARISON_HEADERS, _verdict_first(comparison_rows(result))),
+        ("Tasks", TASK_HEADERS, task_rows(result)),
+        ("Trials", TRIAL_HEADERS, trial_rows(result)),
+        (elo_title(result), ["Agent", "Rating"], [[a, num(r, 0)] for a, r in elo_rows(result)]),
     ]
     tables = [t for t in tables if t[2]]
 
@@ -310,10 +334,10 @@ def compact(doc: Mapping[str, Any], limit: int, full_report: str | None = None, 
         section = [f"### {name}", ""]
         more = "\n_… and {n} more rows: see the full report._"
         budget = share - size(section) - len(more.format(n=len(rows))) - 2
-        text, shown = _rows_that_fit(headers, rows, budget)
-        if not shown:
+        text, kept = _rows_that_fit(headers, rows, budget)
+        if not kept:
             continue
-        section += [text + ("" if shown == len(rows) else more.format(n=f"{len(rows) - shown:,}")), ""]
+        section += [text + ("" if kept == len(rows) else more.format(n=f"{len(rows) - kept:,}")), ""]
         out += section
         left -= size(section)
     if size(out) + size(details) + size(tail) <= limit:
