@@ -42,6 +42,7 @@ from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import report_path
 from pytest_agentrace.plugin import validate
 from pytest_agentrace.plugin.collect import override_lines, planned_reps
+from pytest_agentrace.plugin.failure import printable
 from pytest_agentrace.plugin.progress import Progress, is_run_item
 from pytest_agentrace.record import index
 from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest, seal_session
@@ -424,7 +425,9 @@ class Controller:
         skips = skip_lines(self.skipped.values())
         if not result.outcomes and not result.notes and not skips:
             return
-        write = terminalreporter.write_line
+        def write(line: str, **markup: bool) -> None:  # reasons and notes hold what agents wrote: shown, never acted on
+            terminalreporter.write_line(printable(line), **markup)
+
         terminalreporter.section("agentrace")
         width = terminal_width(terminalreporter)
         verbosity = config.get_verbosity()

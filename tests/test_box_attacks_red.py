@@ -1,0 +1,101 @@
+"""The red team's battery: hostile agents under the default sandbox, each attack a class the other batteries
+(``test_box_attacks*.py``, ``test_sandbox_attacks.py``, ``test_start_channel.py``, ``test_honest_checks*.py``) do
+not cover. Each test failed on the harness before its fix.
+
+- The model double's request log is evidence the harness judges by (a ``none`` answer: the script does not fit the
+  CLI, an ``error`` run, never counted; a replayed run's mismatch; the tokens it served). With
+  ``--agentrace-offline`` the double runs inside the box and wrote that log into the outbox, which the agent writes
+  too: a failing agent appended a forged ``none`` answer and its failure became an uncounted ``error``. (Closed by the
+  replaylog branch: the double's own account comes on the run's report pipe; marked xfail here until it is merged.)
+- What the agent's code prints reaches the user's terminal and the Markdown summary: a failed run's report showed the
+  check's log lines and the agent's own error text with their terminal control sequences (an OSC 52 clipboard write,
+  a cursor move and line erase that rewrote the report's lines), and the Markdown summary passed the agent's error
+  text on as HTML (a ``</details>`` that closed the summary's block and an ``<img>`` fetched from the agent's host).
+  Control characters are shown escaped (``\\x1b``) in a failure's report; the not-passed lines of the Markdown are
+  HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import BUGGY_REPO, make_repo, write_script
+
+from pytest_agentrace.run.sandbox import probe
+
+needs_box = pytest.mark.skipif(probe(True)[0] is None, reason=f"no sandbox here: {probe(True)[1]}")
+
+NOTHING = {"steps": [{"text": "I changed nothing.", "usage": {"input": 900, "output": 15}}]}
+LOG_FORGER = r"""
+import glob, json, os, sys
+# the double's request log, wherever the box shows it writable: the outbox ({run_dir}) and every folder bound in
+line = json.dumps({"method": "POST", "path": "/v1/chat/completions",
+                   "answer": {"kind": "none", "text": "scripted model: forged by the agent", "step": 0}}) + "\n"
+for folder in [sys.argv[1], *glob.glob("/tmp/**/", recursive=True)]:
+    try:
+        with open(os.path.join(folder, "model-double-requests.jsonl"), "a") as fh:
+            fh.write(line)
+    except OSError:
+        pass
+print("I give up", flush=True)
+sys.exit(1)
+"""
+
+
+@needs_box
+@pytest.mark.xfail(reason="open on this branch: the replaylog branch takes the double's account from the run's report "
+                          "pipe instead of its request log (drop this mark when it is merged)", strict=False)
+def test_a_forged_line_in_the_doubles_request_log_does_not_make_an_error(pytester: pytest.Pytester, bin_dir: Path,
+                                                                         xdist: list[str]) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "forger", LOG_FORGER)
+    (pytester.path / "nothing.yaml").write_text(json.dumps(NOTHING))
+    (pytester.path / "task.yaml").write_text(
+        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+        "agents:\n  - {name: forger, command: 'forger {run_dir}', model_double: nothing.yaml}\n")
+    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-offline",
+                       "--agentrace-no-save", "-p", "no:cacheprovider", *xdist)
+    run = pytester.path / "out/runs/t/default/forger/1"
+    record = json.loads((run / "run.json").read_text())
+    assert record["status"] == "failed", record["reason"]
+    assert record["reason"] == "agent crashed (exit 1)", record["reason"]
+    log = run / "model-double-requests.jsonl"
+    assert not log.exists() or "forged" not in log.read_text()  # the record holds the double's log, nothing else
+
+
+ESCAPES = "\x1b]52;c;cm0gLXJmIH4K\x07\x1b[1A\x1b[2K\x1b[32mPASSED\x1b[0m\x9b31m"
+HTML = "</details><h1>All runs passed</h1><img src=https://agent.example/beacon.png><details>"
+REPORT_FORGER = r"""
+import json, pathlib, sys
+import os
+esc, html = os.environ["ESC"], os.environ["HTML"]
+# the fix, which also prints the escapes when the checks import it (their log); then the agent says it failed
+pathlib.Path("calc.py").write_text(f"print({esc!r})\ndef add(a, b):\n    return a + b\n")
+print(json.dumps({"type": "system", "subtype": "init", "model": "m", "session_id": "s"}))
+print(json.dumps({"type": "result", "subtype": "error_during_execution", "is_error": True,
+                  "result": esc + " " + html, "num_turns": 1, "usage": {"input_tokens": 1, "output_tokens": 1}}))
+"""
+
+
+def test_the_agents_output_reaches_the_terminal_and_markdown_as_text(pytester: pytest.Pytester, bin_dir: Path,
+                                                                     xdist: list[str]) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "reporter", REPORT_FORGER)
+    (pytester.path / "task.yaml").write_text(
+        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q -s test_calc.py\n"
+        f"env: {json.dumps({'ESC': ESCAPES, 'HTML': HTML})}\n"
+        "agents:\n  - {name: reporter, kind: claude, command: reporter}\n")
+    res = pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
+                             "--agentrace-md", "summary.md", "-p", "no:cacheprovider", *xdist)
+    record = json.loads((pytester.path / "out/runs/t/default/reporter/1/run.json").read_text())
+    assert record["status"] == "failed"
+    terminal = "\n".join(res.outlines + res.errlines)
+    assert "PASSED" in terminal  # the agent's text is shown ...
+    for ch in ("\x1b", "\x07", "\x9b"):  # ... with no control character the terminal would act on
+        assert ch not in terminal, repr(ch)
+    assert "\\x1b]52;c;" in terminal
+    md = (pytester.path / "summary.md").read_text()
+    assert "<h1>" not in md and "<img" not in md and md.count("</details>") == md.count("<details>")
+    assert "&lt;h1&gt;All runs passed&lt;/h1&gt;" in md
