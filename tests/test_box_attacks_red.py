@@ -99,3 +99,75 @@ def test_the_agents_output_reaches_the_terminal_and_markdown_as_text(pytester: p
     md = (pytester.path / "summary.md").read_text()
     assert "<h1>" not in md and "<img" not in md and md.count("</details>") == md.count("<details>")
     assert "&lt;h1&gt;All runs passed&lt;/h1&gt;" in md
+
+
+JUNIT_FORGER = r'''
+import pathlib
+# the change the tests import: at import it writes the report the harness asked pytest for, naming every test of
+# the tree's test files (the hidden verify file too) as passed, and ends pytest before pytest writes its own
+calc = pathlib.Path("calc.py")
+calc.write_text("""
+import ast, os, pathlib, sys
+out = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--junitxml=")), None)
+if out:
+    cases = []
+    for f in pathlib.Path(".").rglob("test_*.py"):
+        mod = ".".join(f.with_suffix("").parts)
+        for node in ast.parse(f.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+                cases.append(f'<testcase classname="{mod}" name="{node.name}" time="0.01"/>')
+    pathlib.Path(out).write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="%d">%s</testsuite>'
+                                 '</testsuites>' % (len(cases), "".join(cases)))
+    sys.stdout.flush()
+    os._exit(0)
+def add(a, b):
+    return a - b
+""")
+print("done")
+'''
+
+
+@pytest.mark.xfail(reason="open: the graded code runs inside the check's own pytest process, which writes the report "
+                          "the harness counts (see the red team's report)", strict=True)
+def test_the_graded_code_cannot_write_the_checks_report(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "junitforger", JUNIT_FORGER)
+    (pytester.path / "task.yaml").write_text(
+        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+        "verify_command: python -m pytest -q test_hidden.py\nverify_files:\n  test_hidden.py: |\n"
+        "    from calc import add\n    def test_hidden():\n        assert add(2, 2) == 4\n"
+        "agents:\n  - {name: forger, command: junitforger}\n")
+    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
+                       "-p", "no:cacheprovider")
+    record = json.loads((pytester.path / "out/runs/t/default/forger/1/run.json").read_text())
+    assert record["status"] == "failed", (record["status"], record["reason"], record["checks"])
+
+
+SPARSE = r"""
+import pathlib
+calc = pathlib.Path("calc.py")
+calc.write_text(calc.read_text().replace("a - b", "a + b"))
+for i in range(6):  # 6 holes of 30 MiB: 180 MiB to hash and to check out, next to nothing on disk
+    with open(f"hole{i}.bin", "wb") as fh:  # one byte at the end: one block allocated (an empty file counted its size)
+        fh.seek(30 * 2**20 - 1)
+        fh.write(b"x")
+print("done")
+"""
+
+
+@needs_box
+def test_sparse_files_count_their_size_against_the_disk_limit(pytester: pytest.Pytester, bin_dir: Path,
+                                                                xdist: list[str]) -> None:
+    """Holes cost the box nothing, the harness everything: it hashes every byte of the workspace and writes the
+    change into each check's clean tree, so a hundred 2 GiB holes (each under the 2 GiB ``RLIMIT_FSIZE``) had it read
+    and write 200 GiB after a run its disk watch never stopped."""
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "sparse", SPARSE)
+    (pytester.path / "task.yaml").write_text(
+        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+        "agents:\n  - {name: sparse, command: sparse}\n")
+    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
+                       "--agentrace-disk", "64M", "-p", "no:cacheprovider", *xdist)
+    record = json.loads((pytester.path / "out/runs/t/default/sparse/1/run.json").read_text())
+    assert record["status"] == "failed" and record["reason"].startswith("resource limit: disk"), record["reason"]
+    assert record["extra"]["limits"]["disk"]["workspace_growth"] >= 180 * 2**20

@@ -167,8 +167,10 @@ class DiskWatch:
 
 
 def tree_bytes(root: Path) -> int:
-    """Bytes allocated to the files below ``root`` (``st_blocks`` * 512, so sparse files count what they use;
-    symlinks not followed; unreadable entries skipped)."""
+    """Bytes of the files below ``root``: each entry's allocated blocks (``st_blocks`` * 512), a regular file at least
+    its size (symlinks not followed; unreadable entries skipped). A sparse file counts its size, not the little it
+    uses: the harness reads every byte of a workspace's files (git hashes them) and writes them out again (the checks'
+    clean tree), so a hundred 2 GiB holes cost the host 200 GiB of reading and of disk, whatever they cost here."""
     total = 0
     stack = [str(root)]
     while stack:
@@ -180,7 +182,8 @@ def tree_bytes(root: Path) -> int:
                         st = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    total += getattr(st, "st_blocks", 0) * 512 or st.st_size
+                    size = st.st_size if entry.is_file(follow_symlinks=False) else 0
+                    total += max(getattr(st, "st_blocks", 0) * 512, size) or st.st_size
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
         except OSError:
