@@ -13,6 +13,16 @@ not cover. Each test failed on the harness before its fix.
   text on as HTML (a ``</details>`` that closed the summary's block and an ``<img>`` fetched from the agent's host).
   Control characters are shown escaped (``\\x1b``) in a failure's report; the not-passed lines of the Markdown are
   HTML-escaped.
+- The disk watch (``run.limits.tree_bytes``) missed what the harness pays for: a sparse file with one block written
+  counted 4 KiB (the harness hashes and checks out every byte of its holes); a folder deeper than ``PATH_MAX``, or
+  one an unprivileged session's agent made unlistable (``chmod 300``), was skipped, with all it held. It counts a
+  file's size, walks by folder descriptors, and a new folder it cannot measure stops the run.
+- Such a folder also stayed in the scratch space after the run: ``run.discard`` opens it up and removes it.
+- Open (a strict xfail): the graded code runs inside the check's own pytest process, so it can write the report the
+  harness counts (or patch pytest's reporting) and end the process: a run that left the bug passed its tests and its
+  hidden verify check.
+
+The battery runs as root and, in ``.ci/run``, as an unprivileged user too (``scripts/run-as-user.sh``).
 """
 
 from __future__ import annotations
@@ -171,3 +181,71 @@ def test_sparse_files_count_their_size_against_the_disk_limit(pytester: pytest.P
     record = json.loads((pytester.path / "out/runs/t/default/sparse/1/run.json").read_text())
     assert record["status"] == "failed" and record["reason"].startswith("resource limit: disk"), record["reason"]
     assert record["extra"]["limits"]["disk"]["workspace_growth"] >= 180 * 2**20
+
+
+UNMEASURED = r"""
+import os, sys
+def fill(n):
+    for i in range(n):  # each file under RLIMIT_FSIZE (16 MiB), the whole far over the disk limit
+        with open(f"fill{i}.bin", "wb") as fh:
+            fh.write(os.urandom(10 * 2**20))
+if sys.argv[1] == "deep":  # a folder whose path is longer than PATH_MAX (4096): no path reaches it
+    for _ in range(24):
+        name = "d" * 200
+        os.mkdir(name)
+        os.chdir(name)
+    fill(4)
+else:  # a folder its owner may write into but nobody may list (the harness, as the same user, neither)
+    os.mkdir("hidden")
+    os.chdir("hidden")
+    fill(4)
+    os.chmod(".", 0o300)
+print("filled 40 MB")
+"""
+
+
+@needs_box
+def test_a_folder_the_disk_watch_cannot_list_stops_the_run(pytester: pytest.Pytester, bin_dir: Path,
+                                                             xdist: list[str]) -> None:
+    """The disk watch walked the workspace by path and skipped what it could not open: a folder deeper than
+    ``PATH_MAX`` (any session) or one the agent made unlistable (``chmod 300``: an unprivileged session's harness is
+    the agent's own user) held 40 MB under a 16 MiB limit, unseen. It walks by folder descriptors now, and a folder
+    it cannot measure stops the run like one over the limit."""
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "unmeasured", UNMEASURED)
+    (pytester.path / "task.yaml").write_text(
+        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+        "agents:\n  - {name: deep, command: 'unmeasured deep'}\n  - {name: hidden, command: 'unmeasured hidden'}\n")
+    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
+                       "--agentrace-disk", "16M", "-p", "no:cacheprovider", *xdist)
+    for agent in ("deep", "hidden"):
+        record = json.loads((pytester.path / f"out/runs/t/default/{agent}/1/run.json").read_text())
+        assert record["status"] == "failed", (agent, record["reason"])
+        assert record["reason"].startswith("resource limit: disk"), (agent, record["reason"])
+
+
+def test_folders_a_run_made_unlistable_are_still_discarded(tmp_path: Path) -> None:
+    """An unprivileged session's agent is the harness's own user: folders it left at ``chmod 300`` (writable, not
+    listable) or ``500`` (listable, not writable) kept their files in the scratch space for good (``rmtree`` could
+    neither list nor empty them). The harness opens them up (as their owner) and removes them; a link is not
+    followed while doing so."""
+    from pytest_agentrace.run import discard
+
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o500)
+    run = tmp_path / "run"
+    for name, mode in (("ws/hidden", 0o300), ("ws/sealed", 0o500), ("ws/hidden/deeper", 0o000)):
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).mkdir()
+        (run / name / "data.bin").write_bytes(b"x" * 1000)
+        (run / name).chmod(mode)
+    (run / "ws" / "link").symlink_to(outside)
+    try:
+        discard.discard(run, ["ws"])
+        discard.drain()
+        assert not (run / "ws").exists() and not (run / discard.TRASH).exists()
+        assert outside.stat().st_mode & 0o777 == 0o500  # the link's target is left as it was
+    finally:
+        for p in [outside, *run.rglob("*")]:
+            if p.is_dir() and not p.is_symlink():
+                p.chmod(0o700)
