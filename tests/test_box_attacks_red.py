@@ -249,3 +249,99 @@ def test_folders_a_run_made_unlistable_are_still_discarded(tmp_path: Path) -> No
         for p in [outside, *run.rglob("*")]:
             if p.is_dir() and not p.is_symlink():
                 p.chmod(0o700)
+
+
+MANY = r'''
+import glob, json, os, signal, subprocess, sys, time
+attack, marker = sys.argv[1], os.environ["MARKER"]
+def fix():
+    open("calc.py", "w").write("def add(a, b):\n    return a + b\n")
+got = {}
+if attack == "names":  # names git, the diff, the clean tree and the record must take as they are
+    fix()
+    for name in (b"\xff\xfe-not-utf8.txt", b"new\nline.txt", b"-rf", b"x" * 250, b"tab\there.py", b"bin\xff.bin"):
+        with open(name, "wb") as fh:
+            fh.write(b"\x00\x01binary" if name.endswith(b".bin") else b"text\n")
+    os.makedirs("sub", exist_ok=True)  # an embedded repository whose config and attributes run a command
+    subprocess.run(["git", "init", "-q", "sub"], check=True)
+    subprocess.run(["git", "-C", "sub", "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-q", "--allow-empty",
+                    "-m", "a"], check=True)  # an embedded repository without a commit fails the snapshot (see the report)
+    evil = f"touch {marker}"
+    with open("sub/.git/config", "a") as fh:
+        fh.write(f'[core]\n\tfsmonitor = "{evil}"\n\tpager = "{evil}"\n[filter "x"]\n\tclean = "{evil}"\n'
+                 f'\tsmudge = "{evil}"\n\tprocess = "{evil}"\n[diff "x"]\n\ttextconv = "{evil}"\n')
+    open("sub/.gitattributes", "w").write("* filter=x diff=x\n")
+    open(".gitattributes", "w").write("* filter=x diff=x\n")
+    open("sub/f.txt", "w").write("f\n")
+    os.makedirs("sub/.git/hooks", exist_ok=True)
+    for hook in ("pre-commit", "post-checkout", "fsmonitor-watchman", "post-index-change"):
+        with open(f"sub/.git/hooks/{hook}", "w") as fh:
+            fh.write(f"#!/bin/sh\n{evil}\n")
+        os.chmod(f"sub/.git/hooks/{hook}", 0o755)
+    open(".gitmodules", "w").write('[submodule "sub"]\n\tpath = sub\n\turl = ./sub\n')
+elif attack == "late":  # gives up at once; a daemon out of its process group writes the fix after it ended
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(2)
+            fix()
+            open(os.path.join(sys.argv[2], "late.txt"), "w").write("written after the agent ended")
+            open(marker, "w").write("alive")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    sys.exit(1)
+elif attack == "killall":  # fixes the bug, then kills every process of the box it may signal (its helpers too)
+    fix()
+    print("RESULT " + json.dumps("killing"), flush=True)
+    os.kill(-1, signal.SIGKILL)
+    time.sleep(5)
+elif attack == "proc":  # every process it can see, every descriptor it holds
+    for path in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            got[path] = open(path, "rb").read().decode("utf-8", "replace")
+        except OSError as exc:
+            got[path] = f"failed: {exc}"
+    got["fds"] = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            got["fds"][fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    got["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+print("RESULT " + json.dumps(got))
+'''
+
+
+@needs_box
+def test_names_nested_repositories_late_writers_and_kill_all(pytester: pytest.Pytester, bin_dir: Path,
+                                                            tmp_path_factory: pytest.TempPathFactory,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defended, kept as classes no other battery covers: file names no text encoding takes (the harness's git,
+    diff, clean tree and records took them; an exception there would be an uncounted ``error``), an embedded
+    repository whose config, attributes and hooks run a command (no harness git runs it: the marker is a host path),
+    a daemon that left the process group and writes after the agent ended (the box's PID namespace ends it with the
+    agent), ``kill(-1, SIGKILL)`` inside the box (the agent's own failure, never the harness's), and ``/proc``:
+    only the box's processes, none holding the session's key, and no descriptor beyond 0-2 in the agent."""
+    key = "sk-ant-api03-" + "R" * 48
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    marker = tmp_path_factory.mktemp("host") / "pwned"
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "many", MANY)
+    agents = "".join(f"  - {{name: {a}, command: 'many {a} {{run_dir}}'}}\n" for a in ("names", "late", "killall", "proc"))
+    (pytester.path / "task.yaml").write_text(
+        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+        f"env: {{MARKER: '{marker}'}}\nagents:\n{agents}")
+    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
+                       "-p", "no:cacheprovider")
+    runs = pytester.path / "out/runs/t/default"
+    record = {a: json.loads((runs / a / "1/run.json").read_text()) for a in ("names", "late", "killall", "proc")}
+    assert record["names"]["status"] == "passed", record["names"]["reason"]
+    assert record["names"]["files_changed"] >= 7
+    assert not marker.exists()
+    assert record["late"]["status"] == "failed" and record["late"]["reason"] == "tests failed (exit 1); agent crashed (exit 1)"
+    assert "a + b" not in (runs / "late/1/diff.patch").read_text() and not (runs / "late/1/late.txt").exists()
+    assert record["killall"]["status"] == "failed", record["killall"]["reason"]
+    proc = json.loads((runs / "proc/1/raw.out").read_text().split("RESULT ", 1)[1])
+    assert all(pid < 10 for pid in proc["pids"]), proc["pids"]  # the box's own PID namespace
+    assert key not in json.dumps(proc) and sorted(proc["fds"]) == ["0", "1", "2"], proc["fds"]
