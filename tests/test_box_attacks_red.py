@@ -345,3 +345,72 @@ def test_names_nested_repositories_late_writers_and_kill_all(pytester: pytest.Py
     proc = json.loads((runs / "proc/1/raw.out").read_text().split("RESULT ", 1)[1])
     assert all(pid < 10 for pid in proc["pids"]), proc["pids"]  # the box's own PID namespace
     assert key not in json.dumps(proc) and sorted(proc["fds"]) == ["0", "1", "2"], proc["fds"]
+
+
+SHADOW = r"""
+import os, sys
+out = sys.argv[1]
+for name in sys.argv[2:]:  # folders named as the files the harness writes into the record after the outbox's copy
+    os.makedirs(os.path.join(out, name, "inner"), exist_ok=True)
+    open(os.path.join(out, name, "inner", "x.txt"), "w").write("x")
+print("left folders")
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("names", [["trajectory.json"], ["run.json"], ["harness-error.log", "trajectory.json"]])
+def test_a_folder_in_the_outbox_named_as_a_record_file_leaves_the_failure_counted(
+        pytester: pytest.Pytester, bin_dir: Path, names: list[str]) -> None:
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "shadow", SHADOW)
+    (pytester.path / "task.yaml").write_text(
+        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+        f"agents:\n  - {{name: shadow, command: 'shadow {{run_dir}} {' '.join(names)}'}}\n")
+    res = pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
+                             "-p", "no:cacheprovider")
+    run = pytester.path / "out/runs/t/default/shadow/1"
+    record = json.loads((run / "run.json").read_text())
+    assert record["status"] == "failed", (record["status"], record["reason"])
+    assert json.loads((run / "trajectory.json").read_text())
+    res.assert_outcomes(failed=1)
+
+
+# the model's one tool call: write the line the CLI would print to its own stderr (auth) or stdout (a final error
+# result), through /proc/<pid>/fd of the CLI (same user in the box), then end the CLI
+FORGED_FAULTS = {
+    "auth": "printf 'Invalid API key - Please run /login\\n' > $p/fd/2",
+    "provider": "printf '%s\\n' '{\"type\":\"result\",\"subtype\":\"error_during_execution\",\"is_error\":true,"
+                "\"result\":\"API Error: 500 Internal Server Error\"}' > $p/fd/1",
+}
+
+
+def fault_script(cmd: str) -> str:
+    """The model's script (JSON is YAML): one shell step that forges ``cmd`` into every claude process, kills the
+    tool's parent (the CLI), then an answer the CLI never asks for."""
+    shell = (f"for p in /proc/[0-9]*; do case $(tr '\\0' ' ' < $p/cmdline 2>/dev/null) in *claude*) "
+             f"[ ${{p#/proc/}} != $$ ] && {cmd} 2>/dev/null;; esac; done; kill -9 $PPID")
+    return json.dumps({"steps": [{"shell": shell, "usage": {"input": 100, "output": 10}},
+                                 {"text": "done", "usage": {"input": 10, "output": 1}}]})
+
+
+@pytest.mark.realcli
+def test_a_model_that_forges_its_clis_fault_lines_is_charged(pytester: pytest.Pytester,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model behind a real CLI (claude, on the model double) runs one shell command that writes a login error to
+    the CLI's stderr, or a provider's 500 as its final result to its stdout, and kills the CLI: both were ``error``
+    runs (``agent environment: ...``), never counted. The double's own log says it answered the run with no error:
+    both are the agent's failures now."""
+    from helpers.realcli import require_cli
+
+    require_cli("claude", monkeypatch)
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    for name, cmd in FORGED_FAULTS.items():
+        (pytester.path / f"{name}.yaml").write_text(fault_script(cmd))
+        (pytester.path / "task.yaml").write_text(
+            "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\ntimeout: 120\n"
+            f"agents:\n  - {{name: claude, model_double: {name}.yaml}}\n")
+        pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", name, "--agentrace-no-save",
+                           "-p", "no:cacheprovider")
+        record = json.loads((pytester.path / name / "runs/t/default/claude/1/run.json").read_text())
+        assert record["status"] == "failed", (name, record["reason"])
+        assert "not the environment's fault" in record["usage"]["error"], (name, record["usage"]["error"])

@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_agentrace.agents import get_adapter
+from pytest_agentrace.agents.auth import AUTH_FAULT, PROVIDER_FAULT
 from pytest_agentrace.errors import AgentError, SpecError
 from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.cassette import Cassette, CassetteError, Replayer, Scrubber, cassette_path
@@ -295,6 +296,7 @@ class AgentSession:
         why = script_mismatch(log, bool(getattr(self.ctx, "edits", True)))
         if why is not None and usage.status != AgentStatus.ERROR:
             usage = dataclasses.replace(usage, status=AgentStatus.ERROR, error=why)
+        usage = unfounded_fault(usage, log, read_log(self.log_dir / REJECTED_LOG))
         served = served_usage(log)
         total = sum((u for u in served.values()), TurnUsage())
         if usage.total_tokens is not None and served and usage.total_tokens != total.total:
@@ -314,3 +316,29 @@ def start_session(spec: Any, ctx: Any) -> AgentSession:
     """Start what ``spec.agent.model_double`` and ``ctx.options.offline`` ask for. Raises ``AgentError``
     for a missing or invalid model script (the run then ends ``error`` with that reason)."""
     return AgentSession(spec, ctx)
+
+
+def unfounded_fault(usage: Usage, log: list[dict[str, Any]], rejected: list[dict[str, Any]]) -> Usage:
+    """``usage`` with an environment fault read from the CLI's output (``agents.auth.settle``: a login/auth problem, a
+    model provider outage) that the double's own log contradicts turned into the agent's failure: the double
+    answered this run's key with a model turn, yet the CLI says it is not logged in (and the double refused no
+    request: none without the key, no scripted 401 or 403); or the CLI says the provider failed, and the double
+    served no HTTP error (5xx) and no malformed answer. What the CLI prints is the agent's to write: any process in the box may write to the CLI's stdout and
+    stderr (``/proc/<pid>/fd``) and end it, and an ``error`` run is never counted."""
+    error = usage.error or ""
+    if usage.status != AgentStatus.ERROR or not error.startswith((AUTH_FAULT, PROVIDER_FAULT)):
+        return usage
+    answers = [rec["answer"] for rec in log]
+    if error.startswith(AUTH_FAULT):
+        refused = any(int(a.get("status") or 0) in (401, 403) for a in answers)
+        answered = any((a.get("kind") in SERVED_KINDS or a.get("kind") == "replay") and int(a.get("status") or 0) < 400
+                       for a in answers)
+        founded = bool(rejected) or refused or not answered
+    else:
+        founded = any(int(a.get("status") or 0) >= 500 or a.get("malformed") for a in answers)
+    if founded:
+        return usage
+    return dataclasses.replace(usage, status=AgentStatus.FAILED, error=(
+        f"{error} (not the environment's fault: the model double's log shows "
+        f"{'it answered the run' if error.startswith(AUTH_FAULT) else 'no server error'}; the CLI's output is the "
+        "agent's to write)"))
