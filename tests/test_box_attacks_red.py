@@ -28,6 +28,7 @@ The battery runs as root and, in ``.ci/run``, as an unprivileged user too (``scr
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,32 @@ def test_the_agents_output_reaches_the_terminal_and_markdown_as_text(pytester: p
     md = (pytester.path / "summary.md").read_text()
     assert "<h1>" not in md and "<img" not in md and md.count("</details>") == md.count("<details>")
     assert "&lt;h1&gt;All runs passed&lt;/h1&gt;" in md
+    shown = on_a_terminal([sys.executable, "-m", "pytest_agentrace.cli", "report", str(pytester.path / "out")])
+    assert "PASSED" in shown and "\\x1b]52;c;" in shown and not {"\x1b", "\x07", "\x9b"} & set(shown), shown
+
+
+def on_a_terminal(argv: list[str]) -> str:
+    """What ``argv`` prints with its stdout on a pseudo-terminal (stderr to a pipe), as text."""
+    import os
+    import pty
+    import subprocess
+
+    parent, child = pty.openpty()
+    proc = subprocess.Popen(argv, stdout=child, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(parent, 65536)
+        except OSError:  # EIO: the terminal's other end closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(parent)
+    proc.stderr.close()
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 JUNIT_FORGER = r'''

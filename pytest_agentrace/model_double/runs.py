@@ -35,7 +35,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_agentrace.agents import get_adapter
-from pytest_agentrace.agents.auth import AUTH_FAULT, PROVIDER_FAULT
 from pytest_agentrace.errors import AgentError, SpecError
 from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.cassette import Cassette, CassetteError, Replayer, Scrubber, cassette_path
@@ -325,6 +324,8 @@ def unfounded_fault(usage: Usage, log: list[dict[str, Any]], rejected: list[dict
     request: none without the key, no scripted 401 or 403); or the CLI says the provider failed, and the double
     served no HTTP error (5xx) and no malformed answer. What the CLI prints is the agent's to write: any process in the box may write to the CLI's stdout and
     stderr (``/proc/<pid>/fd``) and end it, and an ``error`` run is never counted."""
+    from pytest_agentrace.agents.auth import AUTH_FAULT, PROVIDER_FAULT  # here: not among --help's imports
+
     error = usage.error or ""
     if usage.status != AgentStatus.ERROR or not error.startswith((AUTH_FAULT, PROVIDER_FAULT)):
         return usage

@@ -20,22 +20,10 @@ from pathlib import Path
 
 from _pytest._code.code import ExceptionChainRepr, ReprFileLocation, ReprTracebackNative
 
+from pytest_agentrace.record.redact import printable as printable  # kept where the plugin's modules name it
+
 LONG_TAIL = 20  # log lines under --tb=long
 SHORT_TAIL = 5  # log lines under --tb=short
-# what a terminal acts on instead of showing: C0 controls but tab and newline, DEL, C1 controls (0x9b is CSI), and
-# the bidirectional overrides and isolates that reorder what is shown (Unicode TR #36's "Trojan Source")
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """``text`` with every character a terminal would act on (an escape sequence's ESC, a carriage return, a bell,
-    a C1 control, a bidirectional override) shown as its escape (``\\x1b``, ``\\u202e``); tabs and newlines kept.
-    What an agent or its code wrote (a check's log, the agent's error text in a reason) goes through this before it
-    reaches the terminal: an OSC 52 sequence would set the user's clipboard, a cursor move rewrite lines above."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
-                        text)
-
-
 class RunFailed(AssertionError):
     """The agent's run did not pass (a sample, not our fault).
 
