@@ -402,20 +402,22 @@ def test_a_folder_in_the_outbox_named_as_a_record_file_leaves_the_failure_counte
     res.assert_outcomes(failed=1)
 
 
-# the model's one tool call: write the line the CLI would print to its own stderr (auth) or stdout (a final error
-# result), through /proc/<pid>/fd of the CLI (same user in the box), then end the CLI
+# the model's one tool call, on the CLI (its parent; the same user in the box): write the line the CLI would
+# print to its own stderr (auth) or stdout (a final error result), then end the CLI; or (stream) leave a daemon that
+# writes half a JSON object before every line the CLI prints, so that no event of its stream parses
+FIND_CLI = "c=/proc/$PPID; "  # the shell tool's parent: the CLI
 FORGED_FAULTS = {
-    "auth": "printf 'Invalid API key - Please run /login\\n' > $p/fd/2",
-    "provider": "printf '%s\\n' '{\"type\":\"result\",\"subtype\":\"error_during_execution\",\"is_error\":true,"
-                "\"result\":\"API Error: 500 Internal Server Error\"}' > $p/fd/1",
+    "auth": FIND_CLI + "printf 'Invalid API key - Please run /login\\n' > $c/fd/2; kill -9 $PPID",
+    "provider": FIND_CLI + "printf '%s\\n' '{\"type\":\"result\",\"subtype\":\"error_during_execution\","
+                           "\"is_error\":true,\"result\":\"API Error: 500 Internal Server Error\"}' > $c/fd/1; "
+                           "kill -9 $PPID",
+    "stream": FIND_CLI + "setsid sh -c 'while :; do printf \"{\\\"j\\\": \" > '$c'/fd/1; sleep 0.002; done' "
+                         ">/dev/null 2>&1 < /dev/null & echo started",
 }
 
 
-def fault_script(cmd: str) -> str:
-    """The model's script (JSON is YAML): one shell step that forges ``cmd`` into every claude process, kills the
-    tool's parent (the CLI), then an answer the CLI never asks for."""
-    shell = (f"for p in /proc/[0-9]*; do case $(tr '\\0' ' ' < $p/cmdline 2>/dev/null) in *claude*) "
-             f"[ ${{p#/proc/}} != $$ ] && {cmd} 2>/dev/null;; esac; done; kill -9 $PPID")
+def fault_script(shell: str) -> str:
+    """The model's script (JSON is YAML): the one shell step, then the answer."""
     return json.dumps({"steps": [{"shell": shell, "usage": {"input": 100, "output": 10}},
                                  {"text": "done", "usage": {"input": 10, "output": 1}}]})
 
@@ -424,9 +426,10 @@ def fault_script(cmd: str) -> str:
 def test_a_model_that_forges_its_clis_fault_lines_is_charged(pytester: pytest.Pytester,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The model behind a real CLI (claude, on the model double) runs one shell command that writes a login error to
-    the CLI's stderr, or a provider's 500 as its final result to its stdout, and kills the CLI: both were ``error``
-    runs (``agent environment: ...``), never counted. The double's own log says it answered the run with no error:
-    both are the agent's failures now."""
+    the CLI's stderr, or a provider's 500 as its final result to its stdout, and kills the CLI; or that garbles every
+    line the CLI prints after it (its result too: exit 0 and no terminal event, the tokens unknown). All three were
+    ``error`` runs (``agent environment: ...``, ``incomplete agent run``), never counted. The double's own log says it
+    answered the run to its last step with no error: they are the agent's failures now."""
     from helpers.realcli import require_cli
 
     require_cli("claude", monkeypatch)
@@ -440,4 +443,5 @@ def test_a_model_that_forges_its_clis_fault_lines_is_charged(pytester: pytest.Py
                            "-p", "no:cacheprovider")
         record = json.loads((pytester.path / name / "runs/t/default/claude/1/run.json").read_text())
         assert record["status"] == "failed", (name, record["reason"])
-        assert "not the environment's fault" in record["usage"]["error"], (name, record["usage"]["error"])
+        if name != "stream":  # the daemon's timing decides whether the result line is garbled too; never an error
+            assert "not the environment's fault" in record["usage"]["error"], (name, record["usage"]["error"])

@@ -295,7 +295,9 @@ class AgentSession:
         why = script_mismatch(log, bool(getattr(self.ctx, "edits", True)))
         if why is not None and usage.status != AgentStatus.ERROR:
             usage = dataclasses.replace(usage, status=AgentStatus.ERROR, error=why)
-        usage = unfounded_fault(usage, log, read_log(self.log_dir / REJECTED_LOG))
+        script = getattr(self, "script", None)
+        last = len(script.steps) - 1 if script is not None and not script.loop else None
+        usage = unfounded_fault(usage, log, read_log(self.log_dir / REJECTED_LOG), last)
         served = served_usage(log)
         total = sum((u for u in served.values()), TurnUsage())
         if usage.total_tokens is not None and served and usage.total_tokens != total.total:
@@ -317,19 +319,33 @@ def start_session(spec: Any, ctx: Any) -> AgentSession:
     return AgentSession(spec, ctx)
 
 
-def unfounded_fault(usage: Usage, log: list[dict[str, Any]], rejected: list[dict[str, Any]]) -> Usage:
-    """``usage`` with an environment fault read from the CLI's output (``agents.auth.settle``: a login/auth problem, a
-    model provider outage) that the double's own log contradicts turned into the agent's failure: the double
-    answered this run's key with a model turn, yet the CLI says it is not logged in (and the double refused no
-    request: none without the key, no scripted 401 or 403); or the CLI says the provider failed, and the double
-    served no HTTP error (5xx) and no malformed answer. What the CLI prints is the agent's to write: any process in the box may write to the CLI's stdout and
-    stderr (``/proc/<pid>/fd``) and end it, and an ``error`` run is never counted."""
+def unfounded_fault(usage: Usage, log: list[dict[str, Any]], rejected: list[dict[str, Any]],
+                    last_step: int | None = None) -> Usage:
+    """``usage`` with what the CLI's output says about its environment or its end turned into the agent's failure
+    where the double's own log contradicts it:
+
+    - a login/auth problem (``agents.auth.settle``), yet the double answered this run's key with a model turn and
+      refused no request (none without the key, no scripted 401 or 403);
+    - a model provider outage, yet the double served no HTTP error (5xx) and no malformed answer;
+    - no terminal event (``INCOMPLETE``: the pipeline's "incomplete agent run" when the CLI exited 0), yet the double
+      answered the script's last step (``last_step``: its index; None for a looping script or a cassette).
+
+    What the CLI prints is the agent's to write: any process in the box may write to the CLI's stdout and stderr
+    (``/proc/<pid>/fd``: a line that glues onto every event of the stream, a forged error) and end it, and an
+    ``error`` run is never counted."""
     from pytest_agentrace.agents.auth import AUTH_FAULT, PROVIDER_FAULT  # here: not among --help's imports
 
     error = usage.error or ""
+    answers = [rec["answer"] for rec in log]
+    if usage.status == AgentStatus.INCOMPLETE and last_step is not None:
+        if any(a.get("kind") == "text" and a.get("step") == last_step and int(a.get("status") or 0) < 400
+               for a in answers):
+            return dataclasses.replace(usage, status=AgentStatus.FAILED, error=(
+                f"{error or 'no terminal event'} (not the environment's fault: the model double answered the script's "
+                "last step; the CLI's output is the agent's to write)"))
+        return usage
     if usage.status != AgentStatus.ERROR or not error.startswith((AUTH_FAULT, PROVIDER_FAULT)):
         return usage
-    answers = [rec["answer"] for rec in log]
     if error.startswith(AUTH_FAULT):
         refused = any(int(a.get("status") or 0) in (401, 403) for a in answers)
         answered = any((a.get("kind") in SERVED_KINDS or a.get("kind") == "replay") and int(a.get("status") or 0) < 400
