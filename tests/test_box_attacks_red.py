@@ -13,11 +13,17 @@ not cover. Each test failed on the harness before its fix.
   text on as HTML (a ``</details>`` that closed the summary's block and an ``<img>`` fetched from the agent's host).
   Control characters are shown escaped (``\\x1b``) in a failure's report; the not-passed lines of the Markdown are
   HTML-escaped.
+- A folder in the outbox named as a file the harness writes after copying it (``trajectory.json``, ``run.json``)
+  (defended: kept as a class).
 - The disk watch (``run.limits.tree_bytes``) missed what the harness pays for: a sparse file with one block written
   counted 4 KiB (the harness hashes and checks out every byte of its holes); a folder deeper than ``PATH_MAX``, or
   one an unprivileged session's agent made unlistable (``chmod 300``), was skipped, with all it held. It counts a
   file's size, walks by folder descriptors, and a new folder it cannot measure stops the run.
 - Such a folder also stayed in the scratch space after the run: ``run.discard`` opens it up and removes it.
+- The model behind a real CLI writes into the CLI's own stdout and stderr (``/proc/<pid>/fd``: the same user in the
+  box): a login error or a provider's 500 and a kill, or a daemon garbling every line the CLI prints, made its failed
+  run an uncounted ``error``. On the model double the double's own log decides (``model_double.runs.unfounded_fault``).
+- ``agentrace``'s commands on a terminal showed the records' control characters too: escaped now.
 - Open (a strict xfail): the graded code runs inside the check's own pytest process, so it can write the report the
   harness counts (or patch pytest's reporting) and end the process: a run that left the bug passed its tests and its
   hidden verify check.
