@@ -243,13 +243,45 @@ def test_rlimits_reach_the_child_and_not_the_harness(tmp_path: Path) -> None:
     assert resource.getrlimit(resource.RLIMIT_DATA)[0] != 300 * 2**20
 
 
-def test_tree_bytes_counts_allocated_blocks(tmp_path: Path) -> None:
+def test_tree_bytes_counts_allocated_blocks_and_a_sparse_files_size(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "f").write_bytes(os.urandom(300_000))
-    with open(tmp_path / "sparse", "wb") as fh:  # a hole costs nothing on disk
+    assert 300_000 <= tree_bytes(tmp_path) < 300_000 + 200_000
+    with open(tmp_path / "sparse", "wb") as fh:  # a hole costs little here, but the harness reads and writes it all
         fh.seek(50_000_000)
         fh.write(b"x")
-    assert 300_000 <= tree_bytes(tmp_path) < 300_000 + 200_000
+    assert 50_300_001 <= tree_bytes(tmp_path) < 50_300_001 + 200_000
+
+
+def test_the_disk_watch_stops_at_a_new_folder_it_cannot_measure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder deeper than ``MAX_DEPTH`` (or one it may not list) is unmeasured: new ones stop the run whatever the
+    bytes, those there at the start do not. A path longer than ``PATH_MAX`` is walked by descriptor, and counted."""
+    from pytest_agentrace.run import limits
+
+    monkeypatch.setattr(limits, "MAX_DEPTH", 3)
+    (tmp_path / "old" / "a" / "b" / "c" / "d").mkdir(parents=True)
+    watch = limits.DiskWatch(tmp_path, 10**9)
+    assert watch.check(force=True) is None and watch.known == {f"{tmp_path}/old/a/b/c"}
+    (tmp_path / "new" / "a" / "b").mkdir(parents=True)
+    assert watch.check(force=True) is None  # three below the root: still measured
+    (tmp_path / "new" / "a" / "b" / "c").mkdir()
+    assert watch.check(force=True) == "disk" and watch.grown < 10**9
+    monkeypatch.undo()
+    deep = tmp_path / "deep"
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY)
+    try:
+        for _ in range(24):  # 24 * 201 characters: past PATH_MAX
+            os.mkdir("d" * 200, dir_fd=fd)
+            nfd = os.open("d" * 200, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        with open(os.open("data", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as fh:
+            fh.write(os.urandom(1_000_000))
+    finally:
+        os.close(fd)
+    unmeasured: set[str] = set()
+    assert tree_bytes(deep, unmeasured) >= 1_000_000 and not unmeasured
 
 
 def test_limits_hold_inside_the_sandbox(pytester: pytest.Pytester, bin_dir: Path) -> None:

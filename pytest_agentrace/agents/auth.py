@@ -42,6 +42,9 @@ def _compile(*patterns: str) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
 
 
+AUTH_FAULT = "login/auth or setup problem"  # how an auth/setup error's text starts (``settle``)
+PROVIDER_FAULT = "model provider failed"  # how a provider outage's text starts (``settle``)
+
 PATTERNS: tuple[re.Pattern[str], ...] = _compile(
     r"invalid api[ _-]?key",
     r"incorrect api key",
@@ -101,8 +104,8 @@ def settle(status: str, error: str | None, texts: Iterable[str | None]) -> tuple
     texts = [*texts, error]
     found = detect(texts)
     if found:
-        return AgentStatus.ERROR, f"login/auth or setup problem: {found}"
+        return AgentStatus.ERROR, f"{AUTH_FAULT}: {found}"
     found = detect([error], PROVIDER_PATTERNS)  # the CLI's final error only: its output may quote server code
     if found:
-        return AgentStatus.ERROR, f"model provider failed (server error after the CLI's retries): {found}"
+        return AgentStatus.ERROR, f"{PROVIDER_FAULT} (server error after the CLI's retries): {found}"
     return status, error

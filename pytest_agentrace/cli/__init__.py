@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         target = getattr(args, "output_file", None)
+        if target is None and _is_terminal(sys.stdout):  # the records hold what agents wrote: shown, never acted on
+            with contextlib.redirect_stdout(Printable(sys.stdout)):
+                return int(args.func(args) or 0)
         if target is None:
             return int(args.func(args) or 0)
         with open(target, "w", encoding="utf-8") as fh, contextlib.redirect_stdout(fh):
@@ -112,3 +115,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agentrace {args.command}: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
 
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+class Printable:
+    """A text stream that writes to ``stream`` with the characters a terminal would act on shown as escapes
+    (``record.redact.printable``): what a command prints from the records (reasons, answers, check logs) is the
+    agents' text, and an escape sequence in it would move the cursor, rewrite lines or set the clipboard."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        from pytest_agentrace.record.redact import printable  # here: only a command on a terminal needs it
+
+        self.stream.write(printable(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)

@@ -308,11 +308,14 @@ class AgentSession:
         if usage.cost_usd or usage.cost_source != CostSource.PRICED:
             usage = dataclasses.replace(usage, cost_usd=0.0, cost_source=CostSource.PRICED)
             self.cost_note = "the model double's model is priced at 0 USD"
-        if self.report is None:  # no account of the run from the double (killed with the agent)
-            return usage
+        if self.report is None:  # no account of the run from the double (its helper was killed, with the agent or by it)
+            return unaccounted_fault(usage)
         why = script_mismatch(self.report, bool(getattr(self.ctx, "edits", True)))
         if why is not None and usage.status != AgentStatus.ERROR:
             usage = dataclasses.replace(usage, status=AgentStatus.ERROR, error=why)
+        script = getattr(self, "script", None)
+        last = len(script.steps) - 1 if script is not None and not script.loop else None
+        usage = unfounded_fault(usage, self.report, last)
         served = served_usage(self.report)
         total = sum((u for u in served.values()), TurnUsage())
         if usage.total_tokens is not None and served and usage.total_tokens != total.total:
@@ -332,3 +335,55 @@ def start_session(spec: Any, ctx: Any) -> AgentSession:
     """Start what ``spec.agent.model_double`` and ``ctx.options.offline`` ask for. Raises ``AgentError``
     for a missing or invalid model script (the run then ends ``error`` with that reason)."""
     return AgentSession(spec, ctx)
+
+
+def unaccounted_fault(usage: Usage) -> Usage:
+    """``usage`` with a login/auth or provider fault read from the CLI's output turned into the agent's failure when
+    the double gave no account of the run: the double inside the run's namespace is the agent's parent there, which
+    the agent can kill, so a missing account is no evidence for what the CLI printed (``unfounded_fault``)."""
+    from pytest_agentrace.agents.auth import AUTH_FAULT, PROVIDER_FAULT  # here: not among --help's imports
+
+    error = usage.error or ""
+    if usage.status != AgentStatus.ERROR or not error.startswith((AUTH_FAULT, PROVIDER_FAULT)):
+        return usage
+    return dataclasses.replace(usage, status=AgentStatus.FAILED, error=(
+        f"{error} (not the environment's fault as far as the harness can tell: the model double gave no account of "
+        "the run; the CLI's output is the agent's to write)"))
+
+
+def unfounded_fault(usage: Usage, report: dict[str, Any], last_step: int | None = None) -> Usage:
+    """``usage`` with what the CLI's output says about its environment or its end turned into the agent's failure
+    where the double's own account of the run (``report``: ``server.report_of``, from the double's memory or the
+    run's report pipe, never from a file the agent can write) contradicts it:
+
+    - a login/auth problem (``agents.auth.settle``), yet the double answered this run's key with a model turn and
+      refused no request (none without the key, no scripted 401 or 403);
+    - a model provider outage, yet the double served no HTTP error (5xx) and no malformed answer;
+    - no terminal event (``INCOMPLETE``: the pipeline's "incomplete agent run" when the CLI exited 0), yet the double
+      answered the script's last step (``last_step``: its index; None for a looping script or a cassette).
+
+    What the CLI prints is the agent's to write: any process in the box may write to the CLI's stdout and stderr
+    (``/proc/<pid>/fd``: a line that glues onto every event of the stream, a forged error) and end it, and an
+    ``error`` run is never counted."""
+    from pytest_agentrace.agents.auth import AUTH_FAULT, PROVIDER_FAULT  # here: not among --help's imports
+
+    error = usage.error or ""
+    if usage.status == AgentStatus.INCOMPLETE and last_step is not None:
+        answered_last = report.get("last_text_step") is not None and report["last_text_step"] >= last_step
+        if answered_last:
+            return dataclasses.replace(usage, status=AgentStatus.FAILED, error=(
+                f"{error or 'no terminal event'} (not the environment's fault: the model double answered the script's "
+                "last step; the CLI's output is the agent's to write)"))
+        return usage
+    if usage.status != AgentStatus.ERROR or not error.startswith((AUTH_FAULT, PROVIDER_FAULT)):
+        return usage
+    if error.startswith(AUTH_FAULT):
+        founded = bool(report.get("rejected")) or bool(report.get("refused")) or not report.get("answered")
+    else:
+        founded = bool(report.get("server_error"))
+    if founded:
+        return usage
+    return dataclasses.replace(usage, status=AgentStatus.FAILED, error=(
+        f"{error} (not the environment's fault: the model double's log shows "
+        f"{'it answered the run' if error.startswith(AUTH_FAULT) else 'no server error'}; the CLI's output is the "
+        "agent's to write)"))

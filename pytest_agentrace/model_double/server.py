@@ -141,19 +141,34 @@ def path_model(path: str) -> str | None:
     return m.group(1) if m else None
 
 
-def report_of(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """What a run's double says of it, from its request ``records`` (``Route.records``, or a request log's lines):
-    ``{"requests": n, "mismatch": the first cassette mismatch's message or None, "none": the text of the first
-    ``none`` answer (a script step the CLI offered no fitting tool for) or None, "played": recorded turns replayed,
-    "served": {model: [input, output, cache_read, cache_write]}}`` (tokens of the answers in ``SERVED_KINDS``, per
-    model that answered: the request's ``model``, or the model in a Gemini path). JSON-able and bounded (messages cut
-    to ``REPORT_TEXT_CAP`` characters, at most ``REPORT_MODELS_CAP`` models), so a double in the run's namespace can
-    send it on a pipe."""
-    out: dict[str, Any] = {"requests": len(records), "mismatch": None, "none": None, "played": 0, "served": {}}
+def report_of(records: list[dict[str, Any]], rejected: int = 0) -> dict[str, Any]:
+    """What a run's double says of it, from its request ``records`` (``Route.records``, or a request log's lines)
+    and the number of ``rejected`` requests (without the run's key):
+    ``{"requests": n, "rejected": n, "mismatch": the first cassette mismatch's message or None, "none": the text of
+    the first ``none`` answer (a script step the CLI offered no fitting tool for) or None, "played": recorded turns
+    replayed, "served": {model: [input, output, cache_read, cache_write]}, "refused": a 401/403 was served,
+    "answered": a model turn was served (status < 400), "server_error": a 5xx or malformed answer was served,
+    "last_text_step": the highest script step answered with text (status < 400) or None}`` (tokens of the answers in
+    ``SERVED_KINDS``, per model that answered: the request's ``model``, or the model in a Gemini path). JSON-able and
+    bounded (messages cut to ``REPORT_TEXT_CAP`` characters, at most ``REPORT_MODELS_CAP`` models), so a double in
+    the run's namespace can send it on a pipe."""
+    out: dict[str, Any] = {"requests": len(records), "rejected": rejected, "mismatch": None, "none": None, "played": 0,
+                           "served": {}, "refused": False, "answered": False, "server_error": False,
+                           "last_text_step": None}
     served: dict[str, list[int]] = out["served"]
     for rec in records:
         answer = rec.get("answer") if isinstance(rec.get("answer"), Mapping) else {}
         kind = answer.get("kind")
+        try:
+            status = int(answer.get("status") or 0)
+        except (TypeError, ValueError):
+            status = 0
+        out["refused"] |= status in (401, 403)
+        out["server_error"] |= status >= 500 or bool(answer.get("malformed"))
+        out["answered"] |= (kind in SERVED_KINDS or kind == "replay") and status < 400
+        step = answer.get("step")
+        if kind == "text" and status < 400 and isinstance(step, int):
+            out["last_text_step"] = max(step, out["last_text_step"] if out["last_text_step"] is not None else step)
         if kind == "mismatch" and out["mismatch"] is None:
             out["mismatch"] = str(answer.get("error"))[:REPORT_TEXT_CAP]
         elif kind == "none" and out["none"] is None:
@@ -522,7 +537,9 @@ class ModelDouble:
         the log file."""
         with self.default.lock:
             records = list(self.default.records)
-        return report_of(records)
+        with self.rejected.lock:
+            rejected = len(self.rejected.records)
+        return report_of(records, rejected)
 
     def route(self, token: str) -> Route | None:
         return self._routes.get(token)

@@ -26,7 +26,7 @@ except ImportError:  # pytest 8.x to 9.1
 
 from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.plugin import race
-from pytest_agentrace.plugin.failure import LONG_TAIL, RunFailed, case_line, failure_repr
+from pytest_agentrace.plugin.failure import LONG_TAIL, RunFailed, case_line, failure_repr, printable
 from pytest_agentrace.record.attempts import recorded_dir
 from pytest_agentrace.record.manifest import record_run
 from pytest_agentrace.record.model import Outcome, Status
@@ -404,7 +404,7 @@ class RunItem(pytest.Function):
             out, sid = agentrace.out, agentrace.id
             record_run(out, sid, spec.id, recorded_dir(out, sid, spec.run_dir(out)))
         if outcome.status == Status.ERROR:
-            pytest.fail(f"{spec.id}: infrastructure error: {outcome.reason}", pytrace=False)
+            pytest.fail(printable(f"{spec.id}: infrastructure error: {outcome.reason}"), pytrace=False)
         super().runtest()
 
     def run_failed(self, outcome: Outcome) -> RunFailed:

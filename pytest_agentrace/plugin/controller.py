@@ -42,6 +42,7 @@ from pytest_agentrace.errors import SpecError
 from pytest_agentrace.options import report_path
 from pytest_agentrace.plugin import validate
 from pytest_agentrace.plugin.collect import override_lines, planned_reps
+from pytest_agentrace.plugin.failure import printable
 from pytest_agentrace.plugin.progress import Progress, is_run_item
 from pytest_agentrace.record import index
 from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest, seal_session
@@ -421,7 +422,7 @@ class Controller:
         if lines:
             terminalreporter.section("agentrace")
         for line, markup in lines:
-            terminalreporter.write_line(line, **markup)
+            terminalreporter.write_line(printable(line), **markup)  # what agents wrote: shown, never acted on
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.progress.close()

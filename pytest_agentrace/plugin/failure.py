@@ -20,20 +20,21 @@ from pathlib import Path
 
 from _pytest._code.code import ExceptionChainRepr, ReprFileLocation, ReprTracebackNative
 
+from pytest_agentrace.record.redact import printable as printable  # kept where the plugin's modules name it
+
 LONG_TAIL = 20  # log lines under --tb=long
 SHORT_TAIL = 5  # log lines under --tb=short
-
-
 class RunFailed(AssertionError):
     """The agent's run did not pass (a sample, not our fault).
 
     ``head``: the one-line verdict; ``check``: the failing check's line (``--- tests: `cmd` exit 1; last lines of
     PATH:``) or None; ``log``: that check's last log lines (at most ``LONG_TAIL``); ``notes``: lines shown after it.
-    ``str()`` is the long report.
+    Each is kept ``printable``. ``str()`` is the long report.
     """
 
     def __init__(self, head: str, check: str | None = None, log: Sequence[str] = (), notes: Sequence[str] = ()):
-        self.head, self.check, self.log, self.notes = head, check, list(log)[-LONG_TAIL:], list(notes)
+        self.head, self.check = printable(head), printable(check) if check is not None else None
+        self.log, self.notes = [printable(line) for line in list(log)[-LONG_TAIL:]], [printable(n) for n in notes]
         super().__init__(self.text("long"))
 
     def lines(self, style: str) -> list[str]:

@@ -123,6 +123,20 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return _ASSIGN.sub(_assignment, text)
 
 
+# what a terminal acts on instead of showing: C0 controls but tab and newline, DEL, C1 controls (0x9b is CSI), and
+# the bidirectional overrides and isolates that reorder what is shown (Unicode TR #36's "Trojan Source")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on (an escape sequence's ESC, a carriage return, a bell,
+    a C1 control, a bidirectional override) shown as its escape (``\\x1b``, ``\\u202e``); tabs and newlines kept.
+    What an agent or its code wrote (a check's log, the agent's error text in a reason) goes through this before it
+    reaches a terminal: an OSC 52 sequence would set the user's clipboard, a cursor move rewrite lines above."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}",
+                        text)
+
+
 def redact_data(data: Any, secrets: Iterable[str] = ()) -> Any:
     """A JSON-like value with every string in it (keys kept) passed through ``redact``."""
     secrets = list(secrets)

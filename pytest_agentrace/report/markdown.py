@@ -32,8 +32,14 @@ COMMENT_LIMIT = 65_536  # GitHub's largest issue / pull-request comment body, in
 
 
 def _cell_text(value: Any) -> str:
+    """A table cell's or list line's text as text: ``|``, backslashes and newlines escaped, and what GitHub would
+    render as markup (HTML: ``<``, ``>``, ``&``; a link or image: ``[``, ``]``) escaped too (reasons hold the agents'
+    own error text: an ``<img>`` or ``![](url)`` there would be fetched by every reader, a ``</details>`` would end
+    the summary's block)."""
     text = "-" if value is None or value == "" else str(value)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("[", "\\[").replace("]", "\\]")
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

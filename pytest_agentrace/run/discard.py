@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import stat
 import threading
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -69,7 +70,30 @@ def _remove(path: Path) -> None:
             pass
         return
     shutil.rmtree(path, ignore_errors=True)
+    if os.path.isdir(path) and not os.path.islink(path):  # a folder the run made unlistable or read-only (chmod)
+        _open_up(path)
+        shutil.rmtree(path, ignore_errors=True)
     try:
         path.parent.rmdir()  # the .discarded folder, once empty
     except OSError:
         pass
+
+
+def _open_up(top: Path) -> None:
+    """Give ``top`` and every folder below it their owner's read, write and search permission (``chmod 700``), so
+    ``rmtree`` can list and empty them: an agent of an unprivileged session (the harness's own user) that left a
+    folder at ``chmod 300`` or ``500`` left its files behind for good. Each path is checked to be a folder, not a
+    link (``lstat``), before it is changed; the run's processes have all ended, so nothing swaps it meanwhile."""
+    todo = [str(top)]
+    while todo:
+        folder = todo.pop()
+        try:
+            st = os.lstat(folder)
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            if st.st_mode & 0o700 != 0o700:
+                os.chmod(folder, 0o700)
+            with os.scandir(folder) as it:
+                todo += [e.path for e in it if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue

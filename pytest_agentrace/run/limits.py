@@ -27,6 +27,7 @@ import os
 import re
 import resource
 import signal
+import stat
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -141,50 +142,97 @@ class Confinement:
 
 
 class DiskWatch:
-    """The workspace's growth in bytes (allocated blocks of every file below it) over its size when the run
-    started; ``check`` returns ``"disk"`` once it exceeds ``limit``. Looks at most every ``DISK_EVERY`` seconds, and
-    waits ten times as long as a look took (a big tree is walked less often)."""
+    """The workspace's growth in bytes (``tree_bytes`` of every root) over its size when the run started; ``check``
+    returns ``"disk"`` once it exceeds ``limit``, or once a folder that was not there at the start cannot be measured
+    (too deep, not listable: ``tree_bytes``'s ``unmeasured``): what the watch cannot see counts as over the limit.
+    Looks at most every ``DISK_EVERY`` seconds, and waits ten times as long as a look took (a big tree is walked less
+    often)."""
 
     def __init__(self, root: Path | Sequence[Path], limit: int, clock=None):
         self.roots = [root] if isinstance(root, (str, Path)) else list(root)
         self.root, self.limit, self._clock = self.roots[0], limit, clock or time.monotonic
+        self.unmeasured: set[str] = set()
         self.start = self._bytes()
+        self.known = set(self.unmeasured)  # unmeasurable before the run: not the run's doing
         self.grown = 0
         self._next = 0.0
 
     def check(self, force: bool = False) -> str | None:
-        """``"disk"`` when the workspace has grown past the limit (looked at now when ``force``), else None."""
+        """``"disk"`` when the workspace has grown past the limit or holds a new folder it cannot measure (looked at
+        now when ``force``), else None."""
         now = self._clock()
         if now < self._next and not force:
             return None
         self.grown = self._bytes() - self.start
         took = self._clock() - now
         self._next = self._clock() + max(DISK_EVERY, 10 * took)
-        return "disk" if self.grown > self.limit else None
+        return "disk" if self.grown > self.limit or self.unmeasured - self.known else None
 
     def _bytes(self) -> int:
-        return sum(tree_bytes(r) for r in self.roots)
+        self.unmeasured = set()
+        return sum(tree_bytes(r, self.unmeasured) for r in self.roots)
 
 
-def tree_bytes(root: Path) -> int:
-    """Bytes allocated to the files below ``root`` (``st_blocks`` * 512, so sparse files count what they use;
-    symlinks not followed; unreadable entries skipped)."""
+MAX_DEPTH = 256  # folders below a root measured at most; a deeper one is unmeasured
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def tree_bytes(root: Path, unmeasured: set[str] | None = None) -> int:
+    """Bytes of the files below ``root``: each entry's allocated blocks (``st_blocks`` * 512), a regular file at least
+    its size (symlinks not followed; entries that vanish meanwhile skipped). A sparse file counts its size, not the
+    little it uses: the harness reads every byte of a workspace's files (git hashes them) and writes them out again
+    (the checks' clean tree), so a hundred 2 GiB holes cost the host 200 GiB of reading and of disk.
+
+    Folders are walked by descriptor (``openat``), so a path longer than ``PATH_MAX`` is no obstacle; a folder that
+    cannot be opened or listed (its mode, or deeper than ``MAX_DEPTH``) is added to ``unmeasured`` (its path below
+    ``root``, with ``root``'s own path), for the caller to treat as unbounded."""
     total = 0
-    stack = [str(root)]
-    while stack:
-        folder = stack.pop()
+
+    def walk(fd: int, rel: str, depth: int) -> None:
+        nonlocal total
+        folders: list[str] = []
         try:
-            with os.scandir(folder) as it:
+            with os.scandir(fd) as it:
                 for entry in it:
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    total += getattr(st, "st_blocks", 0) * 512 or st.st_size
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
+                    size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+                    total += max(getattr(st, "st_blocks", 0) * 512, size) or st.st_size
+                    if stat.S_ISDIR(st.st_mode):
+                        folders.append(entry.name)
         except OSError:
-            continue
+            if unmeasured is not None:
+                unmeasured.add(rel)
+            return
+        for name in folders:
+            where = f"{rel}/{name}"
+            if depth >= MAX_DEPTH:
+                if unmeasured is not None:
+                    unmeasured.add(where)
+                continue
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # gone or replaced meanwhile
+            except OSError:
+                if unmeasured is not None:
+                    unmeasured.add(where)
+                continue
+            try:
+                walk(child, where, depth + 1)
+            finally:
+                os.close(child)
+
+    try:
+        top = os.open(root, _DIR_FLAGS)
+    except OSError:
+        return 0  # no such folder (yet): nothing in it
+    try:
+        walk(top, str(root), 0)
+    finally:
+        os.close(top)
     return total
 
 
