@@ -76,7 +76,7 @@ def test_a_forged_line_in_the_doubles_request_log_does_not_make_an_error(pyteste
     run = pytester.path / "out/runs/t/default/forger/1"
     record = json.loads((run / "run.json").read_text())
     assert record["status"] == "failed", record["reason"]
-    assert record["reason"] == "agent crashed (exit 1)", record["reason"]
+    assert record["reason"] == "tests failed (exit 1); agent crashed (exit 1)", record["reason"]
     log = run / "model-double-requests.jsonl"
     assert not log.exists() or "forged" not in log.read_text()  # the record holds the double's log, nothing else
 
