@@ -77,8 +77,9 @@ def test_a_forged_line_in_the_doubles_request_log_does_not_make_an_error(pyteste
     record = json.loads((run / "run.json").read_text())
     assert record["status"] == "failed", record["reason"]
     assert record["reason"] == "tests failed (exit 1); agent crashed (exit 1)", record["reason"]
-    log = run / "model-double-requests.jsonl"
-    assert not log.exists() or "forged" not in log.read_text()  # the record holds the double's log, nothing else
+    # Offline, the double writes its request log inside the box (the outbox), so the record's copy may hold the
+    # forged line: it is there for people to read, and nothing the harness decides is read from it.
+    assert (run / "model-double-requests.jsonl").exists()
 
 
 ESCAPES = "\x1b]52;c;cm0gLXJmIH4K\x07\x1b[1A\x1b[2K\x1b[32mPASSED\x1b[0m\x9b31m"
