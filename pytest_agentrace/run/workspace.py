@@ -311,11 +311,11 @@ def checkout(dest: Path, objects: Iterable[Path], commit: str, run=None) -> None
                 raise WorkspaceError(f"cannot check out into {dest}: it exists and is not an empty folder") from None
         for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
             (meta / sub).mkdir(parents=True)
-        (meta / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
-        (meta / "config").write_text(WORK_CONFIG, encoding="utf-8")
-        (meta / "refs" / "heads" / "main").write_text(commit + "\n", encoding="utf-8")
-        (meta / "objects" / "info" / "alternates").write_text(
-            "".join(f"{Path(o).absolute()}\n" for o in objects), encoding="utf-8")
+        for rel, text in (("HEAD", "ref: refs/heads/main\n"), ("config", WORK_CONFIG), ("refs/heads/main", commit + "\n"),
+                          ("objects/info/alternates", "".join(f"{Path(o).absolute()}\n" for o in objects))):
+            fd = os.open(meta / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:  # new files in folders made just now: no link followed
+                fh.write(text)
     except OSError as exc:
         raise WorkspaceError(f"cannot make the git folder of {dest}: {exc}") from exc
     args = ["read-tree", "-u", "--reset", commit]
