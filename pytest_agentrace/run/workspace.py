@@ -298,7 +298,8 @@ def checkout(dest: Path, objects: Iterable[Path], commit: str, run=None) -> None
     """Make ``dest`` (missing or an empty folder) a work tree of ``commit`` on branch ``main``: what ``git clone
     --shared`` of the repository holding ``objects`` leaves once its origin is dropped (``drop_origin``), in one git
     process. The harness writes ``.git`` into the folder it has just made (``HEAD``, ``WORK_CONFIG``, the branch,
-    ``objects/info/alternates`` naming ``objects``); then ``git read-tree -u --reset`` writes the files and the
+    ``objects/info/alternates`` naming ``objects``, empty ``hooks`` and ``info`` folders as ``git init`` leaves
+    them, without its sample files); then ``git read-tree -u --reset`` writes the files and the
     index (hardened, ``git``; or through ``run(args, git_dir, work_tree)``, a caller's own hardened git). The
     tree's own ``.gitattributes`` apply to the files written, as they do in a clone. Raises ``WorkspaceError``."""
     dest = Path(dest).absolute()
@@ -309,7 +310,7 @@ def checkout(dest: Path, objects: Iterable[Path], commit: str, run=None) -> None
         except FileExistsError:
             if dest.is_symlink() or not dest.is_dir() or any(dest.iterdir()):
                 raise WorkspaceError(f"cannot check out into {dest}: it exists and is not an empty folder") from None
-        for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+        for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags", "hooks", "info"):  # hooks, info: empty
             (meta / sub).mkdir(parents=True)
         for rel, text in (("HEAD", "ref: refs/heads/main\n"), ("config", WORK_CONFIG), ("refs/heads/main", commit + "\n"),
                           ("objects/info/alternates", "".join(f"{Path(o).absolute()}\n" for o in objects))):
