@@ -93,8 +93,6 @@ def desk_git_head(args: list[str], ws: Path, cap: int) -> tuple[str, bool]:
     """``desk_git(args, ws)``'s first ``cap`` bytes of stdout (decoded, bad bytes replaced) and whether there was
     more: git is stopped once ``cap`` bytes are read, so a huge output never sits in the harness's memory. Raises
     ``WorkspaceError`` when git fails before that."""
-    import tempfile
-
     desk = desk_dir(ws)
     if not (desk / "HEAD").is_file():
         make_desk(ws)
@@ -284,11 +282,6 @@ def template_head(template: Path) -> tuple[str, str]:
         commit, tree = git(["rev-parse", "HEAD", "HEAD^{tree}"], template).split()
         _TEMPLATE_HEADS[key] = (commit, tree)
     return _TEMPLATE_HEADS[key]
-
-
-def template_tree(template: Path) -> str:
-    """The tree sha of the one commit of ``template`` (``template_head``)."""
-    return template_head(template)[1]
 
 
 WORK_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
