@@ -1,71 +1,87 @@
-"""Cost of the checks' clean tree per run (``run.cleantree``): ``prepare`` (before the agent), ``build`` (after it)
-and one ``fresh`` checkout per check, against a bare ``git clone --shared`` of the same repository. Prints figures;
-asserts nothing.
+"""The harness's git work per run, in-process and step by step, beside a bare ``git clone --shared`` of the same
+repository taken in turn with it: the workspace's clone (``run.workspace.clone``), ``cleantree.prepare`` (before the
+agent), the agent's edit (five files and a ``conftest.py`` hook) and the "after" snapshot, then ``cleantree.build``
+and one ``fresh`` checkout per check, and the deletion of the run's folders. Wall and CPU (this process and its
+children) milliseconds, medians. Prints figures; asserts nothing.
 
-Usage: python benchmarks/cleantree.py [--files 1000] [--runs 5] [--checks 3]
+Usage: python benchmarks/cleantree.py [--files 1000] [--runs 9] [--checks 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import os
+import resource
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from overhead import make_repo  # noqa: E402
 
 from pytest_agentrace.run import cleantree, workspace  # noqa: E402
 
-
-def make_source(root: Path, files: int) -> Path:
-    src = root / "src"
-    for i in range(files):
-        p = src / f"pkg{i % 20}" / f"mod{i}.py"
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(f"def f{i}(x):\n    return x + {i}\n" * 20)
-    (src / "conftest.py").write_text("import pytest\n")
-    return src
+STEPS = ("floor: git clone --shared", "workspace clone", "prepare + edit + after snapshot", "build + fresh checkouts",
+         "delete the run's folders")
 
 
-def one_run(root: Path, src: Path, cache: Path, n: int, checks: int) -> tuple[float, float, float]:
-    ws = root / f"ws{n}"
-    t0 = time.perf_counter()
-    made = workspace.clone(str(src), ws, cache)
-    clone = time.perf_counter() - t0
-    git_folder = workspace.git_dir(ws)
-    t0 = time.perf_counter()
-    base = cleantree.prepare(root / f"git{n}", ws, made.tree, workspace.borrowed_objects(ws))
+def cpu() -> float:
+    """CPU seconds (user + system) of this process and its finished children."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def one_run(root: Path, repo: Path, cache: Path, n: int, checks: int) -> list[tuple[float, float]]:
+    marks = [(time.perf_counter(), cpu())]
+    subprocess.run(["git", "clone", "-q", "--shared", str(repo), str(root / f"floor{n}")], check=True)
+    marks.append((time.perf_counter(), cpu()))
+    ws = root / f"run{n}" / "ws"
+    ws.parent.mkdir()
+    made = workspace.clone(str(repo), ws, cache)
+    marks.append((time.perf_counter(), cpu()))
+    desk = workspace.desk_dir(ws)  # the harness's git folder of the workspace (run.pipeline uses it too)
+    base = cleantree.prepare(ws.parent / "check.git", ws, made.tree, workspace.borrowed_objects(ws))
     for i in range(5):  # the agent: five files changed, one conftest hook
         (ws / f"pkg{i}" / f"mod{i}.py").write_text("changed\n")
     (ws / "conftest.py").write_text("hook\n")
-    after = workspace.snapshot_tree(ws, git_folder)
-    t1 = time.perf_counter()
-    tree = cleantree.build(base, git_folder / "objects", made.tree, after, cleantree.DEFAULT_MACHINERY, root / f"clean{n}")
+    after = workspace.snapshot_tree(ws, desk)
+    marks.append((time.perf_counter(), cpu()))
+    tree = cleantree.build(base, desk / "objects", made.tree, after, cleantree.DEFAULT_MACHINERY, ws.parent / "clean")
     for _ in range(checks):
         tree.fresh()
-    t2 = time.perf_counter()
-    return clone, (t1 - t0) - 0.0, t2 - t1
+    marks.append((time.perf_counter(), cpu()))
+    shutil.rmtree(ws.parent)
+    marks.append((time.perf_counter(), cpu()))
+    return [(b[0] - a[0], b[1] - a[1]) for a, b in itertools.pairwise(marks)]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", type=int, default=1000)
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--checks", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--checks", type=int, default=1)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        src = make_source(root, args.files)
+        repo = make_repo(root, args.files)
         cache = root / "cache"
-        one_run(root, src, cache, -1, args.checks)  # warm the template cache
-        rows = [one_run(root, src, cache, n, args.checks) for n in range(args.runs)]
-    clone, prep, build = (statistics.median(col) for col in zip(*rows, strict=True))
-    print(f"{args.files} files, median of {args.runs} runs:")
-    print(f"  workspace clone --shared          {clone * 1000:8.1f} ms")
-    print(f"  prepare + agent edits + snapshot  {prep * 1000:8.1f} ms")
-    print(f"  build + {args.checks} fresh checkouts         {build * 1000:8.1f} ms")
+        one_run(root, repo, cache, -1, args.checks)  # builds the template once, as the first run of a session does
+        rows = [one_run(root, repo, cache, n, args.checks) for n in range(args.runs)]
+    print(f"{args.files} files, {args.checks} check(s), median of {args.runs} runs "
+          f"(load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {workspace.__file__}):")
+    floor = statistics.median(r[0][0] for r in rows)
+    for i, step in enumerate(STEPS):
+        wall, used = statistics.median(r[i][0] for r in rows), statistics.median(r[i][1] for r in rows)
+        print(f"  {step:34s} wall {wall * 1000:7.1f} ms  CPU {used * 1000:7.1f} ms  {wall / floor:5.2f}x floor")
+    total = statistics.median(sum(w for w, _ in r[1:]) for r in rows)
+    print(f"  {'harness total':34s} wall {total * 1000:7.1f} ms{'':18s}{total / floor:5.2f}x floor")
 
 
 if __name__ == "__main__":

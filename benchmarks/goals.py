@@ -6,14 +6,17 @@ Usage: python benchmarks/goals.py [--files 1000] [--runs 5] [--agg-runs 100000] 
 - start: a one-run session (``noop`` agent, ``test_command: 'true'``) against pytest's bare start
   (``pytest --collect-only -q`` in an empty folder, this plugin disabled); goal <= 1.5x;
 - per run: the harness overhead of a ``noop`` run (``total_seconds`` minus agent and checks) against a bare
-  ``git clone --shared`` of the same ``--files``-file repository; goal <= 1.5x;
+  ``git clone --shared`` of the same ``--files``-file repository; goal <= 1.5x; also the marginal wall and CPU
+  seconds per run (a session of ``--runs`` + 2 runs minus one of 2 runs, divided by ``--runs``: both have
+  statistics; its check, ``true`` in the box, included), the CPU against the clone's CPU;
 - aggregation: ``agentrace report`` over ``--agg-runs`` run records (``benchmarks/aggregate.py``), from the index
   (wall and CPU seconds; again with ``OMP_NUM_THREADS=1``: the statistics on one thread), and its peak RSS; the
   floor is reading every ``run.json`` without parsing; goal <= 10 s and <= 300 MiB at 100,000 runs;
 - xdist: a session of 8 runs whose agent sleeps ``--sleep`` seconds, serial and with ``-n 2``; goal >= 1.85x.
 
 Each figure is a median of ``--runs`` repetitions where it is cheap; the load average is printed with it, since the
-machine may be shared. The child processes may write bytecode (``PYTHONDONTWRITEBYTECODE`` is dropped) and each
+machine may be shared. CPU seconds (user + system of the command and every process it waited for) are printed
+beside the wall figures of the start and per-run goals: on a busy machine they move far less than wall time. The child processes may write bytecode (``PYTHONDONTWRITEBYTECODE`` is dropped) and each
 timed command runs once untimed first: an installed package has its ``.pyc`` files, and a start that compiles
 every module measures the compiler, not the plugin.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -46,6 +50,21 @@ def timed_any(argv: list[str], cwd: Path) -> float:
     return time.perf_counter() - t
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every finished child process and the descendants they waited for: a
+    command's CPU is the difference around it. Steadier than wall time on a shared machine, whose load stretches
+    every wall figure (the harness's git and bwrap processes are all waited for, so they count)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def cpu_of(step) -> tuple[float, float]:
+    """``(wall, CPU)`` seconds of ``step()`` (which runs child processes)."""
+    c, t = children_cpu(), time.perf_counter()
+    step()
+    return time.perf_counter() - t, children_cpu() - c
+
+
 def load() -> str:
     return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
 
@@ -62,35 +81,43 @@ def start(root: Path, runs: int) -> None:
     timed(one, root / "one")
     bares, sessions = [], []
     for _ in range(runs):  # taken in turn, so a change of the machine's load falls on both alike
-        bares.append(timed_any([*PYTEST, "--collect-only", *OFF], empty))
-        sessions.append(timed(one, root / "one"))
-    bare, session = statistics.median(bares), statistics.median(sessions)
-    print(f"start:  1-run session {session:.2f} s | floor: bare pytest start {bare:.2f} s | "
-          f"{session / bare:.2f}x (goal <= 1.5x) | {load()}")
+        bares.append(cpu_of(lambda: timed_any([*PYTEST, "--collect-only", *OFF], empty)))
+        sessions.append(cpu_of(lambda: timed(one, root / "one")))
+    bare, session = (statistics.median(w for w, _ in bares), statistics.median(c for _, c in bares)), \
+        (statistics.median(w for w, _ in sessions), statistics.median(c for _, c in sessions))
+    print(f"start:  1-run session {session[0]:.2f} s (CPU {session[1]:.2f} s) | floor: bare pytest start "
+          f"{bare[0]:.2f} s (CPU {bare[1]:.2f} s) | {session[0] / bare[0]:.2f}x, CPU {session[1] / bare[1]:.2f}x "
+          f"(goal <= 1.5x) | {load()}")
 
 
 def per_run(root: Path, files: int, runs: int, sandbox: str = "auto") -> None:
     repo = make_repo(root, files)
-    clones = [timed(["git", "clone", "-q", "--shared", str(repo), str(root / f"c{i}")], root) for i in range(runs)]
+    clones = [cpu_of(lambda i=i: timed(["git", "clone", "-q", "--shared", str(repo), str(root / f"c{i}")], root))
+              for i in range(runs)]
     (root / "task.yaml").write_text("name: bench\ndescription: nothing\nrepo: repo\ntest_command: 'true'\n"
                                     "agents: [{name: noop, expect: pass}]\ntimeout: 60\n")
     out = root / "out"
     session = [*PYTEST, "--agentrace", "task.yaml", "--agentrace-no-save", f"--basetemp={root / 'bt'}",
                f"--agentrace-sandbox={sandbox}"]
-    single = statistics.median(timed([*session, "--agentrace-reps=1", f"--agentrace-out={root / 'o1'}"], root)
-                               for _ in range(2))
-    t = time.perf_counter()
-    subprocess.run([*session, f"--agentrace-reps={runs + 1}", f"--agentrace-out={out}"], cwd=root, check=True,
-                   capture_output=True)
-    marginal = (time.perf_counter() - t - single) / runs  # wall of runs + 1 runs minus that of 1 run, per run
+    # the base is a session of 2 runs, not 1: a cell of one run has no statistics (no numpy, scipy or bootstrap),
+    # and a 1-run base charged their fixed cost to the runs
+    pairs = [cpu_of(lambda n=n: timed([*session, "--agentrace-reps=2", f"--agentrace-out={root / f'o{n}'}"], root))
+             for n in range(2)]
+    pair = (statistics.median(w for w, _ in pairs), statistics.median(c for _, c in pairs))
+    wall, used = cpu_of(lambda: subprocess.run([*session, f"--agentrace-reps={runs + 2}", f"--agentrace-out={out}"],
+                                               cwd=root, check=True, capture_output=True))
+    marginal = (wall - pair[0]) / runs  # wall of runs + 2 runs minus that of 2 runs, per run
+    marginal_cpu = (used - pair[1]) / runs  # the same in CPU seconds (the session and every process it waited for)
     # the floor again after the sessions, so a change of the machine's load falls on both alike
-    clones += [timed(["git", "clone", "-q", "--shared", str(repo), str(root / f"d{i}")], root) for i in range(runs)]
+    clones += [cpu_of(lambda i=i: timed(["git", "clone", "-q", "--shared", str(repo), str(root / f"d{i}")], root))
+               for i in range(runs)]
     records = [json.loads(p.read_text()) for p in out.glob("runs/**/run.json")]
     over = [r["total_seconds"] - sum(c["seconds"] for c in r["checks"].values()) - r["seconds"] for r in records]
-    clone = statistics.median(clones)
+    clone, clone_cpu = statistics.median(w for w, _ in clones), statistics.median(c for _, c in clones)
     print(f"run:    (sandbox {sandbox}) harness overhead per run {statistics.median(over):.3f} s (run.json: total minus agent and checks), "
-          f"marginal wall per run {marginal:.3f} s | floor: git clone --shared of {files} files {clone:.3f} s | "
-          f"{statistics.median(over) / clone:.2f}x, marginal {marginal / clone:.2f}x (goal <= 1.5x) | {load()}")
+          f"marginal wall per run {marginal:.3f} s, marginal CPU per run {marginal_cpu:.3f} s | floor: git clone --shared "
+          f"of {files} files {clone:.3f} s (CPU {clone_cpu:.3f} s) | {statistics.median(over) / clone:.2f}x, marginal "
+          f"{marginal / clone:.2f}x, marginal CPU {marginal_cpu / clone_cpu:.2f}x (goal <= 1.5x) | {load()}")
 
 
 def aggregation(root: Path, runs: int, cases: int) -> None:

@@ -155,3 +155,20 @@ def test_task_key_test_machinery(tmp_path: Path) -> None:
         path.write_text(base + bad)
         with pytest.raises(SpecError, match="test_machinery"):
             load_task(path)
+
+
+def test_the_clean_trees_commit_is_the_one_git_commit_tree_writes(tmp_path: Path) -> None:
+    """``cleantree._commit`` writes the commit object itself (no git process): the same id and bytes as ``git
+    commit-tree`` with the harness's identity, and git reads it."""
+    bare = tmp_path / "g"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    tree = subprocess.run(["git", "--git-dir", str(bare), "mktree"], input=b"", capture_output=True,
+                          check=True).stdout.decode().strip()
+    ours = cleantree._commit(bare, tree)
+    theirs = subprocess.run(["git", "--git-dir", str(bare), "commit-tree", "-m", cleantree.COMMIT_MESSAGE, tree],
+                            capture_output=True, text=True, check=True,
+                            env={**os.environ, **workspace.GIT_IDENTITY}).stdout.strip()
+    assert ours == theirs
+    assert cleantree._commit(bare, tree) == ours  # written once: an object is its content
+    assert subprocess.run(["git", "--git-dir", str(bare), "cat-file", "-t", ours], capture_output=True, text=True,
+                          check=True).stdout == "commit\n"

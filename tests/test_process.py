@@ -189,3 +189,28 @@ def test_children_from_proc_are_psutils_children() -> None:
             p.kill()
             p.wait()
     assert not mine & reaper._children()
+
+
+def test_an_exited_descendant_is_reaped_without_psutil(tmp_path: Path) -> None:
+    """What a sandboxed command leaves every time (bwrap's inner process, a session of its own, re-parented to the
+    subreaper and already dead) is reaped by the sweep with ``waitpid``: gone afterwards, and psutil (slow to import,
+    needed only to kill a live escapee) is not imported for it. Run in a fresh interpreter: this one has psutil."""
+    import json
+    import subprocess
+
+    pids = tmp_path / "pid"
+    leaver = ("import os, pathlib, shutil, time\n"  # a child in a session of its own that exits at once, then us
+              "pid = os.spawnv(os.P_NOWAIT, shutil.which('setsid'), ['setsid', 'true'])\n"  # no Popen: not reaped
+              f"pathlib.Path({str(pids)!r}).write_text(str(pid))\n"
+              "time.sleep(0.5)\n")
+    probe = ("import json, os, sys\n"
+             "from pytest_agentrace.run import process, reaper\n"
+             f"res = process.run([sys.executable, '-c', {leaver!r}], cwd={str(tmp_path)!r}, timeout=60)\n"
+             f"pid = int(open({str(pids)!r}).read())\n"
+             "json.dump({'exit': res.exit_code, 'left': pid in reaper._children(), 'subreaper': reaper._subreaper,\n"
+             "           'psutil': 'psutil' in sys.modules}, sys.stdout)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    got = json.loads(out.stdout)
+    assert got["exit"] == 0 and got["subreaper"] is True
+    assert got["left"] is False  # the exited descendant was re-parented to us and reaped
+    assert got["psutil"] is False

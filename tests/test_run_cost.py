@@ -68,15 +68,16 @@ def test_a_run_without_setup_starts_the_listed_git_processes(pytester: pytest.Py
                              f"--basetemp={pytester.path / 'bt'}")
     res.assert_outcomes(passed=3)
     calls = harness_calls(git_log)
-    # per run: rev-parse (the source commit), clone (its origin dropped by the harness, workspace.drop_origin; the
-    # checks' own git dir written without git init), add + write-tree (the "after" snapshot only), diff twice
-    # (numstat of the whole change; the patch, read up to workspace.PATCH_CAP), diff-tree + commit-tree (the clean
-    # tree: the agent's tree itself when nothing is left out), clone (one checkout per check); the middle run of
-    # three is clear of what a session does once
-    starts = [i for i, c in enumerate(calls) if c == "clone"][::2]
+    # per run: rev-parse (the source commit), read-tree (the workspace's checkout of the template: its .git written
+    # by the harness, no origin to drop, workspace.checkout), add + write-tree (the "after" snapshot only), diff
+    # twice (numstat of the whole change; the patch, read up to workspace.PATCH_CAP), diff-tree (the clean tree: the
+    # agent's tree itself when nothing is left out; its commit written by the harness, cleantree._commit),
+    # read-tree (one checkout per check); the middle run of three is clear of what a session does once
+    starts = [i for i, c in enumerate(calls[:-1]) if c == "read-tree" and calls[i + 1] == "add"]  # the workspaces
     assert len(starts) == 3, calls
-    assert calls[starts[1] - 1:starts[2] - 1] == ["rev-parse", "clone", "add", "write-tree", "diff", "diff",
-                                                  "diff-tree", "commit-tree", "clone"], calls
+    assert calls[starts[1] - 1:starts[2] - 1] == ["rev-parse", "read-tree", "add", "write-tree", "diff", "diff",
+                                                  "diff-tree", "read-tree"], calls
+    assert "clone" not in calls and "commit-tree" not in calls
     assert calls.count("write-tree") == 3  # the template's tree is looked up once: no "before" hashing at all
     for r in runs(pytester.path / "out"):  # behaviour kept: the change is measured against the clone's commit
         assert (r["lines_added"], r["lines_removed"], r["files_changed"], r["status"]) == (1, 1, 1, "passed")

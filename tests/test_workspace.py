@@ -164,3 +164,41 @@ def test_a_clone_has_no_remote_as_after_git_remote_remove(tmp_path: Path) -> Non
         assert "origin" not in (ws / ".git" / "config").read_text()
         assert git(ws, "status", "--porcelain") == ""
     assert git(ours, "config", "--local", "--list") == git(theirs, "config", "--local", "--list")
+
+
+def test_a_checkout_is_what_a_shared_clone_makes_in_one_git_process(tmp_path: Path) -> None:
+    """``checkout`` gives what ``git clone --shared`` then ``git remote remove origin`` give: the same files, branch,
+    commit, local config and a clean status, reading the template's objects through ``alternates``."""
+    src = make_repo(tmp_path / "src", {"a.py": "A = 1\n", "pkg/b.py": "B = 2\n"})
+    template, _ = workspace.template_repo(src, tmp_path / "cache")
+    head, tree = workspace.template_head(template)
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    workspace.checkout(ours, [template / ".git" / "objects"], head)
+    git(tmp_path, "clone", "-q", "--shared", str(template), str(theirs))
+    git(theirs, "remote", "remove", "origin")
+    assert workspace.folder_hash(ours) == workspace.folder_hash(theirs)
+    for ws in (ours, theirs):
+        assert git(ws, "rev-parse", "HEAD", "HEAD^{tree}").split() == [head, tree]
+        assert git(ws, "for-each-ref", "--format=%(refname)") == "refs/heads/main\n"
+        assert git(ws, "status", "--porcelain") == ""
+    assert git(ours, "config", "--local", "--list") == git(theirs, "config", "--local", "--list")
+    assert list((template / ".git" / "objects").glob("??/*")) == []  # the template is one pack: no loose object
+
+
+def test_a_checkout_never_writes_through_a_link_or_into_a_full_folder(tmp_path: Path) -> None:
+    src = make_repo(tmp_path / "src", {"a.py": "A = 1\n"})
+    template, _ = workspace.template_repo(src, tmp_path / "cache")
+    head, _tree = workspace.template_head(template)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "link").symlink_to(elsewhere)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x\n")
+    for dest in (tmp_path / "link", tmp_path / "full"):
+        try:
+            workspace.checkout(dest, [template / ".git" / "objects"], head)
+        except workspace.WorkspaceError as exc:
+            assert "not an empty folder" in str(exc)
+        else:
+            raise AssertionError(f"checked out into {dest}")
+    assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in (tmp_path / "full").iterdir()) == ["x"]

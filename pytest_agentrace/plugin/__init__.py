@@ -13,6 +13,7 @@ prints the ``agentrace`` section.
 from __future__ import annotations
 
 import contextlib
+import gc
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {text}")
     if enabled(config):
         AgentraceSession.start(config)
+        if not gc.get_freeze_count():  # once per process (pytester's in-process sessions configure again)
+            # what lives now (modules, classes, pytest's and this session's objects) lives as long as the process:
+            # collected once, then out of the cycle collector's way (gc.freeze), so its later collections - pytest's
+            # five at the end, to report unraisable exceptions - look only at what the session makes from here on
+            gc.collect()
+            gc.freeze()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

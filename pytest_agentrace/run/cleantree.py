@@ -16,8 +16,9 @@ How it is built (every git call here: no system or global config, ``core.hooksPa
    file is kept with the base's part put back (``merged``), checked by reading the result with pytest's own parser
    (``iniconfig``) or ``tomllib``; when the check disagrees the whole file is reset. A link the agent left is kept
    only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped.
-3. ``CleanTree.fresh`` (before each check): a new checkout of the combined commit (``git clone --shared``), so
-   what one check's code wrote cannot reach the next.
+3. ``CleanTree.fresh`` (before each check): a new checkout of the combined commit (what ``git clone --shared``
+   of the harness's git folder makes, in one ``git read-tree -u``: ``run.workspace.checkout``), so what one
+   check's code wrote cannot reach the next.
 
 Every path the clean tree did not take as the agent left it is listed in ``CleanTree.machinery`` as
 ``{"path", "change": added|changed|deleted, "verdict": reset|merged|dropped}`` (``run.json`` ``machinery``).
@@ -26,17 +27,19 @@ Every path the clean tree did not take as the agent left it is listed in ``Clean
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 import posixpath
 import shutil
 import subprocess
 import tomllib
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agentrace.errors import WorkspaceError
-from pytest_agentrace.run.workspace import GIT_IDENTITY
+from pytest_agentrace.run.workspace import GIT_IDENTITY, checkout
 
 # a name: that file name at any depth; ``name/``: a folder of that name at any depth, with all it holds
 DEFAULT_MACHINERY = (
@@ -47,6 +50,7 @@ DEFAULT_MACHINERY = (
 SETUP_CFG_SECTION = "tool:pytest"
 MERGE_MAX_BYTES = 1024 * 1024  # a larger setup.cfg / pyproject.toml is reset, not merged
 LINK, GITLINK = "120000", "160000"
+_EPOCH = 946684800  # GIT_IDENTITY's dates, 2000-01-01T00:00:00+0000, in seconds
 BARE_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
 _SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.symlinks=true",
          "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false", "-c", "gc.auto=0"]
@@ -169,14 +173,18 @@ class CleanTree:
 
     def fresh(self) -> Path:
         """A new checkout of the combined commit at ``root`` (what an earlier check wrote there is gone first);
-        returns it. ``git clone --shared`` of the harness's git folder: the files are written new, none is shared
-        with the workspace or an earlier check (a hardlink a check writes through would change its source)."""
+        returns it. What ``git clone --shared`` of the harness's git folder makes, in one git process
+        (``run.workspace.checkout``): the files are written new, none is shared with the workspace or an earlier
+        check (a hardlink a check writes through would change its source)."""
         if self.root.is_symlink() or self.root.is_file():
             self.root.unlink()
         elif self.root.exists():
             shutil.rmtree(self.root, ignore_errors=True)
-        _git(self.git_dir, ["clone", "-q", "--shared", "--no-tags", str(self.git_dir), str(self.root)],
-             cwd=self.root.parent)
+
+        def read_tree(args: list[str], git_dir: Path, work_tree: Path) -> None:
+            _git(git_dir, args, cwd=work_tree, GIT_WORK_TREE=str(work_tree))
+
+        checkout(self.root, [self.git_dir / "objects"], self.commit, read_tree)
         return self.root
 
 
@@ -213,10 +221,37 @@ def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable
         tree = after  # nothing left out and the base is the agent's start: the agent's tree itself
     else:
         tree = _apply(git_dir, base.tree, updates)
-    commit = _git(git_dir, ["commit-tree", "-m", "agentrace: clean tree", tree]).decode().strip()
+    commit = _commit(git_dir, tree)
     (git_dir / "refs" / "heads" / "main").write_text(commit + "\n", encoding="utf-8")  # the harness's own git dir
     (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
     return CleanTree(root, git_dir, commit, notes)
+
+
+COMMIT_MESSAGE = "agentrace: clean tree"
+
+
+def _commit(git_dir: Path, tree: str) -> str:
+    """The commit of ``tree`` (no parent; ``GIT_IDENTITY``'s author, committer and date; ``COMMIT_MESSAGE``),
+    written by the harness as a loose object into its own ``git_dir``: the object ``git commit-tree`` writes, byte
+    for byte, without a git process. A tree id that is not SHA-1 goes through ``git commit-tree``."""
+    if len(tree) != 40:
+        return _git(git_dir, ["commit-tree", "-m", COMMIT_MESSAGE, tree]).decode().strip()
+    author, committer = (f"{GIT_IDENTITY[f'GIT_{who}_NAME']} <{GIT_IDENTITY[f'GIT_{who}_EMAIL']}> {_EPOCH} +0000"
+                         for who in ("AUTHOR", "COMMITTER"))
+    body = f"tree {tree}\nauthor {author}\ncommitter {committer}\n\n{COMMIT_MESSAGE}\n".encode()
+    data = b"commit %d\0" % len(body) + body
+    sha = hashlib.sha1(data).hexdigest()  # noqa: S324 - git's object id, not a security hash
+    folder = git_dir / "objects" / sha[:2]
+    try:
+        folder.mkdir(exist_ok=True)
+        fd = os.open(folder / sha[2:], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+    except FileExistsError:
+        return sha  # the same object: ids are their content's
+    except OSError as exc:
+        raise WorkspaceError(f"clean tree: cannot write its commit into {git_dir}: {exc}") from exc
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(zlib.compress(data))
+    return sha
 
 
 def _apply(git_dir: Path, tree: str, updates: list[tuple[str, tuple[str, str] | None]]) -> str:

@@ -67,6 +67,20 @@ def _children_psutil() -> set[int]:
         return set()
 
 
+def _reaped(pid: int) -> bool:
+    """Reap ``pid``, a child of ours, when it has already exited (``waitpid(WNOHANG)``); True when it had. A
+    sandboxed command leaves one such child every time: bwrap's inner process (``--new-session``, a session of its
+    own) is re-parented to us, the subreaper, when the outer bwrap exits, and has died with it. An exited process
+    runs nothing: there is nothing to kill, and no psutil to import for it."""
+    try:
+        done, _status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True  # not (or no longer) our child to wait for: reaped elsewhere
+    except OSError:
+        return False
+    return done == pid
+
+
 class Sweep:
     """Kill what a run left behind outside its process group. Create it just before the run's command starts;
     call ``kill_new()`` after the command has exited and its group was killed. Returns nothing; never raises."""
@@ -82,10 +96,10 @@ class Sweep:
             return 0
         killed = 0
         for _ in range(MAX_ROUNDS):
-            pids = [pid for pid in _children() if pid not in self.before]
+            pids = [pid for pid in _children() if pid not in self.before and not _reaped(pid)]
             if not pids:
                 break
-            import psutil  # only when something escaped: its import is slow
+            import psutil  # only when something escaped alive: its import is slow
 
             new = []
             for pid in pids:

@@ -1,8 +1,9 @@
 """Fresh workspaces: one git clone per run, overlays, setup commands, change accounting.
 
-A ``repo`` that is a git repository root is cloned with ``git clone --shared`` (the source is never
-written to). A plain folder is copied once per session into a cached template repository (one commit
-with a fixed author, so no git config is needed) and cloned from there. A URL is cloned as is.
+A local ``repo`` (a git repository's commit, or a plain folder's files) becomes a cached template repository
+once (one commit with a fixed author, so no git config is needed; its objects in one pack; the source is never
+written to), and each workspace is a checkout of it that borrows its objects (``checkout``: what ``git clone
+--shared`` makes, without an origin, in one ``git read-tree -u``). A URL is cloned as is.
 The state after setup is kept as a git tree object and the agent's change is measured against it.
 
 The workspace's ``.git`` is the agent's (it may use git as usual); the harness never reads it after the clone. Its
@@ -92,8 +93,6 @@ def desk_git_head(args: list[str], ws: Path, cap: int) -> tuple[str, bool]:
     """``desk_git(args, ws)``'s first ``cap`` bytes of stdout (decoded, bad bytes replaced) and whether there was
     more: git is stopped once ``cap`` bytes are read, so a huge output never sits in the harness's memory. Raises
     ``WorkspaceError`` when git fails before that."""
-    import tempfile
-
     desk = desk_dir(ws)
     if not (desk / "HEAD").is_file():
         make_desk(ws)
@@ -201,6 +200,9 @@ def folder_hash(root: Path, skip: Iterable[str] = ()) -> str:
     return h.hexdigest()
 
 
+TEMPLATE_LAYOUT = "packed-v1"  # part of a template's cache digest: templates of an older layout are built anew
+
+
 def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), ref: str | None = None) -> tuple[Path, str | None]:
     """A git repository holding one commit: the files of ``source`` without the ``exclude`` paths (relative, POSIX);
     cached by content. Returns ``(template, source commit)``.
@@ -216,9 +218,9 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
     commit, objects = None, None
     if is_git_root(source):
         commit, objects = source_commit(source, ref)
-        digest = hashlib.sha256(f"{commit}\0{chr(0).join(exclude)}\0{inputs.RULE}".encode()).hexdigest()[:20]
+        digest = hashlib.sha256(f"{commit}\0{chr(0).join(exclude)}\0{inputs.RULE}\0{TEMPLATE_LAYOUT}".encode()).hexdigest()[:20]
     else:
-        digest = hashlib.sha256(f"{folder_hash(source, exclude)}\0{chr(0).join(exclude)}\0{inputs.RULE}".encode()).hexdigest()[:20]
+        digest = hashlib.sha256(f"{folder_hash(source, exclude)}\0{chr(0).join(exclude)}\0{inputs.RULE}\0{TEMPLATE_LAYOUT}".encode()).hexdigest()[:20]
     target = cache_dir / digest
     if (target / ".git").is_dir():
         return target, commit
@@ -250,6 +252,9 @@ def template_repo(source: Path, cache_dir: Path, exclude: Iterable[str] = (), re
         (tmp / ".git" / "info" / "attributes").write_text(DESK_ATTRIBUTES, encoding="utf-8")
         git(["add", "-A", "--force"], tmp)
         git(["commit", "-q", "--allow-empty", "--no-verify", "-m", f"agentrace: {source.name}"], tmp)
+        # one pack instead of a loose file per object: every clone of the template (the workspace, through the
+        # desk and the clean tree's alternates) reads each blob from one mapped file, not opens two folders per blob
+        git(["repack", "-a", "-d", "-q"], tmp)
         os.replace(tmp, target)
     return target, commit
 
@@ -265,16 +270,53 @@ def source_commit(source: Path, ref: str | None = None) -> tuple[str, Path]:
     return out[1].strip(), Path(out[0].strip())
 
 
-_TEMPLATE_TREES: dict[str, str] = {}  # template folder -> its commit's tree: a template never changes once built
+_TEMPLATE_HEADS: dict[str, tuple[str, str]] = {}  # template folder -> (commit, tree): a template never changes once built
 
 
-def template_tree(template: Path) -> str:
-    """The tree sha of the one commit of ``template`` (from ``template_repo``), looked up once per process: a
-    template's folder name is its content's digest, so its tree never changes."""
+def template_head(template: Path) -> tuple[str, str]:
+    """``(commit, tree)`` shas of the one commit of ``template`` (from ``template_repo``), looked up once per
+    process (one hardened ``git rev-parse``): a template's folder name is its content's digest, so its commit
+    never changes."""
     key = str(template)
-    if key not in _TEMPLATE_TREES:
-        _TEMPLATE_TREES[key] = git(["rev-parse", "HEAD^{tree}"], template).strip()
-    return _TEMPLATE_TREES[key]
+    if key not in _TEMPLATE_HEADS:
+        commit, tree = git(["rev-parse", "HEAD", "HEAD^{tree}"], template).split()
+        _TEMPLATE_HEADS[key] = (commit, tree)
+    return _TEMPLATE_HEADS[key]
+
+
+WORK_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+
+
+def checkout(dest: Path, objects: Iterable[Path], commit: str, run=None) -> None:
+    """Make ``dest`` (missing or an empty folder) a work tree of ``commit`` on branch ``main``: what ``git clone
+    --shared`` of the repository holding ``objects`` leaves once its origin is dropped (``drop_origin``), in one git
+    process. The harness writes ``.git`` into the folder it has just made (``HEAD``, ``WORK_CONFIG``, the branch,
+    ``objects/info/alternates`` naming ``objects``, empty ``hooks`` and ``info`` folders as ``git init`` leaves
+    them, without its sample files); then ``git read-tree -u --reset`` writes the files and the
+    index (hardened, ``git``; or through ``run(args, git_dir, work_tree)``, a caller's own hardened git). The
+    tree's own ``.gitattributes`` apply to the files written, as they do in a clone. Raises ``WorkspaceError``."""
+    dest = Path(dest).absolute()
+    meta = dest / ".git"
+    try:
+        try:
+            dest.mkdir(parents=True)
+        except FileExistsError:
+            if dest.is_symlink() or not dest.is_dir() or any(dest.iterdir()):
+                raise WorkspaceError(f"cannot check out into {dest}: it exists and is not an empty folder") from None
+        for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags", "hooks", "info"):  # hooks, info: empty
+            (meta / sub).mkdir(parents=True)
+        for rel, text in (("HEAD", "ref: refs/heads/main\n"), ("config", WORK_CONFIG), ("refs/heads/main", commit + "\n"),
+                          ("objects/info/alternates", "".join(f"{Path(o).absolute()}\n" for o in objects))):
+            fd = os.open(meta / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:  # new files in folders made just now: no link followed
+                fh.write(text)
+    except OSError as exc:
+        raise WorkspaceError(f"cannot make the git folder of {dest}: {exc}") from exc
+    args = ["read-tree", "-u", "--reset", commit]
+    if run is not None:
+        run(args, meta, dest)
+    else:
+        git(["--git-dir", str(meta), "--work-tree", str(dest), *args], dest)
 
 
 @dataclass(frozen=True)
@@ -318,10 +360,11 @@ def clone(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None,
         if not path.is_dir():
             raise WorkspaceError(f"repo {repo} does not exist or is not a directory")
         template, commit = template_repo(path, cache_dir, exclude, ref)
-        git(["clone", "-q", "--shared", str(template), str(dest)], parent)
-        tree = template_tree(template)
+        head, tree = template_head(template)
+        checkout(dest, [template / ".git" / "objects"], head)  # no origin: the source is never reachable from it
         # the desk reads the template's objects (the harness's cache) and starts from the checkout's index
         make_desk(dest, [template / ".git" / "objects"], dest / ".git" / "index")
+        return Clone(commit or head, tree)
     drop_origin(dest)  # nothing to push to: the source is never reachable from the clone
     return Clone(commit or git(["rev-parse", "HEAD"], dest).strip(), tree)
 
