@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
+import pytest
 from helpers import git, make_repo
 
+from pytest_agentrace.errors import WorkspaceError
 from pytest_agentrace.run import workspace
 
 
@@ -202,3 +205,62 @@ def test_a_checkout_never_writes_through_a_link_or_into_a_full_folder(tmp_path: 
         else:
             raise AssertionError(f"checked out into {dest}")
     assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in (tmp_path / "full").iterdir()) == ["x"]
+
+
+def tree_files(ws: Path, tree: str) -> dict[str, str]:
+    """``{path: mode}`` of every entry of ``tree`` (read through the desk)."""
+    listed = workspace.desk_git(["ls-tree", "-r", "-z", tree], ws).split("\0")
+    return {line.split("\t", 1)[1]: line.split()[0] for line in listed if line}
+
+
+def test_a_repository_the_agent_made_inside_is_recorded_as_its_files(tmp_path: Path) -> None:
+    """``git init sub`` (no commit: git add refuses it) and ``cargo new lib`` (a commit: git add would record one
+    gitlink, and the checks' clean tree would lack its files): the snapshot records their files as ordinary
+    folders', keeps each nested ``.gitignore``'s rules, leaves out every ``.git`` entry and a FIFO, keeps a link as a
+    link, and records what was deleted under a nested folder that had tracked files."""
+    src = make_repo(tmp_path / "src", {"a.txt": "1\n", "lib/old.txt": "tracked\n", "odd [x]*/keep.txt": "k\n"})
+    ws = tmp_path / "ws"
+    workspace.create(str(src), ws, tmp_path / "cache")
+    before = workspace.snapshot_tree(ws)
+    git(ws, "init", "-q", "sub")
+    (ws / "sub" / "util.py").write_text("def f():\n    return 1\n")
+    (ws / "sub" / "deep").mkdir()
+    (ws / "sub" / "deep" / "x.txt").write_text("x\n")
+    (ws / "sub" / "link").symlink_to("deep")
+    os.mkfifo(ws / "sub" / "pipe")
+    (ws / "lib" / "old.txt").unlink()
+    git(ws, "init", "-q", "lib")
+    (ws / "lib" / ".gitignore").write_text("/target\n")
+    (ws / "lib" / "target").mkdir()
+    (ws / "lib" / "target" / "build.o").write_text("object\n")
+    (ws / "lib" / "main.rs").write_text("fn main() {}\n")
+    git(ws / "lib", "add", "-A")
+    git(ws / "lib", "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "new crate")
+    git(ws / "odd [x]*", "init", "-q")
+    (ws / "odd [x]*" / "new.txt").write_text("n\n")
+    after = workspace.snapshot_tree(ws)
+    files = tree_files(ws, after)
+    assert files == {
+        "a.txt": "100644", "sub/util.py": "100644", "sub/deep/x.txt": "100644", "sub/link": "120000",
+        "lib/.gitignore": "100644", "lib/main.rs": "100644", "odd [x]*/keep.txt": "100644", "odd [x]*/new.txt": "100644",
+    }
+    ch = workspace.change(ws, before, after)
+    assert ch.files_changed == 7  # 6 new files and a link, old.txt gone
+    assert not (workspace.desk_dir(ws) / "info" / "exclude").exists()  # the harness's exclusions are gone again
+
+
+def test_a_snapshot_without_nested_repositories_stays_one_git_add(tmp_path: Path) -> None:
+    """The nested-repository path is taken only when git says so: a folder named ``.git``-like or a file named
+    ``.git`` at the top changes nothing, and git's other failures are still errors."""
+    src = make_repo(tmp_path / "src", {"a.txt": "1\n"})
+    ws = tmp_path / "ws"
+    workspace.create(str(src), ws, tmp_path / "cache")
+    (ws / "x.git").mkdir()
+    (ws / "x.git" / "f").write_text("f\n")
+    assert set(tree_files(ws, workspace.snapshot_tree(ws))) == {"a.txt", "x.git/f"}
+    (ws / "locked").mkdir()
+    (ws / "locked" / "secret.txt").write_text("s\n")
+    (ws / "locked" / "secret.txt").chmod(0)
+    if os.geteuid() != 0:  # root reads a mode-000 file anyway
+        with pytest.raises(WorkspaceError):
+            workspace.snapshot_tree(ws)

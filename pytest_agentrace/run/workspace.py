@@ -16,12 +16,10 @@ only its refs and objects through a scratch desk the same way: none of the sourc
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import re
 import shutil
-import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -31,9 +29,11 @@ from pathlib import Path
 from filelock import FileLock
 
 from pytest_agentrace.errors import WorkspaceError
-from pytest_agentrace.run import inputs
+from pytest_agentrace.run import inputs, treefiles
 from pytest_agentrace.run.linksafe import Tampered as Tampered  # kept where callers name them
 from pytest_agentrace.run.linksafe import write_files as write_files
+from pytest_agentrace.run.treefiles import protected_state as protected_state  # kept where callers name them
+from pytest_agentrace.run.treefiles import tampered as tampered
 
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "agentrace",
@@ -67,12 +67,23 @@ DESK_CONFIG = ("[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonit
 
 
 def git(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, check: bool = True,
-        user_config: bool = False) -> str:
-    """Run ``git args`` in ``cwd`` and return stdout; raises ``WorkspaceError`` with stderr on failure.
+        user_config: bool = False, stdin: str | None = None) -> str:
+    """Run ``git args`` in ``cwd`` (``stdin``: its input) and return stdout; raises ``WorkspaceError`` with stderr on
+    failure.
 
     Hardened (``HARDENED``, ``HARDENED_ENV``; the session's own ``GIT_*`` variables dropped) unless
     ``user_config``: the clone of a URL keeps the user's global config (credentials, proxies, ``insteadOf``).
     """
+    proc = git_process(args, cwd, env, user_config, stdin)
+    if check and proc.returncode != 0:
+        raise WorkspaceError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    return proc.stdout
+
+
+def git_process(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, user_config: bool = False,
+                stdin: str | None = None, errors: str = "replace") -> subprocess.CompletedProcess[str]:
+    """``git args`` as ``git`` runs it, its exit code and stderr returned rather than raised (``errors``: how bytes
+    that are not UTF-8 are decoded and encoded; ``surrogateescape`` keeps file names as ``os`` gives them)."""
     if user_config:
         full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **GIT_IDENTITY, **(env or {})}
         flags = ["-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null"]
@@ -80,13 +91,8 @@ def git(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, check:
         base = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         full_env = {**base, **HARDENED_ENV, **GIT_IDENTITY, **(env or {})}
         flags = [part for item in HARDENED for part in ("-c", item)]
-    proc = subprocess.run(
-        ["git", *flags, *args],
-        cwd=str(cwd), env=full_env, capture_output=True, text=True, errors="replace",
-    )
-    if check and proc.returncode != 0:
-        raise WorkspaceError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
-    return proc.stdout
+    return subprocess.run(["git", *flags, *args], cwd=str(cwd), env=full_env, capture_output=True, text=True,
+                          errors=errors, input=stdin)
 
 
 def desk_git_head(args: list[str], ws: Path, cap: int) -> tuple[str, bool]:
@@ -149,13 +155,14 @@ def make_desk(ws: Path, objects: Iterable[Path] = (), index: Path | None = None)
     return desk
 
 
-def desk_git(args: list[str], ws: Path, env: Mapping[str, str] | None = None, check: bool = True) -> str:
+def desk_git(args: list[str], ws: Path, env: Mapping[str, str] | None = None, check: bool = True,
+             stdin: str | None = None) -> str:
     """``git --git-dir=<desk> --work-tree=<ws> args`` (hardened, run from the desk folder; see ``git``). The desk is
     made (empty) when missing."""
     desk = desk_dir(ws)
     if not (desk / "HEAD").is_file():
         make_desk(ws)
-    return git(["--git-dir", str(desk), "--work-tree", str(Path(ws).absolute()), *args], desk, env, check)
+    return git(["--git-dir", str(desk), "--work-tree", str(Path(ws).absolute()), *args], desk, env, check, stdin=stdin)
 
 
 def is_git_root(path: Path) -> bool:
@@ -445,8 +452,55 @@ def snapshot_tree(ws: Path, git_folder: Path | None = None) -> str:
     """
     if git_folder is not None and Path(git_folder).absolute() != desk_dir(ws):
         raise WorkspaceError(f"{git_folder} is not the harness git folder of {ws} ({desk_dir(ws)})")
-    desk_git(["add", "-A"], ws)
+    proc = desk_process(ws, ["add", "-A"])
+    if proc.returncode == 0 and EMBEDDED not in proc.stderr:
+        return desk_git(["write-tree"], ws).strip()
+    if proc.returncode != 0 and NO_COMMIT not in proc.stderr:
+        raise WorkspaceError(f"git add -A failed in {ws} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    add_nested(ws, treefiles.nested_repos(ws), proc.stderr)
     return desk_git(["write-tree"], ws).strip()
+
+
+def desk_process(ws: Path, args: list[str], stdin: str | None = None,
+                 env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``desk_git``'s call with its exit code and stderr returned, file names as ``os`` gives them
+    (``surrogateescape``)."""
+    desk = desk_dir(ws)
+    if not (desk / "HEAD").is_file():
+        make_desk(ws)
+    return git_process(["--git-dir", str(desk), "--work-tree", str(Path(ws).absolute()), *args], desk, env,
+                       stdin=stdin, errors="surrogateescape")
+
+
+EMBEDDED = "adding embedded git repository"  # git add's warning for a nested repository with a commit
+NO_COMMIT = "does not have a commit checked out"  # git add's error for one without
+
+
+def add_nested(ws: Path, roots: list[str], why: str) -> None:
+    """Record the files of the repositories ``roots`` nested in ``ws`` as files of ordinary folders (git would record
+    a gitlink, whose files the checks' clean tree lacks, or refuse one with no commit): ``git add -A`` of the rest
+    with those folders excluded (the desk's ``info/exclude``, written by the harness), then their files not ignored
+    by the workspace's ignore rules (``check-ignore``) added one by one. Raises ``WorkspaceError`` (with git's
+    ``why``) when no nested repository is found or a name cannot be written as an ignore pattern (a newline)."""
+    if not roots or any(c in root for root in roots for c in "\n\r"):
+        raise WorkspaceError(f"git add -A failed in {ws}: {why.strip()[-500:]}")
+    exclude = desk_dir(ws) / "info" / "exclude"
+    exclude.unlink(missing_ok=True)  # the harness's folder: a new file, never a link the agent could have left
+    exclude.write_text("".join(f"{treefiles.ignore_pattern(root)}\n" for root in roots), encoding="utf-8")
+    try:
+        desk_git(["add", "-A"], ws)
+    finally:
+        exclude.unlink()
+    files = treefiles.nested_files(ws, roots)
+    # check-ignore takes no literal pathspecs: magic is off only for this call, and "./" keeps a name's ":" or "*"
+    asked = desk_process(ws, ["check-ignore", "--no-index", "-z", "--stdin"], "".join(f"./{f}\0" for f in files),
+                         env={"GIT_LITERAL_PATHSPECS": "0"})
+    ignored = {line.removeprefix("./") for line in asked.stdout.split("\0")}
+    for args, stdin in ((["rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *roots], None),
+                        (["update-index", "--add", "-z", "--stdin"], "".join(f"{f}\0" for f in files if f not in ignored))):
+        proc = desk_process(ws, args, stdin)
+        if proc.returncode != 0:
+            raise WorkspaceError(f"git {args[0]} of the repositories nested in {ws} failed: {proc.stderr.strip()[-500:]}")
 
 
 @dataclass(frozen=True)
@@ -549,55 +603,3 @@ def blob_facts(ws: Path, before: str, after: str, paths: list[str]) -> tuple[dic
         fact = {"path": path, "size": size, "sha256": hashlib.sha256(body).hexdigest()}
         facts.append({**fact, "deleted": True} if deleted else fact)
     return tuple(facts)
-
-
-def _matches(rel: str, pattern: str) -> bool:
-    """gitignore-like: a pattern without '/' matches the file name at any depth; ``**/`` may match nothing."""
-    if "/" not in pattern:
-        return fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern)
-    if fnmatch.fnmatchcase(rel, pattern):
-        return True
-    return pattern.startswith("**/") and _matches(rel, pattern[3:])
-
-
-def protected_state(ws: Path, patterns: Iterable[str]) -> dict[str, str]:
-    """``{relative path: sha256}`` of every file under ``ws`` matching a protected glob (``.git`` skipped)."""
-    patterns = tuple(patterns)
-    state: dict[str, str] = {}
-    if not patterns:
-        return state
-    for dirpath, dirnames, filenames in os.walk(ws):
-        dirnames[:] = [d for d in dirnames if d != ".git"]
-        for name in filenames:
-            p = Path(dirpath, name)
-            rel = p.relative_to(ws).as_posix()
-            if any(_matches(rel, pat) for pat in patterns):
-                state[rel] = _file_digest(p)
-    return state
-
-
-def _file_digest(path: Path) -> str:
-    """sha256 of a regular file, read in chunks without following a link and without blocking on a FIFO;
-    ``"link: <target>"`` for a link, ``"not a regular file"`` for a FIFO, socket or device, ``"unreadable"``."""
-    try:
-        if path.is_symlink():
-            return f"link: {os.readlink(path)}"
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return "unreadable"
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return "not a regular file"
-        h = hashlib.sha256()
-        while chunk := os.read(fd, 1 << 20):
-            h.update(chunk)
-        return h.hexdigest()
-    except OSError:
-        return "unreadable"
-    finally:
-        os.close(fd)
-
-
-def tampered(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
-    """Paths created, changed or deleted between two ``protected_state`` results, sorted."""
-    return sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
