@@ -141,6 +141,8 @@ def resampled_means(x, resamples: int, rng, moments: bool = False):
     import numpy as np
 
     t_count, n = x.shape
+    if t_count == 1 and hasattr(rng, "counted"):  # draws owned by a cell (``draws.Streams``)
+        return rng.counted(x, moments)
     out = np.empty((t_count, resamples))
     second = np.empty((t_count, resamples)) if moments else None
     for start in range(0, t_count, SHARED):
@@ -371,9 +373,11 @@ def stratified_contrast(cases: Sequence[tuple], kind: str = "ratio", confidence:
         est_log, lo, hi, method_code, _ = stratified_contrast(cases, "log", confidence, resamples, rng, "bca")
         with np.errstate(over="ignore", invalid="ignore"):
             return estimate, np.exp(lo), np.exp(hi), method_code, spread
-    boot = np.zeros((t_count, resamples))
-    for a, b in data:
-        boot += contrast_value(resampled_means(a, resamples, rng), resampled_means(b, resamples, rng), kind)
+    boot = getattr(rng, "sums", None)
+    if boot is None:
+        boot = np.zeros((t_count, resamples))
+        for a, b in data:
+            boot += contrast_value(resampled_means(a, resamples, rng), resampled_means(b, resamples, rng), kind)
     return (estimate, *bca_contrast(data, means, estimate, boot, kind, confidence), spread)
 
 
@@ -423,8 +427,14 @@ def log_ratio_terms(ma, mb, va, vb, na: int, nb: int):
 
 
 def _symmetric_t(data, means, estimate, confidence: float, resamples: int, rng):
+    import numpy as np
+
     sizes = [(a.shape[1], b.shape[1]) for a, b in data]
     theta, se = log_ratio_se(means, [(_var(a), _var(b)) for a, b in data], sizes)
+    summed = getattr(rng, "sums", None)
+    if summed is not None:  # the sums over cases of log_ratio_terms, made as the cases were drawn (draws.report_figures)
+        theta_b, se_b = summed[0] / len(data), np.sqrt(summed[1]) / len(data)
+        return symmetric_t(theta, se, estimate, theta_b, se_b, confidence)
     boot_means, boot_vars = [], []
     for a, b in data:
         (ma, va), (mb, vb) = resampled_means(a, resamples, rng, True), resampled_means(b, resamples, rng, True)
@@ -503,12 +513,15 @@ def stratified_permutation_p(cases: Sequence[tuple], kind: str = "ratio", resamp
             p[blk] = np.mean(statistic(acc, rows) >= threshold[blk, None], axis=1)
         return p, err
     rng = rng if rng is not None else np.random.default_rng(0)
+    if getattr(rng, "sums", None) is not None:  # summed as the cases were drawn (draws.report_figures)
+        p[:] = plan.monte_carlo_p(rng.sums, everyone)
+        return p, np.sqrt(p * (1 - p) / resamples)
     for start in range(0, t_count, SHARED):  # rows of a block share their random relabellings
         rows = everyone[start:start + SHARED]
         acc = 0.0
         for j, x in enumerate(pooled):
             na, nb = sizes[j]
-            chosen = smallest(rng.random((resamples, na + nb)), na)
+            chosen = rng.chosen(na, nb) if hasattr(rng, "chosen") else smallest(rng.random((resamples, na + nb)), na)
             acc = acc + contribution(j, np.einsum("tn,rn->tr", x[rows], chosen), rows)
         p[rows] = plan.monte_carlo_p(acc, rows)
     err = np.sqrt(p * (1 - p) / resamples)
