@@ -42,7 +42,7 @@ def bootstrap_draws(seed: int, cell: Cell, n: int, resamples: int):
 def relabelling(seed: int, case: tuple[str, ...], na: int, nb: int, resamples: int):
     """The relabellings owned by case ``case`` (kind, source, case, agent, arm, baseline) of ``na`` arm and ``nb``
     baseline runs: 0/1 rows (resamples, na + nb) marking the arm's runs (``resample.smallest`` of random keys)."""
-    keys = stats.rng_for(seed, "labels", *case, na, nb).random((resamples, na + nb))
+    keys = stats.rng_for(seed, "labels", *case, na, nb).random((resamples, na + nb), dtype="float32")  # ties: see smallest
     return resample.smallest(keys, na)
 
 
@@ -61,11 +61,11 @@ class Memo:
         """``resample.counted_means`` of ``x`` (1, n) over the resamples of ``cell``'s ``n`` runs."""
         n = x.shape[1]
         if not self.keep:
-            return resample.counted_means(x, resample.counts_of(bootstrap_draws(self.seed, cell, n, self.resamples)), moments)
+            return resample.counted_means(x, resample.counts_of(bootstrap_draws(self.seed, cell, n, self.resamples)).astype(float), moments)
         key = (cell, n, moments, x.tobytes())
         if key not in self.means:
             if (cell, n) not in self.counts:
-                self.counts[(cell, n)] = resample.counts_of(bootstrap_draws(self.seed, cell, n, self.resamples))
+                self.counts[(cell, n)] = resample.counts_of(bootstrap_draws(self.seed, cell, n, self.resamples)).astype(float)
             self.means[key] = resample.counted_means(x, self.counts[(cell, n)], moments)
         return self.means[key]
 

@@ -184,13 +184,13 @@ def _second(rows, counts):
 
 
 def counted_means(x, counts, moments: bool = False):
-    """``resampled_means`` of one data set ``x`` (1, n) from given resamples ``counts`` (B, n) (``counts_of``):
-    the same numbers ``resampled_means`` gives when its generator draws these resamples (its sums of whole numbers
-    are exact, so they equal these products to the bit). Returns (1, B), with ``moments`` also the variances."""
+    """``resampled_means`` of one data set ``x`` (1, n) from given resamples ``counts`` (B, n) float
+    (``counts_of``): the means are one matrix product, which is how ``resampled_means`` serves draws owned by a cell
+    (``draws.Streams``). Returns (1, B), with ``moments`` also the variances."""
     import numpy as np
 
     n = x.shape[1]
-    out = np.einsum("tn,rn->tr", x, counts) / n
+    out = x @ counts.T / n
     second = _second(x, counts) if moments else None
     if np.ptp(x) == 0:
         out[:] = x[0, 0]
