@@ -50,9 +50,14 @@ def relabelling(seed: int, case: tuple[str, ...], na: int, nb: int, resamples: i
     return resample.smallest(keys, na)
 
 
+def _counts(seed: int, cell: Cell, n: int, resamples: int):
+    """How often each of the ``n`` runs is drawn in each of ``cell``'s resamples: floats (resamples, n)."""
+    return resample.counts_of(bootstrap_draws(seed, cell, n, resamples)).astype(float)
+
+
 class Memo:
-    """The draws of the cells and cases in hand (one case at a time in ``figures.report_figures``): run indices
-    (B, n) per ``(cell, n)``, relabellings per ``(case, na, nb)`` and resampled means per figure, each made once; with
+    """The draws of the cells and cases in hand (one case at a time in ``figures.report_figures``): counts (B, n)
+    per ``(cell, n)``, relabellings per ``(case, na, nb)`` and resampled means per figure, each made once; with
     ``keep`` False nothing is kept (a figure over many cases would otherwise hold every cell's counts)."""
 
     def __init__(self, seed: int, resamples: int, keep: bool = True) -> None:
@@ -62,17 +67,17 @@ class Memo:
         self.means: dict[Any, Any] = {}
 
     def counted(self, cell: Cell, x, moments: bool = False):
-        """``resample.gathered_means`` of ``x`` (1, n) over the resamples of ``cell``'s ``n`` runs."""
+        """``resample.counted_means`` of ``x`` (1, n) over the resamples of ``cell``'s ``n`` runs."""
         n = x.shape[1]
         if not self.keep:
-            return resample.gathered_means(x, bootstrap_draws(self.seed, cell, n, self.resamples), moments)
+            return resample.counted_means(x, _counts(self.seed, cell, n, self.resamples), moments)
         if (cell, n) not in self.counts:
-            self.counts[(cell, n)] = bootstrap_draws(self.seed, cell, n, self.resamples)
+            self.counts[(cell, n)] = _counts(self.seed, cell, n, self.resamples)
         key = (cell, n, x.tobytes())
         found = self.means.get(key)
         if found is None or (moments and found[1] is None):  # the means alone, or with the variances (same means)
-            found = self.means[key] = resample.gathered_means(x, self.counts[(cell, n)], True) if moments else \
-                (resample.gathered_means(x, self.counts[(cell, n)]), None)
+            found = self.means[key] = resample.counted_means(x, self.counts[(cell, n)], True) if moments else \
+                (resample.counted_means(x, self.counts[(cell, n)]), None)
         return found if moments else found[0]
 
     def chosen(self, case: tuple[str, ...], na: int, nb: int):

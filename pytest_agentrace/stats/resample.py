@@ -183,25 +183,18 @@ def _second(rows, counts):
     return np.maximum(np.einsum("tn,rn->tr", centred * centred, counts) / n - m1 * m1, 0.0) * n / max(n - 1, 1)
 
 
-def gathered_means(x, draws, moments: bool = False):
-    """``resampled_means`` of one data set ``x`` (1, n) from given resamples ``draws`` (B, n) (run indices): how
-    ``resampled_means`` serves draws owned by a cell (``draws.Streams``). Each resample's mean is the data's mean
-    plus the mean of the drawn deviations from it, summed straight from the indices (no counts); with ``moments``
-    also the sample variances (ddof 1) from the drawn squared deviations (shifted first: variances of large tokens
-    lose no digits). Returns (1, B), or a pair of them."""
+def counted_means(x, counts, moments: bool = False):
+    """``resampled_means`` of one data set ``x`` (1, n) from given resamples ``counts`` (B, n) float
+    (``counts_of``): how ``resampled_means`` serves draws owned by a cell (``draws.Streams``), each figure one
+    product with the counts (``einsum``: numpy's own loop, which beats a multi-threaded BLAS on these small products
+    when the cores are busy). Returns (1, B), with ``moments`` also the variances (``_second``)."""
     import numpy as np
 
-    row = x[0]
-    n = row.shape[0]
-    centre = row.mean()
-    dev = row - centre
-    m1 = np.einsum("rn->r", dev[draws]) / n
-    out = (centre + m1)[None, :]
-    second = None
-    if moments:
-        second = (np.maximum(np.einsum("rn->r", (dev * dev)[draws]) / n - m1 * m1, 0.0) * n / max(n - 1, 1))[None, :]
-    if np.ptp(row) == 0:
-        out[:] = row[0]
+    n = x.shape[1]
+    out = np.einsum("tn,rn->tr", x, counts) / n
+    second = _second(x, counts) if moments else None
+    if np.ptp(x) == 0:
+        out[:] = x[0, 0]
         if second is not None:
             second[:] = 0.0
     return (out, second) if moments else out
