@@ -113,3 +113,16 @@ def test_shared_draws_keep_interval_coverage() -> None:
                 cell_hits += c.tokens_ci.lo <= true_mean <= c.tokens_ci.hi
     assert arm_hits / trials >= 0.95 - 2 * math.sqrt(0.05 * 0.95 / trials)
     assert cell_hits / cells >= 0.95 - 2 * math.sqrt(0.05 * 0.95 / cells) - 0.02
+
+
+def test_relabellings_are_uniform_choices_of_the_arm_runs() -> None:
+    """3 arm and 4 baseline runs: each of the C(7, 3) = 35 choices should come up in 1/35 of 35,000 relabellings
+    (1,000 each); Pearson's chi-square over them (34 df) stays below 65.2, its 0.999 quantile (a seeded draw: this
+    fails for a uniform generator once in a thousand seeds)."""
+    from scipy.stats import chi2
+
+    marks = draws.relabelling(0, ("trial", "/s/t.toml", "q0", "a", "docs", "base"), 3, 4, 35_000)
+    assert (marks.sum(axis=1) == 3).all()
+    _, counts = np.unique(marks @ (2 ** np.arange(7)), return_counts=True)
+    assert counts.size == 35
+    assert ((counts - 1000) ** 2 / 1000).sum() < chi2.ppf(0.999, 34)

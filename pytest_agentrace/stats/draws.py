@@ -45,9 +45,21 @@ def bootstrap_draws(seed: int, cell: Cell, n: int, resamples: int):
 
 def relabelling(seed: int, case: tuple[str, ...], na: int, nb: int, resamples: int):
     """The relabellings owned by case ``case`` (kind, source, case, agent, arm, baseline) of ``na`` arm and ``nb``
-    baseline runs: 0/1 rows (resamples, na + nb) marking the arm's runs (``resample.smallest`` of random keys)."""
-    keys = stats.rng_for(seed, "labels", *case, na, nb).random((resamples, na + nb), dtype="float32")  # ties: see smallest
-    return resample.smallest(keys, na)
+    baseline runs: 0/1 rows (resamples, na + nb) marking the arm's runs, the ``na`` smallest of uniform float32 keys
+    (half the generator's work of float64 ones). A row whose ``na``-th and ``na + 1``-th smallest keys are equal (a
+    tie across the cut: about ``(na + nb) / 2^24`` of rows) is drawn again until it has none, so every row is a
+    uniformly random choice of ``na`` runs (the rows kept are exchangeable in the runs)."""
+    import numpy as np
+
+    rng = stats.rng_for(seed, "labels", *case, na, nb)
+    keys = rng.random((resamples, na + nb), dtype=np.float32)
+    ordered = np.sort(keys, axis=1)
+    tied = np.flatnonzero(ordered[:, na - 1] == ordered[:, na]) if nb else np.arange(0)
+    while tied.size:
+        keys[tied] = rng.random((tied.size, na + nb), dtype=np.float32)
+        ordered[tied] = np.sort(keys[tied], axis=1)
+        tied = tied[ordered[tied, na - 1] == ordered[tied, na]]
+    return (keys <= ordered[:, na - 1:na]).astype(float)
 
 
 def _counts(seed: int, cell: Cell, n: int, resamples: int):
