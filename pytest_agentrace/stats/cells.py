@@ -7,8 +7,10 @@ A *cell* is case x arm x agent (case = task name or trial question id). Rules sh
   counted as failures.
 - Tokens are ``usage.total_tokens``; runs whose tokens are unknown (None) are left out of token figures and
   counted (``tokens_unknown``).
-- Every random figure is seeded from ``seed`` and the cell/comparison key (``stats.rng_for``), so a report is
-  reproducible and a figure does not move when other cells are added.
+- Every random figure is seeded from ``seed`` and the names of what it resamples: a cell's bootstrap draws and a
+  case's relabellings belong to the cell and case and are shared by every figure over them (``draws``); other
+  draws are seeded by the comparison's key (``stats.rng_for``). A report is reproducible and a figure does not move
+  when other cells are added.
 - Comparisons of an arm with the baseline arm are in ``compare``; the rules of their verdicts in ``verdict``.
 """
 
