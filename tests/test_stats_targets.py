@@ -163,3 +163,17 @@ def test_new_cases_target_names_its_answer() -> None:
     assert row.state == "add cases" and "a verdict needs 6 or more cases" in row.state_text()
     with pytest.raises(ValueError, match="choose fixed or cases"):
         build_report(outs, target="runs")
+
+
+@pytest.mark.parametrize("alternative", ["two-sided", "less", "greater"])
+def test_stratified_binary_p_on_one_lattice_is_the_general_convolution(alternative: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables of one size (the common case) take the whole-number convolution of the arm's passes; its p-value is
+    the general path's (outer sums, rounded and merged) to 1e-12, for small and many cases."""
+    rng = np.random.default_rng(7)
+    for n, k, rate in ((4, 3, 0.5), (8, 10, 0.3), (10, 200, 0.7)):
+        tables = [(int(rng.binomial(n, rate)), n, int(rng.binomial(n, rate + 0.1)), n) for _ in range(k)]
+        fast = strata.stratified_binary_p(tables, alternative)
+        with monkeypatch.context() as m:
+            m.setattr(strata, "_one_lattice", lambda *args: None)
+            general = strata.stratified_binary_p(tables, alternative)
+        assert fast == pytest.approx(general, rel=1e-12, abs=1e-15)

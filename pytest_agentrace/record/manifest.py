@@ -301,13 +301,14 @@ def verify(out: Path, *, artifacts: bool = True, key: bytes | None = None) -> Ve
     out = Path(out)
     known, errors = load_manifests(out, key)
     result = Verification(manifest_errors=errors)
-    present = {p.parent.relative_to(out).as_posix(): p.parent for p in (out / "runs").glob(f"**/{RUN_FILE}")}
-    present.update({p.parent.relative_to(out).as_posix(): p.parent for p in (out / ATTEMPTS_DIR).glob(f"**/{RUN_FILE}")
-                    if KEPT not in p.relative_to(out).parts})  # errors beside finished records (record.attempts)
-    for where in sorted(set(known) - set(present)):
+    present = set(record_folders(out, "runs"))
+    present.update(w for w in record_folders(out, ATTEMPTS_DIR)
+                   if KEPT not in w.split("/"))  # errors beside finished records (record.attempts)
+    for where in sorted(set(known) - present):
         result.problems[where] = "removed after its session (in a manifest, not on disk)"
-    for where, run_dir in sorted(present.items()):
-        why = check_run(run_dir, known.get(where), artifacts)
+    for where in sorted(present):
+        files = known.get(where)
+        why = check_run(out / where, files, artifacts) if files is not None else NOT_IN_MANIFEST
         if why:
             result.problems[where] = why
         else:
@@ -323,11 +324,38 @@ def results_digest(out: Path) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
+NOT_IN_MANIFEST = "added after its session (in no manifest)"
+
+
+def record_folders(out: Path, top: str) -> list[str]:
+    """The folders under ``out/top`` (``top`` included) that hold a ``run.json``, relative to ``out`` (POSIX), as
+    ``Path.glob('**/run.json')`` finds them: symlinked folders not entered, an entry named ``run.json`` counted when
+    it leads somewhere (a link to a file counts: ``check_run`` then names it). One ``scandir`` per folder, no
+    ``Path`` per record."""
+    found: list[str] = []
+    pending = [(os.path.join(out, top), top)]
+    while pending:
+        folder, rel = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:  # missing, not a folder, unreadable: glob skips it too
+            continue
+        for entry in entries:
+            try:
+                if entry.name == RUN_FILE and os.path.exists(entry.path):
+                    found.append(rel)
+                if entry.is_dir() and not entry.is_symlink():
+                    pending.append((entry.path, f"{rel}/{entry.name}"))
+            except OSError:
+                continue
+    return found
+
+
 def check_run(run_dir: Path, files: Mapping[str, str] | None, artifacts: bool = True) -> str:
     """Why the run folder ``run_dir`` is unverifiable against its manifest entry ``files`` (None: in no
     manifest), or ``""`` when it matches and its status agrees with its evidence."""
     if files is None:
-        return "added after its session (in no manifest)"
+        return NOT_IN_MANIFEST
     why = _changed(run_dir, files, artifacts)
     if why:
         return why

@@ -7,8 +7,10 @@ A *cell* is case x arm x agent (case = task name or trial question id). Rules sh
   counted as failures.
 - Tokens are ``usage.total_tokens``; runs whose tokens are unknown (None) are left out of token figures and
   counted (``tokens_unknown``).
-- Every random figure is seeded from ``seed`` and the cell/comparison key (``stats.rng_for``), so a report is
-  reproducible and a figure does not move when other cells are added.
+- Every random figure is seeded from ``seed`` and the names of what it resamples: a cell's bootstrap draws and a
+  case's relabellings belong to the cell and case and are shared by every figure over them (``draws``); other
+  draws are seeded by the comparison's key (``stats.rng_for``). A report is reproducible and a figure does not move
+  when other cells are added.
 - Comparisons of an arm with the baseline arm are in ``compare``; the rules of their verdicts in ``verdict``.
 """
 
@@ -24,6 +26,7 @@ from typing import Any
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import power as pw
+from pytest_agentrace.stats.draws import Memo, Streams
 from pytest_agentrace.stats.verdict import CASES, FIXED
 
 
@@ -124,12 +127,14 @@ def _group(outcomes: Iterable[Outcome]) -> dict[tuple[str, str, str, str, str], 
     return groups
 
 
-def summarize_cell(runs: Sequence[Outcome], seed: int = 0, resamples: int = stats.DEFAULT_RESAMPLES, confidence: float = 0.95) -> CellSummary:
+def summarize_cell(runs: Sequence[Outcome], seed: int = 0, resamples: int = stats.DEFAULT_RESAMPLES, confidence: float = 0.95,
+                   memo: Memo | None = None) -> CellSummary:
     """Summarise the runs of one cell (all sharing kind, source, case, arm, agent). See ``CellSummary``. Runs stopped
-    by race mode (status ``stopped``) are left out entirely: neither samples nor errors."""
+    by race mode (status ``stopped``) are left out entirely: neither samples nor errors. The token interval resamples
+    with the cell's own draws (``draws``; ``memo`` shares them with the comparisons over the cell)."""
     first = runs[0]
     runs = [o for o in runs if o.status != Status.STOPPED]
-    valid = [o for o in runs if o.is_sample]
+    valid = sorted((o for o in runs if o.is_sample), key=lambda o: o.rep)  # in rep order, as comparisons take them
     passed = sum(o.status == Status.PASSED for o in valid)
     tokens = tokens_of(valid)
     key = (first.kind, first.source, first.case, first.arm, first.agent)
@@ -147,7 +152,7 @@ def summarize_cell(runs: Sequence[Outcome], seed: int = 0, resamples: int = stat
         pass_ci_errors_as_failures=stats.wilson_interval(passed, len(runs), confidence),
         tokens_n=len(tokens), tokens_unknown=n - len(tokens), tokens_mean=_mean(tokens),
         tokens_sd=math.sqrt(stats._var(tokens)) if len(tokens) >= 2 else None,
-        tokens_ci=(stats.mean_interval(tokens, confidence, resamples, stats.rng_for(seed, "tokens", *key))
+        tokens_ci=(stats.mean_interval(tokens, confidence, resamples, Streams(memo or Memo(seed, resamples, keep=False), [(key, len(tokens))]))
                    if len(tokens) >= 2 else stats.Interval.none(confidence)),  # fewer than 2: no generator, no numpy
         turns_mean=_mean(turns), used_tool=sum(o.used_tool is True for o in valid),
         used_tool_known=sum(o.used_tool is not None for o in valid),

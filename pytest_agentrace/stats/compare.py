@@ -30,6 +30,7 @@ from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import resample, strata
 from pytest_agentrace.stats.cells import score_value, tokens_of
+from pytest_agentrace.stats.draws import Memo, Streams
 from pytest_agentrace.stats.verdict import (
     CASES,
     FIXED,
@@ -322,11 +323,23 @@ def score_result(sc: Sequence[tuple[Sequence[float], Sequence[float]]], target: 
 
 def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Sequence[str],
              by_cell: dict[tuple[str, str], list[Outcome]], seed: int, resamples: int, confidence: float, alpha: float,
-             target: str) -> ArmComparison:
+             target: str, memo: Memo | None = None, sums: dict[str, Any] | None = None) -> ArmComparison:
+    """One comparison (``ArmComparison``). The stratified intervals and tests (``fixed``, or one case) resample with
+    the draws owned by the cells and cases (``draws``; ``memo`` shares them with other figures, ``sums`` carries
+    sums over cases made by ``figures.report_figures``); the other random figures draw from ``rng_for(seed, what,
+    *comparison)``."""
     key = (kind, source, agent, arm, base, tuple(cases))
+    memo = memo if memo is not None else Memo(seed, resamples, keep=False)
+    sums = sums or {}
 
     def rng(what: str):
         return stats.rng_for(seed, what, *key)
+
+    def owned(what: str, sizes: list[tuple[str, int, int]]) -> tuple[Streams, Streams]:
+        """The bootstrap and relabelling streams of a figure over cases of ``sizes`` (case, n_arm, n_base)."""
+        cells = [cell for c, na, nb in sizes for cell in (((kind, source, c, arm, agent), na), ((kind, source, c, base, agent), nb))]
+        labels = [((kind, source, c, agent, arm, base), na, nb) for c, na, nb in sizes]
+        return Streams(memo, cells, (), sums.get(what)), Streams(memo, (), labels, sums.get(what + "-p"))
 
     # race mode's stopped runs are neither samples nor errors
     arm_all = {c: [o for o in by_cell[(c, arm)] if o.status != Status.STOPPED] for c in cases}
@@ -337,8 +350,13 @@ def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Seq
     sc = [([score_value(o) for o in arm_v[c]], [score_value(o) for o in base_v[c]]) for c in cases]
     # the cost and the score figures draw from their own generators: over several cases (one comparison that
     # outweighs the rest) they are computed side by side
-    cost_job = lambda: cost_result(tok, confidence, resamples, alpha, rng("cost"), rng("cost-p"), rng("log-ratio"), target)  # noqa: E731
-    score_job = lambda: score_result(sc, target, confidence, resamples, rng("score"), rng("score-p"))  # noqa: E731
+    if target == FIXED or len(cases) == 1:
+        cost_ci, cost_p = owned("cost", [(c, len(a), len(b)) for c, (a, b) in zip(cases, tok, strict=True) if len(a) and len(b) and sum(b) > 0])
+        score_ci, score_p = owned("score", [(c, len(a), len(b)) for c, (a, b) in zip(cases, sc, strict=True)])
+    else:
+        cost_ci, cost_p, score_ci, score_p = rng("cost"), rng("cost-p"), rng("score"), rng("score-p")
+    cost_job = lambda: cost_result(tok, confidence, resamples, alpha, cost_ci, cost_p, rng("log-ratio"), target)  # noqa: E731
+    score_job = lambda: score_result(sc, target, confidence, resamples, score_ci, score_p)  # noqa: E731
     if len(cases) > 1:
         cr, (score, score_p) = stats.parallel_map(lambda job: job(), [cost_job, score_job], least=2)
     else:
@@ -384,11 +402,23 @@ def compare_arms(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
     each arm, and are decided on those (``with_bh``). Returns comparisons sorted by (kind, source, agent, arm[, case]).
     """
     check_target(target)
-    outcomes = list(outcomes)
+    jobs: list[tuple[Any, ...]] = []
+    for kind, source, agent, base, by_cell, arms in comparison_groups(outcomes, baseline):
+        for arm, shared in arms.items():
+            for cases in ([[c] for c in shared] if by_case else [shared]):
+                jobs.append((kind, source, agent, arm, base, cases, by_cell))
+    result = stats.parallel_map(lambda job: _compare(*job, seed, resamples, confidence, alpha, target), jobs)
+    return with_bh(result, decide=by_case, alpha=alpha)
+
+
+def comparison_groups(outcomes: Iterable[Outcome], baseline: str | None = None) -> list[tuple[Any, ...]]:
+    """The comparisons to make, per (kind, source, agent) with two or more arms, sorted: ``(kind, source, agent,
+    baseline arm, by_cell, {arm: shared cases})`` with ``by_cell`` ``{(case, arm): runs in rep order}`` and the
+    cases where the arm and the baseline both have a valid run (arms without one left out)."""
     groups: dict[tuple[str, str, str], list[Outcome]] = defaultdict(list)
     for o in outcomes:
         groups[(o.kind, o.source, o.agent)].append(o)
-    jobs: list[tuple[Any, ...]] = []
+    out = []
     for (kind, source, agent), runs in sorted(groups.items()):
         arms = sorted({o.arm for o in runs})
         if len(arms) < 2:
@@ -398,16 +428,19 @@ def compare_arms(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
         for o in sorted(runs, key=lambda o: o.rep):
             by_cell[(o.case, o.arm)].append(o)
         valid_cases = {(c, a) for (c, a), rs in by_cell.items() if any(o.is_sample for o in rs)}
-        for arm in arms:
-            if arm == base:
-                continue
-            shared = sorted(c for c, a in valid_cases if a == arm and (c, base) in valid_cases)
-            if not shared:
-                continue
-            for cases in ([[c] for c in shared] if by_case else [shared]):
-                jobs.append((kind, source, agent, arm, base, cases, by_cell))
-    result = stats.parallel_map(lambda job: _compare(*job, seed, resamples, confidence, alpha, target), jobs)
-    return with_bh(result, decide=by_case, alpha=alpha)
+        found = {arm: sorted(c for c, a in valid_cases if a == arm and (c, base) in valid_cases) for arm in arms if arm != base}
+        out.append((kind, source, agent, base, by_cell, {arm: shared for arm, shared in found.items() if shared}))
+    return out
+
+
+def comparison_data(by_cell: dict[tuple[str, str], list[Outcome]], cases: Sequence[str], arm: str, base: str):
+    """The samples of a comparison over ``cases``: per case the (arm, baseline) valid runs (race mode's stopped runs
+    left out), their known tokens (``tok``) and their scores (``sc``, ``cells.score_value``), as three lists."""
+    valid = [([o for o in by_cell[(c, arm)] if o.status != Status.STOPPED and o.is_sample],
+              [o for o in by_cell[(c, base)] if o.status != Status.STOPPED and o.is_sample]) for c in cases]
+    tok = [(tokens_of(a), tokens_of(b)) for a, b in valid]
+    sc = [([score_value(o) for o in a], [score_value(o) for o in b]) for a, b in valid]
+    return valid, tok, sc
 
 
 def with_bh(comparisons: list[ArmComparison], decide: bool = False, alpha: float = 0.05) -> list[ArmComparison]:

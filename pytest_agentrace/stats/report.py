@@ -19,9 +19,9 @@ from pytest_agentrace.stats.cells import (
     arm_tokens,
     reliability,
     spread,
-    summarize,
 )
-from pytest_agentrace.stats.compare import ArmComparison, compare_arms, with_sequential
+from pytest_agentrace.stats.compare import ArmComparison, with_sequential
+from pytest_agentrace.stats.figures import report_figures
 from pytest_agentrace.stats.score import require_scored
 from pytest_agentrace.stats.verdict import CASES, FIXED, TARGET_TEXT, check_target
 
@@ -87,9 +87,7 @@ def build_report(outcomes: Iterable[Outcome], baseline: str | None = None, seed:
     """
     check_target(target)
     outcomes = [o for o in require_scored(outcomes, "build_report") if not cases or o.case in set(cases)]
-    cells = summarize(outcomes, seed, resamples, confidence)
-    comps = compare_arms(outcomes, baseline, seed, resamples, confidence, alpha, target=target)
-    by_case = compare_arms(outcomes, baseline, seed, resamples, confidence, alpha, by_case=True, target=target)
+    cells, comps, by_case = report_figures(outcomes, baseline, seed, resamples, confidence, alpha, target)  # summarize, compare_arms
     method = METHODS[target]
     if sequential:
         min_runs = int(sequential.get("min_runs", seq.MIN_RUNS))

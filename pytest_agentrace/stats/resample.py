@@ -141,27 +141,62 @@ def resampled_means(x, resamples: int, rng, moments: bool = False):
     import numpy as np
 
     t_count, n = x.shape
+    if t_count == 1 and hasattr(rng, "counted"):  # draws owned by a cell (``draws.Streams``)
+        return rng.counted(x, moments)
     out = np.empty((t_count, resamples))
     second = np.empty((t_count, resamples)) if moments else None
-    offsets = n * np.arange(resamples)[:, None]
     for start in range(0, t_count, SHARED):
         draws = rng.integers(0, n, size=(resamples, n))
         rows = x[start:start + SHARED]
         if second is None and rows.shape[0] == 1 and _whole(rows):  # one data set of whole numbers: sums are exact
             out[start] = np.einsum("rn->r", rows[0][draws]) / n
             continue
-        draws += offsets
-        counts = np.bincount(draws.ravel(), minlength=resamples * n).reshape(resamples, n)
+        counts = counts_of(draws)
         out[start:start + SHARED] = np.einsum("tn,rn->tr", rows, counts) / n
         if second is not None:
-            centred = rows - rows.mean(axis=1, keepdims=True)  # shift first: variances of large tokens lose no digits
-            m1 = np.einsum("tn,rn->tr", centred, counts) / n
-            second[start:start + SHARED] = np.maximum(np.einsum("tn,rn->tr", centred * centred, counts) / n - m1 * m1, 0.0) * n / max(n - 1, 1)
+            second[start:start + SHARED] = _second(rows, counts)
     flat = np.ptp(x, axis=1) == 0
     if flat.any():
         out[flat] = x[flat, :1]
         if second is not None:
             second[flat] = 0.0
+    return (out, second) if moments else out
+
+
+def counts_of(draws):
+    """How often each run was drawn: ``draws`` (B, n) indices in ``range(n)`` -> counts (B, n) (``bincount`` of
+    the rows, offset so one call counts them all)."""
+    import numpy as np
+
+    resamples, n = draws.shape
+    flat = (draws + n * np.arange(resamples)[:, None]).ravel()
+    return np.bincount(flat, minlength=resamples * n).reshape(resamples, n)
+
+
+def _second(rows, counts):
+    """Sample variances (ddof 1) of the resamples ``counts`` (B, n) of every row of ``rows`` (T, n), as (T, B)."""
+    import numpy as np
+
+    n = rows.shape[1]
+    centred = rows - rows.mean(axis=1, keepdims=True)  # shift first: variances of large tokens lose no digits
+    m1 = np.einsum("tn,rn->tr", centred, counts) / n
+    return np.maximum(np.einsum("tn,rn->tr", centred * centred, counts) / n - m1 * m1, 0.0) * n / max(n - 1, 1)
+
+
+def counted_means(x, counts, moments: bool = False):
+    """``resampled_means`` of one data set ``x`` (1, n) from given resamples ``counts`` (B, n) float
+    (``counts_of``): how ``resampled_means`` serves draws owned by a cell (``draws.Streams``), each figure one
+    product with the counts (``einsum``: numpy's own loop, which beats a multi-threaded BLAS on these small products
+    when the cores are busy). Returns (1, B), with ``moments`` also the variances (``_second``)."""
+    import numpy as np
+
+    n = x.shape[1]
+    out = np.einsum("tn,rn->tr", x, counts) / n
+    second = _second(x, counts) if moments else None
+    if np.ptp(x) == 0:
+        out[:] = x[0, 0]
+        if second is not None:
+            second[:] = 0.0
     return (out, second) if moments else out
 
 
@@ -339,10 +374,22 @@ def stratified_contrast(cases: Sequence[tuple], kind: str = "ratio", confidence:
         est_log, lo, hi, method_code, _ = stratified_contrast(cases, "log", confidence, resamples, rng, "bca")
         with np.errstate(over="ignore", invalid="ignore"):
             return estimate, np.exp(lo), np.exp(hi), method_code, spread
-    boot = np.zeros((t_count, resamples))
-    for a, b in data:
-        boot += contrast_value(resampled_means(a, resamples, rng), resampled_means(b, resamples, rng), kind)
-    boot /= k
+    boot = getattr(rng, "sums", None)
+    if boot is None:
+        boot = np.zeros((t_count, resamples))
+        for a, b in data:
+            boot += contrast_value(resampled_means(a, resamples, rng), resampled_means(b, resamples, rng), kind)
+    return (estimate, *bca_contrast(data, means, estimate, boot, kind, confidence), spread)
+
+
+def bca_contrast(data, means, estimate, boot_sum, kind: str, confidence: float = 0.95):
+    """``stratified_contrast``'s BCa interval from ``boot_sum`` (T, B), the sum over cases (in case order, from
+    zeros) of each resample's per-case contrast, with the acceleration from leave-one-run-out values and the
+    small-sample expansion. ``data``/``means``: per case the arrays and their means. Returns ``(lo, hi, method)``."""
+    import numpy as np
+
+    k = len(data)
+    boot = boot_sum / k
     if k == 1:
         a, b = data[0]
         ma, mb = means[0]
@@ -356,8 +403,7 @@ def stratified_contrast(cases: Sequence[tuple], kind: str = "ratio", confidence:
         jack = _run_jackknife(data, means, kind)
     u, sizes = _delta_parts(data, means, kind, k)
     crit = critical(u, sizes, confidence)
-    lo, hi, method_code = interval(estimate, boot, jack, crit, confidence)
-    return estimate, lo, hi, method_code, spread
+    return interval(estimate, boot, jack, crit, confidence)
 
 
 def log_ratio_se(means, variances, sizes):
@@ -367,10 +413,18 @@ def log_ratio_se(means, variances, sizes):
     import numpy as np
 
     k = len(means)
+    terms = [log_ratio_terms(ma, mb, va, vb, na, nb) for (ma, mb), (va, vb), (na, nb) in zip(means, variances, sizes, strict=True)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        theta = sum(np.log(ma / mb) for ma, mb in means) / k
-        var = sum(va / (na * ma * ma) + vb / (nb * mb * mb) for (ma, mb), (va, vb), (na, nb) in zip(means, variances, sizes, strict=True))
-        return theta, np.sqrt(var) / k
+        return sum(t[0] for t in terms) / k, np.sqrt(sum(t[1] for t in terms)) / k
+
+
+def log_ratio_terms(ma, mb, va, vb, na: int, nb: int):
+    """One case's terms of ``log_ratio_se``: ``log(m_a / m_b)`` and ``s_a^2 / (n_a m_a^2) + s_b^2 / (n_b m_b^2)``
+    (their sums over cases, in case order, make ``theta * C`` and ``(se * C)^2``)."""
+    import numpy as np
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(ma / mb), va / (na * ma * ma) + vb / (nb * mb * mb)
 
 
 def _symmetric_t(data, means, estimate, confidence: float, resamples: int, rng):
@@ -378,12 +432,25 @@ def _symmetric_t(data, means, estimate, confidence: float, resamples: int, rng):
 
     sizes = [(a.shape[1], b.shape[1]) for a, b in data]
     theta, se = log_ratio_se(means, [(_var(a), _var(b)) for a, b in data], sizes)
+    summed = getattr(rng, "sums", None)
+    if summed is not None:  # the sums over cases of log_ratio_terms, made as the cases were drawn (draws.report_figures)
+        theta_b, se_b = summed[0] / len(data), np.sqrt(summed[1]) / len(data)
+        return symmetric_t(theta, se, estimate, theta_b, se_b, confidence)
     boot_means, boot_vars = [], []
     for a, b in data:
         (ma, va), (mb, vb) = resampled_means(a, resamples, rng, True), resampled_means(b, resamples, rng, True)
         boot_means.append((ma, mb))
         boot_vars.append((va, vb))
     theta_b, se_b = log_ratio_se(boot_means, boot_vars, sizes)
+    return symmetric_t(theta, se, estimate, theta_b, se_b, confidence)
+
+
+def symmetric_t(theta, se, estimate, theta_b, se_b, confidence: float = 0.95):
+    """The symmetric bootstrap-t interval (``stratified_contrast``, method ``t``) from ``theta``/``se`` (T,) of the
+    data (``log_ratio_se``), the estimate (T,) and the resamples' ``theta_b``/``se_b`` (T, B). Returns ``(lo, hi,
+    method)``."""
+    import numpy as np
+
     with np.errstate(divide="ignore", invalid="ignore"):
         dev = np.abs(theta_b - theta[:, None])
         t = np.where(dev <= 1e-12 * np.maximum(1.0, np.abs(theta[:, None])), 0.0, dev / se_b)
@@ -427,34 +494,15 @@ def stratified_permutation_p(cases: Sequence[tuple], kind: str = "ratio", resamp
     import numpy as np
 
     data = _prepare(cases)
-    t_count, k = data[0][0].shape[0], len(data)
-    pooled = [np.concatenate([a, b], axis=1) for a, b in data]
-    sizes = [(a.shape[1], b.shape[1]) for a, b in data]
-    totals = [x.sum(axis=1, keepdims=True) for x in pooled]
-    if kind == "ratio":
-        use_log = np.all([x.min(axis=1) > 0 for x in pooled], axis=0)[:, None]
-    else:
-        use_log = np.zeros((t_count, 1), dtype=bool)
-
-    def contribution(j: int, sa, rows):
-        na, nb = sizes[j]
-        tot = totals[j][rows]
-        ma, mb = sa / na, (tot - sa) / nb
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if kind == "ratio":
-                scale = tot / (na + nb)
-                rel = np.where(scale > 0, (ma - mb) / np.where(scale > 0, scale, 1.0), 0.0)
-                return np.where(use_log[rows], np.log(ma / mb), rel) / k
-            return (ma - mb) / k
+    t_count = data[0][0].shape[0]
+    plan = Relabelling(data, kind)
+    pooled, sizes, contribution, threshold, total = plan.pooled, plan.sizes, plan.contribution, plan.threshold, plan.total
 
     def statistic(acc, rows):
         return np.abs(acc)
 
     everyone = np.arange(t_count)
-    observed = statistic(sum(contribution(j, a.sum(axis=1, keepdims=True), everyone) for j, (a, _) in enumerate(data)), everyone)[:, 0]
-    threshold = observed * (1 - 1e-9) - 1e-12
     p, err = np.empty(t_count), np.zeros(t_count)
-    total = math.prod(math.comb(na + nb, na) for na, nb in sizes)
     if total <= exact_limit:
         pick = [indicator(splits(na + nb, na), na + nb) for na, nb in sizes]
         for blk in blocks(t_count, total + max(m.shape[0] for m in pick)):
@@ -466,17 +514,69 @@ def stratified_permutation_p(cases: Sequence[tuple], kind: str = "ratio", resamp
             p[blk] = np.mean(statistic(acc, rows) >= threshold[blk, None], axis=1)
         return p, err
     rng = rng if rng is not None else np.random.default_rng(0)
+    if getattr(rng, "sums", None) is not None:  # summed as the cases were drawn (draws.report_figures)
+        p[:] = plan.monte_carlo_p(rng.sums, everyone)
+        return p, np.sqrt(p * (1 - p) / resamples)
     for start in range(0, t_count, SHARED):  # rows of a block share their random relabellings
         rows = everyone[start:start + SHARED]
         acc = 0.0
         for j, x in enumerate(pooled):
             na, nb = sizes[j]
-            chosen = smallest(rng.random((resamples, na + nb)), na)
+            chosen = rng.chosen(na, nb) if hasattr(rng, "chosen") else smallest(rng.random((resamples, na + nb)), na)
             acc = acc + contribution(j, np.einsum("tn,rn->tr", x[rows], chosen), rows)
-        hits = np.sum(statistic(acc, rows) >= threshold[rows, None], axis=1)
-        p[rows] = (1 + hits) / (1 + resamples)
+        p[rows] = plan.monte_carlo_p(acc, rows)
     err = np.sqrt(p * (1 - p) / resamples)
     return p, err
+
+
+class Relabelling:
+    """What ``stratified_permutation_p`` knows of its data before any relabelling: ``pooled`` runs per case (T,
+    n_arm + n_base), ``sizes``, the number of relabellings ``total``, the ``threshold`` (T,) a relabelled statistic
+    must reach to count as a hit, and ``contribution(j, sa, rows)``: case ``j``'s term for relabellings whose arm
+    runs sum to ``sa``. ``data``: per case the (T, n) arrays; ``kind``: ratio or difference."""
+
+    def __init__(self, data, kind: str) -> None:
+        import numpy as np
+
+        t_count, self.k, self.kind = data[0][0].shape[0], len(data), kind
+        self.pooled = [np.concatenate([a, b], axis=1) for a, b in data]
+        self.sizes = [(a.shape[1], b.shape[1]) for a, b in data]
+        self.totals = [x.sum(axis=1, keepdims=True) for x in self.pooled]
+        if kind == "ratio":
+            self.use_log = np.all([x.min(axis=1) > 0 for x in self.pooled], axis=0)[:, None]
+        else:
+            self.use_log = np.zeros((t_count, 1), dtype=bool)
+        everyone = np.arange(t_count)
+        observed = np.abs(sum(self.contribution(j, a.sum(axis=1, keepdims=True), everyone) for j, (a, _) in enumerate(data)))[:, 0]
+        self.threshold = observed * (1 - 1e-9) - 1e-12
+        self.total = math.prod(math.comb(na + nb, na) for na, nb in self.sizes)
+
+    def contribution(self, j: int, sa, rows):
+        return relabelled_contribution(sa, self.totals[j][rows], *self.sizes[j], self.kind, self.k, self.use_log[rows])
+
+    def monte_carlo_p(self, acc, rows):
+        """``(1 + hits) / (1 + M)`` of the rows ``rows`` from ``acc`` (T, M): the statistic's sum over cases of
+        ``contribution`` for ``M`` random relabellings."""
+        import numpy as np
+
+        hits = np.sum(np.abs(acc) >= self.threshold[rows, None], axis=1)
+        return (1 + hits) / (1 + acc.shape[1])
+
+
+def relabelled_contribution(sa, tot, na: int, nb: int, kind: str, k: int, use_log):
+    """One case's term of ``stratified_permutation_p``'s statistic (before the absolute value) for relabellings
+    whose arm-labelled runs sum to ``sa`` (T, M): ``log(mean A / mean B) / k`` (ratio, where ``use_log`` (T, 1));
+    ``(mean A - mean B) / (mean of the case's runs) / k`` (ratio elsewhere); ``(mean A - mean B) / k``
+    (difference). ``tot`` (T, 1): the case's sum over its ``na + nb`` runs; ``k`` the cases of the statistic."""
+    import numpy as np
+
+    ma, mb = sa / na, (tot - sa) / nb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if kind == "ratio":
+            scale = tot / (na + nb)
+            rel = np.where(scale > 0, (ma - mb) / np.where(scale > 0, scale, 1.0), 0.0)
+            return np.where(use_log, np.log(ma / mb), rel) / k
+        return (ma - mb) / k
 
 
 def smallest(keys, k: int):

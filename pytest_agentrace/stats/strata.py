@@ -89,6 +89,11 @@ def stratified_binary_p(tables: Sequence[tuple[int, int, int, int]], alternative
             return np.abs(values) >= abs(observed) - tol
         return values <= observed + tol if alternative == "less" else values >= observed - tol
 
+    if len({(na, nb) for _, na, _, nb in informative}) == 1:  # one lattice: the arm's passes summed over cases
+        lattice = _one_lattice(informative, fixed, w)
+        if lattice is not None:
+            values, probs = lattice
+            return float(min(1.0, np.sum(probs[hit(values)])))
     values, probs = np.array([fixed]), np.array([1.0])
     for t in informative:
         f, pf = _case_null(*t)
@@ -106,6 +111,29 @@ def stratified_binary_p(tables: Sequence[tuple[int, int, int, int]], alternative
         k = rng.hypergeometric(ka + kb, na + nb - ka - kb, na, resamples)
         draws += w * (k / na - (ka + kb - k) / nb)
     return (1 + int(np.sum(hit(draws)))) / (1 + resamples)
+
+
+def _one_lattice(tables, fixed: float, w: float):
+    """``stratified_binary_p``'s null distribution when every table has the same ``(n_arm, n_base)``: the statistic is
+    ``fixed + w (K (1/n_arm + 1/n_base) - M / n_base)`` with ``K`` the arm's passes summed over the cases and ``M`` the
+    cases' passes, so it is the convolution of the cases' hypergeometric laws of ``k`` on the whole numbers (one
+    ``numpy.convolve`` per case, sums of positive terms only: exact as the general path, without sorting every
+    partial sum). None when it has more than ``EXACT_SUMS`` values (the Monte Carlo path decides then, as before).
+    Returns ``(values, probabilities)``."""
+    import numpy as np
+
+    na, nb = tables[0][1], tables[0][3]
+    probs, low, total = np.array([1.0]), 0, 0
+    for ka, _, kb, _ in tables:
+        f, pf = _case_null(ka, na, kb, nb)
+        m = ka + kb
+        low += max(0, m - nb)
+        total += m
+        probs = np.convolve(probs, pf)
+        if probs.size > EXACT_SUMS:
+            return None
+    k = low + np.arange(probs.size)
+    return fixed + w * (k * (1.0 / na + 1.0 / nb) - total / nb), probs
 
 
 def stratified_pass_interval(tables: Sequence[tuple[int, int, int, int]], confidence: float = 0.95) -> tuple[float, float]:

@@ -1,0 +1,133 @@
+"""Random draws owned by the runs they resample, and the statistics report's one pass over them.
+
+Every bootstrap figure of a report resamples the runs of cells (case x arm x agent) and every permutation test
+relabels the runs of a case. The draws belong to those runs, not to the figure:
+
+- a cell's bootstrap resamples are ``resamples`` rows of run indices drawn by ``rng_for(seed, "runs", kind, source,
+  case, arm, agent, n)`` (``n`` the runs resampled: the cell's valid runs, or those of them with known tokens), the
+  same for the cell's token interval, every comparison's cost and score intervals over that case, and the arm's
+  intervals over all its cases;
+- a case's relabellings (arm against baseline) are ``resamples`` rows of random keys drawn by ``rng_for(seed,
+  "labels", kind, source, case, agent, arm, baseline, n_arm, n_base)``, the arm labels the ``n_arm`` smallest keys
+  (``resample.smallest``), the same for the case's cost and score tests and the arm's stratified tests over all
+  cases.
+
+Each figure's interval or p-value still rests on ``resamples`` independent resamples of its runs, drawn as before,
+so its distribution is what it was (same estimator, same method, same ``resamples``); only the Monte Carlo noise of
+figures over the same runs is shared. Draws of different cells, and of different cases, are independent, as the
+stratified and two-sample methods assume (the arm's and the baseline's runs are different cells).
+
+``Streams`` hands these draws to the resampling code (``resample``) in the order it asks for them, in place of a
+``numpy.random.Generator``; ``figures.report_figures`` computes the cells and comparisons of a report in one pass
+over the cases, drawing each cell and case once (``Memo``) and summing the arm's figures over cases as it goes,
+which gives the very numbers the figures give one by one (``tests/test_stats_draws.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_agentrace.stats import numerics as stats
+from pytest_agentrace.stats import resample
+
+Cell = tuple[str, str, str, str, str]  # kind, source, case, arm, agent
+
+
+def bootstrap_draws(seed: int, cell: Cell, n: int, resamples: int):
+    """The bootstrap resamples owned by ``n`` runs of ``cell``: run indices (resamples, n), as 16-bit integers up
+    to 65,535 runs (half the generator's work of 64-bit ones)."""
+    import numpy as np
+
+    dtype = np.uint16 if n <= 65_535 else np.int64
+    return stats.rng_for(seed, "runs", *cell, n).integers(0, n, size=(resamples, n), dtype=dtype)
+
+
+def relabelling(seed: int, case: tuple[str, ...], na: int, nb: int, resamples: int):
+    """The relabellings owned by case ``case`` (kind, source, case, agent, arm, baseline) of ``na`` arm and ``nb``
+    baseline runs: 0/1 rows (resamples, na + nb) marking the arm's runs, the ``na`` smallest of uniform float32 keys
+    (half the generator's work of float64 ones). A row whose ``na``-th and ``na + 1``-th smallest keys are equal (a
+    tie across the cut: about ``(na + nb) / 2^24`` of rows) is drawn again until it has none, so every row is a
+    uniformly random choice of ``na`` runs (the rows kept are exchangeable in the runs)."""
+    import numpy as np
+
+    rng = stats.rng_for(seed, "labels", *case, na, nb)
+    keys = rng.random((resamples, na + nb), dtype=np.float32)
+    ordered = np.sort(keys, axis=1)
+    tied = np.flatnonzero(ordered[:, na - 1] == ordered[:, na]) if nb else np.arange(0)
+    while tied.size:
+        keys[tied] = rng.random((tied.size, na + nb), dtype=np.float32)
+        ordered[tied] = np.sort(keys[tied], axis=1)
+        tied = tied[ordered[tied, na - 1] == ordered[tied, na]]
+    return (keys <= ordered[:, na - 1:na]).astype(float)
+
+
+def _counts(seed: int, cell: Cell, n: int, resamples: int):
+    """How often each of the ``n`` runs is drawn in each of ``cell``'s resamples: floats (resamples, n)."""
+    return resample.counts_of(bootstrap_draws(seed, cell, n, resamples)).astype(float)
+
+
+class Memo:
+    """The draws of the cells and cases in hand (one case at a time in ``figures.report_figures``): counts (B, n)
+    per ``(cell, n)``, relabellings per ``(case, na, nb)`` and resampled means per figure, each made once; with
+    ``keep`` False nothing is kept (a figure over many cases would otherwise hold every cell's counts)."""
+
+    def __init__(self, seed: int, resamples: int, keep: bool = True) -> None:
+        self.seed, self.resamples, self.keep = seed, resamples, keep
+        self.counts: dict[Any, Any] = {}
+        self.labels: dict[Any, Any] = {}
+        self.means: dict[Any, Any] = {}
+
+    def counted(self, cell: Cell, x, moments: bool = False):
+        """``resample.counted_means`` of ``x`` (1, n) over the resamples of ``cell``'s ``n`` runs."""
+        n = x.shape[1]
+        if not self.keep:
+            return resample.counted_means(x, _counts(self.seed, cell, n, self.resamples), moments)
+        if (cell, n) not in self.counts:
+            self.counts[(cell, n)] = _counts(self.seed, cell, n, self.resamples)
+        key = (cell, n, x.tobytes())
+        found = self.means.get(key)
+        if found is None or (moments and found[1] is None):  # the means alone, or with the variances (same means)
+            found = self.means[key] = resample.counted_means(x, self.counts[(cell, n)], True) if moments else \
+                (resample.counted_means(x, self.counts[(cell, n)]), None)
+        return found if moments else found[0]
+
+    def chosen(self, case: tuple[str, ...], na: int, nb: int):
+        key = (case, na, nb)
+        if not self.keep:
+            return relabelling(self.seed, case, na, nb, self.resamples)
+        if key not in self.labels:
+            self.labels[key] = relabelling(self.seed, case, na, nb, self.resamples)
+        return self.labels[key]
+
+
+class Streams:
+    """A stand-in for the generator of one figure: ``counted`` answers the figure's bootstrap requests in turn
+    with the draws of ``cells`` (``(cell, n)`` in the order the figure resamples them: per case the arm's runs,
+    then the baseline's), ``chosen`` its relabelling requests with those of ``cases`` (``(case, na, nb)``).
+    ``memo`` shares the draws between figures; ``sums`` (optional) are the figure's sums over cases made in
+    ``report_figures`` (read by ``resample``). Raises ``ValueError`` when asked for more or other draws than given."""
+
+    def __init__(self, memo: Memo, cells: Sequence[tuple[Cell, int]] = (), cases: Sequence[tuple[tuple[str, ...], int, int]] = (),
+                 sums: Any = None) -> None:
+        self.memo, self.cells, self.cases, self.sums = memo, list(cells), list(cases), sums
+        self._cell = self._case = 0
+
+    def counted(self, x, moments: bool = False):
+        cell, n = self._next(self.cells, "_cell")
+        if n != x.shape[1]:
+            raise ValueError(f"draws: cell {cell} owns draws of {n} runs, asked for {x.shape[1]}")
+        return self.memo.counted(cell, x, moments)
+
+    def chosen(self, na: int, nb: int):
+        case, a, b = self._next(self.cases, "_case")
+        if (a, b) != (na, nb):
+            raise ValueError(f"draws: case {case} owns relabellings of {a} + {b} runs, asked for {na} + {nb}")
+        return self.memo.chosen(case, na, nb)
+
+    def _next(self, items: list, attr: str):
+        i = getattr(self, attr)
+        if i >= len(items):
+            raise ValueError("draws: asked for more draws than the figure's cells and cases own")
+        setattr(self, attr, i + 1)
+        return items[i]
