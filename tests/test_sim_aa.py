@@ -151,14 +151,14 @@ def test_aa_pass_rate_several_cases() -> None:
     """Eight cases with different true pass rates (the same in both arms), 4 runs per arm each: the paired path
     (case-level bootstrap interval of the mean per-case difference + exact sign-flip test, both must agree, as
     ``compare.pass_result`` for the new-cases target / ``verdict.difference_verdict``). Measured: 1.05%."""
-    from pytest_agentrace.stats import resample
+    from pytest_agentrace.stats import permutation, resample
 
     trials, n, k = 2000, 4, 8
     rng = np.random.default_rng(400)
     p = rng.uniform(0.1, 0.95, (trials, k))
     d = (rng.binomial(n, p) - rng.binomial(n, p)) / n  # per-case pass-rate difference (arm - baseline)
     lo, hi, _method = resample.mean_interval(d, 0.95, RESAMPLES, rng)
-    pv = resample.sign_flip_p(d, RESAMPLES, rng)
+    pv = permutation.sign_flip_p(d, RESAMPLES, rng)
     rate = float(np.mean(((lo > 0) | (hi < 0)) & (pv < ALPHA)))
     print(f"A/A pass rate, {k} cases x {n} runs: {rate:.2%}")
     assert rate <= mc_bound(trials)

@@ -10,7 +10,7 @@ rows), ``verdict.gate_family`` (Holm over 44 tests: regressed and dearer of 22 r
 Running that path on thousands of sessions would take minutes, so every session first goes through a vectorised
 screen of the same tests: a gate can only fail when some test's p is below ``rate / 44`` (Holm's first step). The
 screen computes each row's p-values with the same functions (one-sided Boschloo by lookup over the 9 x 9 pass
-counts; ``resample.stratified_permutation_p`` for the tokens, by Monte Carlo with 2,000 relabellings; the pooled
+counts; ``permutation.stratified_permutation_p`` for the tokens, by Monte Carlo with 2,000 relabellings; the pooled
 pass-rate test by the normal approximation of its exact conditional null) and keeps a session when any of them is
 below ``SCREEN`` times ``rate / 44`` (a 5x margin for the Monte Carlo tests: a true p below the threshold then passes
 the screen with probability 1 - 1e-5; 45x for the normal approximation). The kept sessions go through the full
@@ -28,7 +28,7 @@ from scipy.special import ndtr
 
 from pytest_agentrace.record.model import Outcome, Usage
 from pytest_agentrace.stats import numerics as stats
-from pytest_agentrace.stats import resample, snapshot, strata, verdict
+from pytest_agentrace.stats import permutation, snapshot, strata, verdict
 
 CASES, ARMS, RUNS = 10, ("base", "docs"), 8
 PASS = np.linspace(0.5, 0.95, CASES)
@@ -101,9 +101,9 @@ def screen(old, new, rng) -> np.ndarray:
         u = (~wrong).sum(axis=(2, 3))  # pairs (run of the larger side, run of the smaller side) with the smaller run larger
         t_idx, c_idx = np.nonzero(2 * (1 + u) / math.comb(2 * RUNS, RUNS) < limit)
         if t_idx.size:  # the exact test where the bound allows a small p
-            p = resample.permutation_p(a[t_idx, c_idx], b[t_idx, c_idx])
+            p = permutation.permutation_p(a[t_idx, c_idx], b[t_idx, c_idx])
             keep[t_idx[p < limit]] = True
-        p, _ = resample.stratified_permutation_p([(new_tok[:, arm, c], old_tok[:, arm, c]) for c in range(CASES)], "ratio", 2000, rng)
+        p, _ = permutation.stratified_permutation_p([(new_tok[:, arm, c], old_tok[:, arm, c]) for c in range(CASES)], "ratio", 2000, rng)
         keep |= p < SCREEN * limit
     assert keep.shape == (trials,)
     return keep

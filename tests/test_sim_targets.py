@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_agentrace.stats import compare, power, resample, sequential
+from pytest_agentrace.stats import compare, permutation, power, resample, sequential
 from pytest_agentrace.stats import numerics as stats
 
 ALPHA = 0.05
@@ -139,7 +139,7 @@ def test_aa_stop_when_decided_both_targets(cases: int) -> None:
                 rows = lk == n
                 logs[rows, j] = np.log(a[rows, :n].mean(axis=1) / b[rows, :n].mean(axis=1))
         per_case = float(np.mean(any_case))
-        flip = float(np.mean(resample.sign_flip_p(logs, 400, rng) < ALPHA)) if cases > 1 else per_case
+        flip = float(np.mean(permutation.sign_flip_p(logs, 400, rng) < ALPHA)) if cases > 1 else per_case
         print(f"A/A stop-when-decided, {cases} cases, cap {cap}: fixed {fixed:.2%} (mean runs {look.mean():.1f}), "
               f"new cases: any case {per_case:.2%}, sign-flip over cases {flip:.2%} (bound {mc_bound(trials):.2%})")
         assert fixed <= mc_bound(trials) and per_case <= mc_bound(trials) and flip <= mc_bound(trials)

@@ -13,7 +13,7 @@ import pytest
 from scipy import stats as sps
 
 from pytest_agentrace.stats import numerics as stats
-from pytest_agentrace.stats import resample
+from pytest_agentrace.stats import permutation
 
 
 def test_wilson_known_values_and_errors() -> None:
@@ -175,10 +175,10 @@ def test_resample_batch_equals_one_at_a_time() -> None:
     """A batch of data sets gives each the same p-value as on its own (exact enumeration is deterministic)."""
     rng = np.random.default_rng(5)
     a, b = rng.lognormal(0, 0.3, (7, 5)), rng.lognormal(0, 0.3, (7, 5))
-    batch = resample.permutation_p(a, b)
+    batch = permutation.permutation_p(a, b)
     assert batch == pytest.approx([stats.permutation_p(a[i], b[i]) for i in range(7)])
     d = rng.normal(0, 1, (6, 8))
-    assert resample.sign_flip_p(d) == pytest.approx([stats.sign_flip_p(row) for row in d])
+    assert permutation.sign_flip_p(d) == pytest.approx([stats.sign_flip_p(row) for row in d])
 
 
 def test_large_tables_use_fisher_which_is_never_below_boschloo() -> None:

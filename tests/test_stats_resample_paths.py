@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers.report import outcome
 
-from pytest_agentrace.stats import numerics, resample
+from pytest_agentrace.stats import numerics, permutation, resample
 from pytest_agentrace.stats.cells import summarize
 from pytest_agentrace.stats.compare import compare_arms
 
@@ -17,13 +17,13 @@ from pytest_agentrace.stats.compare import compare_arms
 @pytest.mark.parametrize(("n", "k"), [(2, 1), (7, 3), (20, 10), (100, 50), (5, 5)])
 def test_smallest_marks_the_argsort_picks(n: int, k: int) -> None:
     keys = np.random.default_rng(n * 100 + k).random((4000, n))
-    assert np.array_equal(resample.smallest(keys, k), resample.indicator(np.argsort(keys, axis=1)[:, :k], n))
+    assert np.array_equal(permutation.smallest(keys, k), permutation.indicator(np.argsort(keys, axis=1)[:, :k], n))
 
 
 def test_smallest_takes_argsorts_pick_where_keys_tie_across_the_cut() -> None:
     keys = np.round(np.random.default_rng(1).random((3000, 8)) * 3)  # values 0..3: ties in most rows
-    marks = resample.smallest(keys, 4)
-    assert np.array_equal(marks, resample.indicator(np.argsort(keys, axis=1)[:, :4], 8))
+    marks = permutation.smallest(keys, 4)
+    assert np.array_equal(marks, permutation.indicator(np.argsort(keys, axis=1)[:, :4], 8))
     assert (marks.sum(axis=1) == 4).all()
 
 

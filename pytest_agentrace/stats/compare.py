@@ -28,7 +28,7 @@ from typing import Any
 
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.stats import numerics as stats
-from pytest_agentrace.stats import resample, strata
+from pytest_agentrace.stats import permutation, resample, strata
 from pytest_agentrace.stats.cells import score_value, tokens_of
 from pytest_agentrace.stats.draws import Memo, Streams
 from pytest_agentrace.stats.verdict import (
@@ -225,11 +225,11 @@ def cost_batch(cases: Sequence[tuple[Any, Any]], confidence: float = 0.95, resam
                            "test": cost_test_name(len(data), target), "p_error": np.zeros(t_count)}
     if target == FIXED or len(data) == 1:
         est, lo, hi, method, _ = resample.stratified_contrast(data, "ratio", confidence, resamples, rng_ci)
-        out["p"], out["p_error"] = resample.stratified_permutation_p(data, "ratio", resamples, rng_p)
+        out["p"], out["p_error"] = permutation.stratified_permutation_p(data, "ratio", resamples, rng_p)
     else:
         est, lo, hi, method, _ = resample.cluster_contrast(data, "ratio", confidence, resamples, rng_ci)
         logs = np.stack([np.log(a.mean(axis=1) / b.mean(axis=1)) for a, b in data], axis=1)
-        out["p"] = resample.sign_flip_p(logs, resamples, rng_p)
+        out["p"] = permutation.sign_flip_p(logs, resamples, rng_p)
         out["log_mean"] = logs.mean(axis=1)
         out["log_lo"], out["log_hi"], out["log_method"] = resample.mean_interval(logs, confidence, resamples, rng_log)
     out.update(estimate=est, lo=lo, hi=hi, method=method)

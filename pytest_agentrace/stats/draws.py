@@ -9,7 +9,7 @@ relabels the runs of a case. The draws belong to those runs, not to the figure:
   intervals over all its cases;
 - a case's relabellings (arm against baseline) are ``resamples`` rows of random keys drawn by ``rng_for(seed,
   "labels", kind, source, case, agent, arm, baseline, n_arm, n_base)``, the arm labels the ``n_arm`` smallest keys
-  (``resample.smallest``), the same for the case's cost and score tests and the arm's stratified tests over all
+  (``permutation.smallest``), the same for the case's cost and score tests and the arm's stratified tests over all
   cases.
 
 Each figure's interval or p-value still rests on ``resamples`` independent resamples of its runs, drawn as before,

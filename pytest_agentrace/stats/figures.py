@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.stats import numerics as stats
-from pytest_agentrace.stats import resample
+from pytest_agentrace.stats import permutation, resample
 from pytest_agentrace.stats.cells import CellSummary, _group, summarize_cell
 from pytest_agentrace.stats.compare import ArmComparison, _compare, comparison_data, comparison_groups, with_bh
 from pytest_agentrace.stats.draws import Memo
@@ -38,8 +38,8 @@ class _Sums:
                     for c, (a, b) in zip(shared, tok, strict=True) if len(a) and len(b) and sum(b) > 0}
         self.sc = {c: (np.asarray([a], dtype=float), np.asarray([b], dtype=float)) for c, (a, b) in zip(shared, sc, strict=True)}
         self.index = {"cost": {c: j for j, c in enumerate(self.tok)}, "score": {c: j for j, c in enumerate(self.sc)}}
-        self.plans = {"cost": resample.Relabelling(list(self.tok.values()), "ratio") if self.tok else None,
-                      "score": resample.Relabelling(list(self.sc.values()), "difference")}
+        self.plans = {"cost": permutation.Relabelling(list(self.tok.values()), "ratio") if self.tok else None,
+                      "score": permutation.Relabelling(list(self.sc.values()), "difference")}
         self.t_sums: Any = None
         self.sums: dict[str, Any] = {}
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any, TypeVar
 
-from pytest_agentrace.stats import resample
+from pytest_agentrace.stats import permutation, resample
 from pytest_agentrace.stats.resample import METHODS, NONE, critical, interval
 
 _N = NormalDist()
@@ -317,7 +317,7 @@ def permutation_p(a: Sequence[float], b: Sequence[float], resamples: int = DEFAU
     """
     if not len(a) or not len(b):
         return None
-    return float(resample.permutation_p([list(a)], [list(b)], resamples, rng if rng is not None else rng_for(0, "permutation_p"), log_ratio)[0])
+    return float(permutation.permutation_p([list(a)], [list(b)], resamples, rng if rng is not None else rng_for(0, "permutation_p"), log_ratio)[0])
 
 
 def sign_flip_p(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES, rng=None) -> float | None:
@@ -329,7 +329,7 @@ def sign_flip_p(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES, rng=
     """
     if not len(diffs):
         return None
-    return float(resample.sign_flip_p([list(diffs)], resamples, rng if rng is not None else rng_for(0, "sign_flip_p"))[0])
+    return float(permutation.sign_flip_p([list(diffs)], resamples, rng if rng is not None else rng_for(0, "sign_flip_p"))[0])
 
 
 def bh_adjust(pvalues: Sequence[float | None]) -> list[float | None]:

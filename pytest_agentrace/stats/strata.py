@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 
 from pytest_agentrace.stats import numerics as stats
-from pytest_agentrace.stats import resample
+from pytest_agentrace.stats import permutation, resample
 
 EXACT_SUMS = 200_000  # distinct values of a stratified pass-rate statistic enumerated exactly (else Monte Carlo)
 
@@ -36,12 +36,12 @@ def stratified_contrast(cases: Sequence[tuple[Sequence[float], Sequence[float]]]
 
 def stratified_permutation_p(cases: Sequence[tuple[Sequence[float], Sequence[float]]], kind: str = "ratio",
                              resamples: int = stats.DEFAULT_RESAMPLES, rng=None) -> tuple[float | None, float | None]:
-    """``(p, Monte Carlo standard error)`` of the stratified permutation test (``resample.stratified_permutation_p``
+    """``(p, Monte Carlo standard error)`` of the stratified permutation test (``permutation.stratified_permutation_p``
     with one data set; the error is 0 when every relabelling was enumerated). ``(None, None)`` without a usable case."""
     data = [(list(a), list(b)) for a, b in cases if len(a) and len(b)]
     if not data:
         return None, None
-    p, err = resample.stratified_permutation_p([([a], [b]) for a, b in data], kind, resamples, rng if rng is not None else stats.rng_for(0, "stratified_permutation_p"))
+    p, err = permutation.stratified_permutation_p([([a], [b]) for a, b in data], kind, resamples, rng if rng is not None else stats.rng_for(0, "stratified_permutation_p"))
     return float(p[0]), float(err[0])
 
 
