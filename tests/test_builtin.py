@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentrace.cli.tasks import count_tests
-from pytest_agentrace.run.workspace import _matches
+from pytest_agentrace.run.treefiles import _matches
 from pytest_agentrace.spec.builtin import (
     builtin_root,
     builtin_tasks,

@@ -66,7 +66,7 @@ print("wrote 200 files without being stopped")
 """
 BURST = """\
 import os
-for i in range(8):  # 8 MB in a blink, then a clean exit: the look after the run still counts it
+for i in range(8):  # 8 MB in a blink, then a clean exit (if the watch has not stopped it): the look after the run counts it
     with open(f"burst{i}.bin", "wb") as fh:
         fh.write(os.urandom(1_000_000))
 """
@@ -133,7 +133,10 @@ def test_runaway_agents_are_stopped_and_recorded(pytester: pytest.Pytester, bin_
     assert "7 runs: 2 passed, 5 failed, 0 timed out, 0 errors · limit hits: 5 (cpu 1, disk 3, memory 1)" in md
     assert "limit hits: 5 (cpu 1, disk 3, memory 1)" in page
     assert page.count('class="status-failed">failed (disk limit)<') == 3
-    assert runs["burst"]["exit_code"] == 0 and runs["burst"]["extra"]["limits"]["disk"]["workspace_growth"] > 5 * 2**20
+    # the burst either ends before the watch looks (exit 0: the look after the run counts it) or, the watch counting
+    # each file's size as it grows, is stopped mid-way (no exit code); either way its growth past 5 MiB is recorded
+    assert runs["burst"]["exit_code"] in (0, None)
+    assert runs["burst"]["extra"]["limits"]["disk"]["workspace_growth"] > 5 * 2**20
 
 
 def test_fork_loop_is_stopped_at_a_small_process_limit(pytester: pytest.Pytester, bin_dir: Path,

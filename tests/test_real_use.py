@@ -30,11 +30,13 @@ def test_relative_costs_keep_significant_digits(x: float | None, text: str) -> N
 
 
 def test_a_small_relative_cost_prints_its_digits_in_markdown() -> None:
-    from pytest_agentrace.report.markdown import comparison_rows
-    doc = {"comparisons": [{"agent": "a", "cases": ["c"], "arm": "cheap", "baseline": "base", "relative_cost": 0.0024,
-                            "relative_cost_ci": [0.0021, 0.0027], "cost_verdict": "cheaper", "runs_arm": 3,
-                            "runs_base": 3, "pass_rate_arm": 1.0, "pass_rate_base": 1.0, "pass_verdict": "same"}]}
-    assert comparison_rows(doc)[0][5] == "0.0024 (0.0021–0.0027)"
+    """The Markdown comparison table's cell for a relative cost of 0.0024 (0.0021-0.0027), as ``comparison_rows``
+    writes it from a comparison's typed fields."""
+    from pytest_agentrace.report.markdown import with_ci
+    from pytest_agentrace.report.stats_text import ratio_text
+    from pytest_agentrace.stats.numerics import Interval
+
+    assert with_ci(0.0024, Interval(0.0021, 0.0027, "bca"), ratio_text) == "0.0024 (0.0021–0.0027)"
 
 
 def test_a_tool_call_that_met_command_not_found_is_noted(pytester: pytest.Pytester, bin_dir: Path,
