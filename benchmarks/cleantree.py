@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from overhead import make_repo  # noqa: E402
 
-from pytest_agentrace.run import cleantree, workspace  # noqa: E402
+from pytest_agentrace.run import cleantree, snapshot, workspace  # noqa: E402
 
 STEPS = ("floor: git clone --shared", "workspace clone", "prepare + edit + after snapshot", "build + fresh checkouts",
          "delete the run's folders")
@@ -51,7 +51,7 @@ def one_run(root: Path, repo: Path, cache: Path, n: int, checks: int) -> list[tu
     for i in range(5):  # the agent: five files changed, one conftest hook
         (ws / f"pkg{i}" / f"mod{i}.py").write_text("changed\n")
     (ws / "conftest.py").write_text("hook\n")
-    after = workspace.snapshot_tree(ws, desk)
+    after = snapshot.snapshot_tree(ws, desk)
     marks.append((time.perf_counter(), cpu()))
     tree = cleantree.build(base, desk / "objects", made.tree, after, cleantree.DEFAULT_MACHINERY, ws.parent / "clean")
     for _ in range(checks):

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overhead import make_repo  # noqa: E402
 
-from pytest_agentrace.run import workspace  # noqa: E402
+from pytest_agentrace.run import snapshot, workspace  # noqa: E402
 
 
 def cpu() -> float:
@@ -34,7 +34,7 @@ def one_run(repo: Path, root: Path, cache: Path, i: int) -> tuple[float, float]:
     ws.parent.mkdir()
     made = workspace.clone(str(repo), ws, cache)
     (ws / "pkg0" / "mod0.py").write_text("VALUE_0 = 1\n")
-    after = workspace.snapshot_tree(ws)
+    after = snapshot.snapshot_tree(ws)
     workspace.change(ws, made.tree, after)
     return time.perf_counter() - t, cpu() - c
 

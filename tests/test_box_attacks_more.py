@@ -34,7 +34,7 @@ from helpers import make_repo, write_script
 from test_box_attacks import project, run_attack, states, untouched  # noqa: F401 (the fixture)
 
 from pytest_agentrace.record.runfile import iter_runs
-from pytest_agentrace.run import counting, outbox, workspace
+from pytest_agentrace.run import counting, outbox, snapshot, workspace
 from pytest_agentrace.run.sandbox import probe
 
 FILLER = r"""
@@ -171,15 +171,15 @@ def test_a_huge_change_is_cut_in_diff_patch_and_still_counted(tmp_path: Path, mo
     src = make_repo(tmp_path / "src", {"a.txt": "1\n"})
     ws = tmp_path / "ws"
     workspace.create(str(src), ws, tmp_path / "cache")
-    before = workspace.snapshot_tree(ws)
+    before = snapshot.snapshot_tree(ws)
     (ws / "big.txt").write_text("a line of text\n" * 50_000)  # 750 kB of patch
     (ws / "a.txt").write_text("2\n")
-    ch = workspace.change(ws, before, workspace.snapshot_tree(ws))
+    ch = workspace.change(ws, before, snapshot.snapshot_tree(ws))
     assert (ch.lines_added, ch.lines_removed, ch.files_changed) == (50_001, 1, 2)
     assert len(ch.patch) < 10_200 and ch.patch.endswith("# diff.patch cut at 10000 bytes: the whole change is larger\n")
     assert ch.patch.startswith("diff --git a/a.txt b/a.txt")
     monkeypatch.undo()
-    whole = workspace.change(ws, before, workspace.snapshot_tree(ws))
+    whole = workspace.change(ws, before, snapshot.snapshot_tree(ws))
     assert "cut at" not in whole.patch and whole.patch.count("+a line of text") == 50_000
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import BUGGY_REPO, git, make_repo, write_script
 
-from pytest_agentrace.run import workspace
+from pytest_agentrace.run import snapshot, workspace
 
 ATTACKS = ("fsmonitor", "filter", "textconv", "external", "hooks", "worktree")
 FAKE_KEY = b"sk-ant-api03-" + b"K" * 40
@@ -118,7 +118,7 @@ def test_a_source_repo_with_config_builds_its_template_without_running_it(tmp_pa
     made = workspace.clone(str(src), ws, tmp_path / "cache")
     assert not (marks / "ran").exists()
     assert (ws / "a.txt").read_text() == "plain\n"
-    assert made.tree == workspace.snapshot_tree(ws)
+    assert made.tree == snapshot.snapshot_tree(ws)
     assert not (marks / "ran").exists()
 
 

@@ -14,7 +14,7 @@ import pytest
 from helpers import make_repo
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.run import cleantree, counting, workspace
+from pytest_agentrace.run import cleantree, counting, snapshot, workspace
 from pytest_agentrace.spec.task import load_task
 
 
@@ -89,10 +89,10 @@ def clean(tmp_path: Path, files: dict[str, str], edit, setup=None) -> tuple[clea
     if setup:
         setup(ws)
     git_folder = workspace.desk_dir(ws)  # the harness's own git folder, as the pipeline uses
-    before = made.tree if not setup else workspace.snapshot_tree(ws, git_folder)
+    before = made.tree if not setup else snapshot.snapshot_tree(ws, git_folder)
     base = cleantree.prepare(tmp_path / "check.git", ws, made.tree if not setup else None, workspace.borrowed_objects(ws))
     edit(ws)
-    after = workspace.snapshot_tree(ws, git_folder)
+    after = snapshot.snapshot_tree(ws, git_folder)
     tree = cleantree.build(base, git_folder / "objects", before, after, cleantree.DEFAULT_MACHINERY, tmp_path / "clean")
     return tree, tree.fresh()
 

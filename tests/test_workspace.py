@@ -10,21 +10,21 @@ import pytest
 from helpers import git, make_repo
 
 from pytest_agentrace.errors import WorkspaceError
-from pytest_agentrace.run import workspace
+from pytest_agentrace.run import snapshot, workspace
 
 
 def test_change_counts_tracked_untracked_and_binary(tmp_path: Path) -> None:
     src = make_repo(tmp_path / "src", {"a.txt": "1\n2\n3\n", "gone.txt": "x\n", ".gitignore": "ignored/\n"})
     ws = tmp_path / "ws"
     workspace.create(str(src), ws, tmp_path / "cache")
-    before = workspace.snapshot_tree(ws)
+    before = snapshot.snapshot_tree(ws)
     (ws / "a.txt").write_text("1\nTWO\n3\n4\n")
     (ws / "gone.txt").unlink()
     (ws / "new.txt").write_text("n\n")
     (ws / "img.bin").write_bytes(b"\x00\x01\x02" * 10)
     (ws / "ignored").mkdir()
     (ws / "ignored" / "big.txt").write_text("z\n" * 100)
-    ch = workspace.change(ws, before, workspace.snapshot_tree(ws))
+    ch = workspace.change(ws, before, snapshot.snapshot_tree(ws))
     assert (ch.lines_added, ch.lines_removed, ch.files_changed, ch.binary_files) == (3, 2, 4, 1)
     assert ch.lines_changed == 5
     assert git(ws, "status", "--porcelain").count("\n") == 4  # the real index is untouched by snapshots
@@ -63,12 +63,12 @@ def test_excluded_tool_caches_are_not_changes(tmp_path: Path) -> None:
     src = make_repo(tmp_path / "src", {"a.txt": "1\n"})
     ws = tmp_path / "ws"
     workspace.create(str(src), ws, tmp_path / "cache")
-    before = workspace.snapshot_tree(ws)
+    before = snapshot.snapshot_tree(ws)
     workspace.exclude(ws, [".aider*"])
     (ws / ".aider.tags.cache.v4").mkdir()
     (ws / ".aider.tags.cache.v4" / "cache.db").write_text("x\n" * 50)
     (ws / "a.txt").write_text("2\n")
-    ch = workspace.change(ws, before, workspace.snapshot_tree(ws))
+    ch = workspace.change(ws, before, snapshot.snapshot_tree(ws))
     assert (ch.lines_added, ch.lines_removed, ch.files_changed) == (1, 1, 1)
     assert ".aider" not in git(ws, "ls-files")
 
@@ -82,11 +82,11 @@ def test_same_size_edit_right_after_checkout_is_seen(tmp_path: Path) -> None:
     for i in range(3):
         ws = tmp_path / f"ws{i}"
         workspace.create(str(src), ws, tmp_path / "cache")
-        before = workspace.snapshot_tree(ws)
+        before = snapshot.snapshot_tree(ws)
         p = ws / "calc.py"
         p.write_text(p.read_text().replace("a - b", "a + b"))
         time.sleep(1.1)  # the after-snapshot happens in a later second than checkout and edit
-        ch = workspace.change(ws, before, workspace.snapshot_tree(ws))
+        ch = workspace.change(ws, before, snapshot.snapshot_tree(ws))
         assert (ch.lines_added, ch.lines_removed) == (1, 1), i
 
 
@@ -106,7 +106,7 @@ def test_clone_tree_is_the_snapshot_of_the_fresh_workspace(tmp_path: Path) -> No
     for i, source in enumerate((src, plain)):
         ws = tmp_path / f"ws{i}"
         made = workspace.clone(str(source), ws, tmp_path / "cache")
-        assert made.tree is not None and made.tree == workspace.snapshot_tree(ws), source
+        assert made.tree is not None and made.tree == snapshot.snapshot_tree(ws), source
         assert made.commit == workspace.create(str(source), tmp_path / f"again{i}", tmp_path / "cache")
     assert workspace.clone(None, tmp_path / "empty", tmp_path / "cache").tree is None  # no template: hashed
 
@@ -123,7 +123,7 @@ def test_a_removed_git_folder_changes_nothing_recorded(tmp_path: Path) -> None:
     shutil.rmtree(ws / ".git")
     (ws / ".git").write_text("gitdir: /nowhere\n")
     (ws / "a.txt").write_text("2\n")
-    ch = workspace.change(ws, made.tree, workspace.snapshot_tree(ws, workspace.desk_dir(ws)))
+    ch = workspace.change(ws, made.tree, snapshot.snapshot_tree(ws, workspace.desk_dir(ws)))
     assert (ch.lines_added, ch.lines_removed, ch.files_changed) == (1, 1, 1)
 
 
@@ -133,11 +133,11 @@ def test_change_reads_numstat_and_patch_from_one_diff(tmp_path: Path) -> None:
     src = make_repo(tmp_path / "src", {"a.txt": "1\n2\n", "bin.dat": "x"})
     ws = tmp_path / "ws"
     workspace.create(str(src), ws, tmp_path / "cache")
-    before = workspace.snapshot_tree(ws)
+    before = snapshot.snapshot_tree(ws)
     (ws / "a.txt").write_text("1\nTWO\nthree\n")
     (ws / "bin.dat").write_bytes(b"\x00\x01")
     (ws / "odd\tna\nme.txt").write_text("o\n")
-    after = workspace.snapshot_tree(ws)
+    after = snapshot.snapshot_tree(ws)
     ch = workspace.change(ws, before, after)
     assert (ch.lines_added, ch.lines_removed, ch.files_changed, ch.binary_files) == (3, 1, 3, 1)
     assert ch.binaries == ({"path": "bin.dat", "size": 2, "sha256": hashlib.sha256(b"\x00\x01").hexdigest()},)
@@ -221,7 +221,7 @@ def test_a_repository_the_agent_made_inside_is_recorded_as_its_files(tmp_path: P
     src = make_repo(tmp_path / "src", {"a.txt": "1\n", "lib/old.txt": "tracked\n", "odd [x]*/keep.txt": "k\n"})
     ws = tmp_path / "ws"
     workspace.create(str(src), ws, tmp_path / "cache")
-    before = workspace.snapshot_tree(ws)
+    before = snapshot.snapshot_tree(ws)
     git(ws, "init", "-q", "sub")
     (ws / "sub" / "util.py").write_text("def f():\n    return 1\n")
     (ws / "sub" / "deep").mkdir()
@@ -238,7 +238,7 @@ def test_a_repository_the_agent_made_inside_is_recorded_as_its_files(tmp_path: P
     git(ws / "lib", "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "new crate")
     git(ws / "odd [x]*", "init", "-q")
     (ws / "odd [x]*" / "new.txt").write_text("n\n")
-    after = workspace.snapshot_tree(ws)
+    after = snapshot.snapshot_tree(ws)
     files = tree_files(ws, after)
     assert files == {
         "a.txt": "100644", "sub/util.py": "100644", "sub/deep/x.txt": "100644", "sub/link": "120000",
@@ -257,10 +257,10 @@ def test_a_snapshot_without_nested_repositories_stays_one_git_add(tmp_path: Path
     workspace.create(str(src), ws, tmp_path / "cache")
     (ws / "x.git").mkdir()
     (ws / "x.git" / "f").write_text("f\n")
-    assert set(tree_files(ws, workspace.snapshot_tree(ws))) == {"a.txt", "x.git/f"}
+    assert set(tree_files(ws, snapshot.snapshot_tree(ws))) == {"a.txt", "x.git/f"}
     (ws / "locked").mkdir()
     (ws / "locked" / "secret.txt").write_text("s\n")
     (ws / "locked" / "secret.txt").chmod(0)
     if os.geteuid() != 0:  # root reads a mode-000 file anyway
         with pytest.raises(WorkspaceError):
-            workspace.snapshot_tree(ws)
+            snapshot.snapshot_tree(ws)

@@ -9,7 +9,7 @@ How it is built (every git call here: no system or global config, ``core.hooksPa
    nothing was written into; else (setup ran, an overlay, a URL) a snapshot of the workspace's every file, ignored ones included (``add -A --force``), written
    into the harness's own objects while the agent has not run yet.
 2. ``build`` (after the agent): the agent's change is the difference between the workspace's trees before and
-   after it (``run.workspace.snapshot_tree``: what git sees; ignored files are no part of it). Each changed path
+   after it (``run.snapshot.snapshot_tree``: what git sees; ignored files are no part of it). Each changed path
    goes into the base tree unless it is test machinery: a machinery path keeps the base's version (the rule is
    **reset**; nothing is rejected, the run is judged on the source's machinery). ``setup.cfg`` and
    ``pyproject.toml`` are machinery only in part (``[tool:pytest]``; the ``[tool.pytest*]`` tables): the agent's

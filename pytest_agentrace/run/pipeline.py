@@ -52,7 +52,7 @@ from pytest_agentrace.record.redact import redact, redact_outcome, secret_values
 from pytest_agentrace.record.runfile import RUN_FILE, write_run
 from pytest_agentrace.record.safefile import signals_held, write_text
 from pytest_agentrace.record.trajectory import write_trajectory
-from pytest_agentrace.run import cleantree, network, outbox, workspace
+from pytest_agentrace.run import cleantree, network, outbox, snapshot, workspace
 from pytest_agentrace.run.agent import BOX_SCRATCH, AgentRun, make_context, run_agent, run_limits
 from pytest_agentrace.run.checks import Box
 from pytest_agentrace.run.discard import discard
@@ -203,7 +203,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         git_folder = workspace.desk_dir(ws)  # the harness's git folder: the workspace's .git is the agent's
         # a clone that setup wrote nothing into holds exactly its commit's tree: no need to hash its files
         unchanged = judge.start_tree if judge.start_tree and not done else None
-        before = unchanged or workspace.snapshot_tree(ws, git_folder)
+        before = unchanged or snapshot.snapshot_tree(ws, git_folder)
         base = cleantree.prepare(tmp / CHECK_GIT, ws, unchanged, borrowed)  # the checks' source, before the agent
     except WorkspaceError as exc:
         return finish(Status.ERROR, f"workspace: {exc}")
@@ -223,7 +223,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         fields["extra"]["limit_hit"] = agent.limit.to_dict()
     unreadable, after = None, None
     try:
-        after = workspace.snapshot_tree(ws, git_folder)
+        after = snapshot.snapshot_tree(ws, git_folder)
         change = workspace.change(ws, before, after, judge.binary_diffs)
     except WorkspaceError as exc:
         unreadable = f"the agent left the workspace unreadable to git: {exc}"
