@@ -8,13 +8,16 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from helpers.adapters import SAMPLES
 
+from pytest_agentrace.agents.auth import AUTH_FAULT, PROVIDER_FAULT
 from pytest_agentrace.model_double.runs import (
     AgentSession,
     read_log,
     script_mismatch,
     served_usage,
+    unfounded_fault,
 )
 from pytest_agentrace.model_double.script import TurnUsage
 from pytest_agentrace.model_double.server import report_of
@@ -64,3 +67,28 @@ def test_a_log_the_script_fits_changes_nothing(tmp_path: Path):
     # nothing but the price: a run on the double's script costs 0 USD (``priced``; record.model.CostSource)
     assert dataclasses.replace(settled, cost_usd=None, cost_source=usage.cost_source) == usage
     assert settled.cost_usd == 0.0
+
+
+@pytest.mark.parametrize(("error", "records", "status"), [
+    # a login fault is believed when the double refused a request, or never answered one
+    (f"{AUTH_FAULT}: Invalid API key", [{"answer": {"kind": "error", "status": 401}}], AgentStatus.ERROR),
+    (f"{AUTH_FAULT}: Invalid API key", [], AgentStatus.ERROR),
+    (f"{AUTH_FAULT}: Invalid API key", [{"answer": {"kind": "text", "step": 0}}], AgentStatus.FAILED),
+    # a provider fault is believed when the double served a 5xx or a malformed answer
+    (f"{PROVIDER_FAULT}: API Error: 500", [{"answer": {"kind": "error", "status": 500}}], AgentStatus.ERROR),
+    (f"{PROVIDER_FAULT}: API Error: 500", [{"answer": {"kind": "text", "step": 0}}], AgentStatus.FAILED),
+    # no account at all (the double's helper killed): nothing founds the claim
+    (f"{AUTH_FAULT}: Invalid API key", None, AgentStatus.FAILED),
+    (f"{PROVIDER_FAULT}: API Error: 500", None, AgentStatus.FAILED),
+])
+def test_a_fault_the_cli_printed_stands_only_on_the_doubles_account(error: str, records, status) -> None:
+    usage = Usage(status=AgentStatus.ERROR, error=error)
+    report = None if records is None else report_of(records)
+    got = unfounded_fault(usage, report)
+    assert got.status == status, got.error
+    assert (got.error == error) == (status == AgentStatus.ERROR)
+
+
+def test_a_run_without_an_environment_claim_is_left_as_it_is() -> None:
+    usage = Usage(status=AgentStatus.FAILED, error="tests failed")
+    assert unfounded_fault(usage, None) is usage

@@ -309,7 +309,7 @@ class AgentSession:
             usage = dataclasses.replace(usage, cost_usd=0.0, cost_source=CostSource.PRICED)
             self.cost_note = "the model double's model is priced at 0 USD"
         if self.report is None:  # no account of the run from the double (its helper was killed, with the agent or by it)
-            return unaccounted_fault(usage)
+            return unfounded_fault(usage, None)
         why = script_mismatch(self.report, bool(getattr(self.ctx, "edits", True)))
         if why is not None and usage.status != AgentStatus.ERROR:
             usage = dataclasses.replace(usage, status=AgentStatus.ERROR, error=why)
@@ -337,24 +337,11 @@ def start_session(spec: Any, ctx: Any) -> AgentSession:
     return AgentSession(spec, ctx)
 
 
-def unaccounted_fault(usage: Usage) -> Usage:
-    """``usage`` with a login/auth or provider fault read from the CLI's output turned into the agent's failure when
-    the double gave no account of the run: the double inside the run's namespace is the agent's parent there, which
-    the agent can kill, so a missing account is no evidence for what the CLI printed (``unfounded_fault``)."""
-    from pytest_agentrace.agents.auth import AUTH_FAULT, PROVIDER_FAULT  # here: not among --help's imports
-
-    error = usage.error or ""
-    if usage.status != AgentStatus.ERROR or not error.startswith((AUTH_FAULT, PROVIDER_FAULT)):
-        return usage
-    return dataclasses.replace(usage, status=AgentStatus.FAILED, error=(
-        f"{error} (not the environment's fault as far as the harness can tell: the model double gave no account of "
-        "the run; the CLI's output is the agent's to write)"))
-
-
-def unfounded_fault(usage: Usage, report: dict[str, Any], last_step: int | None = None) -> Usage:
+def unfounded_fault(usage: Usage, report: dict[str, Any] | None, last_step: int | None = None) -> Usage:
     """``usage`` with what the CLI's output says about its environment or its end turned into the agent's failure
     where the double's own account of the run (``report``: ``server.report_of``, from the double's memory or the
-    run's report pipe, never from a file the agent can write) contradicts it:
+    run's report pipe, never from a file the agent can write) contradicts it, or where there is no account
+    (``report`` None: the double inside the run's namespace is the agent's parent there, which the agent can kill):
 
     - a login/auth problem (``agents.auth.settle``), yet the double answered this run's key with a model turn and
       refused no request (none without the key, no scripted 401 or 403);
@@ -368,6 +355,11 @@ def unfounded_fault(usage: Usage, report: dict[str, Any], last_step: int | None 
     from pytest_agentrace.agents.auth import AUTH_FAULT, PROVIDER_FAULT  # here: not among --help's imports
 
     error = usage.error or ""
+    claimed = usage.status == AgentStatus.ERROR and error.startswith((AUTH_FAULT, PROVIDER_FAULT))
+    if report is None:
+        return dataclasses.replace(usage, status=AgentStatus.FAILED, error=(
+            f"{error} (not the environment's fault as far as the harness can tell: the model double gave no account "
+            "of the run; the CLI's output is the agent's to write)")) if claimed else usage
     if usage.status == AgentStatus.INCOMPLETE and last_step is not None:
         answered_last = report.get("last_text_step") is not None and report["last_text_step"] >= last_step
         if answered_last:
@@ -375,7 +367,7 @@ def unfounded_fault(usage: Usage, report: dict[str, Any], last_step: int | None 
                 f"{error or 'no terminal event'} (not the environment's fault: the model double answered the script's "
                 "last step; the CLI's output is the agent's to write)"))
         return usage
-    if usage.status != AgentStatus.ERROR or not error.startswith((AUTH_FAULT, PROVIDER_FAULT)):
+    if not claimed:
         return usage
     if error.startswith(AUTH_FAULT):
         founded = bool(report.get("rejected")) or bool(report.get("refused")) or not report.get("answered")
@@ -384,6 +376,6 @@ def unfounded_fault(usage: Usage, report: dict[str, Any], last_step: int | None 
     if founded:
         return usage
     return dataclasses.replace(usage, status=AgentStatus.FAILED, error=(
-        f"{error} (not the environment's fault: the model double's log shows "
+        f"{error} (not the environment's fault: the model double's account shows "
         f"{'it answered the run' if error.startswith(AUTH_FAULT) else 'no server error'}; the CLI's output is the "
         "agent's to write)"))
