@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import BUGGY_REPO, make_repo, write_script
+from helpers import BUGGY_REPO, BUGGY_TASK, make_repo, write_script
 
 from pytest_agentrace.run.sandbox import probe
 
@@ -69,8 +69,7 @@ def test_a_forged_line_in_the_doubles_request_log_does_not_make_an_error(pyteste
     write_script(bin_dir / "forger", LOG_FORGER)
     (pytester.path / "nothing.yaml").write_text(json.dumps(NOTHING))
     (pytester.path / "task.yaml").write_text(
-        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
-        "agents:\n  - {name: forger, command: 'forger {run_dir}', model_double: nothing.yaml}\n")
+        BUGGY_TASK + "agents:\n  - {name: forger, command: 'forger {run_dir}', model_double: nothing.yaml}\n")
     pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-offline",
                        "--agentrace-no-save", "-p", "no:cacheprovider", *xdist)
     run = pytester.path / "out/runs/t/default/forger/1"
@@ -176,8 +175,7 @@ def test_the_graded_code_cannot_write_the_checks_report(pytester: pytest.Pyteste
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "junitforger", JUNIT_FORGER)
     (pytester.path / "task.yaml").write_text(
-        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
-        "verify_command: python -m pytest -q test_hidden.py\nverify_files:\n  test_hidden.py: |\n"
+        BUGGY_TASK + "verify_command: python -m pytest -q test_hidden.py\nverify_files:\n  test_hidden.py: |\n"
         "    from calc import add\n    def test_hidden():\n        assert add(2, 2) == 4\n"
         "agents:\n  - {name: forger, command: junitforger}\n")
     pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
@@ -207,8 +205,7 @@ def test_sparse_files_count_their_size_against_the_disk_limit(pytester: pytest.P
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "sparse", SPARSE)
     (pytester.path / "task.yaml").write_text(
-        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
-        "agents:\n  - {name: sparse, command: sparse}\n")
+        BUGGY_TASK + "agents:\n  - {name: sparse, command: sparse}\n")
     pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
                        "--agentrace-disk", "64M", "-p", "no:cacheprovider", *xdist)
     record = json.loads((pytester.path / "out/runs/t/default/sparse/1/run.json").read_text())
@@ -247,8 +244,7 @@ def test_a_folder_the_disk_watch_cannot_list_stops_the_run(pytester: pytest.Pyte
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "unmeasured", UNMEASURED)
     (pytester.path / "task.yaml").write_text(
-        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
-        "agents:\n  - {name: deep, command: 'unmeasured deep'}\n  - {name: hidden, command: 'unmeasured hidden'}\n")
+        BUGGY_TASK + "agents:\n  - {name: deep, command: 'unmeasured deep'}\n  - {name: hidden, command: 'unmeasured hidden'}\n")
     pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
                        "--agentrace-disk", "16M", "-p", "no:cacheprovider", *xdist)
     for agent in ("deep", "hidden"):
@@ -363,8 +359,7 @@ def test_names_nested_repositories_late_writers_and_kill_all(pytester: pytest.Py
     write_script(bin_dir / "many", MANY)
     agents = "".join(f"  - {{name: {a}, command: 'many {a} {{run_dir}}'}}\n" for a in ("names", "late", "killall", "proc"))
     (pytester.path / "task.yaml").write_text(
-        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
-        f"env: {{MARKER: '{marker}'}}\nagents:\n{agents}")
+        BUGGY_TASK + f"env: {{MARKER: '{marker}'}}\nagents:\n{agents}")
     pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
                        "-p", "no:cacheprovider")
     runs = pytester.path / "out/runs/t/default"
@@ -397,8 +392,7 @@ def test_a_folder_in_the_outbox_named_as_a_record_file_leaves_the_failure_counte
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "shadow", SHADOW)
     (pytester.path / "task.yaml").write_text(
-        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
-        f"agents:\n  - {{name: shadow, command: 'shadow {{run_dir}} {' '.join(names)}'}}\n")
+        BUGGY_TASK + f"agents:\n  - {{name: shadow, command: 'shadow {{run_dir}} {' '.join(names)}'}}\n")
     res = pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
                              "-p", "no:cacheprovider")
     run = pytester.path / "out/runs/t/default/shadow/1"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import BUGGY_REPO, make_repo, write_script
+from helpers import BUGGY_REPO, BUGGY_TASK, make_repo, write_script
 
 from pytest_agentrace.model_double.cassette import Cassette, cassette_path
 from pytest_agentrace.model_double.netns import probe as netns_probe
@@ -94,8 +94,7 @@ def forge(pytester: pytest.Pytester, kind: str, mode: str, grab: bool = False, a
            **({"ASK_AGAIN": "1"} if ask_again else {})}
     double = ", model_double: script.yaml" if kind == "script" else ""
     (pytester.path / "task.yaml").write_text(
-        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
-        f"env: {json.dumps(env)}\n"
+        BUGGY_TASK + f"env: {json.dumps(env)}\n"
         f"agents:\n  - {{name: forger, command: '{pytester.path / 'forger.py'} {{run_dir}}'{double}}}\n")
     args = list(MODES[mode])
     if kind == "replay":

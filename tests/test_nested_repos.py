@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import BUGGY_REPO, make_repo, write_script
+from helpers import BUGGY_REPO, BUGGY_TASK, make_repo, write_script
 
 AGENT = r"""
 import pathlib, subprocess
@@ -31,8 +31,7 @@ def test_files_of_repositories_made_inside_the_workspace_are_judged(pytester: py
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "nester", AGENT)
     (pytester.path / "task.yaml").write_text(
-        "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
-        "agents:\n  - {name: nester, command: nester}\n")
+        BUGGY_TASK + "agents:\n  - {name: nester, command: nester}\n")
     pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save", *xdist)
     record = json.loads((pytester.path / "out/runs/t/default/nester/1/run.json").read_text())
     assert record["status"] == "passed", record["reason"]

@@ -59,6 +59,8 @@ BUGGY_REPO = {
     "test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
     "pytest.ini": "[pytest]\naddopts = -p no:cacheprovider\n",
 }
+# a task ``t`` on a repo made from BUGGY_REPO (``repo``), judged by its own test; add ``agents:`` (and more keys)
+BUGGY_TASK = "name: t\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
 FIXER = """\
 import pathlib
 p = pathlib.Path("calc.py")
