@@ -15,6 +15,7 @@ from pytest_agentrace.agents.auth import AUTH_FAULT, PROVIDER_FAULT
 from pytest_agentrace.model_double.runs import (
     AgentSession,
     read_log,
+    read_report,
     script_mismatch,
     served_usage,
     unfounded_fault,
@@ -92,3 +93,16 @@ def test_a_fault_the_cli_printed_stands_only_on_the_doubles_account(error: str, 
 def test_a_run_without_an_environment_claim_is_left_as_it_is() -> None:
     usage = Usage(status=AgentStatus.FAILED, error="tests failed")
     assert unfounded_fault(usage, None) is usage
+
+
+def test_the_report_pipe_gives_back_the_doubles_whole_account() -> None:
+    """What the helper sends on the report pipe (``report_of``, JSON) is read back whole; a document missing a key
+    or with a key of the wrong type is no account at all (None)."""
+    records = [{"answer": {"kind": "error", "status": 401}}, {"answer": {"kind": "text", "step": 1, "usage": {"input": 7}}},
+               {"answer": {"kind": "error", "status": 503}}]
+    report = report_of(records, rejected=2)
+    assert (report["rejected"], report["refused"], report["answered"], report["server_error"],
+            report["last_text_step"]) == (2, True, True, True, 1)
+    assert read_report(json.dumps(report).encode()) == report
+    for key, bad in (("answered", None), ("rejected", "2"), ("last_text_step", "1"), ("server_error", 1)):
+        assert read_report(json.dumps({**report, key: bad}).encode()) is None, key

@@ -110,8 +110,11 @@ def read_report(data: bytes | None) -> dict[str, Any] | None:
         report = json.loads(data or b"")
     except ValueError:
         return None
-    keys = {"requests": int, "played": int, "served": dict}
+    keys = {"requests": int, "rejected": int, "played": int, "served": dict, "refused": bool, "answered": bool,
+            "server_error": bool}
     if not isinstance(report, dict) or any(not isinstance(report.get(k), t) for k, t in keys.items()):
+        return None
+    if report.get("last_text_step") is not None and type(report["last_text_step"]) is not int:
         return None
     if any(report.get(k) is not None and not isinstance(report[k], str) for k in ("mismatch", "none")):
         return None
