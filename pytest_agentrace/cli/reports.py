@@ -23,6 +23,7 @@ from pytest_agentrace.argtypes import positive_float
 from pytest_agentrace.cli.verify import warn_unverifiable
 from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.index import iter_outcomes
+from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest
 from pytest_agentrace.record.runfile import RUN_FILE
 from pytest_agentrace.record.store import Store, StoreError, default_path
 from pytest_agentrace.record.trajectory import iter_trajectories, load_trajectory
@@ -227,7 +228,8 @@ def load_results(out: Path) -> list:
 
 def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None) -> SessionResult | None:
     """The session result of the results folder ``args.out`` (its runs scored once, the history store's for the Elo
-    chart), for any format's ``render``; None after printing why there is none."""
+    chart, the folder's results digest when it has manifests), for any format's ``render``; None after printing why
+    there is none."""
     out = Path(args.out).resolve()
     if (out / "runs").is_dir():
         warn_unverifiable(out)
@@ -243,8 +245,9 @@ def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None) -
         except StoreError as exc:
             print(f"agentrace: {exc}", file=sys.stderr)
             return None
+    digest = results_digest(out) if (out / MANIFEST_DIR).is_dir() else None  # as the session printed it (JUnit's)
     context = Context(out=out, baseline=args.baseline, seed=args.seed, resamples=args.resamples, target=args.generalize,
-                      paths=paths or {}, full_report=getattr(args, "full_report", None))
+                      paths=paths or {}, full_report=getattr(args, "full_report", None), digest=digest)
     return build_result(outcomes, context, history=history_rows)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import re
 import tomllib
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from pytest_agentrace.plugin.failure import LONG_TAIL, RunFailed, case_line, fai
 from pytest_agentrace.record.attempts import recorded_dir
 from pytest_agentrace.record.manifest import record_run
 from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.report.junit import STATUS_PROPERTY, run_properties
 from pytest_agentrace.run.agent import agent_path_error, missing_executable
 from pytest_agentrace.run.checks import log_tail
 from pytest_agentrace.run.pipeline import execute
@@ -358,7 +358,7 @@ def report_status(report: pytest.TestReport) -> tuple[str, str, tuple[str, dict[
     failed, a check's tool missing, ...) fails its call phase, where the agent ran; it is shown and counted as an
     *error*, never as the agent's failure. Decided from the report alone, so it holds with pytest-xdist."""
     props = getattr(report, "user_properties", ())
-    if report.when == "call" and report.failed and any(p[0] == "agentrace.status" and p[1] == "error" for p in props):
+    if report.when == "call" and report.failed and any(p[0] == STATUS_PROPERTY and p[1] == "error" for p in props):
         return "error", "E", ("ERROR", {"red": True})
     return None
 
@@ -398,7 +398,7 @@ class RunItem(pytest.Function):
         tmp = self.funcargs["tmp_path_factory"].mktemp(re.sub(r"\W", "_", self.name)[:30], numbered=True)
         outcome = run(agentrace, spec, tmp)
         self.run_outcome = outcome
-        self.user_properties.extend(outcome_properties(outcome))
+        self.user_properties.extend(run_properties(outcome))  # the controller's payload; JUnit's properties
         if not outcome.reused and agentrace.settings.race:  # hashed before any later agent starts (record.manifest;
             # a run outside a race is hashed by run.pipeline.execute itself, an error's attempt in its own folder)
             out, sid = agentrace.out, agentrace.id
@@ -436,25 +436,3 @@ class RunItem(pytest.Function):
         """``(file, 0-based line naming the case, name)``: where ``-rs`` and JUnit place the item's skips."""
         spec = self.run_spec
         return self.path, _case_line(spec.source, spec.case) - 1, f"{self.name}"
-
-
-def outcome_properties(outcome: Outcome) -> list[tuple[str, Any]]:
-    """``item.user_properties`` for a run: one JSON payload plus scalars for JUnit XML. A task run's composite score
-    is relative to the other agents of its task and rep: the controller adds it to the JUnit XML once, at the
-    session's end (``report.junit.patch_junit``); a score the outcome already has (a reused run's) is written here."""
-    score = outcome.score
-    props = [
-        ("agentrace.outcome", json.dumps(outcome.record, sort_keys=True)),  # the dict its run.json was written from
-        ("agentrace.run_id", outcome.run_id),
-        ("agentrace.status", outcome.status),
-        ("agentrace.seconds", outcome.seconds),
-        ("agentrace.lines", outcome.lines_changed),
-    ]
-    if score is not None:  # a trial run has no composite score; JUnit carries no empty numeric property
-        props.insert(3, ("agentrace.score", score))
-    u = outcome.usage
-    if u.total_tokens is not None:
-        props.append(("agentrace.tokens", u.total_tokens))
-    if u.cost_usd is not None:
-        props.append(("agentrace.cost_usd", u.cost_usd))
-    return props

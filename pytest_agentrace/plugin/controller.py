@@ -15,8 +15,8 @@ Order of work:
   (``last-session.json``, the results index, the snapshot under ``--agentrace-snapshot-update``, the SQLite
   history); a failing gate adds to ``session.testsfailed`` (exit status 1, as
   pytest-cov's ``--cov-fail-under``). An interrupted loop gets the same, without gates, in ``pytest_sessionfinish``;
-- ``pytest_sessionfinish`` (trylast, after junitxml wrote its file): the final scores and error kinds into the JUnit
-  XML (``report.junit``), the HTML / Markdown / JSON reports and ``$GITHUB_STEP_SUMMARY``;
+- ``pytest_sessionfinish`` (trylast, after junitxml wrote its file): each run's properties with its final score, the
+  error kinds and the results digest into the JUnit XML (``report.junit.patch_junit``), the HTML / Markdown / JSON reports and ``$GITHUB_STEP_SUMMARY``;
 - ``pytest_terminal_summary``: one ``agentrace`` section (``report.terminal.section``: tables, statistics,
   validation, what was written, warnings, gate failures), at pytest's width and verbosity.
 
@@ -46,13 +46,13 @@ from pytest_agentrace.plugin.failure import printable
 from pytest_agentrace.plugin.progress import Progress, is_run_item
 from pytest_agentrace.record import index
 from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest, seal_session
-from pytest_agentrace.record.model import Outcome, Status
+from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.runfile import write_last_session
 from pytest_agentrace.record.store import SessionInfo, Store, StoreError, default_path
 from pytest_agentrace.report import formats
 from pytest_agentrace.report.fit import terminal_width
 from pytest_agentrace.report.formats import Format
-from pytest_agentrace.report.junit import patch_junit
+from pytest_agentrace.report.junit import OUTCOME_PROPERTY, patch_junit
 from pytest_agentrace.report.result import Context, SessionResult, build_result
 from pytest_agentrace.report.terminal import Shown, section
 from pytest_agentrace.report.text import skip_lines
@@ -70,9 +70,6 @@ from pytest_agentrace.stats.verdict import gate_failures, gate_family, parse_fai
 
 if TYPE_CHECKING:
     from pytest_agentrace.plugin.session import AgentraceSession
-
-OUTCOME_PROPERTY = "agentrace.outcome"
-
 
 def harbor_notes(outcomes) -> list[tuple[str, bool]]:
     """One summary line per Harbor task that ran: its environment was not built (the host's toolchain ran it, inside
@@ -366,7 +363,7 @@ class Controller:
         return Context(out=self.out, session=asdict(self.session_info()) if targets else None,
                        options={"reps": s.reps, "timeout": s.timeout}, baseline=s.baseline, seed=s.seed,
                        resamples=s.resamples, target=s.generalize, paths={fmt.name: path for fmt, path in targets.items()},
-                       load_task=self.files.task)  # parsed once per process
+                       digest=self.digest, load_task=self.files.task)  # parsed once per process
 
     def _history(self) -> list[Outcome] | None:
         """The store's task outcomes (this session's included) for the Elo-over-time chart."""
@@ -385,9 +382,7 @@ class Controller:
         result = self.finish()
         xml = self.config.getoption("xmlpath", default=None)
         if xml and result.outcomes:
-            patch_junit(Path(xml), {o.run_id: o.score for o in result.outcomes if o.kind == "task"},
-                        {o.run_id for o in result.outcomes if o.status == Status.ERROR},
-                        {"agentrace.results_digest": self.digest} if self.digest else None)
+            patch_junit(Path(xml), result)
         if result.outcomes:
             self.written = self._write(result)
 

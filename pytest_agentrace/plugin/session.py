@@ -46,7 +46,7 @@ from pytest_agentrace.run.resume import install_sigterm
 from pytest_agentrace.run.sandbox import Sandbox, installed_package
 from pytest_agentrace.run.sandbox import bwrap_path as sandbox_bwrap_path
 from pytest_agentrace.run.sandbox import probe as sandbox_probe
-from pytest_agentrace.spec.builtin import SAME_NAME_NOTE, builtin_root, level_key, levels_of, select_builtin
+from pytest_agentrace.spec.builtin import SAME_NAME_NOTE, level_key, levels_of, node_path, select_builtin
 from pytest_agentrace.spec.common import AgentSpec
 from pytest_agentrace.spec.harbor import is_harbor_folder
 from pytest_agentrace.spec.matrix import RunSpec
@@ -215,15 +215,12 @@ class AgentraceSession:
 
     def _outside_nodeid(self, file_path: Path) -> dict[str, str]:
         """``{"nodeid": ...}`` for a file outside the rootdir, where pytest would give an empty node-id path (and
-        JUnit an empty classname): ``agentrace-builtin/<task>/task.yaml`` for a built-in task, else the path relative
-        to the invocation folder; ``{}`` (pytest's own id) for a file under the rootdir."""
-        path = file_path.resolve()
-        if path.is_relative_to(Path(self.config.rootpath).resolve()):
+        JUnit an empty classname): ``spec.builtin.node_path`` (``agentrace-builtin/<task>/task.yaml`` for a built-in
+        task, else the path relative to the invocation folder); ``{}`` (pytest's own id) for a file under the
+        rootdir."""
+        if file_path.resolve().is_relative_to(Path(self.config.rootpath).resolve()):
             return {}
-        root = builtin_root().resolve()
-        if path.is_relative_to(root):
-            return {"nodeid": "agentrace-builtin/" + path.relative_to(root).as_posix()}
-        return {"nodeid": Path(os.path.relpath(path, self.config.invocation_params.dir)).as_posix()}
+        return {"nodeid": node_path(file_path, self.config.rootpath, self.config.invocation_params.dir)}
 
     def note_collect_report(self, collector: pytest.Collector, report: pytest.CollectReport) -> None:
         """Count the collection errors of task and trial files (``tolerate_spec_errors``)."""

@@ -8,7 +8,7 @@ per session by the controller or by the CLI from a results folder) and one line 
 - ``"file"``: the option ``--agentrace-<name> PATH`` (ini ``agentrace_<name>``) asks for it; written to PATH;
 - ``"env:VAR"``: appended to the file named by the environment variable ``VAR`` when it is set (GitHub Actions'
   step summary), with no option;
-- ``"cli"``: only ``agentrace render OUT --format <name>`` (the PR comment);
+- ``"cli"``: only ``agentrace render OUT --format <name>`` (the PR comment, JUnit XML);
 - ``"terminal"``: the ``agentrace`` section of pytest's terminal summary. The session prints it itself, through
   ``report.terminal.section(result, shown)``, because what it shows depends on pytest's terminal width and
   verbosity and on lines only the running session has (skips, agent overrides, the outputs it wrote); the table's
@@ -17,10 +17,12 @@ per session by the controller or by the CLI from a results folder) and one line 
 Every format can also be rendered from a results folder with ``agentrace render OUT --format <name>``. Modules are
 imported by name when a format is rendered, so this table costs no import at start-up.
 
-Not in the table: the JUnit XML properties. pytest's junitxml plugin writes that file from each item's
-``user_properties`` (``plugin.collect.outcome_properties``) as the session runs; the controller then patches the file
-it wrote (``report.junit.patch_junit``: the final scores, error kinds, the results digest). There is no text to
-render from a result alone, and no file of its own to write, so no ``render(result)``.
+JUnit XML (``junit``) is ``"cli"``: in a session the JUnit file is pytest's own ``--junitxml`` (its junitxml plugin
+writes each run item's ``user_properties``, ``report.junit.run_properties``), and a second option writing a second
+JUnit file would only repeat it. The controller finishes pytest's file at the session's end with
+``report.junit.patch_junit`` (every run's properties again with its final score, error kinds, the results digest:
+the same property functions as ``render``); ``agentrace render OUT --format junit`` makes the whole document from a
+results folder (e.g. shards merged with ``agentrace merge``), for a CI system's test report.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ FORMATS: tuple[Format, ...] = (
            "job summary", to=f"env:{STEP_SUMMARY_ENV}", title="the Markdown summary"),
     Format("comment", "pytest_agentrace.report.comment", "Markdown PR-comment body (with a hidden marker line)",
            to="cli"),
+    Format("junit", "pytest_agentrace.report.junit", "JUnit XML, one test case per run with its agentrace.* properties "
+           "(in a session: pytest's --junitxml file, finished by the controller)", to="cli"),
     Format("terminal", "pytest_agentrace.report.terminal", "the agentrace section of pytest's terminal summary",
            to="terminal"),
 )

@@ -22,7 +22,7 @@ from pytest_agentrace.report.numbers import grouped, pct, span, tokens, usd
 from pytest_agentrace.report.numbers import grouped as num
 from pytest_agentrace.report.result import SessionResult
 from pytest_agentrace.report.stats_text import ratio_text
-from pytest_agentrace.report.view import generated, session_field, shown, target_text
+from pytest_agentrace.report.view import expects_failure, generated, session_field, shown, target_text
 from pytest_agentrace.stats.cells import CellSummary
 from pytest_agentrace.stats.compare import ArmComparison
 
@@ -186,15 +186,9 @@ def elo_rows(result: SessionResult) -> list[tuple[str, float]]:
 
 
 def expected_failure(run: Outcome) -> bool:
-    """True for a failed run of a baseline expected to fail, which pytest reports as ``xfailed``: the ``noop`` agent
-    (any model; ``~N`` suffix dropped) unless its record says otherwise, or a record whose ``extra.expect`` is
-    ``fail`` (``plugin.collect.make_items`` marks these items strict xfail)."""
-    if run.status != "failed":
-        return False
-    expect = (run.extra or {}).get("expect")
-    if expect is not None:
-        return expect == "fail"
-    return str(run.agent).split(":", 1)[0].split("~", 1)[0] == "noop"
+    """True for a failed run of a baseline expected to fail (``view.expects_failure``: ``noop``, ``expect: fail``),
+    which pytest reports as ``xfailed``."""
+    return run.status == "failed" and expects_failure(run)
 
 
 def headline(result: SessionResult) -> str:

@@ -62,7 +62,8 @@ class Context:
     fields) or None for a results folder; ``options``: ``{reps, timeout}`` the session overrode (timeout in seconds);
     ``baseline``, ``seed``, ``resamples``, ``target``: the statistics' settings; ``paths``: format name -> the file
     it is written to (the HTML report links run files relative to its own place); ``full_report``: where the full
-    report is, for the PR comment; ``load_task``: how the export reads a task file's settings (a session passes its
+    report is, for the PR comment; ``digest``: the results digest of ``out`` (``record.manifest.results_digest``: the
+session's at its end, the CLI's when it reads the folder), None when unknown; ``load_task``: how the export reads a task file's settings (a session passes its
     collection's, so the file is parsed once per process; raises what ``spec.task.load_task`` raises).
     """
 
@@ -75,6 +76,7 @@ class Context:
     target: str = FIXED
     paths: Mapping[str, Path] = field(default_factory=dict)
     full_report: str | None = None
+    digest: str | None = None
     load_task: Callable[[Path], Task] = field(default=load_task, compare=False, repr=False)
 
 

@@ -1,5 +1,5 @@
-"""The session result as the Markdown, HTML and PR-comment outputs print it (``shown``), and the time every output of
-one result says it was made (``generated``).
+"""The session result as the Markdown, HTML, PR-comment and JUnit outputs print it (``shown``), the time every output
+of one result says it was made (``generated``), and which runs are baselines expected to fail (``expects_failure``).
 
 Those outputs read the result's typed fields (``Outcome``, ``stats.cells.CellSummary``, ``stats.compare.ArmComparison``,
 ``report.leaderboard.Standing``, ``report.result.EloSeries``), never the JSON export's dict; what the export does to
@@ -15,10 +15,21 @@ import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.redact import redact_fields, secret_values
 from pytest_agentrace.report.result import EloSeries, SessionResult
 from pytest_agentrace.stats.report import build_report
 from pytest_agentrace.stats.verdict import FIXED, TARGET_TEXT
+
+
+def expects_failure(run: Outcome) -> bool:
+    """True for a run of a baseline expected to fail, whatever its status: the ``noop`` agent (any model; ``~N``
+    suffix dropped) unless its record says otherwise, or a record whose ``extra.expect`` is ``fail``
+    (``plugin.collect.make_items`` marks these items strict xfail)."""
+    expect = (run.extra or {}).get("expect")
+    if expect is not None:
+        return expect == "fail"
+    return str(run.agent).split(":", 1)[0].split("~", 1)[0] == "noop"
 
 
 def generated(result: SessionResult) -> str:

@@ -17,6 +17,7 @@ nothing from pytest at module level.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,21 @@ def builtin_root() -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"the built-in tasks are missing from this install (looked in {here / 'builtin_tasks'}); reinstall pytest-agentrace")
+
+
+def node_path(path: Path, rootdir: Path, invocation: Path) -> str:
+    """The node-id path (POSIX) of the task or trial file ``path`` as a session names it: relative to ``rootdir``
+    (pytest's own) when under it; else ``agentrace-builtin/<task>/task.yaml`` for a built-in task; else relative to
+    the ``invocation`` folder (``os.path.relpath``), where pytest would give an empty one. Paths are resolved.
+    Raises ``FileNotFoundError`` for a file outside ``rootdir`` when the built-in tasks are missing
+    (``builtin_root``)."""
+    path = Path(path).resolve()
+    if path.is_relative_to(Path(rootdir).resolve()):
+        return path.relative_to(Path(rootdir).resolve()).as_posix()
+    root = builtin_root().resolve()
+    if path.is_relative_to(root):
+        return "agentrace-builtin/" + path.relative_to(root).as_posix()
+    return Path(os.path.relpath(path, invocation)).as_posix()
 
 
 def builtin_tasks(root: Path | None = None) -> list[BuiltinTask]:
