@@ -19,13 +19,14 @@ from pytest_agentrace.agents import ADAPTERS, CLI_AGENTS, get_adapter
 from pytest_agentrace.agents.cliadapter import CliAdapter
 
 HEAVY = ("numpy", "scipy")
-HELP_MODULES = 110  # 97 + plugin.interrupts, record.attempts, model_double.normalise, run.outbox (on the start-up path on purpose)
+HELP_MODULES = 111  # 97 + plugin.interrupts, record.attempts, model_double.normalise, run.outbox (on the start-up path on purpose)
 # + run.runspec, run.linksafe, run.discard: code split out of spec.matrix, agents.base, run.limits and run.workspace
 # (run.runspec, run.linksafe) or new on the run path (run.discard, a few lines)
 # + run.launch, run.inputs (small, standard library only); report.formats, report.result, report.numbers in place of
 # report.html, report.markdown, report.json_export and report.charts (loaded by name from FORMATS when one is written)
 # + run.treefiles, run.snapshot (split out of run.workspace), stats.draws, stats.figures and stats.permutation (split out of stats.resample, cells and
 # report: standard library at import, numpy only when called); report.terminal in place of report.summary
+# + report.view (imported by report.junit, whose run_properties the run items send: small, no numpy)
 PROBE = f"""\
 import json, sys
 import pytest
