@@ -4,7 +4,7 @@ Usage: python benchmarks/reports.py [--runs 1000] [--writers 8] [--per-writer 20
 
 - store: one session of ``--runs`` runs saved in one transaction; ``--writers`` processes each adding
   ``--per-writer`` runs one transaction at a time (runs per second, lock retries, rows lost);
-- leaderboard over the store; JSON export, Markdown and HTML of ``--runs`` runs (seconds, file sizes).
+- leaderboard over the store; JSON export, Markdown, HTML and JUnit XML of ``--runs`` runs (seconds, file sizes).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from helpers.report import outcome
 
 from pytest_agentrace.record.store import SessionInfo, Store
-from pytest_agentrace.report import html, json_export, markdown
+from pytest_agentrace.report import html, json_export, junit, markdown
 from pytest_agentrace.report.leaderboard import leaderboard
 from pytest_agentrace.report.result import Context, build_result
 from pytest_agentrace.stats.score import score_outcomes
@@ -86,7 +86,7 @@ def main() -> None:
         result = build_result(score_outcomes(runs, per_session=False), Context(out=Path(tmp), seed=0))
         print(f"session result of {len(runs)} runs: {time.perf_counter() - t:.2f} s (cells, comparisons, Elo)")
         for name, render in (("json", lambda: json_export.render(result)), ("markdown", lambda: markdown.render_result(result)),
-                             ("html", lambda: html.render_report(result))):
+                             ("html", lambda: html.render_report(result)), ("junit", lambda: junit.render(result))):
             t = time.perf_counter()
             text = render()
             print(f"{name}: {time.perf_counter() - t:.2f} s, {len(text.encode()) / 1024:.0f} KiB")

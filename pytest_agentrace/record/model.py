@@ -272,7 +272,7 @@ class Outcome:
     @functools.cached_property
     def record(self) -> dict[str, Any]:
         """``to_dict()``, made once per outcome and kept on it: the one dict of the record that its ``run.json``,
-        the payload its item sends to the controller (``plugin.collect.outcome_properties``) and the history store
+        the payload its item sends to the controller (``report.junit.run_properties``) and the history store
         are written from. Read it, never change it (a changed outcome is a new one: ``replace``)."""
         return self.to_dict()
 

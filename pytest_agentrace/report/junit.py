@@ -3,7 +3,8 @@
 and the finishing of the file pytest's junitxml plugin wrote in a session (``patch_junit``).
 
 The document has the shape ``_pytest.junitxml`` writes (``junit_family=xunit2``, the default; pytest's module names
-Jenkins' xunit-plugin ``junit-10.xsd`` as its schema): ``<testsuites name="pytest tests">`` holding one
+Jenkins' xunit-plugin ``junit-10.xsd`` as its schema, which allows ``<properties>`` only per ``<testsuite>``: the
+per-case properties, as pytest's ``record_property`` writes them, are read by CI tools but outside that XSD): ``<testsuites name="pytest tests">`` holding one
 ``<testsuite name="pytest">`` with ``tests``, ``errors``, ``failures``, ``skipped``, ``time`` (seconds, 3 decimals),
 ``timestamp`` (ISO 8601) and ``hostname``, its ``<properties>``, and one ``<testcase classname name time>`` per run:
 
