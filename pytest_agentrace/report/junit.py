@@ -174,12 +174,14 @@ def render(result: SessionResult) -> str:
     suite = ET.Element("testsuite", name=SUITE_NAME)
     if pairs := suite_properties(view):
         ET.SubElement(suite, "properties").extend(_properties(pairs))
-    total = 0.0
+    total, classnames = 0.0, {}  # one per task or trial file (each a few path look-ups)
     for run in runs:
         seconds = run.total_seconds or run.seconds or 0.0
         total += seconds
-        case = ET.SubElement(suite, "testcase", classname=xml_text(classname(run, rootdir, invocation)),
-                             name=xml_text(case_name(run)), time=f"{seconds:.3f}")
+        if run.source not in classnames:
+            classnames[run.source] = xml_text(classname(run, rootdir, invocation))
+        case = ET.SubElement(suite, "testcase", classname=classnames[run.source], name=xml_text(case_name(run)),
+                             time=f"{seconds:.3f}")
         ET.SubElement(case, "properties").extend(_properties(run_properties(run)))
         if (element := _outcome_element(run)) is not None:
             case.append(element)
