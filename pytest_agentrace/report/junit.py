@@ -23,7 +23,9 @@ which are ``run_properties`` of the outcome as the run ended. A task run's compo
 of its task and rep, so it is known only when the session has every run; ``patch_junit`` then writes each run's
 properties again from the session result (the same function, the final score included), turns the ``<failure>`` of
 an ``error`` run into ``<error>`` (as a fault in setup would be; the totals counted again) and sets the suite's
-properties. So the file a session finished and the render of its results folder carry the same properties.
+properties. So the file a session finished and the render of its results folder carry the same properties; what
+only the session's file has: the test cases of runs skipped before they ran (an agent CLI not installed,
+stop-when-decided: no record), other tests of the session, and a reused run's ``reused`` flag in its record.
 
 Every string is redacted (``report.view.shown``, as the other formats) and then made XML 1.0: each character XML 1.0
 forbids (C0 controls but tab, newline and carriage return; DEL, as pytest; lone surrogates; U+FFFE, U+FFFF) is
