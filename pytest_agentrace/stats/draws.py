@@ -45,7 +45,7 @@ def bootstrap_draws(seed: int, cell: Cell, n: int, resamples: int):
 
 def relabelling(seed: int, case: tuple[str, ...], na: int, nb: int, resamples: int):
     """The relabellings owned by case ``case`` (kind, source, case, agent, arm, baseline) of ``na`` arm and ``nb``
-    baseline runs: 0/1 rows (resamples, na + nb) marking the arm's runs, the ``na`` smallest of uniform float32 keys
+    baseline runs: boolean rows (resamples, na + nb) marking the arm's runs (one byte a mark), the ``na`` smallest of uniform float32 keys
     (half the generator's work of float64 ones). A row whose ``na``-th and ``na + 1``-th smallest keys are equal (a
     tie across the cut: about ``(na + nb) / 2^24`` of rows) is drawn again until it has none, so every row is a
     uniformly random choice of ``na`` runs (the rows kept are exchangeable in the runs)."""
@@ -59,7 +59,19 @@ def relabelling(seed: int, case: tuple[str, ...], na: int, nb: int, resamples: i
         keys[tied] = rng.random((tied.size, na + nb), dtype=np.float32)
         ordered[tied] = np.sort(keys[tied], axis=1)
         tied = tied[ordered[tied, na - 1] == ordered[tied, na]]
-    return (keys <= ordered[:, na - 1:na]).astype(float)
+    return keys <= ordered[:, na - 1:na]
+
+
+def label_sums(x, chosen):
+    """The sums of ``x`` (1, N) over the runs each relabelling ``chosen`` (M, N) boolean marks, as (1, M) floats:
+    ``einsum("tn,rn->tr", x, chosen.astype(float))`` to the bit. When ``x`` holds whole numbers whose absolute values
+    sum below 2^24 (tokens, scores), every partial sum is a whole number a float32 holds exactly, so the product is
+    made in float32 (half the memory traffic) and comes out the same in any order; otherwise in float64."""
+    import numpy as np
+
+    if resample._whole(x) and float(np.abs(x).sum()) < 2.0**24:
+        return np.einsum("tn,rn->tr", x.astype(np.float32), chosen.astype(np.float32)).astype(float)
+    return np.einsum("tn,rn->tr", x, chosen.astype(float))
 
 
 def _counts(seed: int, cell: Cell, n: int, resamples: int):
@@ -69,14 +81,16 @@ def _counts(seed: int, cell: Cell, n: int, resamples: int):
 
 class Memo:
     """The draws of the cells and cases in hand (one case at a time in ``figures.report_figures``): counts (B, n)
-    per ``(cell, n)``, relabellings per ``(case, na, nb)`` and resampled means per figure, each made once; with
-    ``keep`` False nothing is kept (a figure over many cases would otherwise hold every cell's counts)."""
+    per ``(cell, n)``, relabellings per ``(case, na, nb)``, resampled means per figure and relabelled sums per data
+    set, each made once; with ``keep`` False nothing is kept (a figure over many cases would otherwise hold every
+    cell's counts)."""
 
     def __init__(self, seed: int, resamples: int, keep: bool = True) -> None:
         self.seed, self.resamples, self.keep = seed, resamples, keep
         self.counts: dict[Any, Any] = {}
         self.labels: dict[Any, Any] = {}
         self.means: dict[Any, Any] = {}
+        self.sums: dict[Any, Any] = {}
 
     def counted(self, cell: Cell, x, moments: bool = False):
         """``resample.counted_means`` of ``x`` (1, n) over the resamples of ``cell``'s ``n`` runs."""
@@ -100,11 +114,21 @@ class Memo:
             self.labels[key] = relabelling(self.seed, case, na, nb, self.resamples)
         return self.labels[key]
 
+    def summed(self, case: tuple[str, ...], na: int, nb: int, x):
+        """``label_sums`` of ``x`` (1, na + nb) over the relabellings of case ``case`` (``chosen``), made once per
+        data set (the case's test and the arm's stratified test over all cases sum the same runs)."""
+        if not self.keep:
+            return label_sums(x, self.chosen(case, na, nb))
+        key = (case, na, nb, x.tobytes())
+        if key not in self.sums:
+            self.sums[key] = label_sums(x, self.chosen(case, na, nb))
+        return self.sums[key]
+
 
 class Streams:
     """A stand-in for the generator of one figure: ``counted`` answers the figure's bootstrap requests in turn
     with the draws of ``cells`` (``(cell, n)`` in the order the figure resamples them: per case the arm's runs,
-    then the baseline's), ``chosen`` its relabelling requests with those of ``cases`` (``(case, na, nb)``).
+    then the baseline's), ``chosen`` (or ``summed``) its relabelling requests with those of ``cases`` (``(case, na, nb)``).
     ``memo`` shares the draws between figures; ``sums`` (optional) are the figure's sums over cases made in
     ``report_figures`` (read by ``resample``). Raises ``ValueError`` when asked for more or other draws than given."""
 
@@ -120,10 +144,17 @@ class Streams:
         return self.memo.counted(cell, x, moments)
 
     def chosen(self, na: int, nb: int):
+        return self.memo.chosen(self._case_of(na, nb), na, nb)
+
+    def summed(self, x, na: int, nb: int):
+        """``label_sums`` of ``x`` (1, na + nb) over the next case's relabellings (``chosen``, summed)."""
+        return self.memo.summed(self._case_of(na, nb), na, nb, x)
+
+    def _case_of(self, na: int, nb: int):
         case, a, b = self._next(self.cases, "_case")
         if (a, b) != (na, nb):
             raise ValueError(f"draws: case {case} owns relabellings of {a} + {b} runs, asked for {na} + {nb}")
-        return self.memo.chosen(case, na, nb)
+        return case
 
     def _next(self, items: list, attr: str):
         i = getattr(self, attr)

@@ -72,8 +72,12 @@ def stratified_permutation_p(cases: Sequence[tuple], kind: str = "ratio", resamp
         acc = 0.0
         for j, x in enumerate(pooled):
             na, nb = sizes[j]
-            chosen = rng.chosen(na, nb) if hasattr(rng, "chosen") else smallest(rng.random((resamples, na + nb)), na)
-            acc = acc + contribution(j, np.einsum("tn,rn->tr", x[rows], chosen), rows)
+            if hasattr(rng, "summed") and rows.size == 1:  # relabellings owned by the case (draws.Streams)
+                sa = rng.summed(x[rows], na, nb)
+            else:
+                chosen = rng.chosen(na, nb) if hasattr(rng, "chosen") else smallest(rng.random((resamples, na + nb)), na)
+                sa = np.einsum("tn,rn->tr", x[rows], chosen.astype(float, copy=False))
+            acc = acc + contribution(j, sa, rows)
         p[rows] = plan.monte_carlo_p(acc, rows)
     err = np.sqrt(p * (1 - p) / resamples)
     return p, err

@@ -167,8 +167,9 @@ def counts_of(draws):
     import numpy as np
 
     resamples, n = draws.shape
-    flat = (draws + n * np.arange(resamples)[:, None]).ravel()
-    return np.bincount(flat, minlength=resamples * n).reshape(resamples, n)
+    flat = draws.astype(np.intp)  # the one index array ``bincount`` takes, offset in place
+    flat += n * np.arange(resamples, dtype=np.intp)[:, None]
+    return np.bincount(flat.ravel(), minlength=resamples * n).reshape(resamples, n)
 
 
 def _second(rows, counts):
