@@ -62,15 +62,25 @@ def relabelling(seed: int, case: tuple[str, ...], na: int, nb: int, resamples: i
     return keys <= ordered[:, na - 1:na]
 
 
-def label_sums(x, chosen):
-    """The sums of ``x`` (1, N) over the runs each relabelling ``chosen`` (M, N) boolean marks, as (1, M) floats:
-    ``einsum("tn,rn->tr", x, chosen.astype(float))`` to the bit. When ``x`` holds whole numbers whose absolute values
-    sum below 2^24 (tokens, scores), every partial sum is a whole number a float32 holds exactly, so the product is
-    made in float32 (half the memory traffic) and comes out the same in any order; otherwise in float64."""
+def exact_in_float32(x) -> bool:
+    """True when ``x`` holds whole numbers whose absolute values sum below 2^24: every partial sum of them is then a
+    whole number a float32 holds exactly, so sums over any subset come out the same in float32 and float64, in any
+    order."""
     import numpy as np
 
-    if resample._whole(x) and float(np.abs(x).sum()) < 2.0**24:
-        return np.einsum("tn,rn->tr", x.astype(np.float32), chosen.astype(np.float32)).astype(float)
+    return resample._whole(x) and float(np.abs(x).sum()) < 2.0**24
+
+
+def label_sums(x, chosen, marks32=None):
+    """The sums of ``x`` (1, N) over the runs each relabelling ``chosen`` (M, N) boolean marks, as (1, M) floats:
+    ``einsum("tn,rn->tr", x, chosen.astype(float))`` to the bit. When ``exact_in_float32(x)`` (tokens, scores) the
+    product is made in float32 (half the memory traffic; ``marks32`` the marks as float32 when in hand), else in
+    float64."""
+    import numpy as np
+
+    if exact_in_float32(x):
+        marks32 = chosen.astype(np.float32) if marks32 is None else marks32
+        return np.einsum("tn,rn->tr", x.astype(np.float32), marks32).astype(float)
     return np.einsum("tn,rn->tr", x, chosen.astype(float))
 
 
@@ -91,6 +101,7 @@ class Memo:
         self.labels: dict[Any, Any] = {}
         self.means: dict[Any, Any] = {}
         self.sums: dict[Any, Any] = {}
+        self.marks32: dict[Any, Any] = {}
 
     def counted(self, cell: Cell, x, moments: bool = False):
         """``resample.counted_means`` of ``x`` (1, n) over the resamples of ``cell``'s ``n`` runs."""
@@ -121,7 +132,12 @@ class Memo:
             return label_sums(x, self.chosen(case, na, nb))
         key = (case, na, nb, x.tobytes())
         if key not in self.sums:
-            self.sums[key] = label_sums(x, self.chosen(case, na, nb))
+            import numpy as np
+
+            chosen = self.chosen(case, na, nb)
+            if exact_in_float32(x) and (case, na, nb) not in self.marks32:  # made once for the case's data sets
+                self.marks32[(case, na, nb)] = chosen.astype(np.float32)
+            self.sums[key] = label_sums(x, chosen, self.marks32.get((case, na, nb)))
         return self.sums[key]
 
 
