@@ -32,6 +32,7 @@ from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import resample
 
 Cell = tuple[str, str, str, str, str]  # kind, source, case, arm, agent
+LABEL_BLOCK = 250_000  # keys sorted at once by ``relabelling`` (its working arrays stay in the CPU's cache)
 
 
 def bootstrap_draws(seed: int, cell: Cell, n: int, resamples: int):
@@ -52,14 +53,22 @@ def relabelling(seed: int, case: tuple[str, ...], na: int, nb: int, resamples: i
     import numpy as np
 
     rng = stats.rng_for(seed, "labels", *case, na, nb)
-    keys = rng.random((resamples, na + nb), dtype=np.float32)
-    ordered = np.sort(keys, axis=1)
-    tied = np.flatnonzero(ordered[:, na - 1] == ordered[:, na]) if nb else np.arange(0)
+    marks = np.empty((resamples, na + nb), dtype=bool)
+    ties = []
+    step = max(1, LABEL_BLOCK // (na + nb))
+    for start in range(0, resamples, step):  # the generator's stream in blocks of rows: the keys of one call
+        keys = rng.random((min(step, resamples - start), na + nb), dtype=np.float32)
+        ordered = np.sort(keys, axis=1)
+        np.less_equal(keys, ordered[:, na - 1:na], out=marks[start:start + step])
+        if nb:
+            ties.append(start + np.flatnonzero(ordered[:, na - 1] == ordered[:, na]))
+    tied = np.concatenate(ties) if ties else np.arange(0)
     while tied.size:
-        keys[tied] = rng.random((tied.size, na + nb), dtype=np.float32)
-        ordered[tied] = np.sort(keys[tied], axis=1)
-        tied = tied[ordered[tied, na - 1] == ordered[tied, na]]
-    return keys <= ordered[:, na - 1:na]
+        keys = rng.random((tied.size, na + nb), dtype=np.float32)
+        ordered = np.sort(keys, axis=1)
+        marks[tied] = keys <= ordered[:, na - 1:na]
+        tied = tied[ordered[:, na - 1] == ordered[:, na]]
+    return marks
 
 
 def exact_in_float32(x) -> bool:
@@ -86,7 +95,7 @@ def label_sums(x, chosen, marks32=None):
 
 def _counts(seed: int, cell: Cell, n: int, resamples: int):
     """How often each of the ``n`` runs is drawn in each of ``cell``'s resamples: floats (resamples, n)."""
-    return resample.counts_of(bootstrap_draws(seed, cell, n, resamples)).astype(float)
+    return resample.counts_of(bootstrap_draws(seed, cell, n, resamples), float)
 
 
 class Memo:
