@@ -127,6 +127,8 @@ def relabelled_contribution(sa, tot, na: int, nb: int, kind: str, k: int, use_lo
     ma, mb = sa / na, (tot - sa) / nb
     with np.errstate(divide="ignore", invalid="ignore"):
         if kind == "ratio":
+            if np.all(use_log):  # every row on the log scale (positive tokens): the relative difference is not read
+                return np.log(ma / mb) / k
             scale = tot / (na + nb)
             rel = np.where(scale > 0, (ma - mb) / np.where(scale > 0, scale, 1.0), 0.0)
             return np.where(use_log, np.log(ma / mb), rel) / k
