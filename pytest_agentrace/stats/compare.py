@@ -355,7 +355,8 @@ def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Seq
         score_ci, score_p = owned("score", [(c, len(a), len(b)) for c, (a, b) in zip(cases, sc, strict=True)])
     else:
         cost_ci, cost_p, score_ci, score_p = rng("cost"), rng("cost-p"), rng("score"), rng("score-p")
-    cost_job = lambda: cost_result(tok, confidence, resamples, alpha, cost_ci, cost_p, rng("log-ratio"), target)  # noqa: E731
+    several = len(cases) > 1  # one case draws no case-level figure (log ratios, paired pass rates): no generator for them
+    cost_job = lambda: cost_result(tok, confidence, resamples, alpha, cost_ci, cost_p, rng("log-ratio") if several else None, target)  # noqa: E731
     score_job = lambda: score_result(sc, target, confidence, resamples, score_ci, score_p)  # noqa: E731
     if len(cases) > 1:
         cr, (score, score_p) = stats.parallel_map(lambda job: job(), [cost_job, score_job], least=2)
@@ -371,11 +372,11 @@ def _compare(kind: str, source: str, agent: str, arm: str, base: str, cases: Seq
     ka, na, kb, nb = (sum(t[i] for t in tables) for i in range(4))
     ra, rb = sum(map(len, arm_all.values())), sum(map(len, base_all.values()))
     rate_a, rate_b = (ka / na if na else None), (kb / nb if nb else None)
-    pr = pass_result(tables, target, confidence, resamples, alpha, rng("pass-paired"), rng("pass-p"))
+    pr = pass_result(tables, target, confidence, resamples, alpha, *((rng("pass-paired"), rng("pass-p")) if several else (None, None)))
     return ArmComparison(
         kind=kind, source=source, agent=agent, arm=arm, baseline=base, cases=tuple(cases),
         runs_arm=na, runs_base=nb, errors_arm=ra - na, errors_base=rb - nb,
-        tokens_unknown=(na - sum(len(tokens_of(v)) for v in arm_v.values())) + (nb - sum(len(tokens_of(v)) for v in base_v.values())),
+        tokens_unknown=(na - sum(len(a) for a, _ in tok)) + (nb - sum(len(b) for _, b in tok)),
         relative_cost=cr.contrast.estimate, relative_cost_ci=cr.contrast.interval, cost_test=cr.test, cost_p=cr.p,
         cost_verdict=cr.verdict, provisional=provisional(per_case, per_case),
         log_ratio_mean=cr.log_ratio_mean, log_ratio_ci=cr.log_ratio_ci,

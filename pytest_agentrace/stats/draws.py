@@ -32,6 +32,7 @@ from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import resample
 
 Cell = tuple[str, str, str, str, str]  # kind, source, case, arm, agent
+LABEL_BLOCK = 250_000  # keys sorted at once by ``relabelling`` (its working arrays stay in the CPU's cache)
 
 
 def bootstrap_draws(seed: int, cell: Cell, n: int, resamples: int):
@@ -45,38 +46,71 @@ def bootstrap_draws(seed: int, cell: Cell, n: int, resamples: int):
 
 def relabelling(seed: int, case: tuple[str, ...], na: int, nb: int, resamples: int):
     """The relabellings owned by case ``case`` (kind, source, case, agent, arm, baseline) of ``na`` arm and ``nb``
-    baseline runs: 0/1 rows (resamples, na + nb) marking the arm's runs, the ``na`` smallest of uniform float32 keys
+    baseline runs: boolean rows (resamples, na + nb) marking the arm's runs (one byte a mark), the ``na`` smallest of uniform float32 keys
     (half the generator's work of float64 ones). A row whose ``na``-th and ``na + 1``-th smallest keys are equal (a
     tie across the cut: about ``(na + nb) / 2^24`` of rows) is drawn again until it has none, so every row is a
     uniformly random choice of ``na`` runs (the rows kept are exchangeable in the runs)."""
     import numpy as np
 
     rng = stats.rng_for(seed, "labels", *case, na, nb)
-    keys = rng.random((resamples, na + nb), dtype=np.float32)
-    ordered = np.sort(keys, axis=1)
-    tied = np.flatnonzero(ordered[:, na - 1] == ordered[:, na]) if nb else np.arange(0)
+    marks = np.empty((resamples, na + nb), dtype=bool)
+    ties = []
+    step = max(1, LABEL_BLOCK // (na + nb))
+    for start in range(0, resamples, step):  # the generator's stream in blocks of rows: the keys of one call
+        keys = rng.random((min(step, resamples - start), na + nb), dtype=np.float32)
+        ordered = np.sort(keys, axis=1)
+        np.less_equal(keys, ordered[:, na - 1:na], out=marks[start:start + step])
+        if nb:
+            ties.append(start + np.flatnonzero(ordered[:, na - 1] == ordered[:, na]))
+    tied = np.concatenate(ties) if ties else np.arange(0)
     while tied.size:
-        keys[tied] = rng.random((tied.size, na + nb), dtype=np.float32)
-        ordered[tied] = np.sort(keys[tied], axis=1)
-        tied = tied[ordered[tied, na - 1] == ordered[tied, na]]
-    return (keys <= ordered[:, na - 1:na]).astype(float)
+        keys = rng.random((tied.size, na + nb), dtype=np.float32)
+        ordered = np.sort(keys, axis=1)
+        marks[tied] = keys <= ordered[:, na - 1:na]
+        tied = tied[ordered[:, na - 1] == ordered[:, na]]
+    return marks
+
+
+def exact_in_float32(x) -> bool:
+    """True when ``x`` holds whole numbers whose absolute values sum below 2^24: every partial sum of them is then a
+    whole number a float32 holds exactly, so sums over any subset come out the same in float32 and float64, in any
+    order."""
+    import numpy as np
+
+    return resample._whole(x) and float(np.abs(x).sum()) < 2.0**24
+
+
+def label_sums(x, chosen, marks32=None):
+    """The sums of ``x`` (1, N) over the runs each relabelling ``chosen`` (M, N) boolean marks, as (1, M) floats:
+    ``einsum("tn,rn->tr", x, chosen.astype(float))`` to the bit. When ``exact_in_float32(x)`` (tokens, scores) the
+    product is made in float32 (half the memory traffic; ``marks32`` the marks as float32 when in hand), else in
+    float64."""
+    import numpy as np
+
+    if exact_in_float32(x):
+        marks32 = chosen.astype(np.float32) if marks32 is None else marks32
+        return np.einsum("tn,rn->tr", x.astype(np.float32), marks32).astype(float)
+    return np.einsum("tn,rn->tr", x, chosen.astype(float))
 
 
 def _counts(seed: int, cell: Cell, n: int, resamples: int):
     """How often each of the ``n`` runs is drawn in each of ``cell``'s resamples: floats (resamples, n)."""
-    return resample.counts_of(bootstrap_draws(seed, cell, n, resamples)).astype(float)
+    return resample.counts_of(bootstrap_draws(seed, cell, n, resamples), float)
 
 
 class Memo:
     """The draws of the cells and cases in hand (one case at a time in ``figures.report_figures``): counts (B, n)
-    per ``(cell, n)``, relabellings per ``(case, na, nb)`` and resampled means per figure, each made once; with
-    ``keep`` False nothing is kept (a figure over many cases would otherwise hold every cell's counts)."""
+    per ``(cell, n)``, relabellings per ``(case, na, nb)``, resampled means per figure and relabelled sums per data
+    set, each made once; with ``keep`` False nothing is kept (a figure over many cases would otherwise hold every
+    cell's counts)."""
 
     def __init__(self, seed: int, resamples: int, keep: bool = True) -> None:
         self.seed, self.resamples, self.keep = seed, resamples, keep
         self.counts: dict[Any, Any] = {}
         self.labels: dict[Any, Any] = {}
         self.means: dict[Any, Any] = {}
+        self.sums: dict[Any, Any] = {}
+        self.marks32: dict[Any, Any] = {}
 
     def counted(self, cell: Cell, x, moments: bool = False):
         """``resample.counted_means`` of ``x`` (1, n) over the resamples of ``cell``'s ``n`` runs."""
@@ -100,11 +134,26 @@ class Memo:
             self.labels[key] = relabelling(self.seed, case, na, nb, self.resamples)
         return self.labels[key]
 
+    def summed(self, case: tuple[str, ...], na: int, nb: int, x):
+        """``label_sums`` of ``x`` (1, na + nb) over the relabellings of case ``case`` (``chosen``), made once per
+        data set (the case's test and the arm's stratified test over all cases sum the same runs)."""
+        if not self.keep:
+            return label_sums(x, self.chosen(case, na, nb))
+        key = (case, na, nb, x.tobytes())
+        if key not in self.sums:
+            import numpy as np
+
+            chosen = self.chosen(case, na, nb)
+            if exact_in_float32(x) and (case, na, nb) not in self.marks32:  # made once for the case's data sets
+                self.marks32[(case, na, nb)] = chosen.astype(np.float32)
+            self.sums[key] = label_sums(x, chosen, self.marks32.get((case, na, nb)))
+        return self.sums[key]
+
 
 class Streams:
     """A stand-in for the generator of one figure: ``counted`` answers the figure's bootstrap requests in turn
     with the draws of ``cells`` (``(cell, n)`` in the order the figure resamples them: per case the arm's runs,
-    then the baseline's), ``chosen`` its relabelling requests with those of ``cases`` (``(case, na, nb)``).
+    then the baseline's), ``chosen`` (or ``summed``) its relabelling requests with those of ``cases`` (``(case, na, nb)``).
     ``memo`` shares the draws between figures; ``sums`` (optional) are the figure's sums over cases made in
     ``report_figures`` (read by ``resample``). Raises ``ValueError`` when asked for more or other draws than given."""
 
@@ -120,10 +169,17 @@ class Streams:
         return self.memo.counted(cell, x, moments)
 
     def chosen(self, na: int, nb: int):
+        return self.memo.chosen(self._case_of(na, nb), na, nb)
+
+    def summed(self, x, na: int, nb: int):
+        """``label_sums`` of ``x`` (1, na + nb) over the next case's relabellings (``chosen``, summed)."""
+        return self.memo.summed(self._case_of(na, nb), na, nb, x)
+
+    def _case_of(self, na: int, nb: int):
         case, a, b = self._next(self.cases, "_case")
         if (a, b) != (na, nb):
             raise ValueError(f"draws: case {case} owns relabellings of {a} + {b} runs, asked for {na} + {nb}")
-        return self.memo.chosen(case, na, nb)
+        return case
 
     def _next(self, items: list, attr: str):
         i = getattr(self, attr)

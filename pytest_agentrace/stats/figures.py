@@ -63,8 +63,8 @@ class _Sums:
             if case in data and plan is not None and plan.total > resample.EXACT_PERMUTATIONS:
                 a, b = data[case]
                 j = self.index[what][case]
-                chosen = memo.chosen(labels, a.shape[1], b.shape[1])
-                out[what + "-p"] = plan.contribution(j, np.einsum("tn,rn->tr", plan.pooled[j][np.arange(1)], chosen), np.arange(1))
+                sa = memo.summed(labels, a.shape[1], b.shape[1], plan.pooled[j][:1])
+                out[what + "-p"] = plan.contribution(j, sa, np.arange(1))
         return out
 
     def add(self, terms: dict[str, Any]) -> None:

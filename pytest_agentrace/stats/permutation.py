@@ -72,8 +72,12 @@ def stratified_permutation_p(cases: Sequence[tuple], kind: str = "ratio", resamp
         acc = 0.0
         for j, x in enumerate(pooled):
             na, nb = sizes[j]
-            chosen = rng.chosen(na, nb) if hasattr(rng, "chosen") else smallest(rng.random((resamples, na + nb)), na)
-            acc = acc + contribution(j, np.einsum("tn,rn->tr", x[rows], chosen), rows)
+            if hasattr(rng, "summed") and rows.size == 1:  # relabellings owned by the case (draws.Streams)
+                sa = rng.summed(x[rows], na, nb)
+            else:
+                chosen = rng.chosen(na, nb) if hasattr(rng, "chosen") else smallest(rng.random((resamples, na + nb)), na)
+                sa = np.einsum("tn,rn->tr", x[rows], chosen.astype(float, copy=False))
+            acc = acc + contribution(j, sa, rows)
         p[rows] = plan.monte_carlo_p(acc, rows)
     err = np.sqrt(p * (1 - p) / resamples)
     return p, err
@@ -123,6 +127,8 @@ def relabelled_contribution(sa, tot, na: int, nb: int, kind: str, k: int, use_lo
     ma, mb = sa / na, (tot - sa) / nb
     with np.errstate(divide="ignore", invalid="ignore"):
         if kind == "ratio":
+            if np.all(use_log):  # every row on the log scale (positive tokens): the relative difference is not read
+                return np.log(ma / mb) / k
             scale = tot / (na + nb)
             rel = np.where(scale > 0, (ma - mb) / np.where(scale > 0, scale, 1.0), 0.0)
             return np.where(use_log, np.log(ma / mb), rel) / k

@@ -69,12 +69,9 @@ def interval(estimate, boot, jack=None, crit=None, confidence: float = 0.95):
     boot = np.where(np.isfinite(boot), boot, np.nan)
     t_count = boot.shape[0]
     rows = np.arange(t_count)
-    s = np.sort(boot, axis=1)  # NaN sorts last
-    m = np.isfinite(s).sum(axis=1)
+    m = np.isfinite(boot).sum(axis=1)
     none = (m == 0) | ~np.isfinite(est)
     last = np.maximum(m - 1, 0)
-    lo_v, hi_v = s[rows, 0], s[rows, last]
-    point = ~none & (lo_v == hi_v)
     z = np.full(t_count, float(-ndtri((1.0 - confidence) / 2.0))) if crit is None else np.asarray(crit, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         below = np.nansum(boot < est[:, None], axis=1) + 0.5 * np.nansum(boot == est[:, None], axis=1)
@@ -95,18 +92,34 @@ def interval(estimate, boot, jack=None, crit=None, confidence: float = 0.95):
             levels.append(lvl)
     lo_l = np.where(bc_ok, levels[0], ndtr(-z))
     hi_l = np.where(bc_ok, levels[1], ndtr(z))
+    with np.errstate(invalid="ignore"):
+        places = [(level * last, np.floor(level * last)) for level in (lo_l, hi_l)]
+    s = _ordered(boot, last, [k for _, f in places for k in (f, f + 1)])
+    lo_v, hi_v = s[rows, 0], s[rows, last]
+    point = ~none & (lo_v == hi_v)
 
-    def quantile(level):
-        pos = level * last
-        i = np.floor(pos).astype(np.int64)
+    def quantile(pos, floor):
+        i = floor.astype(np.int64)
         j = np.minimum(i + 1, last)
         return s[rows, i] + (pos - i) * (s[rows, j] - s[rows, i])
 
-    lo, hi = quantile(lo_l), quantile(hi_l)
+    lo, hi = quantile(*places[0]), quantile(*places[1])
     method = np.where(none, NONE, np.where(point, POINT, np.where(bc_ok, BCA, PERCENTILE)))
     lo = np.where(none, np.nan, np.where(point, lo_v, lo))
     hi = np.where(none, np.nan, np.where(point, hi_v, hi))
     return lo, hi, method
+
+
+def _ordered(boot, last, wanted):
+    """``boot`` (T, B) sorted along its rows (NaN last), or - one row - partitioned so that its first, ``last``-th
+    and ``wanted`` places (arrays of whole floats) hold what a sort puts there (``numpy.partition``: the same values,
+    without sorting the rest)."""
+    import numpy as np
+
+    if boot.shape[0] != 1 or not all(np.isfinite(w).all() for w in wanted):
+        return np.sort(boot, axis=1)
+    kth = sorted({0, int(last[0])} | {min(max(int(w[0]), 0), int(last[0])) for w in wanted})
+    return np.partition(boot, kth, axis=1)
 
 
 def _var(x):
@@ -161,14 +174,24 @@ def resampled_means(x, resamples: int, rng, moments: bool = False):
     return (out, second) if moments else out
 
 
-def counts_of(draws):
-    """How often each run was drawn: ``draws`` (B, n) indices in ``range(n)`` -> counts (B, n) (``bincount`` of
-    the rows, offset so one call counts them all)."""
+COUNT_BLOCK = 100_000  # draws counted at once by ``counts_of`` (its working arrays stay in the CPU's cache)
+
+
+def counts_of(draws, dtype=None):
+    """How often each run was drawn: ``draws`` (B, n) indices in ``range(n)`` -> counts (B, n) of ``dtype`` (default
+    numpy's integer): ``bincount`` of the rows, offset so one call counts a block of rows, block by block."""
     import numpy as np
 
     resamples, n = draws.shape
-    flat = (draws + n * np.arange(resamples)[:, None]).ravel()
-    return np.bincount(flat, minlength=resamples * n).reshape(resamples, n)
+    out = np.empty((resamples, n), dtype=np.intp if dtype is None else dtype)
+    step = max(1, COUNT_BLOCK // max(n, 1))
+    offsets = n * np.arange(min(step, resamples), dtype=np.intp)[:, None]
+    for start in range(0, resamples, step):
+        block = draws[start:start + step]
+        flat = block.astype(np.intp)  # the one index array ``bincount`` takes, offset in place
+        flat += offsets[:block.shape[0]]
+        out[start:start + step] = np.bincount(flat.ravel(), minlength=block.size).reshape(block.shape)
+    return out
 
 
 def _second(rows, counts):

@@ -1,0 +1,62 @@
+"""The statistics' faster paths give the very numbers of the plain ones, to the bit: relabelled sums in float32 for
+whole numbers, counts made block by block, relabellings made block by block, and an interval read from a partitioned
+row of replicates instead of a sorted one. Each compares the fast path with the plain computation it replaces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_agentrace.stats import draws, resample
+
+CASE = ("trial", "/s/t.toml", "q0", "a", "docs", "base")
+
+
+@pytest.mark.parametrize("values", [
+    np.arange(1000.0, 1100.0),  # tokens: whole numbers
+    np.where(np.arange(100) % 3 == 0, 100.0, 0.0),  # scores of a trial: 0 or 100
+    np.linspace(0.1, 77.7, 100),  # not whole: the float64 product
+    np.full(100, 2.0**20),  # whole, but their sum passes 2^24: the float64 product
+])
+def test_relabelled_sums_are_those_of_the_float64_product(values: np.ndarray) -> None:
+    marks = draws.relabelling(0, CASE, 40, 60, 3000)
+    x = values[None, :]
+    plain = np.einsum("tn,rn->tr", x, marks.astype(float))
+    assert np.array_equal(draws.label_sums(x, marks), plain)
+    memo = draws.Memo(0, 3000)
+    assert np.array_equal(memo.summed(CASE, 40, 60, x), plain)
+    assert memo.summed(CASE, 40, 60, x) is memo.summed(CASE, 40, 60, x)  # made once
+
+
+def test_relabellings_made_block_by_block_are_those_of_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = draws.relabelling(3, CASE, 3, 4, 5000)
+    monkeypatch.setattr(draws, "LABEL_BLOCK", 7 * 13)  # 13 rows a block, the last one short
+    assert np.array_equal(draws.relabelling(3, CASE, 3, 4, 5000), whole)
+    assert (whole.sum(axis=1) == 3).all()
+
+
+def test_counts_made_block_by_block_are_the_bincount_of_every_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(1)
+    idx = rng.integers(0, 37, size=(2003, 37), dtype=np.uint16)
+    plain = np.bincount((idx + 37 * np.arange(2003)[:, None]).ravel(), minlength=2003 * 37).reshape(2003, 37)
+    assert np.array_equal(resample.counts_of(idx), plain)
+    monkeypatch.setattr(resample, "COUNT_BLOCK", 500)
+    counts = resample.counts_of(idx, float)
+    assert counts.dtype == np.float64 and np.array_equal(counts, plain)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_interval_from_a_partitioned_row_is_that_from_the_sorted_row(seed: int) -> None:
+    """One row (the report's case) is partitioned, several rows are sorted: the same row alone and beside another
+    gives the same interval, with replicates that are NaN or infinite (dropped) and ties."""
+    rng = np.random.default_rng(seed)
+    boot = np.round(rng.lognormal(0, 1, size=(2, 4000)), 2)
+    boot[0, rng.random(4000) < 0.1] = np.nan
+    boot[0, rng.random(4000) < 0.02] = np.inf
+    est = np.array([1.1, 0.9])
+    jack = rng.normal(1, 0.2, size=(2, 30))
+    crit = np.array([2.1, 1.96])
+    both = resample.interval(est, boot, jack, crit)
+    alone = resample.interval(est[:1], boot[:1], jack[:1], crit[:1])
+    for got, want in zip(alone, both, strict=True):
+        assert np.array_equal(got, want[:1], equal_nan=True)
