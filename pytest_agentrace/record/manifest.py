@@ -48,7 +48,7 @@ from typing import Any
 
 from pytest_agentrace.record.attempts import ATTEMPTS_DIR, KEPT
 from pytest_agentrace.record.model import Outcome, contradictions
-from pytest_agentrace.record.runfile import RUN_FILE, write_atomic
+from pytest_agentrace.record.runfile import RUN_FILE, scan_runs, write_atomic
 from pytest_agentrace.record.safefile import append_bytes, read_bytes, regular_files
 
 MANIFEST_DIR = "manifests"
@@ -294,14 +294,16 @@ def _check_seals(folder: Path, key: bytes, chains: Mapping[str, list[tuple[int, 
     return errors
 
 
-def verify(out: Path, *, artifacts: bool = True, key: bytes | None = None) -> Verification:
+def verify(out: Path, *, artifacts: bool = True, key: bytes | None = None,
+           runs: Iterable[str] | None = None) -> Verification:
     """Check every run folder under ``out/runs`` against the manifests (``artifacts=False``: ``run.json`` only, and
     no check for files added beside it), and every record's status against its evidence. ``key``: also check the
-    manifests' MACs, chains and seals (``load_manifests``)."""
+    manifests' MACs, chains and seals (``load_manifests``). ``runs``: ``runfile.scan_runs(out).folders`` when the
+    caller has just walked ``out/runs`` (not walked again)."""
     out = Path(out)
     known, errors = load_manifests(out, key)
     result = Verification(manifest_errors=errors)
-    present = set(record_folders(out, "runs"))
+    present = set(record_folders(out, "runs") if runs is None else runs)
     present.update(w for w in record_folders(out, ATTEMPTS_DIR)
                    if KEPT not in w.split("/"))  # errors beside finished records (record.attempts)
     for where in sorted(set(known) - present):
@@ -330,25 +332,8 @@ NOT_IN_MANIFEST = "added after its session (in no manifest)"
 def record_folders(out: Path, top: str) -> list[str]:
     """The folders under ``out/top`` (``top`` included) that hold a ``run.json``, relative to ``out`` (POSIX), as
     ``Path.glob('**/run.json')`` finds them: symlinked folders not entered, an entry named ``run.json`` counted when
-    it leads somewhere (a link to a file counts: ``check_run`` then names it). One ``scandir`` per folder, no
-    ``Path`` per record."""
-    found: list[str] = []
-    pending = [(os.path.join(out, top), top)]
-    while pending:
-        folder, rel = pending.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:  # missing, not a folder, unreadable: glob skips it too
-            continue
-        for entry in entries:
-            try:
-                if entry.name == RUN_FILE and os.path.exists(entry.path):
-                    found.append(rel)
-                if entry.is_dir() and not entry.is_symlink():
-                    pending.append((entry.path, f"{rel}/{entry.name}"))
-            except OSError:
-                continue
-    return found
+    it leads somewhere (a link to a file counts: ``check_run`` then names it). ``runfile.scan_runs``'s ``folders``."""
+    return scan_runs(out, top).folders
 
 
 def check_run(run_dir: Path, files: Mapping[str, str] | None, artifacts: bool = True) -> str:
