@@ -27,7 +27,7 @@ import os
 import sys
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -91,17 +91,20 @@ def _entry(path: Path, known: Known | None = None) -> dict[str, Any]:
         return {"error": str(exc).removeprefix(f"{path}: ")}
 
 
-def refresh(out: Path, known: Known | None = None, files: list[tuple[str, Key]] | None = None) -> int:
+def refresh(out: Path, known: Known | None = None, files: list[tuple[str, Key]] | None = None,
+            again: Collection[str] = ()) -> int:
     """Bring ``<out>/index.jsonl`` up to date with the ``run.json`` files, parsing only those that are new or
     changed (all when the index is missing or damaged); rewritten (streamed to a temp file, then ``os.replace``)
     only when something changed. ``known``: ``{run id: (record dict, outcome)}`` the caller already holds (the
     controller's runs, as their items sent them): a file whose JSON equals that dict is not made into an
-    ``Outcome`` again. ``files``: ``runfile.scan_runs(out).files`` when the caller has just walked the folder. Returns
-    the number of files indexed. Raises ``OSError`` when the index cannot be written."""
+    ``Outcome`` again. ``files``: ``runfile.scan_runs(out).files`` when the caller has just walked the folder.
+    ``again``: paths (relative to ``out/runs``) whose entries are parsed again from their files even when their keys
+    match (entries found unreadable). Returns the number of files indexed. Raises ``OSError`` when the index cannot be
+    written."""
     stored = read_index(out)
     root, path = Path(out) / "runs", Path(out) / INDEX_FILE
     keys = scan_runs(out).files if files is None else files
-    if stored is not None and len(stored) == len(keys) and all(stored.get(rel, ((),))[0] == key for rel, key in keys):
+    if stored is not None and not again and len(stored) == len(keys) and all(stored.get(rel, ((),))[0] == key for rel, key in keys):
         return len(keys)
     stored = stored or {}
     fd, tmp = tempfile.mkstemp(prefix=f".{INDEX_FILE}.", dir=out)
@@ -110,7 +113,7 @@ def refresh(out: Path, known: Known | None = None, files: list[tuple[str, Key]] 
             new.write(_header().encode("utf-8"))
             for rel, key in keys:
                 kept = stored.get(rel)
-                if kept is not None and kept[0] == key and old is not None:
+                if kept is not None and kept[0] == key and old is not None and rel not in again:
                     old.seek(kept[1])
                     new.write(old.read(kept[2]))
                 else:
@@ -150,14 +153,14 @@ def _indexed(out: Path, files: list[tuple[str, Key]] | None = None) -> list[tupl
         if attempt:
             keys = scan_runs(out).files
         found = _read(out, keys)
-        if found is None:
+        if found is None or found[2]:
             try:
-                refresh(out, files=keys)
+                refresh(out, files=keys, again=found[2] if found else ())
             except OSError:  # a read-only folder
                 break
             found = _read(out, keys)
-        if found is not None:
-            runs, skipped = found
+        if found is not None and not found[2]:
+            runs, skipped, _bad = found
             root = Path(out) / "runs"
             for rel, why in skipped:
                 print(f"agentrace: skipped {root / rel}: {why}", file=sys.stderr)
@@ -165,11 +168,15 @@ def _indexed(out: Path, files: list[tuple[str, Key]] | None = None) -> list[tupl
     return list(runfile_iter_runs(out))
 
 
-def _read(out: Path, keys: list[tuple[str, Key]]) -> tuple[list[tuple[str | Path, Outcome]], list[tuple[str, str]]] | None:
-    """``(runs, skipped)`` from ``<out>/index.jsonl`` when it holds exactly ``keys`` (the files' paths and keys, in
-    order) and every line's checksum matches: ``runs`` the ``(path, outcome)`` of each readable record, ``skipped``
-    the ``(path, why)`` of each unreadable one; None when the index is missing, damaged, of another format or out of
-    date. The file is read once, ``BATCH`` lines at a time, each batch's keys and entries parsed by one
+Read = tuple[list[tuple[str | Path, Outcome]], list[tuple[str, str]], set[str]]
+
+
+def _read(out: Path, keys: list[tuple[str, Key]]) -> Read | None:
+    """``(runs, skipped, bad)`` from ``<out>/index.jsonl`` when it holds exactly ``keys`` (the files' paths and keys,
+    in order) and every line's checksum matches: ``runs`` the ``(path, outcome)`` of each readable record, ``skipped``
+    the ``(path, why)`` of each unreadable one, ``bad`` the paths whose entries are not what ``refresh`` writes (no
+    outcome can be made of them: their files are to be parsed again); None when the index is missing, damaged, of
+    another format or out of date. The file is read once, ``BATCH`` lines at a time, each batch's keys and entries parsed by one
     ``json.loads``; the outcomes are made without the collector running (``_paused_gc``: they hold no cycles) and
     share their equal strings (``Outcome.from_dict``'s ``share``)."""
     try:
@@ -181,10 +188,11 @@ def _read(out: Path, keys: list[tuple[str, Key]]) -> tuple[list[tuple[str | Path
         return None
 
 
-def _parse(fh: BinaryIO, keys: list[tuple[str, Key]]) -> tuple[list[tuple[str | Path, Outcome]], list[tuple[str, str]]] | None:
+def _parse(fh: BinaryIO, keys: list[tuple[str, Key]]) -> Read | None:
     """``_read`` of the open index ``fh`` (binary)."""
     runs: list[tuple[str | Path, Outcome]] = []
     skipped: list[tuple[str, str]] = []
+    bad: set[str] = set()
     share: dict[Any, Any] = {}
     if fh.readline() != _header().encode("utf-8"):
         return None
@@ -206,19 +214,22 @@ def _parse(fh: BinaryIO, keys: list[tuple[str, Key]]) -> tuple[list[tuple[str | 
             if [(k[0], tuple(k[1:])) for k in stored] != keys[done:done + len(lines)]:
                 return None
             entries = json.loads(b"[" + b",".join(e for _, e in parts) + b"]")
-            for (rel, _key), data in zip(keys[done:done + len(lines)], entries, strict=True):
+        except (ValueError, TypeError, IndexError, KeyError):  # not keys and entries this package wrote
+            return None
+        for (rel, _key), data in zip(keys[done:done + len(lines)], entries, strict=True):
+            try:
                 if type(data) is not dict or ("record" in data) == ("error" in data):
-                    return None
+                    raise ValueError("not an index entry")
                 if "record" in data:
                     runs.append((rel, Outcome.from_dict(data["record"], share=share)))
                 else:
                     skipped.append((rel, str(data["error"])))
-        except (ValueError, TypeError, IndexError, KeyError, AttributeError):  # not an entry this package wrote
-            return None
+            except (ValueError, TypeError, KeyError, AttributeError):  # not an entry refresh wrote
+                bad.add(rel)
         done += len(lines)
     if done != len(keys):
         return None
-    return runs, skipped
+    return runs, skipped, bad
 
 
 @contextlib.contextmanager
