@@ -9,12 +9,16 @@ index that its file does not say.
 Format (UTF-8 lines): a header ``{"agentrace_index": 1, "schema_version": N}``, then one line per ``run.json`` in
 sorted path order: ``<crc32 hex>\t<key>\t<entry>`` with ``key`` the JSON ``[path, mtime_ns, size, inode]``
 (``path`` relative to ``<out>/runs``, POSIX), ``entry`` the JSON ``{"record": <the run.json's own object>}`` of a
-readable file (checked by ``runfile.check_record`` when it was indexed) or ``{"error": why}`` of an unreadable one, and the checksum over ``key\tentry``. A line whose checksum does
-not match, a bad header or a line that cannot be split makes the whole index damaged: it is rebuilt from the files.
-Checking the index reads only checksums and keys; the records are parsed one at a time as a report reads them, so
-memory holds the outcomes, never every record's JSON at once.
+readable file (checked by ``runfile.check_record`` when it was indexed) or ``{"error": why}`` of an unreadable one,
+and the checksum over ``key\tentry``. A line whose checksum does not match, a bad header or a line that cannot be
+split makes the whole index damaged: it is rebuilt from the files; an entry of which no outcome can be made is parsed
+again from its file.
 
-The controller refreshes the index at the end of each session (``refresh``); ``iter_runs`` refreshes it on demand.
+The controller refreshes the index at the end of each session (``refresh``). A report reads it once (``iter_runs``,
+``iter_outcomes``): the folder is walked (``runfile.scan_runs``, one walk the caller may share with the manifest
+check), then the index is read ``BATCH`` lines at a time, each line's checksum and key compared with the walk's
+before its entry is used, so memory holds the outcomes and one batch of JSON, never every record's JSON at once;
+when any key differs the index is brought up to date (``refresh``: only new or changed files parsed) and read again.
 """
 
 from __future__ import annotations

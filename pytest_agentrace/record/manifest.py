@@ -97,6 +97,22 @@ def sha256_file(path: Path) -> str | None:
     return h.hexdigest()
 
 
+def _regular_bytes(path: Path) -> bytes | None:
+    """The bytes of one regular file; None when ``path`` is a link, no regular file or unreadable (never
+    followed), as ``sha256_file``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        try:
+            return fh.read()
+        except OSError:
+            return None
+
+
 def _files(run_dir: Path) -> Iterable[Path]:
     for path in regular_files(run_dir):
         if not path.name.startswith(f".{RUN_FILE}."):  # an older write_atomic's temp file
@@ -341,21 +357,31 @@ def check_run(run_dir: Path, files: Mapping[str, str] | None, artifacts: bool = 
     manifest), or ``""`` when it matches and its status agrees with its evidence."""
     if files is None:
         return NOT_IN_MANIFEST
-    why = _changed(run_dir, files, artifacts)
+    hashed: list[bytes] = []  # the run.json bytes whose digest matched, parsed below (the file is read once)
+    why = _changed(run_dir, files, artifacts, hashed)
     if why:
         return why
     try:
-        outcome = Outcome.from_dict(json.loads(_read(run_dir / RUN_FILE)))
+        text = hashed[0].decode("utf-8", errors="replace") if hashed else _read(run_dir / RUN_FILE)
+        outcome = Outcome.from_dict(json.loads(text))
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         return f"not a valid run record ({exc})"
     return "; ".join(f"status contradicts its evidence: {c}" for c in contradictions(outcome))
 
 
-def _changed(run_dir: Path, files: Mapping[str, str], artifacts: bool) -> str:
+def _changed(run_dir: Path, files: Mapping[str, str], artifacts: bool, hashed: list[bytes]) -> str:
+    """Why ``run_dir``'s files differ from ``files`` (``""``: they do not); the bytes of its ``run.json`` appended to
+    ``hashed`` when they were read (a regular file, never followed)."""
     names = sorted(files) if artifacts else [RUN_FILE]
     changed = []
     for name in names:
-        digest = sha256_file(run_dir / name)
+        if name == RUN_FILE:
+            data = _regular_bytes(run_dir / name)
+            digest = None if data is None else hashlib.sha256(data).hexdigest()
+            if data is not None:
+                hashed.append(data)
+        else:
+            digest = sha256_file(run_dir / name)
         if digest is None:
             changed.append(f"{name} removed")
         elif digest != files.get(name):
