@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -46,7 +47,7 @@ def results(tmp_path: Path) -> Path:
             (run_dir / "diff.patch").write_text("--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-    return a - b\n+    return a + b\n")
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "prompt.txt").write_text(f"Fix it. {EVIL}")
-        write_run(run_dir, o.replace(usage=o.usage.__class__(**{**o.usage.__dict__, "answer": f"answer of {o.run_id}: {EVIL}"})))
+        write_run(run_dir, o.replace(usage=dataclasses.replace(o.usage, answer=f"answer of {o.run_id}: {EVIL}")))
         record_run(out, "s1", o.run_id, run_dir)  # as a session does: the folder verifies
     return out
 

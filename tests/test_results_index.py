@@ -48,8 +48,8 @@ def test_report_from_the_index_equals_report_from_the_files(tmp_path: Path, caps
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     out = folder(tmp_path / "out")
     with monkeypatch.context() as m:  # the report as it was: every run.json parsed
-        m.setattr("pytest_agentrace.cli.stats.iter_runs", runfile.iter_runs)
-        m.setattr("pytest_agentrace.cli.stats.iter_outcomes", lambda out: (o for _p, o in runfile.iter_runs(out)))
+        m.setattr("pytest_agentrace.cli.stats.iter_runs", lambda out, files=None: runfile.iter_runs(out))
+        m.setattr("pytest_agentrace.cli.stats.iter_outcomes", lambda out, files=None: (o for _p, o in runfile.iter_runs(out)))
         parsed = report(capsys, out)
     assert not (out / index.INDEX_FILE).exists()
     built = report(capsys, out)  # no index yet: built from the files, then written
@@ -143,3 +143,91 @@ def test_a_run_json_equal_to_a_known_record_is_not_parsed_again(tmp_path: Path, 
     assert got[same.run_id] == same and got[changed.run_id] == changed
     lines = (out / index.INDEX_FILE).read_text().splitlines()
     assert any("rejected, its status contradicts its evidence: passed while its tests check failed" in line for line in lines)
+
+
+def _rewrite_line(out: Path, rel: str, change) -> None:
+    """Rewrite the index line of ``rel`` through ``change(key list, entry dict)`` with a checksum that matches: a
+    forgery the checksum cannot catch."""
+    path = out / index.INDEX_FILE
+    lines = path.read_text().splitlines(keepends=True)
+    for i, line in enumerate(lines[1:], 1):
+        _crc, key, entry = line.rstrip("\n").split("\t", 2)
+        if json.loads(key)[0] == rel:
+            key, entry = change(json.loads(key), json.loads(entry))
+            lines[i] = index._line(key, entry)
+    path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("forgery", ["other record, stale key", "other record, no such file", "not an entry"])
+def test_a_forged_entry_with_a_good_checksum_is_read_again_from_its_file(tmp_path: Path, forgery: str) -> None:
+    """An index line whose checksum matches but whose key is not its file's (mtime_ns, size, inode), or that is no
+    entry this package writes, is never believed: the index is rebuilt from the files."""
+    out = folder(tmp_path / "out")
+    index.refresh(out)
+    built = (out / index.INDEX_FILE).read_text()
+    rel = "q1/docs/a/2/run.json"
+
+    def change(key: list, entry: dict) -> tuple[list, dict]:
+        if forgery == "not an entry":
+            return key, {"records": entry["record"]}
+        entry["record"]["status"] = "failed"
+        if forgery == "other record, stale key":
+            return [key[0], key[1] + 1, *key[2:]], entry
+        return ["q1/docs/a/2/zz/run.json", *key[1:]], entry
+
+    _rewrite_line(out, rel, change)
+    assert (out / index.INDEX_FILE).read_text() != built
+    assert list(index.iter_runs(out)) == from_files(out)
+    assert (out / index.INDEX_FILE).read_text() == built  # written again, exactly as built from the files
+
+
+def test_an_entry_that_is_no_record_is_read_again_from_its_file(tmp_path: Path) -> None:
+    """A checksummed entry whose record cannot be an outcome (a field of the wrong shape) is rebuilt from its file
+    rather than failing the report."""
+    out = folder(tmp_path / "out")
+    index.refresh(out)
+    built = (out / index.INDEX_FILE).read_text()
+    _rewrite_line(out, "q0/docs/a/1/run.json", lambda key, entry: (key, {"record": {**entry["record"], "checks": 3}}))
+    assert list(index.iter_outcomes(out)) == [o for _p, o in from_files(out)]
+    assert (out / index.INDEX_FILE).read_text() == built
+
+
+def test_report_walks_the_runs_once_for_the_index_and_the_manifests(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``agentrace report`` walks ``runs/`` once: the records it checks against the manifests are the ones it reads
+    (the unverifiable warning names the runs the report counts), and the index is read once, not parsed again."""
+    out = folder(tmp_path / "out")
+    index.refresh(out)
+    walked: list[str] = []
+    real = runfile.scan_runs
+
+    def counting(out: Path, top: str = "runs") -> runfile.Scan:
+        walked.append(top)
+        return real(out, top)
+
+    for module in ("runfile", "index", "manifest"):
+        monkeypatch.setattr(f"pytest_agentrace.record.{module}.scan_runs", counting)
+    monkeypatch.setattr("pytest_agentrace.cli.stats.scan_runs", counting)
+    _out, err = report(capsys, out)
+    assert walked.count("runs") == 1 and set(walked) <= {"runs", "attempts"}
+    assert "27 unverifiable records" in err  # 26 readable + 1 unreadable run.json, none in a manifest
+
+
+def test_reading_many_records_leaves_the_collector_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector is paused while the index is read and enabled again after (its objects frozen from
+    ``FREEZE_AT`` records on); the outcomes read are the same either way."""
+    import gc
+
+    out = folder(tmp_path / "out")
+    expected = [o for _p, o in from_files(out)]
+    monkeypatch.setattr(index, "FREEZE_AT", 1)
+    frozen = gc.get_freeze_count()
+    try:
+        assert list(index.iter_outcomes(out)) == expected
+        assert gc.isenabled() and gc.get_freeze_count() > frozen
+        gc.disable()
+        assert list(index.iter_outcomes(out)) == expected
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()

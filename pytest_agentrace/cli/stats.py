@@ -24,7 +24,7 @@ from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.index import iter_outcomes, iter_runs
 from pytest_agentrace.record.manifest import digest_run, verify, write_manifest
 from pytest_agentrace.record.model import Status
-from pytest_agentrace.record.runfile import last_session_ids, write_run
+from pytest_agentrace.record.runfile import last_session_ids, scan_runs, write_run
 from pytest_agentrace.record.store import Store, StoreError, default_path
 from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.report.fit import stdout_width
@@ -161,9 +161,10 @@ def load_outcomes(out: str | Path, last_session: bool = False, gate: bool = Fals
     path = Path(out)
     if not path.is_dir():
         raise CliError(f"{path}: no such results folder; run `pytest --agentrace --agentrace-out {path}` first")
-    found = warn_unverifiable(path)
+    scan = scan_runs(path)  # one walk of the folder: the records checked against the manifests are those read
+    found = warn_unverifiable(path, scan.folders)
     paths = gate and last_session  # the gate names the last session's run folders
-    runs = list(iter_runs(path)) if paths else [(None, o) for o in iter_outcomes(path)]
+    runs = list(iter_runs(path, scan.files)) if paths else [(None, o) for o in iter_outcomes(path, scan.files)]
     if last_session:
         try:
             ids = last_session_ids(path)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +59,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if found.ok and digest_ok else 1
 
 
-def warn_unverifiable(out: Path) -> Verification:
+def warn_unverifiable(out: Path, runs: Iterable[str] | None = None) -> Verification:
     """Verify ``out`` (``run.json`` only) and print one warning, with the first few records, when any record is
-    unverifiable. Returns the verification."""
-    found = verify(Path(out), artifacts=False, key=manifest_key())
+    unverifiable. ``runs``: the record folders of a walk the caller has just made (``runfile.scan_runs``). Returns
+    the verification."""
+    found = verify(Path(out), artifacts=False, key=manifest_key(), runs=runs)
     if not found.ok:
         lines = found.lines()
         print(f"agentrace: warning: {len(lines)} unverifiable records in {out} (changed, added or removed "

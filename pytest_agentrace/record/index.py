@@ -9,61 +9,40 @@ index that its file does not say.
 Format (UTF-8 lines): a header ``{"agentrace_index": 1, "schema_version": N}``, then one line per ``run.json`` in
 sorted path order: ``<crc32 hex>\t<key>\t<entry>`` with ``key`` the JSON ``[path, mtime_ns, size, inode]``
 (``path`` relative to ``<out>/runs``, POSIX), ``entry`` the JSON ``{"record": <the run.json's own object>}`` of a
-readable file (checked by ``runfile.check_record`` when it was indexed) or ``{"error": why}`` of an unreadable one, and the checksum over ``key\tentry``. A line whose checksum does
-not match, a bad header or a line that cannot be split makes the whole index damaged: it is rebuilt from the files.
-Checking the index reads only checksums and keys; the records are parsed one at a time as a report reads them, so
-memory holds the outcomes, never every record's JSON at once.
+readable file (checked by ``runfile.check_record`` when it was indexed) or ``{"error": why}`` of an unreadable one,
+and the checksum over ``key\tentry``. A line whose checksum does not match, a bad header or a line that cannot be
+split makes the whole index damaged: it is rebuilt from the files; an entry of which no outcome can be made is parsed
+again from its file.
 
-The controller refreshes the index at the end of each session (``refresh``); ``iter_runs`` refreshes it on demand.
+The controller refreshes the index at the end of each session (``refresh``). A report reads it once (``iter_runs``,
+``iter_outcomes``): the folder is walked (``runfile.scan_runs``, one walk the caller may share with the manifest
+check), then the index is read ``BATCH`` lines at a time, each line's checksum and key compared with the walk's
+before its entry is used, so memory holds the outcomes and one batch of JSON, never every record's JSON at once;
+when any key differs the index is brought up to date (``refresh``: only new or changed files parsed) and read again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import json
 import os
-import stat
 import sys
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pytest_agentrace.record.model import SCHEMA_VERSION, Outcome
-from pytest_agentrace.record.runfile import RUN_FILE, check_record, load_record
+from pytest_agentrace.record.runfile import Key, check_record, load_record, scan_runs
 from pytest_agentrace.record.runfile import iter_runs as runfile_iter_runs
 
 INDEX_FILE = "index.jsonl"
 INDEX_FORMAT = 1
-BATCH = 256  # index lines parsed by one json.loads in iter_runs
-
-
-def run_files(out: Path) -> list[tuple[str, os.stat_result]]:
-    """``(path relative to out/runs, stat)`` of every ``run.json`` regular file under ``out/runs`` (symlinked folders
-    and files not followed), in the order of ``sorted(Path.glob('**/run.json'))`` (by path components). One
-    ``scandir`` per folder; only the ``run.json`` entries are stat'ed."""
-    found: list[tuple[tuple[str, ...], os.stat_result]] = []
-    pending: list[tuple[str, tuple[str, ...]]] = [(os.path.join(out, "runs"), ())]
-    while pending:
-        folder, parts = pending.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:  # missing, not a folder, unreadable: os.walk skips it too
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append((entry.path, (*parts, entry.name)))
-                elif entry.name == RUN_FILE:
-                    st = entry.stat(follow_symlinks=False)
-                    if stat.S_ISREG(st.st_mode):  # a link named run.json is no record: never followed
-                        found.append(((*parts, RUN_FILE), st))
-            except OSError:
-                continue
-    found.sort(key=lambda f: f[0])
-    return [("/".join(parts), st) for parts, st in found]
+BATCH = 256  # index lines parsed by one json.loads in _read
+FREEZE_AT = 10_000  # records read at once from which their objects are frozen (``_paused_gc``)
 
 
 def _line(key: list[Any], entry: dict[str, Any]) -> str:
@@ -116,16 +95,20 @@ def _entry(path: Path, known: Known | None = None) -> dict[str, Any]:
         return {"error": str(exc).removeprefix(f"{path}: ")}
 
 
-def refresh(out: Path, known: Known | None = None) -> int:
+def refresh(out: Path, known: Known | None = None, files: list[tuple[str, Key]] | None = None,
+            again: Collection[str] = ()) -> int:
     """Bring ``<out>/index.jsonl`` up to date with the ``run.json`` files, parsing only those that are new or
     changed (all when the index is missing or damaged); rewritten (streamed to a temp file, then ``os.replace``)
     only when something changed. ``known``: ``{run id: (record dict, outcome)}`` the caller already holds (the
     controller's runs, as their items sent them): a file whose JSON equals that dict is not made into an
-    ``Outcome`` again. Returns the number of files indexed. Raises ``OSError`` when the index cannot be written."""
+    ``Outcome`` again. ``files``: ``runfile.scan_runs(out).files`` when the caller has just walked the folder.
+    ``again``: paths (relative to ``out/runs``) whose entries are parsed again from their files even when their keys
+    match (entries found unreadable). Returns the number of files indexed. Raises ``OSError`` when the index cannot be
+    written."""
     stored = read_index(out)
     root, path = Path(out) / "runs", Path(out) / INDEX_FILE
-    keys = [(rel, (st.st_mtime_ns, st.st_size, st.st_ino)) for rel, st in run_files(out)]
-    if stored is not None and len(stored) == len(keys) and all(stored.get(rel, ((),))[0] == key for rel, key in keys):
+    keys = scan_runs(out).files if files is None else files
+    if stored is not None and not again and len(stored) == len(keys) and all(stored.get(rel, ((),))[0] == key for rel, key in keys):
         return len(keys)
     stored = stored or {}
     fd, tmp = tempfile.mkstemp(prefix=f".{INDEX_FILE}.", dir=out)
@@ -134,7 +117,7 @@ def refresh(out: Path, known: Known | None = None) -> int:
             new.write(_header().encode("utf-8"))
             for rel, key in keys:
                 kept = stored.get(rel)
-                if kept is not None and kept[0] == key and old is not None:
+                if kept is not None and kept[0] == key and old is not None and rel not in again:
                     old.seek(kept[1])
                     new.write(old.read(kept[2]))
                 else:
@@ -149,57 +132,129 @@ def refresh(out: Path, known: Known | None = None) -> int:
     return len(keys)
 
 
-def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
+def iter_runs(out: Path, files: list[tuple[str, Key]] | None = None) -> Iterator[tuple[Path, Outcome]]:
     """``runfile.iter_runs`` from the index: ``(path, outcome)`` for every readable ``run.json`` under ``out/runs``
-    in sorted path order, unreadable ones skipped with the same line on stderr. The index is refreshed first; when
-    it cannot be written (a read-only folder) the files are read as they are (``runfile.iter_runs``)."""
+    in sorted path order, unreadable ones skipped with the same line on stderr. The index is brought up to date
+    first; when it cannot be written (a read-only folder) the files are read as they are (``runfile.iter_runs``).
+    ``files``: ``runfile.scan_runs(out).files`` when the caller has just walked the folder (not walked again)."""
     root = Path(out) / "runs"
-    for rel, outcome in _indexed(out):
+    for rel, outcome in _indexed(out, files):
         yield (root / rel if isinstance(rel, str) else rel), outcome
 
 
-def iter_outcomes(out: Path) -> Iterator[Outcome]:
-    """``iter_runs(out)`` without the paths (no ``Path`` made per run): the outcomes in sorted path order."""
-    for _rel, outcome in _indexed(out):
+def iter_outcomes(out: Path, files: list[tuple[str, Key]] | None = None) -> Iterator[Outcome]:
+    """``iter_runs(out, files)`` without the paths (no ``Path`` made per run): the outcomes in sorted path order."""
+    for _rel, outcome in _indexed(out, files):
         yield outcome
 
 
-def _indexed(out: Path) -> Iterator[tuple[str | Path, Outcome]]:
-    """``(path relative to out/runs, outcome)`` from the index, or ``(path, outcome)`` from the files when the
-    index cannot be written. The index is read in batches of ``BATCH`` lines, each batch's keys and entries parsed
-    by one ``json.loads`` (one C call per batch, its object keys shared), so memory holds one batch of JSON at a
-    time."""
+def _indexed(out: Path, files: list[tuple[str, Key]] | None = None) -> list[tuple[str | Path, Outcome]]:
+    """``(path relative to out/runs, outcome)`` of every readable record from the index, or ``(path, outcome)``
+    from the files when the index cannot be written; the skipped lines printed. The index is read once when it is
+    up to date (``_read``), else brought up to date (``refresh``) and read again."""
+    keys = scan_runs(out).files if files is None else files
+    for attempt in range(3):  # a file changed between the walk and the read: walk and refresh again
+        if attempt:
+            keys = scan_runs(out).files
+        found = _read(out, keys)
+        if found is None or found[2]:
+            try:
+                refresh(out, files=keys, again=found[2] if found else ())
+            except OSError:  # a read-only folder
+                break
+            found = _read(out, keys)
+        if found is not None and not found[2]:
+            runs, skipped, _bad = found
+            root = Path(out) / "runs"
+            for rel, why in skipped:
+                print(f"agentrace: skipped {root / rel}: {why}", file=sys.stderr)
+            return runs
+    return list(runfile_iter_runs(out))
+
+
+Read = tuple[list[tuple[str | Path, Outcome]], list[tuple[str, str]], set[str]]
+
+
+def _read(out: Path, keys: list[tuple[str, Key]]) -> Read | None:
+    """``(runs, skipped, bad)`` from ``<out>/index.jsonl`` when it holds exactly ``keys`` (the files' paths and keys,
+    in order) and every line's checksum matches: ``runs`` the ``(path, outcome)`` of each readable record, ``skipped``
+    the ``(path, why)`` of each unreadable one, ``bad`` the paths whose entries are not what ``refresh`` writes (no
+    outcome can be made of them: their files are to be parsed again); None when the index is missing, damaged, of
+    another format or out of date. The file is read once, ``BATCH`` lines at a time, each batch's keys and entries parsed by one
+    ``json.loads``; the outcomes are made without the collector running (``_paused_gc``: they hold no cycles) and
+    share their equal strings (``Outcome.from_dict``'s ``share``)."""
     try:
-        refresh(out)
-        fh = open(Path(out) / INDEX_FILE, encoding="utf-8")
-    except OSError:
-        yield from runfile_iter_runs(out)
-        return
-    root = Path(out) / "runs"
-    shared = _sharing({})
-    with fh:
-        fh.readline()
-        while lines := list(itertools.islice(fh, BATCH)):
-            parts = [line.rstrip("\n").split("\t", 2) for line in lines]
-            keys = json.loads("[" + ",".join(p[1] for p in parts) + "]")
-            entries = json.loads("[" + ",".join(p[2] for p in parts) + "]", object_hook=shared)
-            for key, data in zip(keys, entries, strict=True):
-                if "record" not in data:
-                    print(f"agentrace: skipped {root / key[0]}: {data.get('error')}", file=sys.stderr)
-                    continue
-                yield key[0], Outcome.from_dict(data["record"])
+        with open(Path(out) / INDEX_FILE, "rb") as fh, _paused_gc() as done:
+            found = _parse(fh, keys)
+            done(found is not None and len(found[0]) >= FREEZE_AT)
+            return found
+    except OSError:  # missing, unreadable
+        return None
 
 
-def _sharing(memo: dict[str, str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A ``json.loads`` ``object_hook`` that replaces each short string value of an object by an equal one seen
-    before: the runs of a folder repeat their names, sources, models, commands and tool calls, and one copy of each
-    saves about a third of the memory the outcomes take (keys are shared by the parser within one batch)."""
-    get = memo.setdefault
+def _parse(fh: BinaryIO, keys: list[tuple[str, Key]]) -> Read | None:
+    """``_read`` of the open index ``fh`` (binary)."""
+    runs: list[tuple[str | Path, Outcome]] = []
+    skipped: list[tuple[str, str]] = []
+    bad: set[str] = set()
+    share: dict[Any, Any] = {}
+    if fh.readline() != _header().encode("utf-8"):
+        return None
+    done = 0
+    while lines := list(itertools.islice(fh, BATCH)):
+        if done + len(lines) > len(keys):
+            return None
+        parts = []
+        for line in lines:
+            try:
+                crc, key, entry = line.split(b"\t", 2)
+                if not entry.endswith(b"\n") or int(crc, 16) != zlib.crc32(line[len(crc) + 1:-1]):
+                    return None
+            except ValueError:
+                return None
+            parts.append((key, entry))
+        try:
+            stored = json.loads(b"[" + b",".join(k for k, _ in parts) + b"]")
+            if [(k[0], tuple(k[1:])) for k in stored] != keys[done:done + len(lines)]:
+                return None
+            entries = json.loads(b"[" + b",".join(e for _, e in parts) + b"]")
+        except (ValueError, TypeError, IndexError, KeyError):  # not keys and entries this package wrote
+            return None
+        for (rel, _key), data in zip(keys[done:done + len(lines)], entries, strict=True):
+            try:
+                if type(data) is not dict or ("record" in data) == ("error" in data):
+                    raise ValueError("not an index entry")
+                if "record" in data:
+                    runs.append((rel, Outcome.from_dict(data["record"], share=share)))
+                else:
+                    skipped.append((rel, str(data["error"])))
+            except (ValueError, TypeError, KeyError, AttributeError):  # not an entry refresh wrote
+                bad.add(rel)
+        done += len(lines)
+    if done != len(keys):
+        return None
+    return runs, skipped, bad
 
-    def hook(obj: dict[str, Any]) -> dict[str, Any]:
-        for key, value in obj.items():
-            if type(value) is str and len(value) <= 256:
-                obj[key] = get(value, value)
-        return obj
 
-    return hook
+@contextlib.contextmanager
+def _paused_gc() -> Iterator[Callable[[bool], None]]:
+    """The cyclic garbage collector off while a block runs (as it was after): records read by the hundred thousand
+    make millions of small dicts, tuples and outcomes, none in a cycle, and each collection on the way would walk
+    all of them again (it took most of the time of reading an index). The block may call the function it is given
+    with True: then every object alive at its end is moved out of the collector's sight (``gc.freeze``), so that
+    the collections after it (three over everything it made, and one at exit) do not walk them either; reference
+    counting still frees them."""
+    was = gc.isenabled()
+    freeze = [False]
+
+    def done(value: bool) -> None:
+        freeze[0] = value
+
+    gc.disable()
+    try:
+        yield done
+    finally:
+        if freeze[0]:
+            gc.freeze()
+        if was:
+            gc.enable()

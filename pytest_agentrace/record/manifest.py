@@ -48,7 +48,7 @@ from typing import Any
 
 from pytest_agentrace.record.attempts import ATTEMPTS_DIR, KEPT
 from pytest_agentrace.record.model import Outcome, contradictions
-from pytest_agentrace.record.runfile import RUN_FILE, write_atomic
+from pytest_agentrace.record.runfile import RUN_FILE, scan_runs, write_atomic
 from pytest_agentrace.record.safefile import append_bytes, read_bytes, regular_files
 
 MANIFEST_DIR = "manifests"
@@ -95,6 +95,22 @@ def sha256_file(path: Path) -> str | None:
         while chunk := fh.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _regular_bytes(path: Path) -> bytes | None:
+    """The bytes of one regular file; None when ``path`` is a link, no regular file or unreadable (never
+    followed), as ``sha256_file``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        try:
+            return fh.read()
+        except OSError:
+            return None
 
 
 def _files(run_dir: Path) -> Iterable[Path]:
@@ -294,14 +310,16 @@ def _check_seals(folder: Path, key: bytes, chains: Mapping[str, list[tuple[int, 
     return errors
 
 
-def verify(out: Path, *, artifacts: bool = True, key: bytes | None = None) -> Verification:
+def verify(out: Path, *, artifacts: bool = True, key: bytes | None = None,
+           runs: Iterable[str] | None = None) -> Verification:
     """Check every run folder under ``out/runs`` against the manifests (``artifacts=False``: ``run.json`` only, and
     no check for files added beside it), and every record's status against its evidence. ``key``: also check the
-    manifests' MACs, chains and seals (``load_manifests``)."""
+    manifests' MACs, chains and seals (``load_manifests``). ``runs``: ``runfile.scan_runs(out).folders`` when the
+    caller has just walked ``out/runs`` (not walked again)."""
     out = Path(out)
     known, errors = load_manifests(out, key)
     result = Verification(manifest_errors=errors)
-    present = set(record_folders(out, "runs"))
+    present = set(record_folders(out, "runs") if runs is None else runs)
     present.update(w for w in record_folders(out, ATTEMPTS_DIR)
                    if KEPT not in w.split("/"))  # errors beside finished records (record.attempts)
     for where in sorted(set(known) - present):
@@ -330,25 +348,8 @@ NOT_IN_MANIFEST = "added after its session (in no manifest)"
 def record_folders(out: Path, top: str) -> list[str]:
     """The folders under ``out/top`` (``top`` included) that hold a ``run.json``, relative to ``out`` (POSIX), as
     ``Path.glob('**/run.json')`` finds them: symlinked folders not entered, an entry named ``run.json`` counted when
-    it leads somewhere (a link to a file counts: ``check_run`` then names it). One ``scandir`` per folder, no
-    ``Path`` per record."""
-    found: list[str] = []
-    pending = [(os.path.join(out, top), top)]
-    while pending:
-        folder, rel = pending.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:  # missing, not a folder, unreadable: glob skips it too
-            continue
-        for entry in entries:
-            try:
-                if entry.name == RUN_FILE and os.path.exists(entry.path):
-                    found.append(rel)
-                if entry.is_dir() and not entry.is_symlink():
-                    pending.append((entry.path, f"{rel}/{entry.name}"))
-            except OSError:
-                continue
-    return found
+    it leads somewhere (a link to a file counts: ``check_run`` then names it). ``runfile.scan_runs``'s ``folders``."""
+    return scan_runs(out, top).folders
 
 
 def check_run(run_dir: Path, files: Mapping[str, str] | None, artifacts: bool = True) -> str:
@@ -356,21 +357,31 @@ def check_run(run_dir: Path, files: Mapping[str, str] | None, artifacts: bool = 
     manifest), or ``""`` when it matches and its status agrees with its evidence."""
     if files is None:
         return NOT_IN_MANIFEST
-    why = _changed(run_dir, files, artifacts)
+    hashed: list[bytes] = []  # the run.json bytes whose digest matched, parsed below (the file is read once)
+    why = _changed(run_dir, files, artifacts, hashed)
     if why:
         return why
     try:
-        outcome = Outcome.from_dict(json.loads(_read(run_dir / RUN_FILE)))
+        text = hashed[0].decode("utf-8", errors="replace") if hashed else _read(run_dir / RUN_FILE)
+        outcome = Outcome.from_dict(json.loads(text))
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         return f"not a valid run record ({exc})"
     return "; ".join(f"status contradicts its evidence: {c}" for c in contradictions(outcome))
 
 
-def _changed(run_dir: Path, files: Mapping[str, str], artifacts: bool) -> str:
+def _changed(run_dir: Path, files: Mapping[str, str], artifacts: bool, hashed: list[bytes]) -> str:
+    """Why ``run_dir``'s files differ from ``files`` (``""``: they do not); the bytes of its ``run.json`` appended to
+    ``hashed`` when they were read (a regular file, never followed)."""
     names = sorted(files) if artifacts else [RUN_FILE]
     changed = []
     for name in names:
-        digest = sha256_file(run_dir / name)
+        if name == RUN_FILE:
+            data = _regular_bytes(run_dir / name)
+            digest = None if data is None else hashlib.sha256(data).hexdigest()
+            if data is not None:
+                hashed.append(data)
+        else:
+            digest = sha256_file(run_dir / name)
         if digest is None:
             changed.append(f"{name} removed")
         elif digest != files.get(name):

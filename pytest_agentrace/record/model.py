@@ -57,8 +57,22 @@ from typing import Any
 
 @functools.cache
 def field_names(cls: type) -> frozenset[str]:
-    """The field names of the dataclass ``cls`` (computed once per class: ``from_dict`` runs once per record)."""
-    return frozenset(f.name for f in dataclasses.fields(cls))
+    """The names of the dataclass ``cls``'s ``__init__`` fields (computed once per class: ``from_dict`` runs once per
+    record)."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.init)
+
+
+Shared = dict[Any, Any]  # equal strings (and tool calls) of many records -> one object: ``from_dict``'s ``share``
+
+
+def _share(kw: dict[str, Any], names: tuple[str, ...], share: Shared) -> None:
+    """Replace each string ``kw[name]`` (``name`` in ``names``) by the equal string ``share`` already holds (or
+    keep it there): the fields whose values repeat across the records of a folder."""
+    keep = share.setdefault
+    for name in names:
+        value = kw.get(name)
+        if type(value) is str:
+            kw[name] = keep(value, value)
 
 SCHEMA_VERSION = 2
 TYPED_FROM_EXTRA = ("has_verify", "has_lint", "scoring", "difficulty", "baseline_arm")  # version 1 kept these in extra
@@ -93,7 +107,7 @@ class AgentStatus(enum.StrEnum):
     ERROR = "error"  # not the agent's fault: login/auth missing, CLI misconfigured (run status ``error``)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """One tool call of an agent: tool ``name`` and a short ``summary`` of its arguments."""
 
@@ -101,7 +115,7 @@ class ToolCall:
     summary: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Usage:
     """What an agent's machine-readable output says about its run.
 
@@ -142,18 +156,34 @@ class Usage:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> Usage:
+    def from_dict(cls, d: dict[str, Any] | None, share: Shared | None = None) -> Usage:
+        """Build from a ``to_dict`` payload (unknown keys ignored). ``share``: a dict kept across many records; their
+        equal strings and tool calls become one object each (``Outcome.from_dict``)."""
         if not d:
             return cls()
         known = field_names(cls)
         kw = {k: v for k, v in d.items() if k in known}
-        kw["tool_calls"] = tuple(ToolCall(t.get("name", ""), t.get("summary", "")) for t in d.get("tool_calls") or ())
+        if share is None:
+            kw["tool_calls"] = tuple(ToolCall(t.get("name", ""), t.get("summary", "")) for t in d.get("tool_calls") or ())
+        else:
+            calls = []
+            for t in d.get("tool_calls") or ():
+                name, summary = t.get("name", ""), t.get("summary", "")
+                key = (name, summary) if type(name) is str and type(summary) is str else None
+                call = share.get(key) if key is not None else None
+                if call is None:
+                    call = ToolCall(name, summary)
+                    if key is not None:
+                        share[key] = call
+                calls.append(call)
+            kw["tool_calls"] = tuple(calls)
+            _share(kw, _USAGE_SHARED, share)
         kw["permission_denials"] = tuple(d.get("permission_denials") or ())
         kw["parse_warnings"] = tuple(d.get("parse_warnings") or ())
         return cls(**kw)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CheckResult:
     """One check command (tests / verify / lint / setup / prepare): exit code, wall ``seconds``, log path, and
     ``missing``: the tool the command could not run (``checks.missing_tool``; the run is then an ``error``);
@@ -199,25 +229,24 @@ class CheckResult:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CheckResult:
-        return cls(
-            name=d["name"],
-            command=d.get("command", ""),
-            exit_code=d.get("exit_code"),
-            seconds=float(d.get("seconds") or 0.0),
-            log=d.get("log"),
-            timed_out=bool(d.get("timed_out", False)),
-            missing=d.get("missing"),
-            limit=d.get("limit"),
-            counted=bool(d.get("counted", False)),
-            tests=d.get("tests") if isinstance(d.get("tests"), dict) else None,
-            count_failure=d.get("count_failure"),
-        )
+    def from_dict(cls, d: dict[str, Any], share: Shared | None = None) -> CheckResult:
+        """Build from a ``to_dict`` payload; raises ``KeyError`` without ``name``. ``share``: as ``Usage.from_dict``."""
+        get = d.get
+        tests = get("tests")
+        kw = {"name": d["name"], "command": get("command", ""), "log": get("log"), "missing": get("missing"),
+              "limit": get("limit"), "count_failure": get("count_failure")}
+        if share is not None:
+            _share(kw, _CHECK_SHARED, share)
+        return cls(exit_code=get("exit_code"), seconds=float(get("seconds") or 0.0), timed_out=bool(get("timed_out", False)),
+                   counted=bool(get("counted", False)), tests=tests if isinstance(tests, dict) else None, **kw)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Outcome:
-    """What one run measured. See the module docstring for the JSON shape (``run.json``)."""
+    """What one run measured. See the module docstring for the JSON shape (``run.json``).
+
+    Slotted (no ``__dict__``: a record of 38 fields takes about a fifth of the memory a dict would), so a report
+    over 100,000 runs holds them all at once."""
 
     run_id: str
     kind: str
@@ -256,12 +285,13 @@ class Outcome:
     session_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+    _record: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)  # ``record``, once
 
     @property
     def is_sample(self) -> bool:
         """True when the run counts for statistics (every status but ``error`` and ``stopped``: a run stopped by
         race mode is neither a failure nor a success, so counting it either way would bias the pass rate)."""
-        return self.status not in (Status.ERROR, Status.STOPPED)
+        return self.status not in _NOT_SAMPLES
 
     def check(self, name: str) -> CheckResult | None:
         return self.checks.get(name)
@@ -269,15 +299,17 @@ class Outcome:
     def replace(self, **changes: Any) -> Outcome:
         return dataclasses.replace(self, **changes)
 
-    @functools.cached_property
+    @property
     def record(self) -> dict[str, Any]:
         """``to_dict()``, made once per outcome and kept on it: the one dict of the record that its ``run.json``,
         the payload its item sends to the controller (``report.junit.run_properties``) and the history store
         are written from. Read it, never change it (a changed outcome is a new one: ``replace``)."""
-        return self.to_dict()
+        if self._record is None:
+            object.__setattr__(self, "_record", self.to_dict())
+        return self._record  # type: ignore[return-value]
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d = {name: getattr(self, name) for name in _OUTCOME_FIELDS}
         d["checks"] = {k: v.to_dict() for k, v in self.checks.items()}
         d["usage"] = self.usage.to_dict()
         d["tampered"] = list(self.tampered)
@@ -285,11 +317,14 @@ class Outcome:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], validate: bool = False) -> Outcome:
-        """Build from a ``to_dict`` payload.
+    def from_dict(cls, d: dict[str, Any], validate: bool = False, share: Shared | None = None) -> Outcome:
+        """Build from a ``to_dict`` payload (keys that are no field ignored).
 
         Raises ``ValueError`` for a newer ``schema_version`` than this package knows, and with ``validate`` (used
-        for files read from disk) for a field of the wrong type.
+        for files read from disk) for a field of the wrong type; ``TypeError``, ``KeyError`` or ``AttributeError``
+        for a payload of the wrong shape. ``share``: a dict the caller keeps across many records, so that their
+        equal strings (names, sources, statuses, commands, models) and tool calls are one object each: a report
+        over a folder holds every outcome at once, and most of their strings repeat.
         """
         version = int(d.get("schema_version", 1))
         if version > SCHEMA_VERSION:
@@ -301,14 +336,23 @@ class Outcome:
             kw.update({k: extra.pop(k) for k in TYPED_FROM_EXTRA if k in extra})
             kw["extra"] = extra
         kw["schema_version"] = SCHEMA_VERSION
-        kw["checks"] = {k: CheckResult.from_dict(v) for k, v in (d.get("checks") or {}).items()}
-        kw["usage"] = Usage.from_dict(d.get("usage"))
+        kw["checks"] = {k: CheckResult.from_dict(v, share) for k, v in (d.get("checks") or {}).items()}
+        kw["usage"] = Usage.from_dict(d.get("usage"), share)
         kw["tampered"] = tuple(d.get("tampered") or ())
         kw["machinery"] = tuple(dict(m) for m in d.get("machinery") or () if isinstance(m, dict))
+        if share is not None:
+            _share(kw, _OUTCOME_SHARED, share)
         if validate:
             _check_types(kw)
         return cls(**kw)
 
+
+_NOT_SAMPLES = (Status.ERROR.value, Status.STOPPED.value)
+_OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome) if f.init)  # to_dict's keys, in field order
+_OUTCOME_SHARED = ("kind", "source", "case", "arm", "agent", "status", "model", "content_hash", "reason", "started",
+                   "difficulty", "baseline_arm", "session_id")
+_USAGE_SHARED = ("cost_source", "cli_version", "model", "status", "error", "tokens_note")
+_CHECK_SHARED = ("name", "command", "log", "missing", "limit", "count_failure")
 
 _STR_FIELDS = ("run_id", "kind", "source", "case", "arm", "agent", "status")
 _NUM_FIELDS = ("seconds", "total_seconds", "score")

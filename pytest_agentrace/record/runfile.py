@@ -8,7 +8,10 @@ A results folder (``--agentrace-out``, default ``.agentrace``) holds
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +80,54 @@ def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
             yield path, read_run(path)
         except ValueError as exc:
             print(f"agentrace: skipped {exc}", file=sys.stderr)
+
+
+Key = tuple[int, int, int]  # a file's (st_mtime_ns, st_size, st_ino)
+
+
+@dataclass(frozen=True)
+class Scan:
+    """One walk of ``out/<top>``: ``files``, ``(path relative to out/<top> (POSIX), key)`` of every ``run.json``
+    that is a regular file (links never followed), in the order of ``sorted(Path.glob('**/run.json'))`` (by path
+    components); ``folders``, every folder (relative to ``out``, ``<top>`` included) holding an entry named
+    ``run.json`` that leads somewhere, as ``Path.glob`` finds them (a link to a file counts: the manifest check then
+    names it), in no order."""
+
+    files: list[tuple[str, Key]]
+    folders: list[str]
+
+
+def scan_runs(out: Path, top: str = "runs") -> Scan:
+    """Walk ``out/<top>`` once (symlinked folders not entered; ``scandir``, one per folder, and one ``lstat`` per
+    ``run.json``): the record files the index keeps and the record folders the manifests are checked for
+    (``Scan``). A folder that is missing or unreadable is skipped, as ``os.walk`` and ``Path.glob`` skip it."""
+    found: list[tuple[tuple[str, ...], Key]] = []
+    folders: list[str] = []
+    pending: list[tuple[str, tuple[str, ...]]] = [(os.path.join(out, top), ())]
+    isreg, islnk, exists = stat.S_ISREG, stat.S_ISLNK, os.path.exists
+    while pending:
+        folder, parts = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((entry.path, (*parts, name)))
+                    if name == RUN_FILE:
+                        folders.append("/".join((top, *parts)))
+                elif name == RUN_FILE:
+                    st = entry.stat(follow_symlinks=False)
+                    if isreg(st.st_mode):  # a link named run.json is no record: never followed
+                        found.append(((*parts, RUN_FILE), (st.st_mtime_ns, st.st_size, st.st_ino)))
+                    if not islnk(st.st_mode) or exists(entry.path):
+                        folders.append("/".join((top, *parts)))
+            except OSError:
+                continue
+    found.sort(key=lambda f: f[0])
+    return Scan([("/".join(parts), key) for parts, key in found], folders)
 
 
 LAST_SESSION_FILE = "last-session.json"
