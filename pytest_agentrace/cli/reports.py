@@ -24,7 +24,7 @@ from pytest_agentrace.cli.verify import warn_unverifiable
 from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.index import iter_outcomes
 from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest
-from pytest_agentrace.record.runfile import RUN_FILE
+from pytest_agentrace.record.runfile import RUN_FILE, scan_runs
 from pytest_agentrace.record.store import Store, StoreError, default_path
 from pytest_agentrace.record.trajectory import iter_trajectories, load_trajectory
 from pytest_agentrace.report import formats, numbers
@@ -220,10 +220,11 @@ def cmd_trend(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_results(out: Path) -> list:
+def load_results(out: Path, files: list | None = None) -> list:
     """Every readable ``run.json`` under ``out`` with the composite score filled in (the runs of one task and rep
-    race each other, whichever session made them; ``score.score_outcomes``)."""
-    return score_outcomes(iter_outcomes(out), per_session=False)
+    race each other, whichever session made them; ``score.score_outcomes``). ``files``: the record files of a walk
+    the caller has just made (``runfile.scan_runs``), else the folder is walked here."""
+    return score_outcomes(iter_outcomes(out, files), per_session=False)
 
 
 def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None) -> SessionResult | None:
@@ -231,9 +232,10 @@ def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None) -
     chart, the folder's results digest when it has manifests), for any format's ``render``; None after printing why
     there is none."""
     out = Path(args.out).resolve()
+    scan = scan_runs(out)  # one walk of the folder: the records checked against the manifests are those read
     if (out / "runs").is_dir():
-        warn_unverifiable(out)
-    outcomes = load_results(out)
+        warn_unverifiable(out, scan.folders)
+    outcomes = load_results(out, scan.files)
     if not outcomes:
         print(f"agentrace: no run records under {out / 'runs'}", file=sys.stderr)
         return None
