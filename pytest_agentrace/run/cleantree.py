@@ -26,6 +26,7 @@ Every path the clean tree did not take as the agent left it is listed in ``Clean
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import os
@@ -39,6 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agentrace.errors import WorkspaceError
+from pytest_agentrace.run import cleanlayers
+from pytest_agentrace.run.discard import remove
+from pytest_agentrace.run.sandbox import Overlay
 from pytest_agentrace.run.workspace import GIT_IDENTITY, checkout
 
 # a name: that file name at any depth; ``name/``: a folder of that name at any depth, with all it holds
@@ -106,6 +110,7 @@ class Base:
 
     git_dir: Path
     tree: str
+    template: bool = False  # ``tree`` is the template's (the clone's, nothing written into it): shared layers
 
 
 def prepare(git_dir: Path, ws: Path, start_tree: str | None, borrowed: Iterable[Path]) -> Base:
@@ -124,7 +129,7 @@ def prepare(git_dir: Path, ws: Path, start_tree: str | None, borrowed: Iterable[
         raise WorkspaceError(f"clean tree: cannot make {git_dir}: {exc}") from exc
     _set_alternates(git_dir, borrowed)
     if start_tree:
-        return Base(git_dir, start_tree)
+        return Base(git_dir, start_tree, template=True)
     index = git_dir / "base.index"
     try:
         _git(git_dir, ["-c", "core.bare=false", "add", "-A", "--force", "."], cwd=ws, GIT_WORK_TREE=str(ws),
@@ -170,16 +175,31 @@ class CleanTree:
     git_dir: Path
     commit: str
     machinery: list[dict[str, str]] = field(default_factory=list)
+    layers: tuple[Path, ...] = ()  # the overlay form's lower folders, lowest first (empty: a checkout per check)
+    scratch: Path | None = None  # the overlay form's folder of each check's upper and work folders
+
+    def overlay(self) -> Overlay | None:
+        """The overlayfs a check's box mounts at ``root`` (``run.sandbox.Overlay``), or None for the checkout form."""
+        if not self.layers or self.scratch is None:
+            return None
+        return Overlay(self.layers, self.scratch / "upper", self.scratch / "work", self.root)
 
     def fresh(self) -> Path:
-        """A new checkout of the combined commit at ``root`` (what an earlier check wrote there is gone first);
-        returns it. What ``git clone --shared`` of the harness's git folder makes, in one git process
-        (``run.workspace.checkout``): the files are written new, none is shared with the workspace or an earlier
-        check (a hardlink a check writes through would change its source)."""
+        """A fresh clean tree at ``root`` for the next check (what an earlier check wrote there is gone first);
+        returns it. The checkout form: a new checkout of the combined commit, what ``git clone --shared`` of the
+        harness's git folder makes, in one git process (``run.workspace.checkout``): the files are written new,
+        none is shared with the workspace or an earlier check (a hardlink a check writes through would change its
+        source). The overlay form: ``root`` an empty folder (the box mounts ``overlay()`` there) and new, empty
+        upper and work folders (``run.cleanlayers``)."""
         if self.root.is_symlink() or self.root.is_file():
             self.root.unlink()
         elif self.root.exists():
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove(self.root)
+        if self.scratch is not None and self.layers:
+            remove(self.scratch)
+            for folder in (self.root, self.scratch / "upper", self.scratch / "work"):
+                folder.mkdir(parents=True)
+            return self.root
 
         def read_tree(args: list[str], git_dir: Path, work_tree: Path) -> None:
             _git(git_dir, args, cwd=work_tree, GIT_WORK_TREE=str(work_tree))
@@ -188,9 +208,13 @@ class CleanTree:
         return self.root
 
 
-def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable[str], root: Path) -> CleanTree:
+def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable[str], root: Path,
+          layers: Path | None = None, shared: Path | None = None) -> CleanTree:
     """The clean tree of a finished run at ``root``: ``base`` plus the change ``before`` -> ``after`` (trees in the
     object folder ``objects``: the workspace's) without the test machinery ``patterns`` (see the module docstring).
+    With ``layers`` (a new folder of the run's scratch space), in the overlay form when it gives the checkout's
+    bytes (``run.cleanlayers``): the changes layer and the checks' upper folders there, the base layer too unless
+    ``base`` is a template's tree and ``shared`` (the session's scratch root, hidden from every box) is given.
     Raises ``WorkspaceError`` when git fails."""
     git_dir, patterns = base.git_dir, tuple(patterns)
     borrowed = (git_dir / "objects" / "info" / "alternates").read_text(encoding="utf-8").split()
@@ -224,7 +248,26 @@ def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable
     commit = _commit(git_dir, tree)
     (git_dir / "refs" / "heads" / "main").write_text(commit + "\n", encoding="utf-8")  # the harness's own git dir
     (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
-    return CleanTree(root, git_dir, commit, notes)
+    clean = CleanTree(root, git_dir, commit, notes)
+    return _layered(clean, base, tree, layers, shared) if layers is not None else clean
+
+
+def _layered(clean: CleanTree, base: Base, tree: str, folder: Path, shared: Path | None) -> CleanTree:
+    """``clean`` in the overlay form with its layers in ``folder`` (and the shared base layers under ``shared``),
+    or ``clean`` as it is when the layers cannot give the checkout's bytes (``cleanlayers.Unsupported``)."""
+    try:
+        folder.mkdir()
+        if base.template and shared is not None:
+            lower = cleanlayers.BASES.get(_git, base.git_dir, base.tree, shared)
+        else:
+            lower = cleanlayers.base_layer(_git, base.git_dir, base.tree, folder / "base")
+        changes = cleanlayers.changes_layer(_git, base.git_dir, base.tree, tree, clean.commit, folder / "changes")
+    except cleanlayers.Unsupported:
+        remove(folder)
+        return clean
+    except OSError as exc:
+        raise WorkspaceError(f"clean tree: cannot make its layers in {folder}: {exc}") from exc
+    return dataclasses.replace(clean, layers=(lower, changes), scratch=folder / "rw")
 
 
 COMMIT_MESSAGE = "agentrace: clean tree"

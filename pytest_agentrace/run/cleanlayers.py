@@ -1,0 +1,192 @@
+"""The clean tree as overlayfs layers (``run.cleantree``'s overlay form): a read-only checkout of the base tree, a
+small layer of the run's changes, and one empty upper folder per check, mounted by the check's box
+(``run.sandbox.Overlay``). What the checks see is the combined commit's checkout, file for file, without a checkout
+per check.
+
+- ``base_layer``: the base tree checked out (``run.workspace.checkout``, its ``.git`` removed) into a folder of the
+  harness's own. A template's tree (the same for every run of a task) is checked out once per process and shared
+  (``Bases``), under the session's scratch root that every box hides; another base (setup ran, an overlay, a URL)
+  once per run, for all its checks.
+- ``changes_layer``: what the combined tree holds that the base does not (``git diff-tree -r -t``): changed and
+  added files and links written by the harness from their blobs (``git cat-file --batch``) into folders it has just
+  made (``O_CREAT | O_EXCL | O_NOFOLLOW``: no link is ever followed), a folder where the base had a file (an upper
+  folder over a lower file hides it), a file where the base had a folder (hides the whole folder), and an overlayfs
+  whiteout (a character device 0/0, which an unprivileged process may make since Linux 5.8) for each path the base
+  has and the combined tree lacks, at the highest such folder. Its ``.git`` is what ``checkout`` writes (``HEAD``,
+  config, the branch at the combined commit, the alternates), with the combined commit's index read without
+  checking out (``git read-tree``: its entries are the checkout's; its stat data are zero, so git compares the
+  files' content once).
+- the checks' upper folder: each check writes into a new empty one (``run.cleantree.CleanTree.fresh``), which the
+  disk watch counts like the checkout it replaces; the lower layers are never written.
+
+``Unsupported`` is raised when the layers cannot be the checkout's bytes, and the caller checks out instead: a
+``.gitattributes`` in either tree (checkout converts line ends and expands ``ident`` by it; the layers are written
+raw) and a submodule entry that changed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import stat
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from pytest_agentrace.errors import WorkspaceError
+from pytest_agentrace.run.workspace import checkout
+
+TREE, LINK, GITLINK = "040000", "120000", "160000"
+ATTRIBUTES = ".gitattributes"
+Git = Callable[..., bytes]  # run.cleantree._git: (git_dir, args, data=..., cwd=..., **env) -> stdout
+
+
+class Unsupported(Exception):
+    """The layers cannot give the checkout's bytes (see the module docstring): the caller checks out instead."""
+
+
+def has_attributes(git: Git, git_dir: Path, tree: str) -> bool:
+    """Whether ``tree`` holds a ``.gitattributes`` at any depth (``git ls-tree -r``)."""
+    out = git(git_dir, ["ls-tree", "-r", "-z", "--name-only", tree])
+    return any(p == ATTRIBUTES.encode() or p.endswith(b"/" + ATTRIBUTES.encode()) for p in out.split(b"\0"))
+
+
+def base_layer(git: Git, git_dir: Path, tree: str, dest: Path) -> Path:
+    """Check ``tree`` (of the harness's git folder ``git_dir``) out into ``dest`` (missing or empty) without a
+    ``.git``; returns ``dest``. Raises ``Unsupported`` for a tree with a ``.gitattributes``, ``WorkspaceError``."""
+    if has_attributes(git, git_dir, tree):
+        raise Unsupported(f"{ATTRIBUTES} in the base tree")
+
+    def read_tree(args: list[str], meta: Path, work_tree: Path) -> None:  # as run.cleantree.CleanTree.fresh
+        git(meta, args, cwd=work_tree, GIT_WORK_TREE=str(work_tree))
+
+    checkout(dest, [git_dir / "objects"], tree, read_tree)
+    shutil.rmtree(dest / ".git")
+    return dest
+
+
+class Bases:
+    """The base layers shared by the runs of one process (``base_layer`` of a template's tree, by tree id), in a
+    private folder made under ``root`` (the session's scratch root, hidden from every box) and removed at exit.
+    Thread-safe: race mode runs its members at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._folders: dict[Path, Path] = {}
+        self._made: dict[tuple[Path, str], Path] = {}
+
+    def get(self, git: Git, git_dir: Path, tree: str, root: Path) -> Path:
+        """The shared base layer of ``tree`` under ``root``, made from ``git_dir`` the first time."""
+        with self._lock:
+            key = (root, tree)
+            if key in self._made:
+                return self._made[key]
+            folder = self._folders.get(root)
+            if folder is None:
+                folder = self._folders[root] = Path(tempfile.mkdtemp(prefix="agentrace-bases-", dir=root))
+                atexit.register(shutil.rmtree, folder, True)
+            made = base_layer(git, git_dir, tree, folder / tree)
+            self._made[key] = made
+            return made
+
+
+BASES = Bases()
+
+
+def changes_layer(git: Git, git_dir: Path, base: str, tree: str, commit: str, dest: Path) -> Path:
+    """Write ``dest`` (missing or empty): the layer over ``base``'s checkout that makes it ``tree``'s, with the
+    ``.git`` of ``commit`` (see the module docstring). Returns ``dest``. Raises ``Unsupported`` (the caller checks
+    out instead) or ``WorkspaceError``."""
+    entries = _diff(git, git_dir, base, tree)
+    for path, was, now in entries:
+        if path == ATTRIBUTES or path.endswith("/" + ATTRIBUTES):
+            raise Unsupported(f"{ATTRIBUTES} in the change")
+        if GITLINK in (was and was[0], now and now[0]):
+            raise Unsupported("a changed submodule entry")
+
+    def index_only(args: list[str], meta: Path, work_tree: Path) -> None:  # the index, no files
+        git(meta, [a for a in args if a != "-u"], cwd=work_tree, GIT_WORK_TREE=str(work_tree))
+
+    checkout(dest, [git_dir / "objects"], commit, index_only)
+    gone = {path for path, _was, now in entries if now is None}
+    files = {path: now for path, _was, now in entries if now is not None and now[0] != TREE}
+    blobs = _blobs(git, git_dir, [sha for _mode, sha in files.values()])
+    try:
+        for path, was, now in entries:
+            parent = path.rpartition("/")[0]
+            if now is None:  # a whiteout where the base's entry is gone, unless a folder above it went too
+                if not _covered(parent, gone, files):
+                    _at(dest, parent).mkdir(parents=True, exist_ok=True)
+                    os.mknod(_at(dest, path), stat.S_IFCHR | 0o000, os.makedev(0, 0))
+            elif now[0] == TREE:
+                if was is None or was[0] != TREE:  # new, or over a base file: an upper folder
+                    _at(dest, path).mkdir(parents=True, exist_ok=True)
+            else:
+                _at(dest, parent).mkdir(parents=True, exist_ok=True)
+                _write(_at(dest, path), now[0], blobs[now[1]])
+    except OSError as exc:
+        raise WorkspaceError(f"clean tree: cannot write its changes layer {dest}: {exc}") from exc
+    return dest
+
+
+def _covered(parent: str, gone: set[str], files: dict[str, tuple[str, str]]) -> bool:
+    """Whether a folder above a removed path is itself removed or replaced by a file (its whiteout or file hides it)."""
+    while parent:
+        if parent in gone or parent in files:
+            return True
+        parent = parent.rpartition("/")[0]
+    return False
+
+
+def _at(root: Path, rel: str) -> Path:
+    return root / rel if rel else root
+
+
+def _write(path: Path, mode: str, data: bytes) -> None:
+    """A file or link at ``path`` (its folder made by the harness just now) as git checks it out: a link's target
+    is the blob; a file's mode 0o777 or 0o666 less the umask (``O_EXCL | O_NOFOLLOW``: nothing there is followed)."""
+    if mode == LINK:
+        os.symlink(os.fsdecode(data), path)
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o777 if mode == "100755" else 0o666)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def _diff(git: Git, git_dir: Path, base: str, tree: str) -> list[tuple[str, tuple[str, str] | None,
+                                                                        tuple[str, str] | None]]:
+    """``[(path, (mode, sha) in base or None, in tree or None)]``: ``git diff-tree -r -t`` (folders too), parents
+    before their entries."""
+    if base == tree:
+        return []
+    out = git(git_dir, ["diff-tree", "-r", "-t", "-z", "--no-renames", base, tree]).split(b"\0")
+    merged: dict[str, list] = {}  # a folder <-> file swap is two lines of one path: its deletion and its addition
+    for meta, path in zip(out[0:-1:2], out[1::2], strict=True):
+        old_mode, new_mode, old_sha, new_sha, _status = meta.decode().lstrip(":").split(" ")
+        entry = merged.setdefault(path.decode("utf-8", "surrogateescape"), [None, None])
+        if old_mode != "000000":
+            entry[0] = (old_mode, old_sha)
+        if new_mode != "000000":
+            entry[1] = (new_mode, new_sha)
+    return sorted(((path, was, now) for path, (was, now) in merged.items()), key=lambda e: e[0].count("/"))
+
+
+def _blobs(git: Git, git_dir: Path, shas: list[str]) -> dict[str, bytes]:
+    """The content of the blobs ``shas``: one ``git cat-file --batch``."""
+    wanted = list(dict.fromkeys(shas))
+    if not wanted:
+        return {}
+    out = git(git_dir, ["cat-file", "--batch"], data="".join(f"{s}\n" for s in wanted).encode())
+    pos, found = 0, {}
+    for sha in wanted:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split(b" ")
+        if len(header) != 3 or header[1] != b"blob":
+            raise WorkspaceError(f"clean tree: {sha} is not a blob")
+        size = int(header[2])
+        found[sha] = out[end + 1:end + 1 + size]
+        pos = end + 1 + size + 1
+    return found
