@@ -94,15 +94,8 @@ def two_forms(tmp_path: Path, files: dict[str, str], edit, template: bool = True
 def in_box(tree: cleantree.CleanTree, script: str) -> subprocess.CompletedProcess:
     """``script`` run by ``/bin/sh`` in the tree's fresh root, in a box that mounts its overlay there when it has
     one (the check's box, ``run.pipeline``), else binds the checkout."""
-    root = tree.fresh()
-    overlay = tree.overlay()
-    borrowed = (tree.git_dir / "objects/info/alternates").read_text().split()  # as the pipeline's check box shows
-    box = Sandbox(bwrap=overlay_bwrap() or "", visible=(tree.git_dir, *map(Path, borrowed)),
-                  overlays=(overlay,) if overlay else ())
-    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-           "GIT_OPTIONAL_LOCKS": "0"}
-    argv, env = box.wrap(["/bin/sh", "-c", script], writable=[] if overlay else [root], home=None, env=env)
-    return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=False)
+    tree.fresh()
+    return _run_as_is(tree, script)
 
 
 def manifest(tree: cleantree.CleanTree) -> str:
@@ -195,3 +188,52 @@ def test_whiteout_is_made_by_an_unprivileged_process(tmp_path: Path) -> None:
         shutil.rmtree(folder)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["True", "0"]
+
+
+HIDDEN = {"linkdir/hidden.py": "no\n", "blocker/hidden.py": "h1\n", "a/b": "h2\n", "gone/x/hidden.py": "h3\n",
+          "tests/test_hidden.py": "h4\n", "newlink": "h5\n", "fileswap/inner.txt/deeper.py": "h6\n"}
+
+
+def test_hidden_files_are_written_alike_and_never_through_a_link(tmp_path: Path) -> None:
+    """A check's hidden files (verify_files) land where the checkout form puts them: over a file, a folder, a link
+    and a removed folder; a path with a link on its way is refused by both forms, nothing written for it."""
+
+    def edit(ws: Path) -> None:
+        agent_edit(ws)
+        os.symlink("a", ws / "linkdir")  # inside the tree: kept as a link
+        (ws / "blocker").write_text("a file where a hidden folder goes\n")
+
+    plain, layered = two_forms(tmp_path, BASE, edit)
+    refused = []
+    for tree in (plain, layered):
+        tree.fresh()
+        with pytest.raises(workspace.Tampered) as caught:
+            tree.write_files(HIDDEN)
+        refused.append(caught.value.paths)
+    assert refused == [["linkdir/hidden.py"], ["linkdir/hidden.py"]]
+    script = MANIFEST.replace("status", "status --untracked-files=all")
+    got, want = (_manifest_as_is(t, script) for t in (layered, plain))
+    assert got.replace("/clean2", "/clean") == want
+    assert "f 644 ./blocker/hidden.py" in want and "f 644 ./a/b ->" in want and "./gone/x/hidden.py" in want
+    assert "f 644 ./newlink ->" in want and "./a/hidden.py" not in want and "l 777 ./linkdir -> a" in want
+    assert not (layered.layers[1] / "blocker" / "hidden.py").exists()  # the changes layer is never written
+
+
+def _manifest_as_is(tree: cleantree.CleanTree, script: str) -> str:
+    """``script``'s output in the tree as it stands (no ``fresh``)."""
+    res = _run_as_is(tree, script)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def _run_as_is(tree: cleantree.CleanTree, script: str) -> subprocess.CompletedProcess:
+    """``script`` in a box that mounts the tree's overlay (the check's box, ``run.pipeline``) or binds its checkout;
+    the objects its git folder borrows shown read-only, as the pipeline's check box shows them."""
+    overlay = tree.overlay()
+    borrowed = (tree.git_dir / "objects/info/alternates").read_text().split()
+    box = Sandbox(bwrap=overlay_bwrap() or "", visible=(tree.git_dir, *map(Path, borrowed)),
+                  overlays=(overlay,) if overlay else ())
+    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+           "GIT_OPTIONAL_LOCKS": "0"}
+    argv, env = box.wrap(["/bin/sh", "-c", script], writable=[] if overlay else [tree.root], home=None, env=env)
+    return subprocess.run(argv, cwd=tree.root, env=env, capture_output=True, text=True, check=False)

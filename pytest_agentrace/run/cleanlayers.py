@@ -32,10 +32,12 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pytest_agentrace.errors import WorkspaceError
+from pytest_agentrace.run import linksafe
+from pytest_agentrace.run.linksafe import Tampered
 from pytest_agentrace.run.workspace import checkout
 
 TREE, LINK, GITLINK = "040000", "120000", "160000"
@@ -129,6 +131,52 @@ def changes_layer(git: Git, git_dir: Path, base: str, tree: str, commit: str, de
     except OSError as exc:
         raise WorkspaceError(f"clean tree: cannot write its changes layer {dest}: {exc}") from exc
     return dest
+
+
+def write_files(layers: Sequence[Path], upper: Path, files: Mapping[str, str]) -> None:
+    """``run.linksafe.write_files`` into the tree the ``layers`` (lowest first) and the empty ``upper`` folder show
+    (a check's hidden files, written before its box mounts them): each file goes into ``upper``, where it hides what
+    the layers hold at its name, and a folder on its way that the layers show as a file is hidden by the folder made
+    in ``upper``, as the checkout form removes that file. Raises ``Tampered`` naming every path that has a link on
+    its way in the layers' tree (nothing is written for it; the others are), as the checkout form does."""
+    refused: list[str] = []
+    for rel, content in files.items():
+        parts = [part for part in rel.split("/") if part not in ("", ".")]
+        try:
+            if _link_on_way(tuple(reversed(layers)), parts[:-1]):
+                raise Tampered([rel])
+            linksafe.write_files(upper, {rel: content})
+        except Tampered as exc:
+            refused += exc.paths
+    if refused:
+        raise Tampered(refused)
+
+
+def _link_on_way(layers: Sequence[Path], parts: list[str]) -> bool:
+    """Whether the overlayfs of ``layers`` (topmost first) shows a link at a folder of ``parts``. Walks it as
+    overlayfs looks names up: at each name the layers' entries are read top down (``lstat`` in folders already
+    found to be real folders, so no link is followed); a whiteout ends the look-up (nothing there), a non-folder
+    found first is what is shown (a link: True; a file: the checkout form replaces it by a folder, below which
+    nothing of the layers is shown), a folder merges with the folders below it until a non-folder or a whiteout."""
+    found = list(layers)
+    for name in parts:
+        below: list[Path] = []
+        for folder in found:
+            try:
+                st = os.lstat(folder / name)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # a whiteout
+                break
+            if not stat.S_ISDIR(st.st_mode):
+                if not below:
+                    return stat.S_ISLNK(st.st_mode)
+                break
+            below.append(folder / name)
+        if not below:
+            return False  # nothing, or a file: folders made new from here on
+        found = below
+    return False
 
 
 def _covered(parent: str, gone: set[str], files: dict[str, tuple[str, str]]) -> bool:

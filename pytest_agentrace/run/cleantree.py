@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agentrace.errors import WorkspaceError
-from pytest_agentrace.run import cleanlayers
 from pytest_agentrace.run.discard import remove
+from pytest_agentrace.run.linksafe import write_files
 from pytest_agentrace.run.sandbox import Overlay
 from pytest_agentrace.run.workspace import GIT_IDENTITY, checkout
 
@@ -207,6 +207,17 @@ class CleanTree:
         checkout(self.root, [self.git_dir / "objects"], self.commit, read_tree)
         return self.root
 
+    def write_files(self, files: dict[str, str]) -> None:
+        """Write ``{relative path: content}`` (a check's hidden files) into the fresh tree, never through a link the
+        agent left: ``run.linksafe.write_files`` into the checkout, ``run.cleanlayers.write_files`` into the overlay
+        form's upper folder (the same files shown). Raises ``linksafe.Tampered`` naming the refused paths."""
+        if self.scratch is not None and self.layers:
+            from pytest_agentrace.run import cleanlayers
+
+            cleanlayers.write_files(self.layers, self.scratch / "upper", files)
+        else:
+            write_files(self.root, files)
+
 
 def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable[str], root: Path,
           layers: Path | None = None, shared: Path | None = None) -> CleanTree:
@@ -255,6 +266,8 @@ def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable
 def _layered(clean: CleanTree, base: Base, tree: str, folder: Path, shared: Path | None) -> CleanTree:
     """``clean`` in the overlay form with its layers in ``folder`` (and the shared base layers under ``shared``),
     or ``clean`` as it is when the layers cannot give the checkout's bytes (``cleanlayers.Unsupported``)."""
+    from pytest_agentrace.run import cleanlayers  # only a run whose box mounts overlayfs needs it
+
     try:
         folder.mkdir()
         if base.template and shared is not None:
