@@ -237,3 +237,13 @@ def _run_as_is(tree: cleantree.CleanTree, script: str) -> subprocess.CompletedPr
            "GIT_OPTIONAL_LOCKS": "0"}
     argv, env = box.wrap(["/bin/sh", "-c", script], writable=[] if overlay else [tree.root], home=None, env=env)
     return subprocess.run(argv, cwd=tree.root, env=env, capture_output=True, text=True, check=False)
+
+
+def test_shared_base_layer_is_made_again_when_its_folder_is_gone(tmp_path: Path) -> None:
+    """A later session of the same process (pytest's in-process runs) may have removed the scratch root."""
+    _, layered = two_forms(tmp_path, BASE, agent_edit)
+    base_layer = layered.layers[0]
+    shutil.rmtree(base_layer.parent)
+    again = cleanlayers.BASES.get(cleantree._git, layered.git_dir, base_layer.name, tmp_path)
+    assert again != base_layer and (again / "a/keep.txt").read_text() == "keep\n"
+    assert cleanlayers.BASES.get(cleantree._git, layered.git_dir, base_layer.name, tmp_path) == again

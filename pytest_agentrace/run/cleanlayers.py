@@ -80,18 +80,26 @@ class Bases:
         self._made: dict[tuple[Path, str], Path] = {}
 
     def get(self, git: Git, git_dir: Path, tree: str, root: Path) -> Path:
-        """The shared base layer of ``tree`` under ``root``, made from ``git_dir`` the first time."""
+        """The shared base layer of ``tree`` under ``root``, made from ``git_dir`` the first time, and again when
+        its folder is gone (a later session of the same process, pytest's in-process runs, removed ``root``)."""
         with self._lock:
             key = (root, tree)
-            if key in self._made:
-                return self._made[key]
+            made = self._made.get(key)
+            if made is not None and (made.parent / f"{tree}.done").is_file() and _real_folder(made):
+                return made
             folder = self._folders.get(root)
-            if folder is None:
+            if folder is None or not _real_folder(folder):
                 folder = self._folders[root] = Path(tempfile.mkdtemp(prefix="agentrace-bases-", dir=root))
                 atexit.register(shutil.rmtree, folder, True)
+            shutil.rmtree(folder / tree, ignore_errors=True)
             made = base_layer(git, git_dir, tree, folder / tree)
+            (folder / f"{tree}.done").touch()
             self._made[key] = made
             return made
+
+
+def _real_folder(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
 
 
 BASES = Bases()

