@@ -68,6 +68,9 @@ def agent_edit(ws: Path) -> None:
     (ws / "tests/conftest.py").unlink()  # reset: the base's stays
     (ws / "setup.cfg").write_text("[metadata]\nname = y\n\n[tool:pytest]\naddopts = -p mine\n")  # merged
     (ws / "só ünïcode.txt").write_text("ü\n")
+    (ws / "big.bin").write_bytes(bytes(range(256)) * 12289)  # 3 MiB + 256 bytes: more than one streamed chunk
+    for name in ("dup1.txt", "new/dup2.txt"):  # one blob, two files
+        (ws / name).write_text("same\n")
     (ws / "with space.txt").unlink()
 
 
@@ -116,7 +119,7 @@ def test_overlay_form_is_the_checkout_byte_for_byte(tmp_path: Path, template: bo
     assert "f 644 ./dirswap ->" in want and "d 755 ./fileswap ->" in want and "./fileswap/inner.txt" in want
     assert "./gone" not in want and "./emptied" not in want and "./part/two.txt" not in want
     assert "./escape" not in want and "./new/deeper/still/x.py" in want and "./tests/conftest.py" in want
-    assert "./with space.txt" not in want
+    assert "./with space.txt" not in want and "f 644 ./new/dup2.txt" in want and "./big.bin" in want
     # the layers hold the change only: whiteouts where the base's entries went, the base layer untouched
     changes = layered.layers[1]
     whiteouts = sorted(str(p.relative_to(changes)) for p in changes.rglob("*") if stat.S_ISCHR(p.lstat().st_mode))

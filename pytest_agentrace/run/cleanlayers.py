@@ -30,6 +30,7 @@ import atexit
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -122,7 +123,7 @@ def changes_layer(git: Git, git_dir: Path, base: str, tree: str, commit: str, de
     checkout(dest, [git_dir / "objects"], commit, index_only)
     gone = {path for path, _was, now in entries if now is None}
     files = {path: now for path, _was, now in entries if now is not None and now[0] != TREE}
-    blobs = _blobs(git, git_dir, [sha for _mode, sha in files.values()])
+    targets: dict[str, list[tuple[Path, str]]] = {}  # blob -> the files and links it becomes
     try:
         for path, was, now in entries:
             parent = path.rpartition("/")[0]
@@ -135,7 +136,8 @@ def changes_layer(git: Git, git_dir: Path, base: str, tree: str, commit: str, de
                     _at(dest, path).mkdir(parents=True, exist_ok=True)
             else:
                 _at(dest, parent).mkdir(parents=True, exist_ok=True)
-                _write(_at(dest, path), now[0], blobs[now[1]])
+                targets.setdefault(now[1], []).append((_at(dest, path), now[0]))
+        _write_blobs(git_dir, targets)
     except OSError as exc:
         raise WorkspaceError(f"clean tree: cannot write its changes layer {dest}: {exc}") from exc
     return dest
@@ -200,16 +202,75 @@ def _at(root: Path, rel: str) -> Path:
     return root / rel if rel else root
 
 
-def _write(path: Path, mode: str, data: bytes) -> None:
-    """A file or link at ``path`` (its folder made by the harness just now) as git checks it out: a link's target
-    is the blob; a file's mode 0o777 or 0o666 less the umask (``O_EXCL | O_NOFOLLOW``: nothing there is followed)."""
-    if mode == LINK:
-        os.symlink(os.fsdecode(data), path)
+LINK_MAX = 64 * 1024  # bytes of a link's target at most (PATH_MAX is 4096 on Linux)
+CHUNK = 1024 * 1024
+
+
+def _write_blobs(git_dir: Path, targets: dict[str, list[tuple[Path, str]]]) -> None:
+    """Write each blob of ``targets`` ({sha: [(path, mode)]}, their folders made by the harness just now) as git
+    checks it out: a link's target is the blob; a file's mode 0o777 or 0o666 less the umask, created with
+    ``O_EXCL | O_NOFOLLOW`` (nothing there is followed). The blobs are read from one ``git cat-file --batch`` (the
+    hardened environment of ``run.cleantree``) and streamed, a megabyte at a time: a large file the agent left is
+    never held in memory whole. Raises ``WorkspaceError`` when git fails, ``OSError`` when a file cannot be written."""
+    from pytest_agentrace.run.cleantree import _SAFE, _env
+
+    if not targets:
         return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o777 if mode == "100755" else 0o666)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    wanted = list(targets)
+    proc = subprocess.Popen(["git", *_SAFE, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=_env(git_dir), cwd=str(git_dir))
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def feed() -> None:  # in a thread: the list may fill the pipe while git's answers fill the other
+        try:
+            proc.stdin.write("".join(f"{sha}\n" for sha in wanted).encode())  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        for sha in wanted:
+            header = proc.stdout.readline().split()
+            if len(header) != 3 or header[1] != b"blob":
+                raise WorkspaceError(f"clean tree: {sha} is not a blob ({b' '.join(header).decode(errors='replace')})")
+            _stream(proc.stdout, int(header[2]), targets[sha])
+            proc.stdout.read(1)  # the newline after each object
+    finally:
+        proc.stdout.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        feeder.join()
+
+
+def _stream(out, size: int, targets: list[tuple[Path, str]]) -> None:
+    """``size`` bytes of ``out`` into every file and link of ``targets`` (see ``_write_blobs``)."""
+    links = [path for path, mode in targets if mode == LINK]
+    if links and size > LINK_MAX:
+        raise WorkspaceError(f"clean tree: the target of the link {links[0]} is {size} bytes long")
+    fds = [os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o777 if mode == "100755" else 0o666) for path, mode in targets if mode != LINK]
+    target = b""
+    try:
+        left = size
+        while left:
+            chunk = out.read(min(CHUNK, left))
+            if not chunk:
+                raise WorkspaceError("clean tree: git cat-file --batch ended early")
+            left -= len(chunk)
+            for fd in fds:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
+            if links:
+                target += chunk
+    finally:
+        for fd in fds:
+            os.close(fd)
+    for path in links:
+        os.symlink(os.fsdecode(target), path)
 
 
 def _diff(git: Git, git_dir: Path, base: str, tree: str) -> list[tuple[str, tuple[str, str] | None,
@@ -228,21 +289,3 @@ def _diff(git: Git, git_dir: Path, base: str, tree: str) -> list[tuple[str, tupl
         if new_mode != "000000":
             entry[1] = (new_mode, new_sha)
     return sorted(((path, was, now) for path, (was, now) in merged.items()), key=lambda e: e[0].count("/"))
-
-
-def _blobs(git: Git, git_dir: Path, shas: list[str]) -> dict[str, bytes]:
-    """The content of the blobs ``shas``: one ``git cat-file --batch``."""
-    wanted = list(dict.fromkeys(shas))
-    if not wanted:
-        return {}
-    out = git(git_dir, ["cat-file", "--batch"], data="".join(f"{s}\n" for s in wanted).encode())
-    pos, found = 0, {}
-    for sha in wanted:
-        end = out.index(b"\n", pos)
-        header = out[pos:end].split(b" ")
-        if len(header) != 3 or header[1] != b"blob":
-            raise WorkspaceError(f"clean tree: {sha} is not a blob")
-        size = int(header[2])
-        found[sha] = out[end + 1:end + 1 + size]
-        pos = end + 1 + size + 1
-    return found
