@@ -86,11 +86,15 @@ def main() -> None:
     print(f"{args.files} files, {args.checks} check(s), clean tree form {args.form}, median of {args.runs} runs "
           f"(load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {workspace.__file__}):")
     floor = statistics.median(r[0][0] for r in rows)
+    floor_cpu = statistics.median(r[0][1] for r in rows)
     for i, step in enumerate(STEPS):
         wall, used = statistics.median(r[i][0] for r in rows), statistics.median(r[i][1] for r in rows)
-        print(f"  {step:34s} wall {wall * 1000:7.1f} ms  CPU {used * 1000:7.1f} ms  {wall / floor:5.2f}x floor")
+        print(f"  {step:34s} wall {wall * 1000:7.1f} ms  CPU {used * 1000:7.1f} ms  {wall / floor:5.2f}x floor "
+              f"(CPU {used / floor_cpu:5.2f}x)")
     total = statistics.median(sum(w for w, _ in r[1:]) for r in rows)
-    print(f"  {'harness total':34s} wall {total * 1000:7.1f} ms{'':18s}{total / floor:5.2f}x floor")
+    total_cpu = statistics.median(sum(c for _, c in r[1:]) for r in rows)
+    print(f"  {'harness total':34s} wall {total * 1000:7.1f} ms  CPU {total_cpu * 1000:7.1f} ms  "
+          f"{total / floor:5.2f}x floor (CPU {total_cpu / floor_cpu:5.2f}x)")
 
 
 if __name__ == "__main__":
