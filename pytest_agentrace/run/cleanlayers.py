@@ -44,6 +44,7 @@ from pytest_agentrace.run.workspace import checkout
 TREE, LINK, GITLINK = "040000", "120000", "160000"
 ATTRIBUTES = ".gitattributes"
 Git = Callable[..., bytes]  # run.cleantree._git: (git_dir, args, data=..., cwd=..., **env) -> stdout
+Batch = Callable[[Path], subprocess.Popen]  # run.cleantree._cat_batch: ``git cat-file --batch`` of a git folder
 
 
 class Unsupported(Exception):
@@ -106,9 +107,9 @@ def _real_folder(path: Path) -> bool:
 BASES = Bases()
 
 
-def changes_layer(git: Git, git_dir: Path, base: str, tree: str, commit: str, dest: Path) -> Path:
+def changes_layer(git: Git, batch: Batch, git_dir: Path, base: str, tree: str, commit: str, dest: Path) -> Path:
     """Write ``dest`` (missing or empty): the layer over ``base``'s checkout that makes it ``tree``'s, with the
-    ``.git`` of ``commit`` (see the module docstring). Returns ``dest``. Raises ``Unsupported`` (the caller checks
+    ``.git`` of ``commit`` (see the module docstring); ``git`` and ``batch`` run the harness's hardened git. Returns ``dest``. Raises ``Unsupported`` (the caller checks
     out instead) or ``WorkspaceError``."""
     entries = _diff(git, git_dir, base, tree)
     for path, was, now in entries:
@@ -137,7 +138,8 @@ def changes_layer(git: Git, git_dir: Path, base: str, tree: str, commit: str, de
             else:
                 _at(dest, parent).mkdir(parents=True, exist_ok=True)
                 targets.setdefault(now[1], []).append((_at(dest, path), now[0]))
-        _write_blobs(git_dir, targets)
+        if targets:
+            _write_blobs(batch(git_dir), targets)
     except OSError as exc:
         raise WorkspaceError(f"clean tree: cannot write its changes layer {dest}: {exc}") from exc
     return dest
@@ -206,25 +208,20 @@ LINK_MAX = 64 * 1024  # bytes of a link's target at most (PATH_MAX is 4096 on Li
 CHUNK = 1024 * 1024
 
 
-def _write_blobs(git_dir: Path, targets: dict[str, list[tuple[Path, str]]]) -> None:
+def _write_blobs(proc: subprocess.Popen, targets: dict[str, list[tuple[Path, str]]]) -> None:
     """Write each blob of ``targets`` ({sha: [(path, mode)]}, their folders made by the harness just now) as git
     checks it out: a link's target is the blob; a file's mode 0o777 or 0o666 less the umask, created with
-    ``O_EXCL | O_NOFOLLOW`` (nothing there is followed). The blobs are read from one ``git cat-file --batch`` (the
-    hardened environment of ``run.cleantree``) and streamed, a megabyte at a time: a large file the agent left is
-    never held in memory whole. Raises ``WorkspaceError`` when git fails, ``OSError`` when a file cannot be written."""
-    from pytest_agentrace.run.cleantree import _SAFE, _env
-
-    if not targets:
-        return
-    wanted = list(targets)
-    proc = subprocess.Popen(["git", *_SAFE, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=_env(git_dir), cwd=str(git_dir))
-    assert proc.stdin is not None and proc.stdout is not None
+    ``O_EXCL | O_NOFOLLOW`` (nothing there is followed). The blobs are read from ``proc``, a ``git cat-file
+    --batch`` started with pipes for its stdin and stdout (ended here), and streamed a megabyte at a time: a large
+    file the agent left is never held in memory whole. Raises ``WorkspaceError`` when git fails, ``OSError`` when a file cannot be written."""
+    wanted, stdin, stdout = list(targets), proc.stdin, proc.stdout
+    if stdin is None or stdout is None:
+        raise ValueError("git cat-file --batch needs pipes for its stdin and stdout")
 
     def feed() -> None:  # in a thread: the list may fill the pipe while git's answers fill the other
         try:
-            proc.stdin.write("".join(f"{sha}\n" for sha in wanted).encode())  # type: ignore[union-attr]
-            proc.stdin.close()  # type: ignore[union-attr]
+            stdin.write("".join(f"{sha}\n" for sha in wanted).encode())
+            stdin.close()
         except OSError:
             pass
 
@@ -232,13 +229,13 @@ def _write_blobs(git_dir: Path, targets: dict[str, list[tuple[Path, str]]]) -> N
     feeder.start()
     try:
         for sha in wanted:
-            header = proc.stdout.readline().split()
+            header = stdout.readline().split()
             if len(header) != 3 or header[1] != b"blob":
                 raise WorkspaceError(f"clean tree: {sha} is not a blob ({b' '.join(header).decode(errors='replace')})")
-            _stream(proc.stdout, int(header[2]), targets[sha])
-            proc.stdout.read(1)  # the newline after each object
+            _stream(stdout, int(header[2]), targets[sha])
+            stdout.read(1)  # the newline after each object
     finally:
-        proc.stdout.close()
+        stdout.close()
         if proc.poll() is None:
             proc.kill()
         proc.wait()

@@ -120,6 +120,12 @@ def _git(git_dir: Path, args: list[str], *, data: bytes | None = None, cwd: Path
     return proc.stdout
 
 
+def _cat_batch(git_dir: Path) -> subprocess.Popen:
+    """``git cat-file --batch`` in ``git_dir`` (hardened, as ``_git``), its stdin and stdout pipes."""
+    return subprocess.Popen(["git", *_SAFE, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=_env(git_dir), cwd=str(git_dir))
+
+
 @dataclass(frozen=True)
 class Base:
     """The harness's git folder of one run and the tree its checks start from (``prepare``)."""
@@ -290,7 +296,8 @@ def _layered(clean: CleanTree, base: Base, tree: str, folder: Path, shared: Path
             lower = cleanlayers.BASES.get(_git, base.git_dir, base.tree, shared)
         else:
             lower = cleanlayers.base_layer(_git, base.git_dir, base.tree, folder / "base")
-        changes = cleanlayers.changes_layer(_git, base.git_dir, base.tree, tree, clean.commit, folder / "changes")
+        changes = cleanlayers.changes_layer(_git, _cat_batch, base.git_dir, base.tree, tree, clean.commit,
+                                            folder / "changes")
     except cleanlayers.Unsupported:
         remove(folder)
         return clean
