@@ -4,6 +4,7 @@ writes reach neither the layers nor the next check; a tree the layers cannot rep
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -13,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import git, make_repo
+from helpers import git, make_repo, write_script
 
 from pytest_agentrace.run import cleanlayers, cleantree, snapshot, workspace
 from pytest_agentrace.run.sandbox import Sandbox, overlay_bwrap, probe
@@ -250,3 +251,29 @@ def test_shared_base_layer_is_made_again_when_its_folder_is_gone(tmp_path: Path)
     again = cleanlayers.BASES.get(cleantree._git, layered.git_dir, base_layer.name, tmp_path)
     assert again != base_layer and (again / "a/keep.txt").read_text() == "keep\n"
     assert cleanlayers.BASES.get(cleantree._git, layered.git_dir, base_layer.name, tmp_path) == again
+
+
+def test_a_session_runs_its_checks_in_the_overlay_and_each_starts_pristine(pytester: pytest.Pytester,
+                                                                          bin_dir: Path) -> None:
+    """The pipeline's check box mounts the layers: the tests check's writes (a new file, an edit, a removal) are
+    gone for the lint and verify checks, which see the agent's change, and the hidden file is there for verify."""
+    write_script(bin_dir / "bot", """\
+        import pathlib
+        pathlib.Path("calc.py").write_text("def add(a, b):\\n    return a + b\\n")
+        pathlib.Path("old.txt").unlink()
+        """)
+    make_repo(pytester.path / "repo", {"calc.py": "def add(a, b):\n    return a - b\n", "old.txt": "old\n",
+                                       "keep.txt": "keep\n"})
+    pristine = ("test ! -e leaked && test ! -e old.txt && test -f keep.txt && grep -q 'a + b' calc.py && "
+                "! grep -q tests calc.py")
+    (pytester.path / "t.yaml").write_text(
+        "name: t\ndescription: fix add\nrepo: repo\n"
+        f"test_command: \"{pristine} && echo x > leaked && echo '# tests' >> calc.py && rm keep.txt\"\n"
+        f"lint_command: \"{pristine} && echo y > leaked\"\n"
+        f"verify_command: \"{pristine} && test -f hidden/h.txt\"\n"
+        "verify_files:\n  hidden/h.txt: hidden\ntimeout: 60\nagents:\n  - {name: bot, command: [bot]}\n")
+    pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-sandbox=bwrap")
+    run = json.loads(next((pytester.path / "out").glob("runs/**/run.json")).read_text())
+    assert run["extra"]["clean_tree"] == "overlay"
+    assert {name: c["exit_code"] for name, c in run["checks"].items()} == {"tests": 0, "lint": 0, "verify": 0}
+    assert run["status"] == "passed", run["reason"]
