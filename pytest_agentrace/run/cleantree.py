@@ -206,6 +206,11 @@ class CleanTree:
             return None
         return Overlay(self.layers, self.scratch / "upper", self.scratch / "work", self.root)
 
+    def watched(self) -> list[Path]:
+        """The folders a check writes besides ``root`` that the disk watch counts: the overlay form's upper folder
+        (its work folder, which overlayfs keeps at mode 000 and empties itself, is not one)."""
+        return [self.scratch / "upper"] if self.scratch is not None and self.layers else []
+
     def fresh(self) -> Path:
         """A fresh clean tree at ``root`` for the next check (what an earlier check wrote there is gone first);
         returns it. The checkout form: a new checkout of the combined commit, what ``git clone --shared`` of the

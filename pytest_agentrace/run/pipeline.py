@@ -189,8 +189,9 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     check_limits = run_limits(spec, options.limits)
     # the checks run the agent's code: every folder they write (the clean tree, the box's /tmp and /dev/shm, their
     # HOME, the reports, the outbox) counts against the disk limit
-    judge.limits = lambda: confine(check_limits, [tmp / CLEAN, tmp / CLEAN_LAYERS, tmp / CHECK_BOX, tmp / "check-home",
-                                                  tmp / REPORTS, tmp / outbox.NAME], options.cgroup)
+    judge.limits = lambda: confine(check_limits, [tmp / CLEAN, *(judge.tree.watched() if judge.tree else []),
+                                                  tmp / CHECK_BOX, tmp / "check-home", tmp / REPORTS, tmp / outbox.NAME],
+                                   options.cgroup)
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:
