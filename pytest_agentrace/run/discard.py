@@ -62,8 +62,11 @@ def drain() -> None:
         future.result()
 
 
-def _remove(path: Path) -> None:
-    if os.path.islink(path) or os.path.isfile(path):
+def remove(path: Path) -> None:
+    """Delete ``path`` now: a link or file unlinked (never followed), a folder emptied and removed by ``rmtree``
+    (no link below it followed), after ``_open_up`` when it or a folder below it cannot be listed or written
+    (a run's ``chmod``; overlayfs's work folder, mode 000). Never raises; what cannot be removed stays."""
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
         try:
             os.unlink(path)
         except OSError:
@@ -73,6 +76,13 @@ def _remove(path: Path) -> None:
     if os.path.isdir(path) and not os.path.islink(path):  # a folder the run made unlistable or read-only (chmod)
         _open_up(path)
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _remove(path: Path) -> None:
+    if os.path.islink(path) or os.path.isfile(path):
+        remove(path)
+        return
+    remove(path)
     try:
         path.parent.rmdir()  # the .discarded folder, once empty
     except OSError:

@@ -59,6 +59,13 @@ class Judge(abc.ABC):
             raise RuntimeError("the pipeline sets the clean tree before it calls judge()")
         return self.tree.fresh()
 
+    def write_tree_files(self, files: Mapping[str, str]) -> None:
+        """Write ``{relative path: content}`` (hidden files) into the clean tree ``check_tree()`` just made fresh,
+        never through a link (``run.cleantree.CleanTree.write_files``; raises ``linksafe.Tampered``)."""
+        if self.tree is None:
+            raise RuntimeError("the pipeline sets the clean tree before it calls judge()")
+        self.tree.write_files(dict(files))
+
     def report_dir(self, check: str) -> Path | None:
         """The folder of ``check``'s test report (the harness's own; emptied by ``run_check``)."""
         return self.reports / check if self.reports is not None else None

@@ -60,12 +60,13 @@ from pytest_agentrace.run.harbor import NEEDS_SANDBOX, HarborJudge
 from pytest_agentrace.run.judge import Judge, Judgement
 from pytest_agentrace.run.limits import confine
 from pytest_agentrace.run.runspec import RunOptions, RunSpec
-from pytest_agentrace.run.sandbox import Sandbox
+from pytest_agentrace.run.sandbox import Sandbox, overlay_bwrap
 from pytest_agentrace.run.task import TaskJudge
 from pytest_agentrace.run.trial import TrialJudge
 
 HARNESS_LOG = "harness-error.log"
 CLEAN, REPORTS, CHECK_GIT = "clean", "reports", "check.git"  # scratch folders of the checks (run.cleantree)
+CLEAN_LAYERS = "clean.layers"  # the clean tree's changes layer, per-run base layer and checks' upper folders
 CHECK_BOX = "check-box"  # the checks' /tmp and /dev/shm
 
 
@@ -130,7 +131,7 @@ def _execute(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_i
         return _run(spec, tmp, out, options, session_id)
     finally:  # nothing of a finished run stays where a later agent could read it: renamed away now, deleted behind
         discard(tmp, ("ws", "ws.git", "home", "check-home", "check-home.setup", "input", "harbor", CLEAN, CLEAN + ".src",
-                      REPORTS, CHECK_GIT, outbox.NAME, BOX_SCRATCH, CHECK_BOX))
+                      CLEAN_LAYERS, REPORTS, CHECK_GIT, outbox.NAME, BOX_SCRATCH, CHECK_BOX))
 
 
 def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: str) -> Outcome:
@@ -188,8 +189,9 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     check_limits = run_limits(spec, options.limits)
     # the checks run the agent's code: every folder they write (the clean tree, the box's /tmp and /dev/shm, their
     # HOME, the reports, the outbox) counts against the disk limit
-    judge.limits = lambda: confine(check_limits, [tmp / CLEAN, tmp / CHECK_BOX, tmp / "check-home", tmp / REPORTS,
-                                                  tmp / outbox.NAME], options.cgroup)
+    judge.limits = lambda: confine(check_limits, [tmp / CLEAN, *(judge.tree.watched() if judge.tree else []),
+                                                  tmp / CHECK_BOX, tmp / "check-home", tmp / REPORTS, tmp / outbox.NAME],
+                                   options.cgroup)
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:
@@ -243,19 +245,26 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         early = (Status.FAILED, f"tampered: {', '.join(tampered)}")
     if early is not None:
         return finish(*early)
+    # in a box whose bwrap mounts overlayfs, the clean tree is layers (run.cleanlayers), not a checkout per check
+    layered = sandbox is not None and not isinstance(judge, HarborJudge) and overlay_bwrap() is not None
     try:  # the checks run on the source + the agent's change - the test machinery, never in the workspace
-        judge.tree = cleantree.build(base, git_folder / "objects", before, after or before, judge.machinery, tmp / CLEAN)
+        judge.tree = cleantree.build(base, git_folder / "objects", before, after or before, judge.machinery, tmp / CLEAN,
+                                     layers=tmp / CLEAN_LAYERS if layered else None, shared=tmp.parent)
     except WorkspaceError as exc:
         return finish(Status.ERROR, str(exc))
     fields["machinery"] = tuple(judge.tree.machinery)
+    overlay = judge.tree.overlay()
     judge.reports = tmp / REPORTS
     check_net = None
     if sandbox is not None:  # the clean tree and the reports read-write; the tree's objects read-only
-        writable = [tmp / CLEAN, tmp / REPORTS, *([box_out] if "TRIAL_OUT" in env else [])]
+        writable = [*([] if overlay else [tmp / CLEAN]), tmp / REPORTS, *([box_out] if "TRIAL_OUT" in env else [])]
         (tmp / REPORTS).mkdir(exist_ok=True)
         (tmp / CLEAN).mkdir(exist_ok=True)
         # a Harbor task's /app (the clean tree), /tests, /logs
         check_profile = sandbox.showing(base.git_dir, git_folder / "objects").mounting(*judge.mounts("checks", tmp / CLEAN))
+        if overlay is not None:  # the clean tree's layers at tmp / CLEAN, by the bwrap that can mount them
+            check_profile = dataclasses.replace(check_profile, bwrap=overlay_bwrap(), overlays=(overlay,))
+        fields["extra"] = {**fields["extra"], "clean_tree": "overlay" if overlay is not None else "checkout"}
         # the checks run the agent's code: loopback only, unless the task's network says more
         task_net = getattr(spec.spec, "network", None)
         allows = task_net.allow if task_net is not None else ()

