@@ -12,6 +12,9 @@ its right outcome: the attack fails and the run is judged as its change deserves
   own, and writes through the host paths ``/proc/self/mountinfo`` names for the layers: the next check of the run, the
   next run of the same template (the shared base layer) and a concurrent member of a race all see the pristine tree.
 - A link the agent put where a verify file's folder was: the verify file is not written through it (``tampered``).
+- A check filling the overlay's upper folder (many files under the largest-file limit, a sparse file, xattrs) meets
+  the disk limit. A hole, fixed: one spending the host's inodes (empty files, hard links, short links: no data block)
+  did not: 120,000 entries under a 16 MiB limit passed; every entry now counts a block (``run.limits.ENTRY_BYTES``).
 
 The battery runs as root and, in ``.ci/run``, as an unprivileged user too (``scripts/run-as-user.sh``).
 """
@@ -112,7 +115,7 @@ def test_odd_entries_the_agent_leaves_reach_the_checks_as_git_keeps_them(pyteste
 
 
 VANDAL = r"""
-import os, subprocess, sys
+import glob, os, subprocess, sys
 pristine = (open("calc.py").read() == "def add(a, b):\n    return a + b\n" and open("sub/s.txt").read() == "s\n"
             and open("sub/deeper/d.txt").read() == "d\n" and not os.path.exists("planted")
             and os.stat("sub").st_mode & 0o777 == 0o755 and os.listxattr("sub") == [] and os.path.exists("other/o.txt"))
@@ -139,6 +142,9 @@ if sys.argv[1:] == ["vandal"]:
                 key, _, val = opt.partition("=")
                 if key in ("lowerdir", "upperdir", "workdir"):
                     hosts += [v.replace("/oldroot", "", 1) for v in val.split(":")]
+    # and every folder named so in the box (another run's or race member's layers would be siblings of these)
+    hosts += [os.path.dirname(h) for h in hosts] + glob.glob("/tmp/**/*.layers*", recursive=True)
+    hosts += glob.glob("/tmp/**/agentrace-bases-*", recursive=True)
     for host in hosts:
         for target in (host, host + "/sub", "/proc/self/root" + host):
             try:
@@ -152,6 +158,9 @@ if sys.argv[1:] == ["vandal"]:
                 "mknod wo c 0 0 && mv wo calc.py"):
         subprocess.run(["unshare", "-rm", "sh", "-c", cmd], capture_output=True)
         subprocess.run(["sh", "-c", cmd], capture_output=True)
+    # a process left behind, to write into the next check's tree once this one has ended
+    subprocess.Popen(["sh", "-c", "sleep 2; echo late > planted; echo late >> sub/s.txt"], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 """
 
 
@@ -162,7 +171,7 @@ def test_a_checks_vandalism_reaches_neither_the_next_check_nor_the_next_run(pyte
     write_script(bin_dir / "fixer", 'open("calc.py", "w").write("def add(a, b):\\n    return a + b\\n")\n')
     _task(pytester.path, "  - {name: fixer, command: [fixer]}\n",
           "python vandal.py vandal", 'lint_command: "python vandal.py vandal"\n'
-          'verify_command: "python vandal.py && test -f hidden/h.txt && python -m pytest -q test_calc.py"\nverify_files:\n  hidden/h.txt: secret\n')
+          'verify_command: "sleep 3 && python vandal.py && test -f hidden/h.txt && python -m pytest -q test_calc.py"\nverify_files:\n  hidden/h.txt: secret\n')
     pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
                        "--agentrace-sandbox=bwrap", "--agentrace-reps", "3", "-p", "no:cacheprovider", *xdist)
     runs = _runs(pytester.path)
@@ -213,3 +222,59 @@ def test_a_link_where_the_verify_files_folder_was_is_not_written_through(pyteste
     assert run["extra"]["clean_tree"] == "overlay"
     assert run["status"] == "failed" and run["reason"] == "tampered: hidden/h.txt", run["reason"]
     assert "verify" not in run["checks"]
+
+
+FILLER = r"""
+import os, time
+os.makedirs("fill", exist_ok=True)
+for i in range(12):  # each file under RLIMIT_FSIZE, the whole far over the disk limit, in the overlay's upper folder
+    with open(f"fill/{i}", "wb") as fh:
+        fh.write(os.urandom(3 * 2**20))
+with open("sparse", "wb") as fh:  # a hole counts its size
+    fh.truncate(7 * 2**20)
+for name in os.listdir("fill"):
+    try:
+        os.setxattr("fill/" + name, "user.pad", b"x" * 3000)
+    except OSError:
+        pass
+time.sleep(30)
+"""
+
+
+@needs_overlay
+def test_a_check_filling_the_overlays_upper_folder_meets_the_disk_limit(pytester: pytest.Pytester,
+                                                                        bin_dir: Path) -> None:
+    make_repo(pytester.path / "repo", {**REPO, "filler.py": FILLER})
+    write_script(bin_dir / "fixer", 'open("calc.py", "w").write("def add(a, b):\\n    return a + b\\n")\n')
+    _task(pytester.path, "  - {name: fixer, command: [fixer]}\n", "python filler.py")
+    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
+                       "--agentrace-sandbox=bwrap", "--agentrace-disk", "8M", "-p", "no:cacheprovider")
+    (run,) = _runs(pytester.path).values()
+    assert run["extra"]["clean_tree"] == "overlay"
+    assert run["status"] == "failed", run["reason"]
+    assert run["reason"].startswith("resource limit: disk") and "tests check" in run["reason"], run["reason"]
+
+
+INODES = r"""
+import os, time
+os.makedirs("many", exist_ok=True)
+os.chdir("many")
+for i in range(40000):  # empty files, hard links, short links: no data block, an inode or an entry each
+    open(f"e{i}", "w").close()
+    os.link(f"e{i}", f"h{i}")
+    os.symlink("x", f"s{i}")
+time.sleep(30)
+"""
+
+
+@needs_overlay
+def test_a_check_spending_the_hosts_inodes_meets_the_disk_limit(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    make_repo(pytester.path / "repo", {**REPO, "inodes.py": INODES})
+    write_script(bin_dir / "fixer", 'open("calc.py", "w").write("def add(a, b):\\n    return a + b\\n")\n')
+    _task(pytester.path, "  - {name: fixer, command: [fixer]}\n", "python inodes.py")
+    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
+                       "--agentrace-sandbox=bwrap", "--agentrace-disk", "16M", "-p", "no:cacheprovider")
+    (run,) = _runs(pytester.path).values()
+    assert run["extra"]["clean_tree"] == "overlay"
+    assert run["status"] == "failed", run["reason"]
+    assert run["reason"].startswith("resource limit: disk") and "tests check" in run["reason"], run["reason"]

@@ -174,12 +174,17 @@ class DiskWatch:
 
 
 MAX_DEPTH = 256  # folders below a root measured at most; a deeper one is unmeasured
+# what every entry counts at least: one block (what a file of one byte costs). An empty file, a hard link or a short
+# link holds no data block, but each costs the host an inode or a folder entry: counted as nothing, a run could
+# spend the file system's inodes (a few million) within any byte limit; at a block each, 2 GiB is 524,288 entries.
+ENTRY_BYTES = 4096
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def tree_bytes(root: Path, unmeasured: set[str] | None = None) -> int:
     """Bytes of the files below ``root``: each entry's allocated blocks (``st_blocks`` * 512), a regular file at least
-    its size (symlinks not followed; entries that vanish meanwhile skipped). A sparse file counts its size, not the
+    its size, every entry (an empty file, a link, each name of a hard link) at least ``ENTRY_BYTES`` (symlinks not
+    followed; entries that vanish meanwhile skipped). A sparse file counts its size, not the
     little it uses: the harness reads every byte of a workspace's files (git hashes them) and writes them out again
     (the checks' clean tree), so a hundred 2 GiB holes cost the host 200 GiB of reading and of disk.
 
@@ -199,7 +204,7 @@ def tree_bytes(root: Path, unmeasured: set[str] | None = None) -> int:
                     except OSError:
                         continue
                     size = st.st_size if stat.S_ISREG(st.st_mode) else 0
-                    total += max(getattr(st, "st_blocks", 0) * 512, size) or st.st_size
+                    total += max(getattr(st, "st_blocks", 0) * 512, size, ENTRY_BYTES)
                     if stat.S_ISDIR(st.st_mode):
                         folders.append(entry.name)
         except OSError:
