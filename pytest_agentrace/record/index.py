@@ -1,13 +1,20 @@
 """The results-folder index: ``<out>/index.jsonl``, a cache of every ``run.json`` under ``<out>/runs``.
 
-Reports over a results folder read the index instead of opening and parsing each ``run.json``. The files stay the
-record: the index is rebuilt from them whenever it is missing, damaged or out of date, and an entry is trusted only
-while its file's ``(mtime_ns, size, inode)`` are what they were when it was parsed (``os.replace``, which
-``runfile.write_run`` uses, gives a new inode), so a changed file is parsed again. Nothing is ever read from the
-index that its file does not say.
+Reports over a results folder read the index instead of opening and parsing each ``run.json`` that no manifest
+covers. The files stay the record: the index is rebuilt from them whenever it is missing, damaged or out of date,
+and an entry is used only while its file's ``(mtime_ns, size, inode, ctime_ns)`` are what they were when it was
+parsed (``os.replace``, which ``runfile.write_run`` uses, gives a new inode; an edit in place that keeps the size
+and sets the mtime back still moves the ctime, which no user can set), so a changed file is parsed again.
 
-Format (UTF-8 lines): a header ``{"agentrace_index": 1, "schema_version": N}``, then one line per ``run.json`` in
-sorted path order: ``<crc32 hex>\t<key>\t<entry>`` with ``key`` the JSON ``[path, mtime_ns, size, inode]``
+The index is a cache, not evidence: its checksum is a CRC and its keys can be read by ``stat``, so whoever can write
+the folder can write entries that pass every check. A record whose folder a manifest names is therefore never taken
+from it: the report passes the outcomes ``manifest.verify(..., keep=True)`` parsed from the very bytes it hashed
+(``iter_outcomes``'s ``verified``), and the index's lines for those records are neither parsed nor required to be up
+to date (the index is not even opened when every record is covered). It serves only records no manifest names (the
+commands warn that they are unverifiable, and gates refuse them) and folders without manifests.
+
+Format (UTF-8 lines): a header ``{"agentrace_index": 2, "schema_version": N}`` (format 1, whose key had no ctime, is
+rebuilt), then one line per ``run.json`` in sorted path order: ``<crc32 hex>\t<key>\t<entry>`` with ``key`` the JSON ``[path, mtime_ns, size, inode, ctime_ns]``
 (``path`` relative to ``<out>/runs``, POSIX), ``entry`` the JSON ``{"record": <the run.json's own object>}`` of a
 readable file (checked by ``runfile.check_record`` when it was indexed) or ``{"error": why}`` of an unreadable one,
 and the checksum over ``key\tentry``. A line whose checksum does not match, a bad header or a line that cannot be
@@ -18,7 +25,7 @@ The controller refreshes the index at the end of each session (``refresh``). A r
 ``iter_outcomes``): the folder is walked (``runfile.scan_runs``, one walk the caller may share with the manifest
 check), then the index is read ``BATCH`` lines at a time, each line's checksum and key compared with the walk's
 before its entry is used, so memory holds the outcomes and one batch of JSON, never every record's JSON at once;
-when any key differs the index is brought up to date (``refresh``: only new or changed files parsed) and read again.
+when the key of any record not in ``verified`` differs the index is brought up to date (``refresh``: only new or changed files parsed) and read again.
 """
 
 from __future__ import annotations

@@ -14,6 +14,11 @@ record that was changed, added or removed after its session; ``model.contradicti
 contradicts its own evidence. sha256 is ``hashlib.sha256`` (FIPS 180-4). Only regular files are hashed, read
 and compared: a link in a run folder is never followed (``record.safefile``).
 
+The reports use what the check read: ``verify(..., keep=True)`` hands back, for each ``run.json`` whose folder a
+manifest names, the outcome parsed from the bytes it hashed (``Verification.records``; one read, one hash, one parse
+per record, the bytes dropped once parsed), so a report or gate never takes such a record from a cache
+(``record.index``) that nothing verifies.
+
 Keyed manifests (``AGENTRACE_MANIFEST_KEY`` set, e.g. a CI secret): each line also carries ``session``, ``worker``,
 ``seq`` (1, 2, ... within its file), ``prev`` (the ``mac`` of the line before it, ``""`` for the first) and
 ``mac``, an HMAC-SHA256 (RFC 2104) with the key over the line's canonical JSON without ``mac`` (sorted keys, no
