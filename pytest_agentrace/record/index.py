@@ -49,7 +49,7 @@ from pytest_agentrace.record.runfile import iter_runs as runfile_iter_runs
 INDEX_FILE = "index.jsonl"
 INDEX_FORMAT = 2  # 2: the key holds st_ctime_ns (an index of format 1 is rebuilt)
 BATCH = 256  # index lines parsed by one json.loads in _read
-FREEZE_AT = 10_000  # records read at once from which their objects are frozen (``_paused_gc``)
+FREEZE_AT = 10_000  # records read at once from which their objects are frozen (``paused_gc``)
 
 
 def _line(key: list[Any], entry: dict[str, Any]) -> str:
@@ -228,10 +228,10 @@ def _read(out: Path, keys: list[tuple[str, Key]], verified: Verified | None = No
     outcome can be made of them: their files are to be parsed again); None when the index is missing, damaged, of
     another format or out of date. A path ``verified`` holds is taken from there: its line must name it, in its
     place, but its key and entry are not used. The file is read once, ``BATCH`` lines at a time, each batch's keys
-    and entries parsed by one ``json.loads``; the outcomes are made without the collector running (``_paused_gc``:
+    and entries parsed by one ``json.loads``; the outcomes are made without the collector running (``paused_gc``:
     they hold no cycles) and share their equal strings (``Outcome.from_dict``'s ``share``)."""
     try:
-        with open(Path(out) / INDEX_FILE, "rb") as fh, _paused_gc() as done:
+        with open(Path(out) / INDEX_FILE, "rb") as fh, paused_gc() as done:
             found = _parse(fh, keys, verified or {})
             done(found is not None and len(found[0]) >= FREEZE_AT)
             return found
@@ -294,7 +294,7 @@ def _parse(fh: BinaryIO, keys: list[tuple[str, Key]], verified: Verified) -> Rea
 
 
 @contextlib.contextmanager
-def _paused_gc() -> Iterator[Callable[[bool], None]]:
+def paused_gc() -> Iterator[Callable[[bool], None]]:
     """The cyclic garbage collector off while a block runs (as it was after): records read by the hundred thousand
     make millions of small dicts, tuples and outcomes, none in a cycle, and each collection on the way would walk
     all of them again (it took most of the time of reading an index). The block may call the function it is given

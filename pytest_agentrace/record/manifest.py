@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.record.attempts import ATTEMPTS_DIR, KEPT
+from pytest_agentrace.record.index import FREEZE_AT, paused_gc
 from pytest_agentrace.record.model import Outcome, contradictions
 from pytest_agentrace.record.runfile import RUN_FILE, check_record, scan_runs, write_atomic
 from pytest_agentrace.record.safefile import append_bytes, read_bytes, regular_files
@@ -337,8 +338,18 @@ def verify(out: Path, *, artifacts: bool = True, key: bytes | None = None,
     for where in sorted(set(known) - present):
         result.problems[where] = "removed after its session (in a manifest, not on disk)"
     share: dict[Any, Any] = {}
-    for where in sorted(present):
-        files = known.get(where)
+    with paused_gc() as done:  # the outcomes kept hold no cycles (as the index's)
+        _check_all(out, sorted(present), known, artifacts, keep, share, result)
+        done(len(result.records) >= FREEZE_AT)
+    return result
+
+
+def _check_all(out: Path, folders: list[str], known: dict[str, dict[str, str]], artifacts: bool, keep: bool,
+               share: dict[Any, Any], result: Verification) -> None:
+    """``verify``'s check of each record folder in ``folders``, into ``result``; each folder's manifest entry is
+    dropped from ``known`` once checked (memory then holds the outcomes, not both)."""
+    for where in folders:
+        files = known.pop(where, None)
         parsed = None
         if keep and files is not None and (where == "runs" or where.startswith("runs/")):
             rel = f"{where}/{RUN_FILE}".removeprefix("runs/")
@@ -348,7 +359,6 @@ def verify(out: Path, *, artifacts: bool = True, key: bytes | None = None,
             result.problems[where] = why
         else:
             result.verified += 1
-    return result
 
 
 def results_digest(out: Path) -> str:
