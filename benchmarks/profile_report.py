@@ -1,10 +1,12 @@
 """Where ``agentrace report`` spends its time: cProfile of one report over a generated results folder. Prints the
 profile (by cumulative time, then by own time) and the wall and CPU seconds; asserts nothing.
 
-Usage: python benchmarks/profile_report.py [--runs 20000] [--cases 1000] [--keep DIR] [--top 40]
+Usage: python benchmarks/profile_report.py [--runs 20000] [--cases 1000] [--keep DIR] [--top 40] [--manifest]
 
 The folder is ``benchmarks/aggregate.make_folder``'s (``--cases`` questions x 2 arms x reps); its index is built
-before the profile starts, so the figures are those of a report from the index. Run it with ``OMP_NUM_THREADS=1``
+before the profile starts, so the figures are those of a report from the index. ``--manifest``: a manifest of every
+run folder is written first (``record.manifest.write_manifest``), as a session leaves it: the report then reads each
+record from the bytes its manifest check hashed, not from the index. Run it with ``OMP_NUM_THREADS=1``
 for a single-threaded profile (the statistics otherwise spread over threads, which cProfile does not follow).
 """
 
@@ -27,6 +29,8 @@ from aggregate import make_folder
 
 from pytest_agentrace.cli import main as cli_main
 from pytest_agentrace.record.index import refresh
+from pytest_agentrace.record.manifest import MANIFEST_DIR, digest_run, write_manifest
+from pytest_agentrace.record.runfile import scan_runs
 
 
 def main() -> None:
@@ -35,11 +39,14 @@ def main() -> None:
     ap.add_argument("--cases", type=int, default=1000)
     ap.add_argument("--keep", default=None, help="build (or reuse) the results folder here instead of a temp dir")
     ap.add_argument("--top", type=int, default=40, help="rows of each listing")
+    ap.add_argument("--manifest", action="store_true", help="write a manifest of every run folder first")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.keep or tmp) / f"agg-{args.runs}-{args.cases}"
         if not (out / "runs").is_dir():
             make_folder(out, args.runs, args.cases)
+        if args.manifest and not (out / MANIFEST_DIR / "bench.json").is_file():
+            write_manifest(out, "bench", {where: digest_run(out, out / where) for where in scan_runs(out).folders})
         refresh(out)
         profile, printed = cProfile.Profile(), io.StringIO()
         wall, cpu = time.perf_counter(), time.process_time()

@@ -48,8 +48,8 @@ def test_report_from_the_index_equals_report_from_the_files(tmp_path: Path, caps
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     out = folder(tmp_path / "out")
     with monkeypatch.context() as m:  # the report as it was: every run.json parsed
-        m.setattr("pytest_agentrace.cli.stats.iter_runs", lambda out, files=None: runfile.iter_runs(out))
-        m.setattr("pytest_agentrace.cli.stats.iter_outcomes", lambda out, files=None: (o for _p, o in runfile.iter_runs(out)))
+        m.setattr("pytest_agentrace.cli.stats.iter_runs", lambda out, files=None, verified=None: runfile.iter_runs(out))
+        m.setattr("pytest_agentrace.cli.stats.iter_outcomes", lambda out, files=None, verified=None: (o for _p, o in runfile.iter_runs(out)))
         parsed = report(capsys, out)
     assert not (out / index.INDEX_FILE).exists()
     built = report(capsys, out)  # no index yet: built from the files, then written

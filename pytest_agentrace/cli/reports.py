@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -220,11 +221,13 @@ def cmd_trend(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_results(out: Path, files: list | None = None) -> list:
+def load_results(out: Path, files: list | None = None, verified: Mapping[str, Any] | None = None) -> list:
     """Every readable ``run.json`` under ``out`` with the composite score filled in (the runs of one task and rep
     race each other, whichever session made them; ``score.score_outcomes``). ``files``: the record files of a walk
-    the caller has just made (``runfile.scan_runs``), else the folder is walked here."""
-    return score_outcomes(iter_outcomes(out, files), per_session=False)
+    the caller has just made (``runfile.scan_runs``), else the folder is walked here. ``verified``: the outcomes
+    the manifest check parsed from the bytes it hashed (``manifest.Verification.records``), used instead of the
+    index's (``index.iter_outcomes``)."""
+    return score_outcomes(iter_outcomes(out, files, verified), per_session=False)
 
 
 def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None) -> SessionResult | None:
@@ -233,9 +236,8 @@ def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None) -
     there is none."""
     out = Path(args.out).resolve()
     scan = scan_runs(out)  # one walk of the folder: the records checked against the manifests are those read
-    if (out / "runs").is_dir():
-        warn_unverifiable(out, scan.folders)
-    outcomes = load_results(out, scan.files)
+    verified = warn_unverifiable(out, scan.folders, keep=True).records if (out / "runs").is_dir() else None
+    outcomes = load_results(out, scan.files, verified)
     if not outcomes:
         print(f"agentrace: no run records under {out / 'runs'}", file=sys.stderr)
         return None

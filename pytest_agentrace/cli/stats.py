@@ -156,15 +156,17 @@ def run(func, args: argparse.Namespace) -> int:
 
 def load_outcomes(out: str | Path, last_session: bool = False, gate: bool = False) -> list[Any]:
     """Every readable run record under ``out/runs`` (``last_session``: only those of ``last-session.json``), after a
-    warning about unverifiable records (``cli.verify``). Raises ``CliError`` when there is none, and with ``gate``
+    warning about unverifiable records (``cli.verify``). A record whose folder a manifest names is read from the
+    bytes the manifest check hashed; the index (``record.index``) serves only the others. Raises ``CliError`` when there is none, and with ``gate``
     when a record it returns is unverifiable (a gate never decides on those)."""
     path = Path(out)
     if not path.is_dir():
         raise CliError(f"{path}: no such results folder; run `pytest --agentrace --agentrace-out {path}` first")
     scan = scan_runs(path)  # one walk of the folder: the records checked against the manifests are those read
-    found = warn_unverifiable(path, scan.folders)
+    found = warn_unverifiable(path, scan.folders, keep=True)  # the manifested records' outcomes: from hashed bytes
     paths = gate and last_session  # the gate names the last session's run folders
-    runs = list(iter_runs(path, scan.files)) if paths else [(None, o) for o in iter_outcomes(path, scan.files)]
+    runs = (list(iter_runs(path, scan.files, found.records)) if paths
+            else [(None, o) for o in iter_outcomes(path, scan.files, found.records)])
     if last_session:
         try:
             ids = last_session_ids(path)

@@ -59,11 +59,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if found.ok and digest_ok else 1
 
 
-def warn_unverifiable(out: Path, runs: Iterable[str] | None = None) -> Verification:
+def warn_unverifiable(out: Path, runs: Iterable[str] | None = None, keep: bool = False) -> Verification:
     """Verify ``out`` (``run.json`` only) and print one warning, with the first few records, when any record is
-    unverifiable. ``runs``: the record folders of a walk the caller has just made (``runfile.scan_runs``). Returns
-    the verification."""
-    found = verify(Path(out), artifacts=False, key=manifest_key(), runs=runs)
+    unverifiable. ``runs``: the record folders of a walk the caller has just made (``runfile.scan_runs``). ``keep``:
+    the verification's ``records`` hold the outcome parsed from each manifested record's hashed bytes (for
+    ``index.iter_outcomes``'s ``verified``: a report then reads those, not the index). Returns the verification."""
+    found = verify(Path(out), artifacts=False, key=manifest_key(), runs=runs, keep=keep)
     if not found.ok:
         lines = found.lines()
         print(f"agentrace: warning: {len(lines)} unverifiable records in {out} (changed, added or removed "

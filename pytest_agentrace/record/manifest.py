@@ -14,6 +14,11 @@ record that was changed, added or removed after its session; ``model.contradicti
 contradicts its own evidence. sha256 is ``hashlib.sha256`` (FIPS 180-4). Only regular files are hashed, read
 and compared: a link in a run folder is never followed (``record.safefile``).
 
+The reports use what the check read: ``verify(..., keep=True)`` hands back, for each ``run.json`` whose folder a
+manifest names, the outcome parsed from the bytes it hashed (``Verification.records``; one read, one hash, one parse
+per record, the bytes dropped once parsed), so a report or gate never takes such a record from a cache
+(``record.index``) that nothing verifies.
+
 Keyed manifests (``AGENTRACE_MANIFEST_KEY`` set, e.g. a CI secret): each line also carries ``session``, ``worker``,
 ``seq`` (1, 2, ... within its file), ``prev`` (the ``mac`` of the line before it, ``""`` for the first) and
 ``mac``, an HMAC-SHA256 (RFC 2104) with the key over the line's canonical JSON without ``mac`` (sorted keys, no
@@ -34,6 +39,7 @@ it, and the usual check ties the files to the entries.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import hmac
 import json
@@ -41,14 +47,15 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.record.attempts import ATTEMPTS_DIR, KEPT
+from pytest_agentrace.record.index import FREEZE_AT, paused_gc
 from pytest_agentrace.record.model import Outcome, contradictions
-from pytest_agentrace.record.runfile import RUN_FILE, scan_runs, write_atomic
+from pytest_agentrace.record.runfile import RUN_FILE, check_record, scan_runs, write_atomic
 from pytest_agentrace.record.safefile import append_bytes, read_bytes, regular_files
 
 MANIFEST_DIR = "manifests"
@@ -210,11 +217,15 @@ def write_manifest(out: Path, session_id: str, digests: Mapping[str, Mapping[str
 class Verification:
     """What ``verify`` found: ``problems`` maps a run folder (relative to out) to why it is unverifiable
     (``changed: run.json``, ``added after its session``, ``removed``, ``status contradicts ...``); ``verified``
-    counts the records that match; ``manifest_errors`` lists unreadable manifests."""
+    counts the records that match; ``manifest_errors`` lists unreadable manifests. ``records`` (filled by
+    ``verify(..., keep=True)``): for every ``run.json`` under ``runs/`` whose folder a manifest names, keyed by its
+    path relative to ``out/runs`` (POSIX, as ``runfile.scan_runs``'s ``files``), the outcome parsed from the bytes
+    that were hashed, or why they are no readable record (``check_run``'s ``parsed``)."""
 
     verified: int = 0
     problems: dict[str, str] = field(default_factory=dict)
     manifest_errors: list[str] = field(default_factory=list)
+    records: dict[str, Outcome | str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -311,11 +322,13 @@ def _check_seals(folder: Path, key: bytes, chains: Mapping[str, list[tuple[int, 
 
 
 def verify(out: Path, *, artifacts: bool = True, key: bytes | None = None,
-           runs: Iterable[str] | None = None) -> Verification:
+           runs: Iterable[str] | None = None, keep: bool = False) -> Verification:
     """Check every run folder under ``out/runs`` against the manifests (``artifacts=False``: ``run.json`` only, and
     no check for files added beside it), and every record's status against its evidence. ``key``: also check the
     manifests' MACs, chains and seals (``load_manifests``). ``runs``: ``runfile.scan_runs(out).folders`` when the
-    caller has just walked ``out/runs`` (not walked again)."""
+    caller has just walked ``out/runs`` (not walked again). ``keep``: hand back in ``records`` what each manifested
+    record's hashed bytes say (``Verification``), for a report to use instead of a cache nothing verifies; the
+    bytes themselves are dropped once parsed, and the outcomes share their equal strings."""
     out = Path(out)
     known, errors = load_manifests(out, key)
     result = Verification(manifest_errors=errors)
@@ -324,14 +337,28 @@ def verify(out: Path, *, artifacts: bool = True, key: bytes | None = None,
                    if KEPT not in w.split("/"))  # errors beside finished records (record.attempts)
     for where in sorted(set(known) - present):
         result.problems[where] = "removed after its session (in a manifest, not on disk)"
-    for where in sorted(present):
-        files = known.get(where)
-        why = check_run(out / where, files, artifacts) if files is not None else NOT_IN_MANIFEST
+    share: dict[Any, Any] = {}
+    with paused_gc() as done:  # the outcomes kept hold no cycles (as the index's)
+        _check_all(out, sorted(present), known, artifacts, keep, share, result)
+        done(len(result.records) >= FREEZE_AT)
+    return result
+
+
+def _check_all(out: Path, folders: list[str], known: dict[str, dict[str, str]], artifacts: bool, keep: bool,
+               share: dict[Any, Any], result: Verification) -> None:
+    """``verify``'s check of each record folder in ``folders``, into ``result``; each folder's manifest entry is
+    dropped from ``known`` once checked (memory then holds the outcomes, not both)."""
+    for where in folders:
+        files = known.pop(where, None)
+        parsed = None
+        if keep and files is not None and (where == "runs" or where.startswith("runs/")):
+            rel = f"{where}/{RUN_FILE}".removeprefix("runs/")
+            parsed = functools.partial(result.records.__setitem__, rel)
+        why = check_run(out / where, files, artifacts, parsed, share) if files is not None else NOT_IN_MANIFEST
         if why:
             result.problems[where] = why
         else:
             result.verified += 1
-    return result
 
 
 def results_digest(out: Path) -> str:
@@ -352,21 +379,56 @@ def record_folders(out: Path, top: str) -> list[str]:
     return scan_runs(out, top).folders
 
 
-def check_run(run_dir: Path, files: Mapping[str, str] | None, artifacts: bool = True) -> str:
+def check_run(run_dir: Path, files: Mapping[str, str] | None, artifacts: bool = True,
+              parsed: Callable[[Outcome | str], None] | None = None, share: dict[Any, Any] | None = None) -> str:
     """Why the run folder ``run_dir`` is unverifiable against its manifest entry ``files`` (None: in no
-    manifest), or ``""`` when it matches and its status agrees with its evidence."""
+    manifest), or ``""`` when it matches and its status agrees with its evidence.
+
+    ``parsed``: called once (when ``files`` is not None) with what a report reads from the very ``run.json`` bytes
+    that were hashed: their ``Outcome`` (``runfile.check_record``: fields type-checked, a status that contradicts its
+    evidence rejected), or, for bytes that are no such record or could not be read, the reason as
+    ``runfile.read_run`` words it without the path. The file is read once, hashed once and parsed once, whether its
+    digest matched or not (a report then shows what the file says, not what an index cached). ``share``: as
+    ``Outcome.from_dict``'s, kept across the records of one folder."""
     if files is None:
         return NOT_IN_MANIFEST
-    hashed: list[bytes] = []  # the run.json bytes whose digest matched, parsed below (the file is read once)
+    hashed: list[bytes] = []  # the run.json bytes whose digest was taken, parsed below (the file is read once)
     why = _changed(run_dir, files, artifacts, hashed)
-    if why:
+    if why and parsed is None:
         return why
+    path = run_dir / RUN_FILE
     try:
-        text = hashed[0].decode("utf-8", errors="replace") if hashed else _read(run_dir / RUN_FILE)
-        outcome = Outcome.from_dict(json.loads(text))
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        return f"not a valid run record ({exc})"
+        data = json.loads(hashed.pop().decode("utf-8", errors="replace") if hashed else _read(path))
+    except (OSError, ValueError) as exc:
+        if parsed is not None:
+            parsed(f"not a valid run record: {exc}")
+        return why or f"not a valid run record ({exc})"
+    if parsed is None:
+        outcome = _outcome(data)
+    else:
+        try:
+            outcome = Outcome.from_dict(data, validate=True, share=share)
+        except (TypeError, KeyError, ValueError, AttributeError) as exc:  # worded as runfile.check_record does
+            parsed(f"not a valid run record: {exc}")
+            outcome = _outcome(data)
+        else:
+            try:
+                parsed(check_record(path, data, outcome))
+            except ValueError as exc:  # its status contradicts its evidence
+                parsed(str(exc).removeprefix(f"{path}: "))
+            else:
+                return why
+    if why or isinstance(outcome, str):
+        return why or outcome
     return "; ".join(f"status contradicts its evidence: {c}" for c in contradictions(outcome))
+
+
+def _outcome(data: Any) -> Outcome | str:
+    """``Outcome.from_dict(data)`` (not type-checked), or why it is no record (as ``check_run`` words it)."""
+    try:
+        return Outcome.from_dict(data)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return f"not a valid run record ({exc})"
 
 
 def _changed(run_dir: Path, files: Mapping[str, str], artifacts: bool, hashed: list[bytes]) -> str:

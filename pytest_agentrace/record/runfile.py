@@ -82,7 +82,7 @@ def iter_runs(out: Path) -> Iterator[tuple[Path, Outcome]]:
             print(f"agentrace: skipped {exc}", file=sys.stderr)
 
 
-Key = tuple[int, int, int]  # a file's (st_mtime_ns, st_size, st_ino)
+Key = tuple[int, int, int, int]  # a file's (st_mtime_ns, st_size, st_ino, st_ctime_ns)
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def scan_runs(out: Path, top: str = "runs") -> Scan:
                 elif name == RUN_FILE:
                     st = entry.stat(follow_symlinks=False)
                     if isreg(st.st_mode):  # a link named run.json is no record: never followed
-                        found.append(((*parts, RUN_FILE), (st.st_mtime_ns, st.st_size, st.st_ino)))
+                        found.append(((*parts, RUN_FILE), (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)))
                     if not islnk(st.st_mode) or exists(entry.path):
                         folders.append("/".join((top, *parts)))
             except OSError:
