@@ -241,20 +241,6 @@ time.sleep(30)
 """
 
 
-@needs_overlay
-def test_a_check_filling_the_overlays_upper_folder_meets_the_disk_limit(pytester: pytest.Pytester,
-                                                                        bin_dir: Path) -> None:
-    make_repo(pytester.path / "repo", {**REPO, "filler.py": FILLER})
-    write_script(bin_dir / "fixer", 'open("calc.py", "w").write("def add(a, b):\\n    return a + b\\n")\n')
-    _task(pytester.path, "  - {name: fixer, command: [fixer]}\n", "python filler.py")
-    pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
-                       "--agentrace-sandbox=bwrap", "--agentrace-disk", "8M", "-p", "no:cacheprovider")
-    (run,) = _runs(pytester.path).values()
-    assert run["extra"]["clean_tree"] == "overlay"
-    assert run["status"] == "failed", run["reason"]
-    assert run["reason"].startswith("resource limit: disk") and "tests check" in run["reason"], run["reason"]
-
-
 INODES = r"""
 import os, time
 os.makedirs("many", exist_ok=True)
@@ -268,12 +254,15 @@ time.sleep(30)
 
 
 @needs_overlay
-def test_a_check_spending_the_hosts_inodes_meets_the_disk_limit(pytester: pytest.Pytester, bin_dir: Path) -> None:
-    make_repo(pytester.path / "repo", {**REPO, "inodes.py": INODES})
+@pytest.mark.parametrize(("script", "disk"), [(FILLER, "8M"), (INODES, "16M")], ids=["bytes", "inodes"])
+def test_a_check_filling_the_overlays_upper_folder_meets_the_disk_limit(pytester: pytest.Pytester, bin_dir: Path,
+                                                                        script: str, disk: str) -> None:
+    """Bytes (large, sparse, xattrs) or the host's inodes (empty files, hard links, short links: no data block)."""
+    make_repo(pytester.path / "repo", {**REPO, "filler.py": script})
     write_script(bin_dir / "fixer", 'open("calc.py", "w").write("def add(a, b):\\n    return a + b\\n")\n')
-    _task(pytester.path, "  - {name: fixer, command: [fixer]}\n", "python inodes.py")
+    _task(pytester.path, "  - {name: fixer, command: [fixer]}\n", "python filler.py")
     pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
-                       "--agentrace-sandbox=bwrap", "--agentrace-disk", "16M", "-p", "no:cacheprovider")
+                       "--agentrace-sandbox=bwrap", "--agentrace-disk", disk, "-p", "no:cacheprovider")
     (run,) = _runs(pytester.path).values()
     assert run["extra"]["clean_tree"] == "overlay"
     assert run["status"] == "failed", run["reason"]

@@ -38,6 +38,7 @@ it, and the usual check ties the files to the entries.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import hashlib
@@ -47,10 +48,10 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pytest_agentrace.record.attempts import ATTEMPTS_DIR, KEPT
 from pytest_agentrace.record.index import FREEZE_AT, paused_gc
@@ -88,15 +89,24 @@ def signed(key: bytes, data: Mapping[str, Any]) -> bool:
     return isinstance(mac, str) and hmac.compare_digest(mac, sign(key, data))
 
 
-def sha256_file(path: Path) -> str | None:
-    """The sha256 hex digest of one regular file's bytes; None when ``path`` is a link, no regular file or
-    unreadable (never followed)."""
+@contextlib.contextmanager
+def _regular(path: Path) -> Iterator[BinaryIO | None]:
+    """One regular file opened for reading, or None when ``path`` is a link, no regular file or unreadable (never
+    followed: ``O_NOFOLLOW``, and ``O_NONBLOCK`` so a FIFO does not block)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return None
+        yield None
+        return
     with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        yield fh if stat.S_ISREG(os.fstat(fh.fileno()).st_mode) else None
+
+
+def sha256_file(path: Path) -> str | None:
+    """The sha256 hex digest of one regular file's bytes; None when ``path`` is a link, no regular file or
+    unreadable (never followed)."""
+    with _regular(path) as fh:
+        if fh is None:
             return None
         h = hashlib.sha256()
         while chunk := fh.read(_CHUNK):
@@ -107,12 +117,8 @@ def sha256_file(path: Path) -> str | None:
 def _regular_bytes(path: Path) -> bytes | None:
     """The bytes of one regular file; None when ``path`` is a link, no regular file or unreadable (never
     followed), as ``sha256_file``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+    with _regular(path) as fh:
+        if fh is None:
             return None
         try:
             return fh.read()
