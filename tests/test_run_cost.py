@@ -72,11 +72,16 @@ def test_a_run_without_setup_starts_the_listed_git_processes(pytester: pytest.Py
     # by the harness, no origin to drop, workspace.checkout), add + write-tree (the "after" snapshot only), diff
     # twice (numstat of the whole change; the patch, read up to workspace.PATCH_CAP), diff-tree (the clean tree: the
     # agent's tree itself when nothing is left out; its commit written by the harness, cleantree._commit),
-    # read-tree (one checkout per check); the middle run of three is clear of what a session does once
+    # read-tree (one checkout per check, in the checkout form); the middle run of three is clear of what a session does once
     starts = [i for i, c in enumerate(calls[:-1]) if c == "read-tree" and calls[i + 1] == "add"]  # the workspaces
     assert len(starts) == 3, calls
+    # the clean tree's overlay form (run.cleanlayers) instead of read-tree per check: diff-tree (the change layer's
+    # paths), read-tree (its .git index, no files), one cat-file --batch (the changed blobs)
+    forms = {r["extra"].get("clean_tree", "checkout") for r in runs(pytester.path / "out")}
+    assert len(forms) == 1, forms
+    clean = ["diff-tree", "read-tree", "cat-file"] if forms == {"overlay"} else ["read-tree"]
     assert calls[starts[1] - 1:starts[2] - 1] == ["rev-parse", "read-tree", "add", "write-tree", "diff", "diff",
-                                                  "diff-tree", "read-tree"], calls
+                                                  "diff-tree", *clean], calls
     assert "clone" not in calls and "commit-tree" not in calls
     assert calls.count("write-tree") == 3  # the template's tree is looked up once: no "before" hashing at all
     for r in runs(pytester.path / "out"):  # behaviour kept: the change is measured against the clone's commit
