@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.run.discard import remove
+
 SANDBOX_HOME = "/home/agentrace"  # the agent's HOME inside the sandbox
 MODES = ("auto", "bwrap", "off")
 BOX_UID = BOX_GID = 1000  # who a root session's sandboxed processes are inside their user namespace
@@ -343,17 +345,7 @@ def _overlay_works(exe: str) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     finally:
-        _remove_tree(folder)
-
-
-def _remove_tree(folder: Path) -> None:
-    """Remove a probe's folder, overlayfs's work folder (mode 000) included."""
-    for root, dirs, _files in os.walk(folder):
-        for name in dirs:
-            path = os.path.join(root, name)
-            if not os.path.islink(path):
-                os.chmod(path, 0o700)
-    shutil.rmtree(folder, ignore_errors=True)
+        remove(folder)  # overlayfs's work folder (mode 000) included
 
 
 @dataclass(frozen=True)
