@@ -213,12 +213,16 @@ def _from_verified(keys: list[tuple[str, Key]], verified: Verified) -> Read:
     runs: list[tuple[str | Path, Outcome]] = []
     skipped: list[tuple[str, str]] = []
     for rel, _key in keys:
-        got = verified[rel]
-        if isinstance(got, str):
-            skipped.append((rel, got))
-        else:
-            runs.append((rel, got))
+        _take(rel, verified[rel], runs, skipped)
     return runs, skipped, set()
+
+
+def _take(rel: str, got: Outcome | str, runs: list[tuple[str | Path, Outcome]], skipped: list[tuple[str, str]]) -> None:
+    """A verified record into ``runs`` (its outcome) or ``skipped`` (why it is unreadable)."""
+    if isinstance(got, str):
+        skipped.append((rel, got))
+    else:
+        runs.append((rel, got))
 
 
 def _read(out: Path, keys: list[tuple[str, Key]], verified: Verified | None = None) -> Read | None:
@@ -272,10 +276,7 @@ def _parse(fh: BinaryIO, keys: list[tuple[str, Key]], verified: Verified) -> Rea
             return None
         for rel, _key in want:
             if (got := verified.get(rel)) is not None:
-                if isinstance(got, str):
-                    skipped.append((rel, got))
-                else:
-                    runs.append((rel, got))
+                _take(rel, got, runs, skipped)
                 continue
             data = next(entries)
             try:
