@@ -230,10 +230,10 @@ def load_results(out: Path, files: list | None = None, verified: Mapping[str, An
     return score_outcomes(iter_outcomes(out, files, verified), per_session=False)
 
 
-def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None) -> SessionResult | None:
+def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None, digest: bool = False) -> SessionResult | None:
     """The session result of the results folder ``args.out`` (its runs scored once, the history store's for the Elo
-    chart, the folder's results digest when it has manifests), for any format's ``render``; None after printing why
-    there is none."""
+    chart; with ``digest``, the folder's results digest when it has manifests: ``formats.Format.digest``), for any
+    format's ``render``; None after printing why there is none."""
     out = Path(args.out).resolve()
     scan = scan_runs(out)  # one walk of the folder: the records checked against the manifests are those read
     verified = warn_unverifiable(out, scan.folders, keep=True).records if (out / "runs").is_dir() else None
@@ -249,16 +249,18 @@ def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None) -
         except StoreError as exc:
             print(f"agentrace: {exc}", file=sys.stderr)
             return None
-    digest = results_digest(out) if (out / MANIFEST_DIR).is_dir() else None  # as the session printed it (JUnit's)
+    shown_digest = None  # as the session printed it (JUnit's suite property): the manifests read again, only when shown
+    if digest and (out / MANIFEST_DIR).is_dir():
+        shown_digest = results_digest(out)
     context = Context(out=out, baseline=args.baseline, seed=args.seed, resamples=args.resamples, target=args.generalize,
-                      paths=paths or {}, full_report=getattr(args, "full_report", None), digest=digest)
+                      paths=paths or {}, full_report=getattr(args, "full_report", None), digest=shown_digest)
     return build_result(outcomes, context, history=history_rows)
 
 
 def render_to(args: argparse.Namespace, name: str, target: str | None) -> int:
     """Render the results folder's session result through the format ``name`` of ``report.formats`` to ``target``
     (a file; None: standard output). Exit 2 when the folder holds no run."""
-    result = result_for(args, {name: Path(target)} if target else None)
+    result = result_for(args, {name: Path(target)} if target else None, digest=formats.by_name(name).digest)
     if result is None:
         return 2
     _emit(formats.by_name(name).render(result), target)

@@ -49,6 +49,7 @@ class Format:
     help: str
     to: str = "file"
     title: str = ""
+    digest: bool = False  # render reads the results folder's digest (``result.context.digest``)
 
     @property
     def env(self) -> str | None:
@@ -72,7 +73,7 @@ FORMATS: tuple[Format, ...] = (
     Format("comment", "pytest_agentrace.report.comment", "Markdown PR-comment body (with a hidden marker line)",
            to="cli"),
     Format("junit", "pytest_agentrace.report.junit", "JUnit XML, one test case per run with its agentrace.* properties "
-           "(in a session: pytest's --junitxml file, finished by the controller)", to="cli"),
+           "(in a session: pytest's --junitxml file, finished by the controller)", to="cli", digest=True),
     Format("terminal", "pytest_agentrace.report.terminal", "the agentrace section of pytest's terminal summary",
            to="terminal"),
 )
