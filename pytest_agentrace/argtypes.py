@@ -1,4 +1,6 @@
-"""argparse ``type`` functions shared by the pytest options and the ``agentrace`` CLI (imports nothing of ours)."""
+"""argparse ``type`` functions shared by the pytest options and the ``agentrace`` CLI, and the few words they name
+(the standard difficulty levels; sizes in bytes both ways). Standard library only, nothing of ours: ``options``
+reads it in every pytest process."""
 
 from __future__ import annotations
 
@@ -90,3 +92,39 @@ def limit_seconds(value: str) -> float:
     if str(value).strip().lower() in OFF_WORDS:
         return 0.0
     return positive_float(str(value).strip())
+
+
+def human_bytes(n: int) -> str:
+    """``4294967296`` -> ``"4 GiB"``, ``1536 * 1024**2`` -> ``"1.5 GiB"``, ``100`` -> ``"100 B"`` (binary units, as
+    ``byte_size`` reads them)."""
+    for unit, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+DIFFICULTIES = ("easy", "medium", "hard")  # the standard levels of a task's difficulty, easiest first
+
+
+def difficulty_list(value: str) -> tuple[str, ...]:
+    """argparse ``type`` for ``--agentrace-difficulty``: ``"easy,medium-hard"`` -> ``("easy", "medium-hard")``.
+
+    Levels are free-form names (a task file's ``difficulty`` may be any level, e.g. ``medium-hard``), so any
+    non-empty name is accepted here; a level that no collected task has is reported after collection
+    (``deselect_by_difficulty``). Raises ``argparse.ArgumentTypeError`` for an empty list.
+    """
+    levels = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    if not levels:
+        raise argparse.ArgumentTypeError(f"give one or more levels separated by commas, e.g. {', '.join(DIFFICULTIES)} "
+                                         "or medium-hard")
+    return levels
+
+
+def name_list(value: str) -> tuple[str, ...]:
+    """argparse ``type`` for ``--agentrace-builtin``: ``"fibonacci,lru-cache"`` -> a tuple of names (the names are
+    checked against the built-in tasks by ``spec.builtin.select_builtin``). Raises ``argparse.ArgumentTypeError``
+    for an empty list."""
+    names = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not names:
+        raise argparse.ArgumentTypeError("give a built-in task name (see `agentrace tasks list`) or 'all'")
+    return names

@@ -6,7 +6,11 @@ Precedence (pytest side, ``resolve``): the command line, then the ini file (``[t
 list of lines. The master switch ``--agentrace`` has no ini key on purpose: the plugin does nothing unless it is
 on the command line (put it in ``addopts`` to make it the default).
 
-This module imports no pytest and nothing heavy: ``pytest --help`` and the CLI both read it.
+This module imports no pytest and nothing heavy: every pytest process reads it (``pytest --help``, a session
+without ``--agentrace``), and so does the CLI. What it imports is standard library only: the argparse types
+(``argtypes``), the report table (``report.formats``), the words and defaults of the run values
+(``run.runspec``), the history's place (``record.storepath``), the shard argument (``spec.shard``) and the
+statistics' words (``stats.verdict``, ``stats.resample``); ``tests/test_startup_imports.py`` lists them.
 """
 
 from __future__ import annotations
@@ -19,24 +23,23 @@ from typing import Any
 
 from pytest_agentrace.argtypes import (
     byte_size,
+    difficulty_list,
+    human_bytes,
     limit_count,
     limit_seconds,
+    name_list,
     non_negative_float,
     positive_float,
     positive_int,
     probability,
 )
-from pytest_agentrace.record.store import DEFAULT_NAME as DB_NAME
-from pytest_agentrace.record.store import ENV_VAR as DB_ENV
+from pytest_agentrace.record.storepath import DEFAULT_NAME as DB_NAME
+from pytest_agentrace.record.storepath import ENV_VAR as DB_ENV
 from pytest_agentrace.report import formats
-from pytest_agentrace.run.cgroup import CGROUP_AUTO
-from pytest_agentrace.run.limits import DEFAULTS as LIMITS
-from pytest_agentrace.run.limits import human_bytes
-from pytest_agentrace.run.network import MODES as NETWORK_MODES
-from pytest_agentrace.run.sandbox import MODES as SANDBOX_MODES
-from pytest_agentrace.spec.builtin import difficulty_list, name_list
+from pytest_agentrace.run.runspec import CGROUP_AUTO, DEFAULT_NETWORK, NETWORK_MODES
+from pytest_agentrace.run.runspec import DEFAULTS as LIMITS
 from pytest_agentrace.spec.shard import shard_arg
-from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES as RESAMPLES
+from pytest_agentrace.stats.resample import DEFAULT_RESAMPLES as RESAMPLES
 from pytest_agentrace.stats.verdict import FIXED, GATE_CELLS, GATE_HELP, HOLM, TARGETS
 
 DEFAULT_OUT = ".agentrace"  # the results folder, relative to the rootdir (pytest) or the working folder (CLI)
@@ -183,7 +186,7 @@ OPTIONS: tuple[Option, ...] = (
            choices=(AGENT_HOME_RUN, AGENT_HOME_USER)),
     Option("sandbox", "the filesystem sandbox (bubblewrap, Linux) around every agent and check command: 'auto' uses it "
            "where bwrap can run and says why not elsewhere (default); 'bwrap' makes a missing sandbox an error; 'off' "
-           "never", "auto", choices=SANDBOX_MODES),
+           "never", "auto", choices=("auto", "bwrap", "off")),
     Option("sandbox_read", "show PATH read-only inside every run's sandbox, besides the system, the agent's program "
            "and the session's Python (repeatable; a task, trial or agent 'sandbox: {read: [...]}' adds its own)",
            default=[], many=True, metavar="PATH"),
@@ -194,7 +197,7 @@ OPTIONS: tuple[Option, ...] = (
            "runs inside it", False, flag=True),
     Option("network", "what network each agent run has: 'provider' (default) its own namespace whose only way out is a "
            "proxy that lets through its provider's hosts, its base URLs' hosts and network.allow; 'host' the host's "
-           "network; 'none' loopback only (a task, trial or agent 'network' key overrides it)", "provider",
+           "network; 'none' loopback only (a task, trial or agent 'network' key overrides it)", DEFAULT_NETWORK,
            choices=NETWORK_MODES),
     Option("network_resolve", "provider network: dial HOST:PORT at ADDRESS:APORT instead, as curl's --resolve "
            "(repeatable; HOST:PORT:ADDRESS:APORT), e.g. a provider's host mapped to a local gateway or model double",

@@ -17,7 +17,8 @@ import scipy.stats  # noqa: F401
 from helpers import BUGGY_REPO, FIXER, make_repo, write_script
 from helpers.report import make_acceptance_project
 
-from pytest_agentrace.record.store import ENV_VAR, Store
+from pytest_agentrace.record.store import Store
+from pytest_agentrace.record.storepath import ENV_VAR
 from pytest_agentrace.report.json_export import validate
 from pytest_agentrace.report.markdown import COMMENT_MARKER
 

@@ -13,8 +13,8 @@ import pytest
 from helpers.trial import make_project, runs, trial_toml
 
 from pytest_agentrace.record.model import Outcome
-from pytest_agentrace.record.store import SessionInfo, Store
-from pytest_agentrace.spec.shard import Shard, assign, cell_of, cell_seconds, expected_seconds, parse_shard, select
+from pytest_agentrace.record.store import SessionInfo, Store, cell_seconds
+from pytest_agentrace.spec.shard import Shard, assign, cell_of, expected_seconds, parse_shard, select
 
 SECOND_QUESTION = '\n[[questions]]\nid = "port2"\nrepo = "other"\nprompt = "Which port?"\nexpect = ["9090"]\n'
 CI_VARS = [v for triple in (("CI_NODE_INDEX", "CI_NODE_TOTAL"), ("CIRCLE_NODE_INDEX", "CIRCLE_NODE_TOTAL"),

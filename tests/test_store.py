@@ -15,7 +15,7 @@ import pytest
 from helpers import make_repo
 from helpers.report import outcome
 
-from pytest_agentrace.record import store
+from pytest_agentrace.record import store, storepath
 from pytest_agentrace.record.store import SessionInfo, Store, StoreError
 
 
@@ -157,7 +157,7 @@ def test_eight_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
 
 
 def test_path_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(store.ENV_VAR, raising=False)
-    assert store.default_path(tmp_path) == tmp_path / ".agentrace" / "history.db"
-    monkeypatch.setenv(store.ENV_VAR, str(tmp_path / "env.db"))
-    assert store.default_path(tmp_path) == tmp_path / "env.db"
+    monkeypatch.delenv(storepath.ENV_VAR, raising=False)
+    assert storepath.default_path(tmp_path) == tmp_path / ".agentrace" / "history.db"
+    monkeypatch.setenv(storepath.ENV_VAR, str(tmp_path / "env.db"))
+    assert storepath.default_path(tmp_path) == tmp_path / "env.db"

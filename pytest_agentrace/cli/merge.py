@@ -33,7 +33,8 @@ from typing import Any
 from pytest_agentrace.record.manifest import MANIFEST_DIR, SEAL_SUFFIX, manifest_key, verify
 from pytest_agentrace.record.runfile import LAST_SESSION_FILE, RUN_FILE, read_json, read_run, write_last_session
 from pytest_agentrace.record.safefile import read_bytes, read_text, regular_files, write_bytes, write_new
-from pytest_agentrace.record.store import DEFAULT_NAME, Store, StoreError
+from pytest_agentrace.record.store import Store, StoreError
+from pytest_agentrace.record.storepath import DEFAULT_NAME
 
 
 class MergeError(Exception):

@@ -26,7 +26,8 @@ from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.index import iter_outcomes
 from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest
 from pytest_agentrace.record.runfile import RUN_FILE, scan_runs
-from pytest_agentrace.record.store import Store, StoreError, default_path
+from pytest_agentrace.record.store import Store, StoreError
+from pytest_agentrace.record.storepath import default_path
 from pytest_agentrace.record.trajectory import iter_trajectories, load_trajectory
 from pytest_agentrace.report import formats, numbers
 from pytest_agentrace.report.html import table_page

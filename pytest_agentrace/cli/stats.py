@@ -25,7 +25,8 @@ from pytest_agentrace.record.index import iter_outcomes, iter_runs
 from pytest_agentrace.record.manifest import digest_run, verify, write_manifest
 from pytest_agentrace.record.model import Status
 from pytest_agentrace.record.runfile import last_session_ids, scan_runs, write_run
-from pytest_agentrace.record.store import Store, StoreError, default_path
+from pytest_agentrace.record.store import Store, StoreError
+from pytest_agentrace.record.storepath import default_path
 from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.report.fit import stdout_width
 from pytest_agentrace.report.stats_text import (

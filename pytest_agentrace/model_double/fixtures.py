@@ -6,7 +6,8 @@
   default script. Stopped after the test.
 
 The ``--agentrace-model-double`` and ``--agentrace-offline`` settings are checked by the plugin's
-``pytest_configure`` (``plugin``).
+``pytest_configure`` (``plugin``). Every pytest process loads this entry point, so the server module
+(``http.server`` and the CLIs' wire formats) is imported when a test uses the fixture, not before.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agentrace.model_double.server import ModelDouble
-
 
 @pytest.fixture
 def model_double(tmp_path: Path) -> Iterator[object]:
     """A started model double (``.url``, ``.register(script, log)``, ``.use(script)``, ``.requests()``)."""
+    from pytest_agentrace.model_double.server import ModelDouble  # here: a test run that uses no double never loads it
+
     double = ModelDouble(log=tmp_path / "model-double-requests.jsonl").start()
     try:
         yield double

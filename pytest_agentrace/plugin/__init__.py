@@ -1,5 +1,7 @@
 """pytest hooks only: each calls the session object (``plugin.session.AgentraceSession``), as syrupy's hooks call
-its ``SnapshotSession``. Nothing happens without ``--agentrace``.
+its ``SnapshotSession``. Nothing happens without ``--agentrace``: this module imports only ``options`` and
+``plugin.switch`` (small, standard library), and ``pytest_configure`` imports the session module by name under
+``--agentrace`` only (``switch.session_module``), as pytest-xdist's plugin imports its ``DSession``.
 
 Data flow: ``pytest_configure`` builds the session object on every process (``AgentraceSession.start``) ->
 ``pytest_collect_file`` claims task/trial files (``plugin.collect`` nodes) -> ``pytest_collection_modifyitems``
@@ -19,9 +21,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentrace import options as _options
-from pytest_agentrace.plugin import collect
-from pytest_agentrace.plugin.session import AgentraceSession, builtin_args, enabled, session_of
-from pytest_agentrace.run import discard
+from pytest_agentrace.plugin.switch import MARKERS, builtin_args, enabled, session_module, session_of
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,17 +30,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """``--agentrace-builtin NAME``: the built-in tasks' paths join the command line before pytest parses it, so
-    pytest-xdist workers and ``--collect-only`` see them as if typed (``session.builtin_args``)."""
+    pytest-xdist workers and ``--collect-only`` see them as if typed (``switch.builtin_args``)."""
     args.extend(builtin_args(early_config))
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the run items' markers (in any session, so ``--strict-markers`` with ``-m agentrace`` is clean with or
     without ``--agentrace``); under ``--agentrace`` build the session object (and on the controller its ``Controller``)."""
-    for name, text in collect.MARKERS.items():
+    for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     if enabled(config):
-        AgentraceSession.start(config)
+        session_module().AgentraceSession.start(config)
         if not gc.get_freeze_count():  # once per process (pytester's in-process sessions configure again)
             # what lives now (modules, classes, pytest's and this session's objects) lives as long as the process:
             # collected once, then out of the cycle collector's way (gc.freeze), so its later collections - pytest's
@@ -100,7 +100,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
-    return collect.report_status(report)
+    return agentrace.report_status(report) if (agentrace := session_of(config)) else None
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -117,5 +117,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if session_of(session.config):
-        discard.drain()  # the runs' scratch folders, deleted behind them, are gone when the session ends
+    if agentrace := session_of(session.config):
+        agentrace.finish()

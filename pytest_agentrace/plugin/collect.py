@@ -184,18 +184,10 @@ def override_lines(specs: Sequence[str], ran: set[str]) -> list[str]:
     return lines
 
 
-MARKERS = {
-    "agentrace": "a run of pytest-agentrace (every run item); keyword arguments kind, case, arm, agent (its id, e.g. "
-                 "codex:gpt-5), agent_name (claude, codex, ...) and rep select runs: -m \"agentrace(agent='claude')\"",
-    "agentrace_task": "a run of a task file (the same keyword arguments as agentrace)",
-    "agentrace_trial": "a run of a trial file (the same keyword arguments as agentrace)",
-}
-
-
 def run_markers(spec: RunSpec) -> list[pytest.MarkDecorator]:
     """The markers of a run item: ``agentrace`` and ``agentrace_task`` or ``agentrace_trial``, each with the keyword
     arguments ``kind``, ``case``, ``arm``, ``agent`` (id), ``agent_name`` and ``rep`` (int) that pytest >= 8.3 matches
-    in ``-m "agentrace(agent='claude', rep=1)"``. Registered in ``MARKERS`` (``--strict-markers`` clean)."""
+    in ``-m "agentrace(agent='claude', rep=1)"``. Registered in ``switch.MARKERS`` (``--strict-markers`` clean)."""
     kwargs = {"kind": spec.kind, "case": spec.case, "arm": spec.arm, "agent": spec.agent.id,
               "agent_name": spec.agent.name, "rep": spec.rep}
     return [pytest.mark.agentrace(**kwargs), getattr(pytest.mark, f"agentrace_{spec.kind}")(**kwargs)]

@@ -48,7 +48,8 @@ from pytest_agentrace.record import index
 from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest, seal_session
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.runfile import write_last_session
-from pytest_agentrace.record.store import SessionInfo, Store, StoreError, default_path
+from pytest_agentrace.record.store import SessionInfo, Store, StoreError
+from pytest_agentrace.record.storepath import default_path
 from pytest_agentrace.report import formats
 from pytest_agentrace.report.fit import terminal_width
 from pytest_agentrace.report.formats import Format

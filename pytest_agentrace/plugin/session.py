@@ -1,6 +1,7 @@
 """The pytest side's one session object, ``AgentraceSession``: built by ``pytest_configure`` under ``--agentrace`` on
-every process (the controller and each pytest-xdist worker), kept under one stash key (``session_of``), and called
-by each hook of ``pytest_agentrace.plugin``, as syrupy's hooks call its ``SnapshotSession``.
+every process (the controller and each pytest-xdist worker), kept under one stash key (``switch.session_of``), and
+called by each hook of ``pytest_agentrace.plugin``, as syrupy's hooks call its ``SnapshotSession``. This module is
+imported by name (``switch.session_module``) only under ``--agentrace``: a plain pytest run never loads it.
 
 It holds the settings (resolved once per process: command line, then ini, then default; ``options``), the session
 id (a worker takes the controller's), the options every run shares (``RunOptions``), why the runs are not sandboxed,
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -38,8 +39,11 @@ from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.script import load_script
 from pytest_agentrace.plugin import collect, interrupts, race, validate
 from pytest_agentrace.plugin.controller import Controller
-from pytest_agentrace.record.store import default_path
+from pytest_agentrace.plugin.switch import SESSION_KEY
+from pytest_agentrace.record.store import cell_seconds
+from pytest_agentrace.record.storepath import default_path
 from pytest_agentrace.report import formats
+from pytest_agentrace.run import discard
 from pytest_agentrace.run.cgroup import Parent, find_parent
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.resume import install_sigterm
@@ -51,7 +55,7 @@ from pytest_agentrace.spec.common import AgentSpec
 from pytest_agentrace.spec.harbor import is_harbor_folder
 from pytest_agentrace.spec.matrix import RunSpec
 from pytest_agentrace.spec.select import Rules, select_runs, wanted_agents
-from pytest_agentrace.spec.shard import Shard, cell_seconds, parse_shard
+from pytest_agentrace.spec.shard import Shard, parse_shard
 from pytest_agentrace.stats.snapshot import SnapshotError, read_snapshot
 from pytest_agentrace.stats.verdict import parse_fail_on
 
@@ -72,19 +76,9 @@ NOTHING_COLLECTED = (
 )
 
 
-def enabled(config: pytest.Config) -> bool:
-    """Whether ``--agentrace`` was given (on the command line or through ``addopts``)."""
-    return bool(config.getoption("agentrace", default=False))
-
-
 def is_worker(config: pytest.Config) -> bool:
     """True inside a pytest-xdist worker (which must never aggregate or set the exit status)."""
     return hasattr(config, "workerinput")
-
-
-def session_of(config: pytest.Config) -> AgentraceSession | None:
-    """The session object of ``config`` (None without ``--agentrace``)."""
-    return config.stash.get(SESSION_KEY, None)
 
 
 @dataclass(eq=False)
@@ -290,6 +284,16 @@ class AgentraceSession:
 
     # -- the test loop and the summary -------------------------------------------------------------------------
 
+    def report_status(self, report: pytest.TestReport) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+        """``pytest_report_teststatus``: a run's infrastructure error is shown and counted as an error
+        (``collect.report_status``); None for any other report (pytest decides)."""
+        return collect.report_status(report)
+
+    def finish(self) -> None:
+        """``pytest_sessionfinish``: the runs' scratch folders, deleted behind them (``run.discard``), are gone when the
+        session ends."""
+        discard.drain()
+
     @contextlib.contextmanager
     def tolerate_spec_errors(self, session: pytest.Session) -> Iterator[None]:
         """Around ``pytest_runtestloop``: a task or trial file that cannot be loaded is one collection error, and the
@@ -330,8 +334,6 @@ class AgentraceSession:
         return [NOTHING_COLLECTED[0].format(where=where), *NOTHING_COLLECTED[1:]]
 
 
-SESSION_KEY = pytest.StashKey[AgentraceSession]()
-
 
 # -- settings and what the session's runs share ----------------------------------------------------------------
 
@@ -353,20 +355,10 @@ def _getini(config: pytest.Config, name: str) -> object:
         raise ValueError(str(exc)) from None
 
 
-def builtin_args(early_config: pytest.Config) -> list[str]:
-    """``--agentrace-builtin NAME``: the built-in tasks' ``task.yaml`` paths to append to the command line (in
-    ``pytest_load_initial_conftests``, so workers and ``--collect-only`` see them as typed). Raises
-    ``pytest.UsageError`` for an unknown name, a difficulty no such task has, or the option without ``--agentrace``."""
-    namespace = early_config.known_args_namespace
-    groups = getattr(namespace, "agentrace_builtin", None)
-    if not groups and getattr(namespace, "agentrace", False):  # the ini key counts only for an agentrace session
-        groups = _options.BY_NAME["builtin"].from_ini(early_config.getini("agentrace_builtin") or [])
-    if not groups:
-        return []
-    if not getattr(namespace, "agentrace", False):
-        raise pytest.UsageError("--agentrace-builtin needs --agentrace (e.g. pytest --agentrace --agentrace-builtin fibonacci)")
-    names = [n for group in groups for n in group]
-    difficulty = getattr(namespace, "agentrace_difficulty", None)
+def builtin_paths(names: list[str], difficulty: Sequence[str] | None) -> list[str]:
+    """The ``task.yaml`` paths of the built-in tasks ``names`` (``all``: every one) of the ``difficulty`` levels
+    (None: any), for ``switch.builtin_args``. Raises ``pytest.UsageError`` for an unknown name or a difficulty no
+    such task has."""
     try:
         tasks = select_builtin(names, difficulty)
     except (KeyError, FileNotFoundError) as exc:

@@ -1,7 +1,7 @@
 """SQLite history of sessions and runs (stdlib ``sqlite3``), read by ``agentrace leaderboard/history/trend``.
 
 Where: ``--agentrace-db PATH``, else ``$AGENTRACE_DB``, else ``<rootdir>/.agentrace/history.db`` (the CLI uses
-the current directory in place of the rootdir). ``--agentrace-no-save`` writes nothing at all.
+the current directory in place of the rootdir; ``record.storepath``). ``--agentrace-no-save`` writes nothing at all.
 
 Schema (``PRAGMA user_version`` holds its version; ``MIGRATIONS[i]`` takes a database from version ``i`` to
 ``i + 1``, so an old file is upgraded in place the first time a newer package opens it)::
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import random
 import sqlite3
 import time
@@ -46,8 +45,6 @@ from typing import Any, TypeVar
 from pytest_agentrace import __version__
 from pytest_agentrace.record.model import Outcome
 
-ENV_VAR = "AGENTRACE_DB"
-DEFAULT_NAME = "history.db"
 BUSY_TIMEOUT = 10.0  # seconds SQLite waits on a lock before it says "database is locked"
 RETRIES = 12  # attempts of one write transaction (with backoff) after that
 T = TypeVar("T")
@@ -104,14 +101,6 @@ class StoreError(Exception):
 
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-def default_path(rootdir: Path | str | None = None) -> Path:
-    """``$AGENTRACE_DB`` when set, else ``<rootdir or cwd>/.agentrace/history.db``."""
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env).expanduser().resolve()
-    return Path(rootdir or Path.cwd()) / ".agentrace" / DEFAULT_NAME
 
 
 def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
@@ -423,3 +412,22 @@ def save(path: Path | str, info: SessionInfo, outcomes: Iterable[Outcome]) -> in
     """Open the store at ``path``, save one session with its runs, close; returns the number of runs."""
     with Store(path) as store:
         return store.save_session(info, outcomes)
+
+
+def cell_seconds(db: Path | None) -> dict[str, float]:
+    """Mean ``total_seconds`` (else ``seconds``) of the history's runs per cell (``"<kind>:<case>/<arm>/<agent>"``):
+    the expected durations ``spec.shard`` balances shards by. Empty when ``db`` is None or missing (it is never created
+    here) or cannot be read."""
+    if db is None or not Path(db).is_file():
+        return {}
+    sums: dict[str, list[float]] = {}
+    try:
+        with Store(db) as store:
+            rows = store.conn.execute(
+                "SELECT kind, case_name, arm, agent, COALESCE(total_seconds, seconds) AS s FROM runs "
+                "WHERE COALESCE(total_seconds, seconds) IS NOT NULL").fetchall()
+    except (StoreError, OSError):
+        return {}
+    for row in rows:
+        sums.setdefault(f"{row['kind']}:{row['case_name']}/{row['arm']}/{row['agent']}", []).append(float(row["s"]))
+    return {cell: sum(v) / len(v) for cell, v in sums.items()}

@@ -27,9 +27,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_agentrace.run.runspec import CGROUP_AUTO, CGROUP_OFF
+
 _counter = itertools.count(1)
 _swept: set[Path] = set()  # the parents this process has swept (RunGroup.create)
-CGROUP_AUTO, CGROUP_OFF = "auto", "off"
 
 
 @dataclass(frozen=True)

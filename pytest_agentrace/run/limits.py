@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.argtypes import human_bytes
 from pytest_agentrace.run.cgroup import Parent, RunGroup
 from pytest_agentrace.run.runspec import DEFAULTS as DEFAULTS  # the session's limits, kept where they were named
 from pytest_agentrace.run.runspec import NAMES, Limits
@@ -44,14 +45,6 @@ REASON_WORD = {"memory": "memory", "processes": "processes", "disk": "disk", "cp
 REASON_RE = re.compile(r"^resource limit: (memory|processes|disk|cpu)\b")
 CPU_GRACE = 5  # seconds of CPU between SIGXCPU (soft limit) and SIGKILL (hard limit)
 DISK_EVERY = 1.0  # seconds between two looks at the workspace's size (at least; longer for big trees)
-
-
-def human_bytes(n: int) -> str:
-    """``4294967296`` -> ``"4 GiB"``, ``1536 * 1024**2`` -> ``"1.5 GiB"``, ``100`` -> ``"100 B"``."""
-    for unit, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n} B"
 
 
 def describe(name: str, value: float) -> str:

@@ -28,9 +28,8 @@ from pytest_agentrace.errors import SpecError
 from pytest_agentrace.run.netbridge import proxy_env
 from pytest_agentrace.run.netbridge import wrap as bridge_wrap
 from pytest_agentrace.run.netproxy import Gate, Rule, session_proxy
+from pytest_agentrace.run.runspec import NETWORK_MODES
 
-MODES = ("provider", "host", "none")
-DEFAULT_MODE = "provider"
 CHECK_MODE = "none"
 
 # The hosts each adapter's CLI needs to work with its own provider, from the CLI's documentation:
@@ -62,7 +61,7 @@ _URL_SUFFIXES = ("_BASE_URL", "_API_BASE", "_API_BASE_URL", "_ENDPOINT")
 
 @dataclass(frozen=True)
 class NetworkSpec:
-    """A task's, trial's or agent's ``network`` key: ``mode`` (one of ``MODES``, None: inherit) and ``allow``
+    """A task's, trial's or agent's ``network`` key: ``mode`` (one of ``NETWORK_MODES``, None: inherit) and ``allow``
     (``host[:port]`` entries added to the run's allow-list)."""
 
     mode: str | None = None
@@ -75,14 +74,14 @@ def parse_network(path: Path, key: str, value: Any) -> NetworkSpec:
     if isinstance(value, str):
         value = {"mode": value}
     if not isinstance(value, Mapping):
-        raise SpecError(path, key, f"expected a mode ({', '.join(MODES)}) or a mapping {{mode, allow}}, "
+        raise SpecError(path, key, f"expected a mode ({', '.join(NETWORK_MODES)}) or a mapping {{mode, allow}}, "
                                    f"got {type(value).__name__}")
     unknown = sorted(set(value) - {"mode", "allow"})
     if unknown:
         raise SpecError(path, f"{key}.{unknown[0]}", "unknown key; valid: mode, allow")
     mode = value.get("mode")
-    if mode is not None and mode not in MODES:
-        raise SpecError(path, f"{key}.mode", f"unknown network mode {mode!r}; valid: {', '.join(MODES)}")
+    if mode is not None and mode not in NETWORK_MODES:
+        raise SpecError(path, f"{key}.mode", f"unknown network mode {mode!r}; valid: {', '.join(NETWORK_MODES)}")
     allow = value.get("allow") or []
     if not isinstance(allow, list) or not all(isinstance(a, str) for a in allow):
         raise SpecError(path, f"{key}.allow", 'expected a list of "host[:port]" strings')

@@ -1,7 +1,8 @@
 """The values one run is given, at the bottom of the run layer: which run (``RunSpec``), the session's settings
 every run shares (``RunOptions``) and the resource limits (``Limits``, enforced by ``run.limits``).
 
-Plain frozen dataclasses; every other module of ``run/`` may import them, and this one imports none of them (the
+Plain frozen dataclasses and the words of the session's settings they hold (network modes, cgroup words; read by
+``options`` at every pytest start: standard library only); every other module of ``run/`` may import them, and this one imports none of them (the
 box's types it names, ``Sandbox`` and ``Parent``, and the spec layer's ``AgentSpec`` only for type checking).
 ``spec.matrix`` builds the RunSpecs.
 """
@@ -19,6 +20,11 @@ if TYPE_CHECKING:  # names in annotations only: the box's types sit a tier up, t
     from pytest_agentrace.spec.common import AgentSpec
 
 NAMES = ("memory", "processes", "disk", "cpu_time")  # the limits, in the order reports show them
+# a run's network mode (``--agentrace-network``, a file's or agent's ``network`` key; ``run.network`` sets it up):
+# its own namespace whose way out is a proxy to its provider's hosts, the host's network, or loopback only
+NETWORK_MODES = ("provider", "host", "none")
+DEFAULT_NETWORK = "provider"
+CGROUP_AUTO, CGROUP_OFF = "auto", "off"  # ``--agentrace-cgroup``'s words besides a folder (``run.cgroup.find_parent``)
 
 
 @dataclass(frozen=True)
@@ -117,5 +123,5 @@ class RunOptions:
     replay_match: str = "strict"
     limits: Limits = DEFAULTS
     cgroup: Parent | None = None
-    network: str = "provider"  # the session's network mode (run.network.MODES); a file's or agent's key overrides
+    network: str = DEFAULT_NETWORK  # the session's network mode (NETWORK_MODES); a file's or agent's key overrides
     network_resolve: tuple[str, ...] = ()  # HOST:PORT:ADDRESS:APORT entries the provider proxy dials instead

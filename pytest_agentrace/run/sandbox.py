@@ -52,7 +52,6 @@ from typing import Any
 from pytest_agentrace.run.discard import remove
 
 SANDBOX_HOME = "/home/agentrace"  # the agent's HOME inside the sandbox
-MODES = ("auto", "bwrap", "off")
 BOX_UID = BOX_GID = 1000  # who a root session's sandboxed processes are inside their user namespace
 _PROBE_TIMEOUT = 10.0  # seconds
 _VERSIONS: dict[str, subprocess.Popen] = {}  # bwrap path -> its running ``--version`` (``probe``, ``version``)

@@ -10,8 +10,9 @@ module, with no copy to keep in sync and no network. Where the symlink is missin
 without symlinks), the source-tree folder is used instead. Installs from a zip file are not supported:
 the runs clone the starter folders, which must be real directories.
 
-This module is imported by ``options`` (for the option definitions below), so it imports nothing heavy and
-nothing from pytest at module level.
+The option types of ``--agentrace-builtin`` and ``--agentrace-difficulty`` (``name_list``, ``difficulty_list``)
+and the standard levels are in ``argtypes``, which ``options`` reads at every pytest start; this module (it reads
+YAML) is imported only by a session that runs built-in tasks and by the CLI.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace.argtypes import DIFFICULTIES, difficulty_list
 from pytest_agentrace.errors import did_you_mean
 from pytest_agentrace.spec.task import read_yaml
 
-DIFFICULTIES = ("easy", "medium", "hard")  # the standard levels, easiest first
 TASK_FILE = "task.yaml"
 
 
@@ -56,20 +57,6 @@ def level_rank(level: str | None) -> float:
     return 3.0
 
 
-def difficulty_list(value: str) -> tuple[str, ...]:
-    """argparse ``type`` for ``--agentrace-difficulty``: ``"easy,medium-hard"`` -> ``("easy", "medium-hard")``.
-
-    Levels are free-form names (a task file's ``difficulty`` may be any level, e.g. ``medium-hard``), so any
-    non-empty name is accepted here; a level that no collected task has is reported after collection
-    (``deselect_by_difficulty``). Raises ``argparse.ArgumentTypeError`` for an empty list.
-    """
-    levels = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
-    if not levels:
-        raise argparse.ArgumentTypeError(f"give one or more levels separated by commas, e.g. {', '.join(DIFFICULTIES)} "
-                                         "or medium-hard")
-    return levels
-
-
 def known_difficulty_list(value: str) -> tuple[str, ...]:
     """argparse ``type`` for ``agentrace tasks list --difficulty``: like ``difficulty_list``, but every level must
     be one the built-in tasks have (a did-you-mean for a near miss); raises ``argparse.ArgumentTypeError``."""
@@ -93,16 +80,6 @@ def sorted_levels(levels: Iterable[str]) -> list[str]:
 def levels_of(tasks: Iterable[BuiltinTask]) -> list[str]:
     """The distinct difficulty levels of ``tasks`` (their ``task.yaml`` files), easiest first."""
     return sorted_levels(lv for t in tasks if (lv := _level_of(read_yaml(t.path))) is not None)
-
-
-def name_list(value: str) -> tuple[str, ...]:
-    """argparse ``type`` for ``--agentrace-builtin``: ``"fibonacci,lru-cache"`` -> a tuple of names."""
-    names = tuple(v.strip() for v in value.split(",") if v.strip())
-    if not names:
-        raise argparse.ArgumentTypeError("give a built-in task name (see `agentrace tasks list`) or 'all'")
-    return names
-
-
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.errors import SpecError, did_you_mean
-from pytest_agentrace.run.network import MODES as NETWORK_MODES
+from pytest_agentrace.run.runspec import NETWORK_MODES
 from pytest_agentrace.spec.common import LIMIT_KEYS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"

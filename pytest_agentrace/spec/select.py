@@ -120,7 +120,7 @@ def _keep_file_ids(chosen: Iterable[AgentSpec], listed: Sequence[AgentSpec]) -> 
 @dataclass(frozen=True)
 class Rules:
     """The settings ``select_runs`` reads: ``difficulty`` (``--agentrace-difficulty`` levels; empty: all),
-    ``validate``, ``shard`` (None: all runs), ``history`` (expected seconds per cell, ``spec.shard.cell_seconds``;
+    ``validate``, ``shard`` (None: all runs), ``history`` (expected seconds per cell, ``record.store.cell_seconds``;
     read only under a shard), ``race`` (a race's runs go to one shard), ``rep_major``
     (``--agentrace-stop-when-decided``)."""
 

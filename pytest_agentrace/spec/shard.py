@@ -29,9 +29,6 @@ import hashlib
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
-from pytest_agentrace.record.store import Store, StoreError
 
 AUTO = "auto"
 # (index variable, total variable, first index): the CI systems' parallel-job variables, in the order tried
@@ -138,26 +135,8 @@ def assign(run_ids: Sequence[str], total: int, seconds: Mapping[str, float] | No
     return result
 
 
-def cell_seconds(db: Path | None) -> dict[str, float]:
-    """Mean ``total_seconds`` (else ``seconds``) of the history's runs per cell (``"<kind>:<case>/<arm>/<agent>"``).
-    Empty when ``db`` is None or missing (it is never created here) or cannot be read."""
-    if db is None or not Path(db).is_file():
-        return {}
-    sums: dict[str, list[float]] = {}
-    try:
-        with Store(db) as store:
-            rows = store.conn.execute(
-                "SELECT kind, case_name, arm, agent, COALESCE(total_seconds, seconds) AS s FROM runs "
-                "WHERE COALESCE(total_seconds, seconds) IS NOT NULL").fetchall()
-    except (StoreError, OSError):
-        return {}
-    for row in rows:
-        sums.setdefault(f"{row['kind']}:{row['case_name']}/{row['arm']}/{row['agent']}", []).append(float(row["s"]))
-    return {cell: sum(v) / len(v) for cell, v in sums.items()}
-
-
 def select(run_ids: Sequence[str], shard: Shard, history: Mapping[str, float]) -> set[str]:
-    """The run ids of ``shard`` among ``run_ids``, balanced by ``history`` (``cell_seconds``)."""
+    """The run ids of ``shard`` among ``run_ids``, balanced by ``history`` (``record.store.cell_seconds``)."""
     if shard.total == 1:
         return set(run_ids)
     placed = assign(run_ids, shard.total, expected_seconds(run_ids, history))

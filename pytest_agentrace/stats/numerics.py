@@ -34,10 +34,9 @@ from statistics import NormalDist
 from typing import Any, TypeVar
 
 from pytest_agentrace.stats import permutation, resample
-from pytest_agentrace.stats.resample import METHODS, NONE, critical, interval
+from pytest_agentrace.stats.resample import DEFAULT_RESAMPLES, METHODS, NONE, critical, interval
 
 _N = NormalDist()
-DEFAULT_RESAMPLES = 10_000
 
 
 @dataclass(frozen=True)

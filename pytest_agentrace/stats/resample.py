@@ -23,6 +23,7 @@ NONE, POINT, PERCENTILE, BCA, STUDENTIZED, CLUSTERED = range(6)
 EXACT_PERMUTATIONS = 20_000  # enumerate label permutations exactly up to this many (8 + 8 runs: 12,870)
 EXACT_SIGN_FLIP_CASES = 16  # enumerate all 2^n sign patterns up to this many cases
 BLOCK = 2_000_000  # array elements per working block
+DEFAULT_RESAMPLES = 10_000  # bootstrap resamples (and random permutations) per interval or test unless told
 STUDENTIZED_DF = 14  # degrees of freedom in its runs from which a one-case relative-cost interval is studentized
 
 

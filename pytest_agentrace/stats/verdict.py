@@ -1,4 +1,6 @@
-"""Verdict rules and ``--agentrace-fail-on`` gates. Pure functions; no pytest import.
+"""Verdict rules and ``--agentrace-fail-on`` gates. Pure functions; no pytest import. Its words (targets, gate
+verdicts, ``GATE_CELLS``) are read by ``options`` at every pytest start, so it imports ``stats.numerics`` (the
+exact tests) only inside the one rule that runs a test.
 
 A verdict is the decision of one comparison, always read together with its interval:
 
@@ -27,8 +29,6 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from pytest_agentrace.stats.numerics import boschloo_p, exact_test_name
 
 PROVISIONAL_RUNS = 8  # a cost verdict with fewer runs per arm in some case than this is marked provisional
 SNAPSHOT_MIN_RUNS = 4  # a snapshot token verdict needs at least this many runs a side
@@ -165,6 +165,9 @@ def snapshot_tests(old_passed: int, old_total: int, new_passed: int, new_total: 
         if pass_test is not None:
             name, p = pass_test[0], pass_test[1] if side == "less" else pass_test[2]
         else:
+            # imported here: options reads this module's words at every pytest start, numerics is for sessions that test
+            from pytest_agentrace.stats.numerics import boschloo_p, exact_test_name
+
             name = exact_test_name(new_total, old_total)
             p = boschloo_p(new_passed, new_total, old_passed, old_total, side)
         p = 1.0 if p is None else p

@@ -1,0 +1,65 @@
+"""What every pytest process needs of the plugin, with or without ``--agentrace``: whether it is on (``enabled``),
+the session object's stash key (``session_of``), the markers of the run items (registered in any session, so
+``--strict-markers`` stays clean) and ``--agentrace-builtin``'s early check. Standard library and ``options`` only.
+
+The session itself (``plugin.session``, and through it collection, the run pipeline, the controller, statistics and
+reports) is imported by name (``session_module``) only when ``--agentrace`` is on or built-in tasks are asked for,
+as pytest-xdist's plugin imports its ``DSession`` inside ``pytest_configure`` and ``agents.REGISTRY`` loads an
+adapter: a plain ``pytest`` run, and ``pytest --help``, load a handful of small modules of this package
+(``tests/test_startup_imports.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_agentrace import options as _options
+
+if TYPE_CHECKING:
+    from pytest_agentrace.plugin.session import AgentraceSession
+
+SESSION_MODULE = "pytest_agentrace.plugin.session"
+SESSION_KEY = pytest.StashKey["AgentraceSession"]()
+MARKERS = {
+    "agentrace": "a run of pytest-agentrace (every run item); keyword arguments kind, case, arm, agent (its id, e.g. "
+                 "codex:gpt-5), agent_name (claude, codex, ...) and rep select runs: -m \"agentrace(agent='claude')\"",
+    "agentrace_task": "a run of a task file (the same keyword arguments as agentrace)",
+    "agentrace_trial": "a run of a trial file (the same keyword arguments as agentrace)",
+}
+
+
+def enabled(config: pytest.Config) -> bool:
+    """Whether ``--agentrace`` was given (on the command line or through ``addopts``)."""
+    return bool(config.getoption("agentrace", default=False))
+
+
+def session_of(config: pytest.Config) -> AgentraceSession | None:
+    """The session object of ``config`` (None without ``--agentrace``; ``AgentraceSession.start`` stores it)."""
+    return config.stash.get(SESSION_KEY, None)
+
+
+def session_module() -> ModuleType:
+    """``pytest_agentrace.plugin.session``, imported on first use (later calls: the module already loaded)."""
+    return importlib.import_module(SESSION_MODULE)
+
+
+def builtin_args(early_config: pytest.Config) -> list[str]:
+    """``--agentrace-builtin NAME`` (or the ini key ``agentrace_builtin`` under ``--agentrace``): the built-in tasks'
+    ``task.yaml`` paths to append to the command line (``session.builtin_paths``); ``[]`` when none are asked for,
+    without importing the session. Raises ``pytest.UsageError`` for the option without ``--agentrace``, and (from
+    ``builtin_paths``) for an unknown name or a difficulty no such task has."""
+    namespace = early_config.known_args_namespace
+    on = getattr(namespace, "agentrace", False)
+    groups = getattr(namespace, "agentrace_builtin", None)
+    if not groups and on:  # the ini key counts only for an agentrace session
+        groups = _options.BY_NAME["builtin"].from_ini(early_config.getini("agentrace_builtin") or [])
+    if not groups:
+        return []
+    if not on:
+        raise pytest.UsageError("--agentrace-builtin needs --agentrace (e.g. pytest --agentrace --agentrace-builtin fibonacci)")
+    names = [n for group in groups for n in group]
+    return session_module().builtin_paths(names, getattr(namespace, "agentrace_difficulty", None))
