@@ -2,9 +2,14 @@
 each) import neither numpy nor scipy; a session with two runs in a cell does (the control that shows the check can
 fail). Each case runs pytest in a fresh interpreter, as a user would: this test process has numpy loaded already.
 
+Every pytest process loads the plugin's two entry points, so a run without ``--agentrace`` (and ``--help``) imports
+only ``START_MODULES``: the hooks, ``plugin.switch``, the option table and the small modules of words it reads
+(standard library only), and no yaml, sqlite3, http.server, numpy or scipy; the session (``plugin.session``) is
+imported by name under ``--agentrace`` only, the model double's server when its fixture is used (111 modules of
+the package on that path before).
+
 Adapters are loaded by name (``agents.REGISTRY``): neither ``--help``, collection nor a ``noop`` session imports the
-module of a CLI's adapter, and ``--help`` imports at most ``HELP_MODULES`` of the package's modules (108 of 121
-before the registry)."""
+module of a CLI's adapter."""
 
 from __future__ import annotations
 
@@ -19,26 +24,31 @@ from pytest_agentrace.agents import ADAPTERS, CLI_AGENTS, get_adapter
 from pytest_agentrace.agents.cliadapter import CliAdapter
 
 HEAVY = ("numpy", "scipy")
-HELP_MODULES = 111  # 97 + plugin.interrupts, record.attempts, model_double.normalise, run.outbox (on the start-up path on purpose)
-# + run.runspec, run.linksafe, run.discard: code split out of spec.matrix, agents.base, run.limits and run.workspace
-# (run.runspec, run.linksafe) or new on the run path (run.discard, a few lines)
-# + run.launch, run.inputs (small, standard library only); report.formats, report.result, report.numbers in place of
-# report.html, report.markdown, report.json_export and report.charts (loaded by name from FORMATS when one is written)
-# + run.treefiles, run.snapshot (split out of run.workspace), stats.draws, stats.figures and stats.permutation (split out of stats.resample, cells and
-# report: standard library at import, numpy only when called); report.terminal in place of report.summary
-# + report.view (imported by report.junit, whose run_properties the run items send: small, no numpy)
+WATCHED = ("yaml", "sqlite3", "http.server", "numpy", "scipy")  # none of them imported by pytest itself (the control)
+# what a pytest process without --agentrace (and --help) imports of the package: the entry points and the option
+# table with the words it names; a new module here must be small and standard library only
+START_MODULES = frozenset({
+    "pytest_agentrace", "pytest_agentrace.plugin", "pytest_agentrace.plugin.switch",
+    "pytest_agentrace.model_double", "pytest_agentrace.model_double.fixtures",
+    "pytest_agentrace.options", "pytest_agentrace.argtypes", "pytest_agentrace.report", "pytest_agentrace.report.formats",
+    "pytest_agentrace.run", "pytest_agentrace.run.runspec", "pytest_agentrace.spec", "pytest_agentrace.spec.shard",
+    "pytest_agentrace.stats", "pytest_agentrace.stats.resample", "pytest_agentrace.stats.verdict",
+    "pytest_agentrace.record", "pytest_agentrace.record.storepath",
+})
+HELP_MODULES = len(START_MODULES)  # 18: --help needs no more than a plain run (111 before plugin.switch)
 PROBE = f"""\
 import json, sys
 import pytest
 rc = pytest.main(sys.argv[2:])
 json.dump({{"rc": int(rc), "heavy": sorted(m for m in {HEAVY!r} if m in sys.modules),
+           "watched": sorted(m for m in {WATCHED!r} if m in sys.modules),
            "package": sorted(m for m in sys.modules if m.startswith("pytest_agentrace"))}}, open(sys.argv[1], "w"))
 """
 
 
 def heavy_imports(pytester: pytest.Pytester, *args: str) -> dict:
-    """Run ``pytest *args`` in a new interpreter; return its exit code, which of numpy/scipy it imported and
-    (``package``) the modules of this package it imported."""
+    """Run ``pytest *args`` in a new interpreter; return its exit code, which of numpy/scipy it imported, which of
+    ``WATCHED`` (``watched``) and (``package``) the modules of this package it imported."""
     probe = pytester.path / "probe.py"
     probe.write_text(PROBE)
     result_file = pytester.path / "probe.json"
@@ -62,8 +72,28 @@ def cli_adapters(got: dict) -> list[str]:
 
 def test_help_imports_no_numpy_or_scipy(pytester: pytest.Pytester) -> None:
     got = heavy_imports(pytester, "--help")
-    assert (got["rc"], got["heavy"], cli_adapters(got)) == (0, [], [])
+    assert (got["rc"], got["heavy"], got["watched"], cli_adapters(got)) == (0, [], [], [])
     assert len(got["package"]) <= HELP_MODULES, got["package"]
+
+
+def test_a_run_without_agentrace_imports_only_the_start_modules(pytester: pytest.Pytester) -> None:
+    """An ordinary test file, passing, without ``--agentrace``: the package's modules are exactly ``START_MODULES``
+    and neither yaml, sqlite3, http.server, numpy nor scipy is imported; with the plugin's entry points disabled
+    (the control) none of them is imported either, so it is the plugin that keeps them out."""
+    pytester.makepyfile(test_plain="def test_plain():\n    assert 1 + 1 == 2\n")
+    got = heavy_imports(pytester, "-q", "test_plain.py")
+    assert (got["rc"], got["watched"]) == (0, [])
+    assert set(got["package"]) == START_MODULES
+    bare = heavy_imports(pytester, "-q", "-p", "no:pytest_agentrace", "-p", "no:agentrace_model_double", "test_plain.py")
+    assert (bare["rc"], bare["watched"], bare["package"]) == (0, [], [])
+
+
+def test_the_model_double_fixture_loads_its_server_when_used(pytester: pytest.Pytester) -> None:
+    """The fixture's server (``http.server`` with it) is imported by a test that uses the fixture, not by the plugin."""
+    pytester.makepyfile(test_double="def test_double(model_double):\n    assert model_double.url.startswith('http://127.0.0.1:')\n")
+    got = heavy_imports(pytester, "-q", "test_double.py")
+    assert got["rc"] == 0 and "http.server" in got["watched"]
+    assert "pytest_agentrace.model_double.server" in got["package"] and "pytest_agentrace.plugin.session" not in got["package"]
 
 
 def test_collection_imports_no_numpy_or_scipy(pytester: pytest.Pytester, noop_task: Path) -> None:
