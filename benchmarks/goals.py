@@ -4,7 +4,8 @@ Usage: python benchmarks/goals.py [--files 1000] [--runs 5] [--agg-runs 100000] 
        [--sandbox auto|off] [--only start|run|report|xdist]
 
 - start: a one-run session (``noop`` agent, ``test_command: 'true'``) against pytest's bare start
-  (``pytest --collect-only -q`` in an empty folder, this plugin disabled); goal <= 1.5x;
+  (``pytest --collect-only -q`` in an empty folder, this plugin disabled); goal <= 1.5x; and beside it the same
+  bare command with the plugin installed but no ``--agentrace`` (what every other pytest run pays for it);
 - per run: the harness overhead of a ``noop`` run (``total_seconds`` minus agent and checks) against a bare
   ``git clone --shared`` of the same ``--files``-file repository; goal <= 1.5x; also the marginal wall and CPU
   seconds per run (a session of ``--runs`` + 2 runs minus one of 2 runs, divided by ``--runs``: both have
@@ -79,15 +80,19 @@ def start(root: Path, runs: int) -> None:
     one = [*PYTEST, "--agentrace", "task.yaml", "--agentrace-no-save"]
     timed_any([*PYTEST, "--collect-only", *OFF], empty)  # warm-up: bytecode written
     timed(one, root / "one")
-    bares, sessions = [], []
-    for _ in range(runs):  # taken in turn, so a change of the machine's load falls on both alike
+    bares, sessions, plains = [], [], []
+    for _ in range(runs):  # taken in turn, so a change of the machine's load falls on each alike
         bares.append(cpu_of(lambda: timed_any([*PYTEST, "--collect-only", *OFF], empty)))
         sessions.append(cpu_of(lambda: timed(one, root / "one")))
+        plains.append(cpu_of(lambda: timed_any([*PYTEST, "--collect-only"], empty)))
     bare, session = (statistics.median(w for w, _ in bares), statistics.median(c for _, c in bares)), \
         (statistics.median(w for w, _ in sessions), statistics.median(c for _, c in sessions))
     print(f"start:  1-run session {session[0]:.2f} s (CPU {session[1]:.2f} s) | floor: bare pytest start "
           f"{bare[0]:.2f} s (CPU {bare[1]:.2f} s) | {session[0] / bare[0]:.2f}x, CPU {session[1] / bare[1]:.2f}x "
           f"(goal <= 1.5x) | {load()}")
+    plain = statistics.median(w for w, _ in plains), statistics.median(c for _, c in plains)
+    print(f"start:  the same bare start with the plugin on, no --agentrace: {plain[0]:.2f} s (CPU {plain[1]:.2f} s) | "
+          f"{plain[0] / bare[0]:.2f}x, CPU {plain[1] / bare[1]:.2f}x the plugin off | {load()}")
 
 
 def per_run(root: Path, files: int, runs: int, sandbox: str = "auto") -> None:
