@@ -334,7 +334,6 @@ class AgentraceSession:
         return [NOTHING_COLLECTED[0].format(where=where), *NOTHING_COLLECTED[1:]]
 
 
-
 # -- settings and what the session's runs share ----------------------------------------------------------------
 
 
