@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from pytest_agentrace.record.model import Outcome, Usage
+from pytest_agentrace.record.model import CheckResult, Outcome, ToolCall, Usage, build
 from pytest_agentrace.record.runfile import iter_runs, read_run, write_run
 
 
@@ -47,3 +48,39 @@ def test_iter_runs_skips_broken_records_and_says_so(tmp_path: Path, capsys: pyte
     assert [o.agent for _, o in iter_runs(tmp_path)] == ["a"]
     err = capsys.readouterr().err
     assert err.count("agentrace: skipped") == 2 and "seconds" in err
+
+
+@pytest.mark.parametrize("cls", [Outcome, Usage, CheckResult, ToolCall])
+def test_build_makes_what_the_dataclass_init_makes(cls: type) -> None:
+    """``model.build`` (from_dict's constructor) gives what ``cls(**kw)`` gives: the fields given, the defaults of the
+    others (a fresh object from each default factory), ``init=False`` fields at their defaults; a required field
+    missing raises ``TypeError``."""
+    given = {f.name: getattr(sample(cls), f.name) for f in dataclasses.fields(cls) if f.init}
+    for kw in (given, {k: v for i, (k, v) in enumerate(given.items()) if i % 2 == 0 or k in required(cls)}):
+        made, want = build(cls, kw), cls(**kw)
+        assert made == want and type(made) is cls
+        assert [getattr(made, f.name) for f in dataclasses.fields(cls)] == [getattr(want, f.name) for f in dataclasses.fields(cls)]
+    for f in dataclasses.fields(cls):
+        if f.default_factory is not dataclasses.MISSING:
+            kw = {k: v for k, v in given.items() if k != f.name}
+            assert getattr(build(cls, kw), f.name) is not getattr(build(cls, kw), f.name)
+    for name in required(cls):
+        with pytest.raises(TypeError, match=name):
+            build(cls, {k: v for k, v in given.items() if k != name})
+
+
+def required(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)
+            if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+
+
+def sample(cls: type):
+    if cls is ToolCall:
+        return ToolCall("bash", "ls")
+    if cls is CheckResult:
+        return CheckResult("verify", "python check.py", 1, 0.5, "verify.log", tests={"ran": 3}, count_failure="1 of 3 tests failed")
+    if cls is Usage:
+        return Usage(input_tokens=5, total_tokens=10, cost_usd=0.1, tool_calls=(ToolCall("bash", "ls"),), model="m",
+                     model_usage={"m": {"input_tokens": 5}}, parse_warnings=("odd line",))
+    return Outcome.from_dict(record(checks={"verify": sample(CheckResult).to_dict()}, usage=sample(Usage).to_dict(),
+                                    tampered=["tests/x.py"], extra={"trial": "docs"}, score=50.0))

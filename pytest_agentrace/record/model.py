@@ -63,6 +63,44 @@ def field_names(cls: type) -> frozenset[str]:
 
 
 Shared = dict[Any, Any]  # equal strings (and tool calls) of many records -> one object: ``from_dict``'s ``share``
+_REQUIRED = object()
+
+
+@functools.cache
+def _plan(cls: type) -> tuple[tuple[str, Any, Any, Any, bool], ...]:
+    """Per field of the frozen, slotted dataclass ``cls``: ``(name, its slot's setter, default or _REQUIRED, default
+    factory or None, init)`` (``build``'s plan, computed once per class)."""
+    out = []
+    for f in dataclasses.fields(cls):
+        factory = None if f.default_factory is dataclasses.MISSING else f.default_factory
+        default = _REQUIRED if f.default is dataclasses.MISSING and factory is None else f.default
+        out.append((f.name, cls.__dict__[f.name].__set__, default, factory, f.init))
+    return tuple(out)
+
+
+def build(cls: type, kw: dict[str, Any]) -> Any:
+    """``cls(**kw)`` for a frozen, slotted dataclass without ``__post_init__`` whose ``kw`` holds only names of its
+    ``__init__`` fields (``field_names``): each slot set through its descriptor, in about a quarter of the time of
+    the generated ``__init__`` (which calls ``object.__setattr__`` by name per field); a field missing from ``kw``
+    takes its default (or its factory's value) as ``__init__`` gives it, and a required one missing raises
+    ``TypeError`` as ``__init__`` does. For records read by the hundred thousand (``from_dict``)."""
+    obj = object.__new__(cls)
+    for name, put, default, factory, init in _plan(cls):
+        if init and name in kw:
+            put(obj, kw[name])
+        elif factory is not None:
+            put(obj, factory())
+        elif default is _REQUIRED:
+            raise TypeError(f"{cls.__name__}.__init__() missing required argument: {name!r}")
+        else:
+            put(obj, default)
+    return obj
+
+
+def _known(cls: type, d: dict[str, Any]) -> dict[str, Any]:
+    """The items of ``d`` whose keys are ``cls``'s ``__init__`` fields (a copy of ``d`` when every key is one)."""
+    known = field_names(cls)
+    return dict(d) if known.issuperset(d) else {k: v for k, v in d.items() if k in known}
 
 
 def _share(kw: dict[str, Any], names: tuple[str, ...], share: Shared) -> None:
@@ -161,8 +199,7 @@ class Usage:
         equal strings and tool calls become one object each (``Outcome.from_dict``)."""
         if not d:
             return cls()
-        known = field_names(cls)
-        kw = {k: v for k, v in d.items() if k in known}
+        kw = _known(cls, d)
         if share is None:
             kw["tool_calls"] = tuple(ToolCall(t.get("name", ""), t.get("summary", "")) for t in d.get("tool_calls") or ())
         else:
@@ -180,7 +217,7 @@ class Usage:
             _share(kw, _USAGE_SHARED, share)
         kw["permission_denials"] = tuple(d.get("permission_denials") or ())
         kw["parse_warnings"] = tuple(d.get("parse_warnings") or ())
-        return cls(**kw)
+        return build(cls, kw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,8 +274,9 @@ class CheckResult:
               "limit": get("limit"), "count_failure": get("count_failure")}
         if share is not None:
             _share(kw, _CHECK_SHARED, share)
-        return cls(exit_code=get("exit_code"), seconds=float(get("seconds") or 0.0), timed_out=bool(get("timed_out", False)),
-                   counted=bool(get("counted", False)), tests=tests if isinstance(tests, dict) else None, **kw)
+        kw.update(exit_code=get("exit_code"), seconds=float(get("seconds") or 0.0), timed_out=bool(get("timed_out", False)),
+                  counted=bool(get("counted", False)), tests=tests if isinstance(tests, dict) else None)
+        return build(cls, kw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,8 +367,7 @@ class Outcome:
         version = int(d.get("schema_version", 1))
         if version > SCHEMA_VERSION:
             raise ValueError(f"run record schema_version {version} is newer than supported {SCHEMA_VERSION}")
-        known = field_names(cls)
-        kw = {k: v for k, v in d.items() if k in known}
+        kw = _known(cls, d)
         if version < 2 and isinstance(d.get("extra"), dict):
             extra = dict(d["extra"])
             kw.update({k: extra.pop(k) for k in TYPED_FROM_EXTRA if k in extra})
@@ -344,7 +381,7 @@ class Outcome:
             _share(kw, _OUTCOME_SHARED, share)
         if validate:
             _check_types(kw)
-        return cls(**kw)
+        return build(cls, kw)
 
 
 _NOT_SAMPLES = (Status.ERROR.value, Status.STOPPED.value)

@@ -17,6 +17,7 @@ A *cell* is case x arm x agent (case = task name or trial question id). Rules sh
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -127,6 +128,15 @@ def _group(outcomes: Iterable[Outcome]) -> dict[tuple[str, str, str, str, str], 
     return groups
 
 
+@functools.lru_cache(maxsize=4096)
+def _curves(n: int, passed: int) -> tuple[dict[str, float], dict[str, float]]:
+    """``({str(k): pass@k}, {str(k): pass^k})`` for k = 1..n of ``passed`` passes in ``n`` valid runs
+    (``stats.pass_at_k``, ``stats.pass_hat_k``), made once per ``(n, passed)``: cells of a report share them (the
+    caller copies them)."""
+    return ({str(k): stats.pass_at_k(n, passed, k) for k in range(1, n + 1)},  # type: ignore[misc]
+            {str(k): stats.pass_hat_k(n, passed, k) for k in range(1, n + 1)})  # type: ignore[misc]
+
+
 def summarize_cell(runs: Sequence[Outcome], seed: int = 0, resamples: int = stats.DEFAULT_RESAMPLES, confidence: float = 0.95,
                    memo: Memo | None = None) -> CellSummary:
     """Summarise the runs of one cell (all sharing kind, source, case, arm, agent). See ``CellSummary``. Runs stopped
@@ -158,8 +168,7 @@ def summarize_cell(runs: Sequence[Outcome], seed: int = 0, resamples: int = stat
         used_tool_known=sum(o.used_tool is not None for o in valid),
         seconds_mean=_mean([o.seconds for o in valid]), cost_mean=_mean(costs),
         score_mean=_mean(scores), score_sd=math.sqrt(stats._var(scores)) if len(scores) >= 2 else None,
-        pass_at_k={str(k): stats.pass_at_k(n, passed, k) for k in range(1, n + 1)},  # type: ignore[misc]
-        pass_hat_k={str(k): stats.pass_hat_k(n, passed, k) for k in range(1, n + 1)},  # type: ignore[misc]
+        pass_at_k=dict(_curves(n, passed)[0]), pass_hat_k=dict(_curves(n, passed)[1]),
         claims=len(claims), false_pass=sum(bool(c.get("false_pass")) for c in claims),
         false_fail=sum(bool(c.get("false_fail")) for c in claims),
         claims_invalid=sum(bool(c.get("invalid")) or c.get("status") == "invalid" for c in claims),

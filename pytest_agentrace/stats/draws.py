@@ -49,7 +49,8 @@ def relabelling(seed: int, case: tuple[str, ...], na: int, nb: int, resamples: i
     baseline runs: boolean rows (resamples, na + nb) marking the arm's runs (one byte a mark), the ``na`` smallest of uniform float32 keys
     (half the generator's work of float64 ones). A row whose ``na``-th and ``na + 1``-th smallest keys are equal (a
     tie across the cut: about ``(na + nb) / 2^24`` of rows) is drawn again until it has none, so every row is a
-    uniformly random choice of ``na`` runs (the rows kept are exchangeable in the runs)."""
+    uniformly random choice of ``na`` runs (the rows kept are exchangeable in the runs). The keys are sorted and
+    compared as their bits read as int32 (``_ordered_keys``): the same order, in about 0.6x the time of a float sort."""
     import numpy as np
 
     rng = stats.rng_for(seed, "labels", *case, na, nb)
@@ -57,18 +58,27 @@ def relabelling(seed: int, case: tuple[str, ...], na: int, nb: int, resamples: i
     ties = []
     step = max(1, LABEL_BLOCK // (na + nb))
     for start in range(0, resamples, step):  # the generator's stream in blocks of rows: the keys of one call
-        keys = rng.random((min(step, resamples - start), na + nb), dtype=np.float32)
+        keys = _ordered_keys(rng.random((min(step, resamples - start), na + nb), dtype=np.float32))
         ordered = np.sort(keys, axis=1)
         np.less_equal(keys, ordered[:, na - 1:na], out=marks[start:start + step])
         if nb:
             ties.append(start + np.flatnonzero(ordered[:, na - 1] == ordered[:, na]))
     tied = np.concatenate(ties) if ties else np.arange(0)
     while tied.size:
-        keys = rng.random((tied.size, na + nb), dtype=np.float32)
+        keys = _ordered_keys(rng.random((tied.size, na + nb), dtype=np.float32))
         ordered = np.sort(keys, axis=1)
         marks[tied] = keys <= ordered[:, na - 1:na]
         tied = tied[ordered[:, na - 1] == ordered[:, na]]
     return marks
+
+
+def _ordered_keys(keys):
+    """Uniform float32 keys in [0, 1) (``Generator.random``: never negative, never -0.0 or NaN) viewed as int32: the
+    bits of non-negative IEEE floats are ordered as their values, and two are equal exactly when the floats are, so
+    sorting and comparing the integers gives the marks and ties of the floats; numpy sorts int32 faster than float32."""
+    import numpy as np
+
+    return keys.view(np.int32)
 
 
 def exact_in_float32(x) -> bool:

@@ -67,15 +67,18 @@ def interval(estimate, boot, jack=None, crit=None, confidence: float = 0.95):
     from scipy.special import ndtr, ndtri
 
     est = np.asarray(estimate, dtype=float).reshape(-1)
-    boot = np.where(np.isfinite(boot), boot, np.nan)
+    boot = np.asarray(boot, dtype=float)
+    finite = np.isfinite(boot)
+    m = finite.sum(axis=1)
+    if m.min(initial=boot.shape[1]) < boot.shape[1]:  # non-finite replicates become NaN (no copy when there is none)
+        boot = np.where(finite, boot, np.nan)
     t_count = boot.shape[0]
     rows = np.arange(t_count)
-    m = np.isfinite(boot).sum(axis=1)
     none = (m == 0) | ~np.isfinite(est)
     last = np.maximum(m - 1, 0)
     z = np.full(t_count, float(-ndtri((1.0 - confidence) / 2.0))) if crit is None else np.asarray(crit, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        below = np.nansum(boot < est[:, None], axis=1) + 0.5 * np.nansum(boot == est[:, None], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):  # counts of NaN-free comparisons: NaN is neither below nor equal
+        below = (boot < est[:, None]).sum(axis=1) + 0.5 * (boot == est[:, None]).sum(axis=1)
         share = below / np.maximum(m, 1)
         bc_ok = (share > 0) & (share < 1)
         z0 = ndtri(np.clip(share, 1e-12, 1 - 1e-12))
