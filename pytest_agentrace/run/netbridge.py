@@ -32,6 +32,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -97,7 +98,12 @@ def _join(a: socket.socket, b: socket.socket) -> None:
     """Relay ``a`` and ``b`` both ways (one direction in a thread of its own) until both have ended; then close
     both."""
     back = threading.Thread(target=_pipe, args=(b, a), daemon=True)
-    back.start()
+    try:
+        back.start()
+    except RuntimeError:  # can't start new thread: the connection ends
+        a.close()
+        b.close()
+        return
     try:
         _pipe(a, b)
         back.join()
@@ -156,17 +162,27 @@ def _serve_forward(socket_path: str, host: str, port: int, conn: socket.socket) 
 
 
 def _accept(server: socket.socket, handle: Callable[[socket.socket], None]) -> None:
-    """Serve each connection to ``server`` in a thread of its own, for as long as the process lives."""
+    """Serve each connection to ``server`` in a thread of its own, for as long as the process lives. A connection
+    no thread can be started for (the run's process limit counts threads) is closed; an ``accept`` that fails for
+    want of descriptors is tried again a little later."""
     while True:
         try:
             conn, _addr = server.accept()
+        except (InterruptedError, ConnectionAbortedError):
+            continue
         except OSError:
+            if server.fileno() < 0:
+                return
+            time.sleep(0.05)
             continue
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small writes go out at once
         except OSError:
             pass
-        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+        try:
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+        except RuntimeError:  # can't start new thread
+            conn.close()
 
 
 def _start(socket_path: str, proxy_port: int, forwards: Mapping[int, tuple[str, int]]) -> None:
