@@ -12,7 +12,7 @@ from helpers.report import outcome
 from pytest_agentrace.plugin.controller import sandbox_line
 from pytest_agentrace.run import outbox
 from pytest_agentrace.run.checks import clean_env, loopback_no_proxy, minimal_env
-from pytest_agentrace.run.sandbox import hidden_paths
+from pytest_agentrace.run.sandbox import _under, hidden_paths
 
 BOX = {"on": True, "bwrap": "/usr/bin/bwrap", "version": "0.8.0", "uid": 1000, "offline": False, "read": [], "write": []}
 
@@ -30,6 +30,18 @@ def test_sandbox_line_says_on_which_bwrap_and_what_was_shown_within_70_columns()
         "agentrace: sandbox on: bwrap /usr/bin/bwrap 0.8.0, uid 1000; nothing\n  shown beyond the default")
     assert sandbox_line([outcome(extra={"sandbox": {"on": False}})] * 2) == "agentrace: sandbox off (2 runs unsandboxed)"
     assert sandbox_line([outcome()]) is None  # no run recorded a sandbox (in-process only, older records)
+
+
+@pytest.mark.parametrize(("path", "root", "inside"), [
+    ("/a/b", "/a", True), ("/a", "/a", True), ("/a/", "/a", True), ("/a//b/./c", "/a/b", True), ("/a", "/", True),
+    ("/ab", "/a", False), ("/a", "/a/b", False), ("/a/../b", "/b", False), ("/a/../b", "/a", True),
+    ("a/b", "a", True), ("a", ".", True), ("/a", ".", False), ("//a", "/", False), ("//a/b", "//a", True),
+])
+def test_under_is_pathlib_containment(path: str, root: str, inside: bool) -> None:
+    # the box decides which shown folders another covers and which hidden ones to mask with it: pathlib's answer
+    # (``Path(root) == Path(path) or Path(root) in Path(path).parents``), taken from strings
+    assert _under(path, [root]) is inside
+    assert (Path(path) == Path(root) or Path(root) in Path(path).parents) is inside
 
 
 def test_hidden_paths_names_host_paths_the_box_did_not_show(tmp_path: Path) -> None:

@@ -33,9 +33,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import namedtuple
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
 
 START_FD_ENV = "AGENTRACE_START_FD"  # the write end's number, for the helpers and the launcher (never the agent)
 REPORT_FD_ENV = "AGENTRACE_REPORT_FD"  # the report pipe's write end, for a helper that reports on the run
@@ -68,30 +67,31 @@ def launched(argv: Sequence[str]) -> list[str]:
     return [sys.executable, "-S", "-I", "-c", LAUNCHER, *argv]
 
 
-class Wrapped(NamedTuple):
-    """An agent's ``argv`` and ``env`` as a run stage left them, and the ``helper`` that stage put in front of
-    ``argv`` (``netns``: the offline namespace and its model double; ``netbridge``: the provider network's bridge),
-    which starts the launcher in front of the agent itself; None: no helper, the caller puts the launcher there
-    (``launched``)."""
+# the two records below are ``collections.namedtuple`` classes, not dataclasses or ``typing.NamedTuple``: the run
+# helpers import this module at every run's start inside the box, and ``dataclasses`` (with ``inspect``) and
+# ``typing`` took about a third of a helper's start-up CPU
 
-    argv: list[str]
-    env: dict[str, str]
-    helper: str | None = None
+
+class Wrapped(namedtuple("Wrapped", ("argv", "env", "helper"), defaults=(None,))):
+    """An agent's ``argv`` (list[str]) and ``env`` (dict[str, str]) as a run stage left them, and the ``helper``
+    (str or None) that stage put in front of ``argv`` (``netns``: the offline namespace and its model double;
+    ``netbridge``: the provider network's bridge), which starts the launcher in front of the agent itself; None: no
+    helper, the caller puts the launcher there (``launched``)."""
+
+    __slots__ = ()
 
     def launchable(self) -> list[str]:
         """``argv`` as it is started: behind the launcher unless a helper is in front (which puts it there)."""
         return self.argv if self.helper else launched(self.argv)
 
 
-@dataclass(frozen=True)
-class Start:
-    """What the start channel said: ``fault`` is the harness's message when the agent did not run through no fault
-    of its own (``kind``: ``box`` (the sandbox could not be set up), ``helper`` (a run helper failed: the message
-    is the helper's, such as ``model double: ...``), ``exec`` (the agent's program could not be started)); None
-    when the agent ran."""
+class Start(namedtuple("Start", ("fault", "kind"), defaults=(None, None))):
+    """What the start channel said: ``fault`` (str or None) is the harness's message when the agent did not run
+    through no fault of its own (``kind``: ``box`` (the sandbox could not be set up), ``helper`` (a run helper
+    failed: the message is the helper's, such as ``model double: ...``), ``exec`` (the agent's program could not be
+    started)); None when the agent ran."""
 
-    fault: str | None = None
-    kind: str | None = None
+    __slots__ = ()
 
 
 def _read_all(fd: int) -> bytes:

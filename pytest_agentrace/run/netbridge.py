@@ -10,6 +10,9 @@ pytest_agentrace.run.netbridge``) brings ``lo`` up and listens, inside the names
   HOST:HOSTPORT`` through the gate. A base URL on the host's loopback (``http://127.0.0.1:PORT``: a model double, a
   local gateway) then works unchanged for every CLI, proxy-aware or not, and still passes the allow-list.
 
+Each listener and each connection is served by a thread of its own over blocking sockets: the bridge starts at
+every run, and importing an event loop (asyncio) cost each run about a tenth of a second of CPU.
+
 Then it runs the agent as its child and exits with the agent's exit code (a signal N as ``128 + N``), passing
 SIGTERM and SIGINT on, as ``model_double.netns`` does for offline runs.
 
@@ -22,21 +25,18 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import os
 import signal
 import socket
 import struct
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pytest_agentrace.run.launch import START_FD_ENV, helper_fault, launched, start_child, undumpable
-from pytest_agentrace.run.netproxy import relay
-
-if TYPE_CHECKING:  # asyncio is imported in the functions that serve: a run without a network never loads it
-    import asyncio
 
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds pytest_agentrace/
@@ -76,77 +76,132 @@ def wrap(argv: list[str], socket_path: str, proxy_port: int, forwards: Mapping[i
     return [*inner, "--", *argv]
 
 
-async def _join(a: tuple[asyncio.StreamReader, asyncio.StreamWriter],
-                b: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
-    import asyncio
+HEAD_CAP = 65536  # bytes of the gate's answer to a forward's CONNECT read before its blank line, at most
+BACKLOG = 100  # pending connections of each listener
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    """Copy ``src`` to ``dst`` until EOF, then half-close ``dst`` (one direction of a tunnel)."""
     try:
-        await asyncio.gather(relay(a[0], b[1]), relay(b[0], a[1]))
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
     finally:
-        for w in (a[1], b[1]):
-            try:
-                w.close()
-            except OSError:
-                pass
-
-
-def _serve_proxy(socket_path: str) -> object:
-    import asyncio
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            out = await asyncio.open_unix_connection(socket_path)
+            dst.shutdown(socket.SHUT_WR)
         except OSError:
-            writer.close()
-            return
-        await _join((reader, writer), out)
-
-    return handle
+            pass
 
 
-def _serve_forward(socket_path: str, host: str, port: int) -> object:
-    import asyncio
+def _join(a: socket.socket, b: socket.socket) -> None:
+    """Relay ``a`` and ``b`` both ways (one direction in a thread of its own) until both have ended; then close
+    both."""
+    back = threading.Thread(target=_pipe, args=(b, a), daemon=True)
+    try:
+        back.start()
+    except RuntimeError:  # can't start new thread: the connection ends
+        a.close()
+        b.close()
+        return
+    try:
+        _pipe(a, b)
+        back.join()
+    finally:
+        for sock in (a, b):
+            sock.close()
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_unix_connection(socket_path)
-            up_writer.write(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
-            head = await up_reader.readuntil(b"\r\n\r\n")
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            writer.close()
-            return
+
+def _gate(socket_path: str) -> socket.socket:
+    """A new connection to the gate's unix socket. Raises ``OSError``."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(socket_path)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _serve_proxy(socket_path: str, conn: socket.socket) -> None:
+    """One connection to the proxy endpoint, relayed byte for byte to the gate (which reads its request)."""
+    try:
+        out = _gate(socket_path)
+    except OSError:
+        conn.close()
+        return
+    _join(conn, out)
+
+
+def _serve_forward(socket_path: str, host: str, port: int, conn: socket.socket) -> None:
+    """One connection to a forward's port: ``CONNECT host:port`` through the gate, then relayed both ways; refused
+    by the gate (an answer other than 200), it just ends."""
+    try:
+        out = _gate(socket_path)
+    except OSError:
+        conn.close()
+        return
+    try:
+        out.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+        buf = b""
+        while (end := buf.find(b"\r\n\r\n")) < 0:
+            chunk = out.recv(65536)
+            if not chunk or len(buf) + len(chunk) > HEAD_CAP:
+                raise ConnectionError("no answer to CONNECT")
+            buf += chunk
+        head, rest = buf[:end + 4], buf[end + 4:]
         if not head.startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")):
-            writer.close()  # refused by the gate: the connection just ends
-            up_writer.close()
-            return
-        await _join((reader, writer), (up_reader, up_writer))
+            raise ConnectionError("refused by the gate")
+        if rest:  # what the far side sent right after the answer is the tunnel's first bytes
+            conn.sendall(rest)
+    except OSError:
+        conn.close()
+        out.close()
+        return
+    _join(conn, out)
 
-    return handle
+
+def _accept(server: socket.socket, handle: Callable[[socket.socket], None]) -> None:
+    """Serve each connection to ``server`` in a thread of its own, for as long as the process lives. A connection
+    no thread can be started for (the run's process limit counts threads) is closed; an ``accept`` that fails for
+    want of descriptors is tried again a little later."""
+    while True:
+        try:
+            conn, _addr = server.accept()
+        except (InterruptedError, ConnectionAbortedError):
+            continue
+        except OSError:
+            if server.fileno() < 0:
+                return
+            time.sleep(0.05)
+            continue
+        try:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small writes go out at once
+        except OSError:
+            pass
+        try:
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+        except RuntimeError:  # can't start new thread
+            conn.close()
 
 
 def _start(socket_path: str, proxy_port: int, forwards: Mapping[int, tuple[str, int]]) -> None:
-    """Listen (in a daemon thread's loop) before returning, so the agent never races the bridge."""
-    import asyncio
-    loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    errors: list[BaseException] = []
-
-    async def listen() -> None:
-        try:
-            await asyncio.start_server(_serve_proxy(socket_path), "127.0.0.1", proxy_port)  # type: ignore[arg-type]
-            for port, (host, hport) in forwards.items():
-                await asyncio.start_server(_serve_forward(socket_path, host, hport), "127.0.0.1", port)  # type: ignore[arg-type]
-        except OSError as exc:
-            errors.append(exc)
-        ready.set()
-
-    def run() -> None:
-        loop.run_until_complete(listen())
-        loop.run_forever()
-
-    threading.Thread(target=run, name="agentrace-netbridge", daemon=True).start()
-    ready.wait(30)
-    if errors:
-        raise errors[0]
+    """Listen on every port before returning, so the agent never races the bridge; each port served by a daemon
+    thread (blocking sockets, a thread per connection: no event loop to import at every run's start). Raises
+    ``OSError`` when a port cannot be listened on."""
+    listeners: list[tuple[socket.socket, Callable[[socket.socket], None]]] = []
+    try:
+        listeners.append((socket.create_server(("127.0.0.1", proxy_port), backlog=BACKLOG),
+                          functools.partial(_serve_proxy, socket_path)))
+        for port, (host, hport) in forwards.items():
+            listeners.append((socket.create_server(("127.0.0.1", port), backlog=BACKLOG),
+                              functools.partial(_serve_forward, socket_path, host, hport)))
+    except OSError:
+        for server, _handle in listeners:
+            server.close()
+        raise
+    for server, handle in listeners:
+        threading.Thread(target=_accept, args=(server, handle), name="agentrace-netbridge", daemon=True).start()
 
 
 def main(args: list[str] | None = None) -> int:

@@ -46,7 +46,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pytest_agentrace.run.discard import remove
@@ -501,6 +501,25 @@ def exit_code(code: int | None) -> int | None:
 
 
 def _under(path: str, roots: Iterable[str]) -> bool:
-    """Whether ``path`` is one of ``roots`` or inside one."""
-    p = Path(path)
-    return any(p == Path(r) or Path(r) in p.parents for r in roots)
+    """Whether ``path`` is one of ``roots`` or inside one: ``Path(r) == Path(path) or Path(r) in
+    Path(path).parents``, compared as the normalised strings (a box's argv checks every shown path against every
+    hidden one: building each parent as a ``Path`` cost a run tens of milliseconds)."""
+    p = _norm(path)
+    return any(_within(p, _norm(r)) for r in roots)
+
+
+@functools.lru_cache(maxsize=4096)
+def _norm(path: str | os.PathLike[str]) -> str:
+    """``str(PurePosixPath(path))``: repeated slashes and ``.`` parts dropped, no trailing slash (``..`` kept)."""
+    return str(PurePosixPath(path))
+
+
+def _within(path: str, root: str) -> bool:
+    """``_under`` for one pair of ``_norm`` strings."""
+    if path == root:
+        return True
+    if path.startswith("//") or root.startswith("//"):  # POSIX's implementation-defined root: as pathlib says
+        return PurePosixPath(root) in PurePosixPath(path).parents
+    if root == ".":  # every relative path lies in ".", no absolute one
+        return not path.startswith("/")
+    return path.startswith(root if root.endswith("/") else root + "/")
