@@ -231,3 +231,27 @@ def test_reading_many_records_leaves_the_collector_as_it_was(tmp_path: Path, mon
     finally:
         gc.enable()
         gc.unfreeze()
+
+
+def test_a_folder_whose_index_cannot_be_written_is_read_from_its_files(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the index cannot be brought up to date (a read-only folder: ``refresh`` raises ``OSError``), the records
+    come from their files as ``runfile.iter_runs`` reads them, a manifested record's from ``verified`` (its file not
+    read), the unreadable one skipped with the same line, and a link named run.json is no record (never followed)."""
+    out = folder(tmp_path / "out")
+    (out / "runs" / "q9" / "base" / "a" / "1").mkdir(parents=True)
+    (out / "runs" / "q9" / "base" / "a" / "1" / "run.json").symlink_to(out / "runs" / "fix" / "default" / "x" / "1" / "run.json")
+    want = [(p, o) for p, o in runfile.iter_runs(out) if "q9" not in p.parts]
+    want_err = "".join(line for line in capsys.readouterr().err.splitlines(keepends=True) if "/q9/" not in line)
+
+    def unwritable(*_args, **_kwargs):
+        raise PermissionError("read-only folder")
+
+    monkeypatch.setattr(index, "refresh", unwritable)
+    assert [(p, o) for p, o in index.iter_runs(out)] == want
+    err = capsys.readouterr().err
+    assert err == want_err and err.count("agentrace: skipped") == 1 and "q0/base/a/9/run.json" in err
+    kept = want[0][1]
+    rel = want[0][0].relative_to(out / "runs").as_posix()
+    (out / "runs" / rel).write_text("{}")  # the file now says nothing: the verified outcome is used, not the file
+    assert [o for _p, o in index.iter_runs(out, verified={rel: kept})] == [o for _p, o in want]

@@ -44,7 +44,6 @@ from typing import Any, BinaryIO
 
 from pytest_agentrace.record.model import SCHEMA_VERSION, Outcome
 from pytest_agentrace.record.runfile import Key, check_record, load_record, read_run, scan_runs
-from pytest_agentrace.record.runfile import iter_runs as runfile_iter_runs
 
 INDEX_FILE = "index.jsonl"
 INDEX_FORMAT = 2  # 2: the key holds st_ctime_ns (an index of format 1 is rebuilt)
@@ -167,53 +166,53 @@ def iter_outcomes(out: Path, files: list[tuple[str, Key]] | None = None,
 def _indexed(out: Path, files: list[tuple[str, Key]] | None = None,
              verified: Verified | None = None) -> list[tuple[str | Path, Outcome]]:
     """``(path relative to out/runs, outcome)`` of every readable record, from ``verified`` when it holds the path,
-    else from the index, or ``(path, outcome)`` from the files when the index cannot be written; the skipped lines
-    printed. The index is not opened when ``verified`` holds every path; else it is read once when it is up to date
+    else from the index, or from the files (``_from_files``) when the index cannot be written or kept up to date; the
+    skipped lines printed. The index is not opened when ``verified`` holds every path; else it is read once when it is up to date
     (``_read``), or brought up to date (``refresh``) and read again."""
     keys = scan_runs(out).files if files is None else files
     verified = verified or {}
     root = Path(out) / "runs"
+    found: Read | None = None
     for attempt in range(3):  # a file changed between the walk and the read: walk and refresh again
         if attempt:
             keys = scan_runs(out).files
         if all(rel in verified for rel, _key in keys):
-            found: Read | None = _from_verified(keys, verified)
+            found = _from_files(root, keys, verified)
         else:
             found = _read(out, keys, verified)
             if found is None or found[2]:
                 try:
                     refresh(out, files=keys, again=found[2] if found else ())
-                except OSError:  # a read-only folder
+                except OSError:  # a read-only folder: the files as they are (below)
+                    found = None
                     break
                 found = _read(out, keys, verified)
         if found is not None and not found[2]:
-            runs, skipped, _bad = found
-            for rel, why in skipped:
-                print(f"agentrace: skipped {root / rel}: {why}", file=sys.stderr)
-            return runs
-    if not verified:
-        return list(runfile_iter_runs(out))
-    runs = []
-    for rel, _key in scan_runs(out).files:
-        try:
-            got = verified.get(rel) or read_run(root / rel)
-            if isinstance(got, str):
-                raise ValueError(f"{root / rel}: {got}")
-            runs.append((root / rel, got))
-        except ValueError as exc:
-            print(f"agentrace: skipped {exc}", file=sys.stderr)
+            break
+    if found is None or found[2]:
+        found = _from_files(root, scan_runs(out).files, verified)
+    runs, skipped, _bad = found
+    for rel, why in skipped:
+        print(f"agentrace: skipped {root / rel}: {why}", file=sys.stderr)
     return runs
 
 
 Read = tuple[list[tuple[str | Path, Outcome]], list[tuple[str, str]], set[str]]
 
 
-def _from_verified(keys: list[tuple[str, Key]], verified: Verified) -> Read:
-    """``_read``'s ``(runs, skipped, bad)`` when ``verified`` holds every path of ``keys``."""
+def _from_files(root: Path, keys: list[tuple[str, Key]], verified: Verified) -> Read:
+    """``_read``'s ``(runs, skipped, bad)`` without the index: each path of ``keys`` from ``verified`` when it holds
+    it, else its file under ``root`` read and checked (``runfile.read_run``, through no link)."""
     runs: list[tuple[str | Path, Outcome]] = []
     skipped: list[tuple[str, str]] = []
     for rel, _key in keys:
-        _take(rel, verified[rel], runs, skipped)
+        got = verified.get(rel)
+        if got is None:
+            try:
+                got = read_run(root / rel)
+            except ValueError as exc:
+                got = str(exc).removeprefix(f"{root / rel}: ")
+        _take(rel, got, runs, skipped)
     return runs, skipped, set()
 
 
