@@ -153,6 +153,7 @@ def summarize_cell(runs: Sequence[Outcome], seed: int = 0, resamples: int = stat
     turns = [o.usage.turns for o in valid if o.usage.turns is not None]
     claims = [o.claim for o in valid if o.claim]
     n = len(valid)
+    at_k, hat_k = _curves(n, passed)
     return CellSummary(
         kind=first.kind, source=first.source, case=first.case, arm=first.arm, agent=first.agent,
         runs=len(runs), valid=n, errors=len(runs) - n, passed=passed,
@@ -168,7 +169,7 @@ def summarize_cell(runs: Sequence[Outcome], seed: int = 0, resamples: int = stat
         used_tool_known=sum(o.used_tool is not None for o in valid),
         seconds_mean=_mean([o.seconds for o in valid]), cost_mean=_mean(costs),
         score_mean=_mean(scores), score_sd=math.sqrt(stats._var(scores)) if len(scores) >= 2 else None,
-        pass_at_k=dict(_curves(n, passed)[0]), pass_hat_k=dict(_curves(n, passed)[1]),
+        pass_at_k=dict(at_k), pass_hat_k=dict(hat_k),
         claims=len(claims), false_pass=sum(bool(c.get("false_pass")) for c in claims),
         false_fail=sum(bool(c.get("false_fail")) for c in claims),
         claims_invalid=sum(bool(c.get("invalid")) or c.get("status") == "invalid" for c in claims),
