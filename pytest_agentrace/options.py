@@ -36,7 +36,7 @@ from pytest_agentrace.argtypes import (
 from pytest_agentrace.record.storepath import DEFAULT_NAME as DB_NAME
 from pytest_agentrace.record.storepath import ENV_VAR as DB_ENV
 from pytest_agentrace.report import formats
-from pytest_agentrace.run.runspec import CGROUP_AUTO, DEFAULT_NETWORK, NETWORK_MODES
+from pytest_agentrace.run.runspec import CGROUP_AUTO, DEFAULT_NETWORK, NETWORK_MODES, REPLAY_MATCHES, STRICT_MATCH
 from pytest_agentrace.run.runspec import DEFAULTS as LIMITS
 from pytest_agentrace.spec.shard import shard_arg
 from pytest_agentrace.stats.resample import DEFAULT_RESAMPLES as RESAMPLES
@@ -213,7 +213,7 @@ OPTIONS: tuple[Option, ...] = (
            "no key); a request the cassette does not hold makes the run an error (cassette mismatch)", None,
            metavar="DIR"),
     Option("replay_match", "how --agentrace-replay matches requests: 'strict' (default) compares each request with the "
-           "recorded one, volatile fields aside; 'loose' matches by turn only", "strict", choices=("strict", "loose")),
+           "recorded one, volatile fields aside; 'loose' matches by turn only", STRICT_MATCH, choices=REPLAY_MATCHES),
     # resource limits of each run's agent (kernel-enforced; 0 or none: no limit; a file's or agent's limits win)
     Option("memory", f"memory each run's agent may use (e.g. 512M, 4G; default {human_bytes(LIMITS.memory)}): the "
            "whole process tree in a delegated cgroup, and RLIMIT_DATA per process", LIMITS.memory, type=byte_size,

@@ -57,10 +57,10 @@ from pytest_agentrace.model_double.normalise import (  # noqa: F401 - re-exporte
     normalise_text,
 )
 from pytest_agentrace.record.redact import is_secret_name, redact
+from pytest_agentrace.run.runspec import REPLAY_MATCHES
 
 VERSION = 1
-STRICT, LOOSE = "strict", "loose"
-MATCH_MODES = (STRICT, LOOSE)
+MATCH_MODES = STRICT, LOOSE = REPLAY_MATCHES
 # request headers never written: credentials, and hop-by-hop headers that say nothing about the request
 DROP_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie", "set-cookie",
                 "proxy-authorization", "connection", "keep-alive", "transfer-encoding", "content-length", "host"}

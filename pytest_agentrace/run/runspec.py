@@ -24,6 +24,9 @@ NAMES = ("memory", "processes", "disk", "cpu_time")  # the limits, in the order 
 # its own namespace whose way out is a proxy to its provider's hosts, the host's network, or loopback only
 NETWORK_MODES = ("provider", "host", "none")
 DEFAULT_NETWORK = "provider"
+# how ``--agentrace-replay`` matches a request with its cassette (``model_double.cassette.Replayer``): each request
+# against the recorded one (volatile fields aside), or by turn only
+REPLAY_MATCHES = STRICT_MATCH, LOOSE_MATCH = ("strict", "loose")
 CGROUP_AUTO, CGROUP_OFF = "auto", "off"  # ``--agentrace-cgroup``'s words besides a folder (``run.cgroup.find_parent``)
 
 
@@ -120,7 +123,7 @@ class RunOptions:
     record: str | None = None
     record_upstream: str | None = None
     replay: str | None = None
-    replay_match: str = "strict"
+    replay_match: str = STRICT_MATCH
     limits: Limits = DEFAULTS
     cgroup: Parent | None = None
     network: str = DEFAULT_NETWORK  # the session's network mode (NETWORK_MODES); a file's or agent's key overrides
