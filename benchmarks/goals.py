@@ -13,7 +13,9 @@ Usage: python benchmarks/goals.py [--files 1000] [--runs 5] [--agg-runs 100000] 
 - aggregation: ``agentrace report`` over ``--agg-runs`` run records (``benchmarks/aggregate.py``), from the index
   (wall and CPU seconds; again with ``OMP_NUM_THREADS=1``: the statistics on one thread), and its peak RSS; the
   floor is reading every ``run.json`` without parsing; goal <= 10 s and <= 300 MiB at 100,000 runs;
-- xdist: a session of 8 runs whose agent sleeps ``--sleep`` seconds, serial and with ``-n 2``; goal >= 1.85x.
+- xdist: a session of 8 runs whose agent sleeps ``--sleep`` seconds, serial and with ``-n 2``; goal >= 1.85x; its floor
+  pytest-xdist's own ratio on 8 plain tests that sleep as long (this plugin off): the start of its workers is in every
+  ``-n 2`` session, so that ratio, not 2.00x, is the most a plugin can reach.
 
 Each figure is a median of ``--runs`` repetitions where it is cheap; the load average is printed with it, since the
 machine may be shared. CPU seconds (user + system of the command and every process it waited for) are printed
@@ -148,8 +150,16 @@ def xdist(root: Path, sleep: float) -> None:
     base = [*PYTEST, "--agentrace", "task.yaml", "--agentrace-reps=8", "--agentrace-no-save"]
     serial = timed(base, root)
     two = timed([*base, "-p", "xdist", "-n", "2"], root)
+    # pytest-xdist's own ratio on the same work: 8 plain tests that sleep as long, this plugin off. Its workers'
+    # start (about 0.7 s more than a serial start here) is paid by any -n 2 session, so this is the ratio reachable
+    (root / "test_sleeps.py").write_text(f"import time, pytest\n\n@pytest.mark.parametrize('i', range(8))\n"
+                                         f"def test_sleep(i):\n    time.sleep({sleep!r})\n")
+    bare = [*PYTEST, *OFF, "test_sleeps.py"]
+    bare_serial = timed(bare, root)
+    bare_two = timed([*bare, "-p", "xdist", "-n", "2"], root)
     print(f"xdist:  8 runs of a {sleep:g} s agent: serial {serial:.1f} s, -n 2 {two:.1f} s | {serial / two:.2f}x "
-          f"(floor: 2.00x, goal >= 1.85x) | {load()}")
+          f"(goal >= 1.85x) | floor: pytest-xdist's own, 8 plain tests sleeping {sleep:g} s: serial {bare_serial:.1f} s, "
+          f"-n 2 {bare_two:.1f} s, {bare_serial / bare_two:.2f}x (ideal 2.00x) | {load()}")
 
 
 def main() -> None:
