@@ -409,24 +409,31 @@ def check_run(run_dir: Path, files: Mapping[str, str] | None, artifacts: bool = 
         if parsed is not None:
             parsed(f"not a valid run record: {exc}")
         return why or f"not a valid run record ({exc})"
-    if parsed is None:
-        outcome = _outcome(data)
-    else:
-        try:
-            outcome = Outcome.from_dict(data, validate=True, share=share)
-        except (TypeError, KeyError, ValueError, AttributeError) as exc:  # worded as runfile.check_record does
-            parsed(f"not a valid run record: {exc}")
-            outcome = _outcome(data)
-        else:
-            try:
-                parsed(check_record(path, data, outcome))
-            except ValueError as exc:  # its status contradicts its evidence
-                parsed(str(exc).removeprefix(f"{path}: "))
-            else:
-                return why
+    outcome = _outcome(data) if parsed is None else _parse_kept(path, data, parsed, share)
+    if outcome is None:  # handed to ``parsed``, its status agreeing with its evidence
+        return why
     if why or isinstance(outcome, str):
         return why or outcome
     return "; ".join(f"status contradicts its evidence: {c}" for c in contradictions(outcome))
+
+
+def _parse_kept(path: Path, data: Any, parsed: Callable[[Outcome | str], None],
+                share: dict[Any, Any] | None) -> Outcome | str | None:
+    """``check_run``'s parse when a caller keeps the records: ``parsed`` gets ``data``'s type-checked ``Outcome``
+    (``runfile.check_record``), or why it is none, worded as ``runfile.read_run`` words it. Returns None when
+    ``parsed`` got an outcome whose status agrees with its evidence; else what ``check_run`` still judges: the
+    outcome (read without type checks when they failed), or why ``data`` is no record."""
+    try:
+        outcome = Outcome.from_dict(data, validate=True, share=share)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:  # worded as runfile.check_record does
+        parsed(f"not a valid run record: {exc}")
+        return _outcome(data)
+    try:
+        parsed(check_record(path, data, outcome))
+    except ValueError as exc:  # its status contradicts its evidence
+        parsed(str(exc).removeprefix(f"{path}: "))
+        return outcome
+    return None
 
 
 def _outcome(data: Any) -> Outcome | str:
