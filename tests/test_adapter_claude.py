@@ -141,3 +141,12 @@ def test_impossible_counts_are_dropped_with_a_warning():
     assert (u.input_tokens, u.output_tokens, u.total_tokens, u.cost_usd) == (None, 400, 400, None)
     assert "impossible input_tokens -5 ignored" in u.parse_warnings
     assert "impossible cost_usd -1.5 ignored" in u.parse_warnings
+
+
+def test_counts_beyond_an_exact_integer_are_dropped_with_a_warning():
+    """A count above 2^53 - 1 (no model reports one; a float64 or a JSON reader could not even hold it exactly) is
+    impossible output too: unknown, never stored (SQLite's INTEGER ends at 2^63 - 1)."""
+    u = parse_claude(jsonl(_result(num_turns=10**30, usage={"input_tokens": 10**30, "output_tokens": 2**53 - 1})))
+    assert (u.input_tokens, u.output_tokens, u.turns) == (None, 2**53 - 1, None)
+    assert f"impossible input_tokens {10**30!r} ignored" in u.parse_warnings
+    assert f"impossible turns {10**30!r} ignored" in u.parse_warnings

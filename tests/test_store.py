@@ -16,6 +16,7 @@ from helpers import make_repo
 from helpers.report import outcome
 
 from pytest_agentrace.record import store, storepath
+from pytest_agentrace.record.model import Usage
 from pytest_agentrace.record.store import SessionInfo, Store, StoreError
 
 
@@ -41,6 +42,21 @@ def test_session_and_runs_round_trip(tmp_path: Path) -> None:
     assert rows["task:fix-add/default/b/r1"]["cost_usd"] is None
     t = rows["trial:q1/docs/a/r1"]
     assert (t["answer_correct"], t["answer_recall"], t["used_tool"], t["claim_status"], t["arm"]) == (1, 1.0, 1, "valid", "docs")
+
+
+def test_an_integer_beyond_sqlite_is_stored_as_unknown_and_the_session_saved(tmp_path: Path) -> None:
+    """One record with a count SQLite cannot hold (a record read back from disk is type-checked, not range-checked)
+    never fails the transaction that saves the whole session: that column is NULL, the outcome JSON keeps it."""
+    huge = outcome(agent="huge", usage=Usage(input_tokens=10**30, output_tokens=5, total_tokens=10**30 + 5, turns=2**63))
+    db = tmp_path / "h.db"
+    assert store.save(db, SessionInfo("s1"), [huge, outcome(agent="b")]) == 2
+    with Store(db) as s:
+        rows = {r["agent"]: r for r in s.runs()}
+    assert (rows["huge"]["input_tokens"], rows["huge"]["output_tokens"], rows["huge"]["total_tokens"], rows["huge"]["turns"]) \
+        == (None, 5, None, None)
+    assert json.loads(rows["huge"]["outcome"])["usage"]["input_tokens"] == 10**30
+    assert rows["b"]["total_tokens"] == 1000
+    assert store._storable(2**63 - 1) == 2**63 - 1 and store._storable(-(2**63)) == -(2**63) and store._storable(True) is True
 
 
 def test_saving_a_session_again_replaces_its_runs(tmp_path: Path) -> None:

@@ -218,6 +218,7 @@ class FinalText:
 
 
 COUNT_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "total_tokens", "cost_usd", "turns")
+MAX_COUNT = 2**53 - 1  # the largest count (tokens, turns) kept: every integer up to it is exact in a float64 and a JSON number
 
 
 class Collector:
@@ -256,13 +257,14 @@ class Collector:
 
     def usage(self, **fields: Any) -> Usage:
         """Build the ``Usage``: tool calls and warnings from here, ``total_tokens`` from the token parts when
-        not given (None when neither input nor output tokens are known). A negative or non-finite count or cost
-        is impossible output: it is dropped (None) with a parse warning, never summed."""
+        not given (None when neither input nor output tokens are known). A negative or non-finite count or cost,
+        or a count or cost above ``MAX_COUNT``, is impossible output: it is dropped (None) with a parse warning, never
+        summed, stored or priced."""
         import math
 
         for name in COUNT_FIELDS:
             value = fields.get(name)
-            if value is not None and (not math.isfinite(value) or value < 0):
+            if value is not None and (not math.isfinite(value) or value < 0 or value > MAX_COUNT):
                 self.warn(f"impossible {name} {value!r} ignored")
                 fields[name] = None
         if fields.get("total_tokens") is None and (fields.get("input_tokens") is not None or fields.get("output_tokens") is not None):

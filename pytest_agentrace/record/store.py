@@ -179,7 +179,18 @@ def run_row(session_id: str, o: Outcome) -> tuple:
         "claim_status": (o.claim or {}).get("status"), "score": o.score, "reused": b(o.reused),
         "outcome": json.dumps(o.record, sort_keys=True), "replayed": int(bool((o.extra or {}).get("replay"))),
     }
-    return tuple(values[c] for c in RUN_COLUMNS)
+    return tuple(_storable(values[c]) for c in RUN_COLUMNS)
+
+
+SQL_INT = (-(2**63), 2**63 - 1)  # SQLite's INTEGER range: a larger Python int raises OverflowError on insert
+
+
+def _storable(value: Any) -> Any:
+    """``value`` as a column takes it: an integer outside SQLite's range is NULL (unknown; the run's ``outcome``
+    JSON keeps it), so one record never fails the transaction that saves a whole session."""
+    if type(value) is int and not SQL_INT[0] <= value <= SQL_INT[1]:
+        return None
+    return value
 
 
 class Store:
