@@ -18,6 +18,8 @@
 - A FIFO or link at a protected path (a hidden verify file's name) is hashed without blocking or following it: a
   FIFO named ``test_hidden.py`` hung the session forever.
 - A FIFO the agent's code leaves at a check's JUnit report is no report, at once: the session hung forever.
+- A folder at mode 000 the checks' code leaves in its HOME is removed before the next check (opened up first): an
+  unprivileged harness could not empty it, and the run that failed its tests became an ``error``.
 - A link the agent's code leaves in the checks' reports folder is no harness fault: a link at ``reports/verify``
   turned a run that failed its tests into an ``error`` (``FileExistsError``), which is never charged to the agent.
 """
@@ -98,6 +100,12 @@ plant = {
         "os.makedirs(site, exist_ok=True)\n"
         "open(os.path.join(site, 'usercustomize.py'), 'w').write('print(\"PLANTED-\" + \"USERCUSTOMIZE RAN\")')\n"
         "open('/tmp/planted-by-tests', 'w').write('x')\n"),
+    "lockhome": (
+        "import os\n"
+        "locked = os.path.join(os.path.expanduser('~'), 'locked')\n"
+        "os.makedirs(locked, exist_ok=True)\n"
+        "open(os.path.join(locked, 'f'), 'w').write('x')\n"
+        "os.chmod(locked, 0)\n"),
     "reports_link": (
         "import os, sys\n"
         "for arg in sys.argv:\n"
@@ -121,6 +129,21 @@ def test_what_one_check_writes_in_its_home_or_tmp_never_reaches_the_next(project
     assert "PLANTED-USERCUSTOMIZE RAN" not in (run_dir / "verify.log").read_text()
     assert records[0]["checks"]["verify"]["passed"] is True  # the hidden test ran, untouched
     assert records[0]["status"] == "failed" and records[0]["reason"].startswith("tests failed")
+
+
+@pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
+def test_an_unlistable_folder_left_in_a_checks_home_leaves_a_failing_run_failed(project, xdist) -> None:  # noqa: F811
+    """The next check's HOME is made anew even when the last check's code left a folder there at mode 000: an
+    unprivileged harness could not empty it (``rmtree`` gave up quietly, the copy of the fresh HOME then raised), so
+    a run that failed its tests became an uncounted ``error`` of the graded code's choosing."""
+    pytester, home, _ = project
+    write_script(pytester.path / "hostile.py", CHECK_PLANTER)
+    _, results, records = run_attack(pytester, "lockhome", "", xdist, more="lint_command: 'true'\n")
+    assert results == ["planted"] and len(records) == 1
+    # the agent's fault, counted: its tests failed, or (unprivileged) the disk watch could not read the folder
+    assert records[0]["status"] == "failed", records[0]["reason"]
+    assert records[0]["reason"].startswith(("tests failed", "resource limit: disk")), records[0]["reason"]
+    assert records[0]["checks"]["lint"]["passed"] is True  # the next check ran, in a HOME made anew
 
 
 @pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")

@@ -55,7 +55,7 @@ from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.run import cleantree, network, outbox, snapshot, workspace
 from pytest_agentrace.run.agent import BOX_SCRATCH, AgentRun, make_context, run_agent, run_limits
 from pytest_agentrace.run.checks import Box
-from pytest_agentrace.run.discard import discard
+from pytest_agentrace.run.discard import discard, remove
 from pytest_agentrace.run.harbor import NEEDS_SANDBOX, HarborJudge
 from pytest_agentrace.run.judge import Judge, Judgement
 from pytest_agentrace.run.limits import confine
@@ -282,7 +282,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         # each check starts from the HOME setup left and an empty /tmp: what one check's code wrote there (a
         # usercustomize.py, a .pth in the user site) cannot run in the next
         home0 = tmp / "check-home.setup"
-        shutil.rmtree(home0, ignore_errors=True)
+        remove(home0)
         (tmp / "check-home").mkdir(exist_ok=True)
         (tmp / "check-home").rename(home0)
         judge.box = boxed(check_profile, writable, tmp / "check-home", check_net, tmp / CHECK_BOX, fresh=home0)
@@ -306,11 +306,9 @@ def boxed(profile: Sandbox, writable: list[Path], home: Path, net: network.RunNe
     home.mkdir(parents=True, exist_ok=True)
 
     def wrap(argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-        if fresh is not None:
+        if fresh is not None:  # what the last check's code left goes, unlistable or read-only folders too
             for folder in (home, *([scratch] if scratch is not None else [])):
-                if folder.is_symlink():
-                    folder.unlink()
-                shutil.rmtree(folder, ignore_errors=True)
+                remove(folder)
             shutil.copytree(fresh, home, symlinks=True)
         needs: list[Path] = []
         if net is not None:
@@ -406,8 +404,5 @@ def fresh_run_dir(run_dir: Path) -> None:
         run_dir.unlink()
     elif run_dir.exists():
         for entry in run_dir.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
+            remove(entry)
     run_dir.mkdir(parents=True, exist_ok=True)
