@@ -164,3 +164,26 @@ def test_literal_values_of_secret_like_names_are_kept(text: str) -> None:
     """A JSON/YAML/TOML literal (null, none, true, false, nil, undefined) holds no secret: kept as written (a
     Codex session log's ``"fallback_token_limit_override":null`` stays valid JSON)."""
     assert redact(text) == text
+
+
+@pytest.mark.parametrize("text", ['{"fallback_token_limit_override":272000,"model":"x"}', '{"api_token": 12345678901}',
+                                  '{"session_token": -3.5e2}', "{'auth_token': 42}", "TOKEN_BUDGET_MAX=900000",
+                                  "token_limit: 128000", '{"a": {"context_window_tokens": 400000}}'])
+def test_counts_of_tokens_and_bare_json_numbers_are_kept(text: str) -> None:
+    """A number of tokens is no token (``TOKEN`` beside a word of counting), and a quoted key's bare number is no
+    credential (a JSON credential is a string): kept as written, so a Codex session log's
+    ``"fallback_token_limit_override":272000`` stays valid JSON and its line is read."""
+    assert redact(text) == text
+    json_part = text[text.index("{"):] if text.startswith("{") and '"' in text else None
+    if json_part:
+        json.loads(json_part)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('{"api_token": "12345678901"}', '{"api_token": "<redacted>"}'),  # a string stays a credential
+    ("API_TOKEN=12345678901", "API_TOKEN=<redacted>"),  # an unquoted shell value too
+    ('{"a":{"api_key":abcdefghijk}}', '{"a":{"api_key":<redacted>}}'),  # the closing braces stay
+    ("[password=hunter2hunter]", "[password=<redacted>]"),
+])
+def test_a_redacted_value_ends_before_a_closing_bracket(text: str, expected: str) -> None:
+    assert redact(text) == expected

@@ -7,8 +7,10 @@ Three kinds of secret become ``<redacted>``:
   ``SECRET_WORDS`` (``TOKEN``, ``SECRET``, ``PASSWORD``, ...), or ``KEY`` / ``AUTH`` ends a name of two or more
   words (``OPENAI_API_KEY``, ``HTTP_AUTH``). Words are whole: ``GIT_AUTHOR_NAME``, ``MAX_TOKENS`` and ``KEYBOARD``
   are not secret-like. A name whose last word says it holds metadata (``_PATH``, ``_FILE``, ``_NAME``, ``_URL``,
-  ``_ID``, ``_TYPE``, ...) is not secret-like either;
-- assignments in text: ``NAME=value`` / ``NAME: value`` (optionally quoted) for a secret-like ``NAME``,
+  ``_ID``, ``_TYPE``, ...) is not secret-like either, nor one where ``TOKEN`` sits beside a word of counting
+  (``fallback_token_limit_override``, ``TOKEN_BUDGET_MAX``: ``COUNT_WORDS``);
+- assignments in text: ``NAME=value`` / ``NAME: value`` (optionally quoted) for a secret-like ``NAME``, except a
+  quoted key's bare number (``"name": 272000`` in JSON: a credential there is a string, a number is a count),
   ``Authorization: Bearer|Basic|Token ...`` headers, bare ``Bearer <12+ chars>`` and the password of a URL's
   ``user:password@``;
 - well-known key shapes, each with the format's real prefix and minimum length, and delimited (no letter, digit,
@@ -56,6 +58,8 @@ SECRET_WORDS = frozenset({"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "P
 TAIL_WORDS = frozenset({"KEY", "AUTH"})  # secret-like only as the last word of a longer name: API_KEY, BASIC_AUTH
 META_WORDS = frozenset({"PATH", "FILE", "DIR", "NAME", "URL", "ID", "TYPE", "MODE", "HELPER", "HOST", "PORT", "USER",
                         "USERNAME", "LENGTH", "LEN", "COUNT", "LIMIT", "EXPIRY", "EXPIRES", "VERSION"})
+COUNT_WORDS = frozenset({"LIMIT", "LIMITS", "MAX", "MIN", "COUNT", "BUDGET", "USAGE", "USED", "TOTAL", "WINDOW",
+                         "THRESHOLD", "OVERRIDE"})  # beside TOKEN: a number of tokens, not a token
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _EDGE_L, _EDGE_R = r"(?<![A-Za-z0-9_\-])", r"(?![A-Za-z0-9_\-])"
 _SHAPES = re.compile(_EDGE_L + "(?:" + "|".join((
@@ -68,7 +72,7 @@ _SHAPES = re.compile(_EDGE_L + "(?:" + "|".join((
     r"AIza[0-9A-Za-z_\-]{35}",
     r"xox[abposr]-[0-9]{6,}(?:-[0-9]{6,}){0,2}-[0-9A-Za-z]{24,}",
 )) + ")" + _EDGE_R)
-_ASSIGN = re.compile(r"(?<![A-Za-z0-9_\-])([A-Za-z][A-Za-z0-9_\-.]*)([\"']?\s*[=:]\s*[\"']?)([^\s\"',;&]+)")
+_ASSIGN = re.compile(r"(?<![A-Za-z0-9_\-])([A-Za-z][A-Za-z0-9_\-.]*)([\"']?\s*[=:]\s*[\"']?)([^\s\"',;&}\]]+)")
 _AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest)\s+)?)"
                           r"([^\s\"',]+)")
 _BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/\-]{12,}=*)")
@@ -82,6 +86,8 @@ def is_secret_name(name: str) -> bool:
     ``KEY``, ``SSH_KEY_PATH``, ``author`` are not."""
     words = [w.upper() for w in _WORD_SPLIT.split(name) if w]
     if not words or words[-1] in META_WORDS:
+        return False
+    if "TOKEN" in words and any(w in COUNT_WORDS for w in words):
         return False
     if any(w in SECRET_WORDS for w in words):
         return True
@@ -97,12 +103,14 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 _LITERALS = frozenset({"null", "none", "true", "false", "nil", "undefined"})  # JSON/YAML/TOML words, never a secret
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 
 
 def _assignment(m: re.Match[str]) -> str:
     name, sep, value = m.groups()
     if (value.startswith(MARK) or len(value) < 3 or value.lower() in _SCHEMES or value.lower() in _LITERALS
             or value[0] in "$<%"
+            or (sep[:1] in "\"'" and sep[-1:] not in "\"'" and _NUMBER.fullmatch(value))  # a quoted key's bare number
             or any(c in value for c in "([{") or not is_secret_name(name)):
         return m.group(0)  # a reference (``$VAR``, ``f(x)``, ``<placeholder>``), not a value
     return f"{name}{sep}{MARK}"
