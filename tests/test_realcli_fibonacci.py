@@ -27,6 +27,7 @@ from helpers.realcli import (
 )
 from helpers.sessions import SessionRun, finished, session, start_sessions
 
+from pytest_agentrace.agents.pricing import NO_PRICE_PREFIXES
 from pytest_agentrace.model_double.netns import probe
 from pytest_agentrace.model_double.script import load_script
 
@@ -81,6 +82,7 @@ def test_solving_script_passes_fibonacci(cli: str, sessions: dict, monkeypatch: 
     # the double's model is free, whatever list price the CLI applies to the model name it was given
     assert (run["usage"]["cost_usd"], run["usage"]["cost_source"]) == (0.0, "priced")
     assert run["extra"]["cost_note"] == "the model double's model is priced at 0 USD"
+    assert [w for w in run["usage"]["parse_warnings"] if w.startswith(NO_PRICE_PREFIXES)] == []  # no advice to price it
     # the script's shell calls (python -m pytest) found the session's tools: Codex's shell keeps the run's PATH
     assert [n for n in run["extra"].get("notes", []) if "command not found" in n] == []
     assert json.loads((Path(run["_dir"]) / "model-double.json").read_text())["offline"] is OFFLINE

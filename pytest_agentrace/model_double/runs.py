@@ -42,6 +42,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_agentrace.agents import get_adapter
+from pytest_agentrace.agents.pricing import NO_PRICE_PREFIXES
 from pytest_agentrace.errors import AgentError, SpecError
 from pytest_agentrace.model_double import netns
 from pytest_agentrace.model_double.cassette import Cassette, CassetteError, Replayer, Scrubber, cassette_path
@@ -301,15 +302,17 @@ class AgentSession:
 
     def settle(self, usage: Usage) -> Usage:
         """``usage`` checked against the double's report (see the module docstring) and its cost labelled: a run on the
-        double's script costs 0 USD (``priced``: the double's model is free, whatever list price the CLI applied);
+        double's script costs 0 USD (``priced``: the double's model is free, whatever list price the CLI applied; a
+        warning that its model has no price is dropped);
         aider's own figure under the double's environment is ``harness-priced`` (the harness wrote its per-token
         price, ``environment.aider_env``)."""
         if self.base_url is not None and usage.cost_source == CostSource.REPORTED and self.spec.agent.adapter == "aider":
             usage = dataclasses.replace(usage, cost_source=CostSource.HARNESS_PRICED)
         if not self.script_path:
             return usage
-        if usage.cost_usd or usage.cost_source != CostSource.PRICED:
-            usage = dataclasses.replace(usage, cost_usd=0.0, cost_source=CostSource.PRICED)
+        if usage.cost_usd or usage.cost_source != CostSource.PRICED:  # and no advice to price the double's model
+            kept = tuple(w for w in usage.parse_warnings if not w.startswith(NO_PRICE_PREFIXES))
+            usage = dataclasses.replace(usage, cost_usd=0.0, cost_source=CostSource.PRICED, parse_warnings=kept)
             self.cost_note = "the model double's model is priced at 0 USD"
         if self.report is None:  # no account of the run from the double (its helper was killed, with the agent or by it)
             return unfounded_fault(usage, None)
