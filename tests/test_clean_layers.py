@@ -152,6 +152,45 @@ def test_template_base_layer_is_shared_and_pristine_after_a_hostile_check(tmp_pa
     assert not (layered.scratch / "upper" / "newfile").exists()
 
 
+DISPLACED = {"exe.sh": "#!/bin/sh\n", "conftest.py": "# root\n", "tests/conftest.py": "# tests\n",
+             "tests/test_x.py": "x\n", "_pytest/__init__.py": "# vendored\n", "pkg/sub/conftest.py": "# deep\n",
+             "pkg/mod.py": "m\n", "out/conftest.py": "# out\n"}
+
+
+def displace(ws: Path) -> None:
+    """Machinery of the source displaced every way at once: ``tests/`` a file, ``conftest.py`` a folder, ``_pytest/``
+    a file, ``pkg`` (two folders above a conftest) a link inside the tree, ``out`` a link out of it."""
+    for folder in ("tests", "_pytest", "pkg", "out"):
+        shutil.rmtree(ws / folder)
+    (ws / "tests").write_text("not a folder\n")
+    (ws / "_pytest").write_text("a file\n")
+    (ws / "conftest.py").unlink()
+    (ws / "conftest.py").mkdir()
+    (ws / "conftest.py/helper.py").write_text("h\n")
+    (ws / "lib").mkdir()
+    (ws / "lib/mod.py").write_text("lib\n")
+    os.symlink("lib", ws / "pkg")
+    os.symlink("/etc", ws / "out")
+
+
+def test_displaced_machinery_is_the_sources_in_both_forms(tmp_path: Path) -> None:
+    plain, layered = two_forms(tmp_path, DISPLACED, displace)
+    assert len(layered.layers) == 2 and layered.machinery == plain.machinery
+    assert {(m["path"], m["verdict"]) for m in plain.machinery} == {
+        ("tests", "dropped"), ("tests/conftest.py", "reset"), ("_pytest", "dropped"), ("_pytest/__init__.py", "reset"),
+        ("conftest.py", "reset"), ("conftest.py/helper.py", "dropped"), ("pkg", "dropped"),
+        ("pkg/sub/conftest.py", "reset"), ("out", "dropped"), ("out/conftest.py", "reset")}
+    want = manifest(plain)
+    assert manifest(layered).replace("/clean2", "/clean") == want
+    for line in ("d 755 ./tests ->", "f 644 ./tests/conftest.py ->", "f 644 ./conftest.py ->", "d 755 ./_pytest ->",
+                 "f 644 ./_pytest/__init__.py ->", "d 755 ./pkg ->", "f 644 ./pkg/sub/conftest.py ->",
+                 "d 755 ./out ->", "f 644 ./out/conftest.py ->", "f 644 ./lib/mod.py ->"):
+        assert line in want, line
+    assert "./tests/test_x.py" not in want and "./pkg/mod.py" not in want and "./conftest.py/" not in want
+    digest = subprocess.run(["sha256sum"], input=b"# tests\n", capture_output=True, check=True).stdout.split()[0]
+    assert f"{digest.decode()}  ./tests/conftest.py" in want
+
+
 def test_a_tree_with_gitattributes_is_checked_out(tmp_path: Path) -> None:
     files = {**BASE, ".gitattributes": "*.txt text eol=crlf\n"}
     plain, layered = two_forms(tmp_path, files, agent_edit)

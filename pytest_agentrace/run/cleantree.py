@@ -15,7 +15,10 @@ How it is built (every git call here: no system or global config, ``core.hooksPa
    ``pyproject.toml`` are machinery only in part (``[tool:pytest]``; the ``[tool.pytest*]`` tables): the agent's
    file is kept with the base's part put back (``merged``), checked by reading the result with pytest's own parser
    (``iniconfig``) or ``tomllib``; when the check disagrees the whole file is reset. A link the agent left is kept
-   only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped.
+   only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped. What the agent
+   put in the way of the base's machinery is dropped too (``_displacing``): a file or a link where a folder holding
+   machinery was (``tests`` over ``tests/conftest.py``), anything below a machinery file (``conftest.py/x.py``);
+   putting it in would remove the machinery the reset keeps.
 3. ``CleanTree.fresh`` (before each check), in one of two forms with the same files, modes, links and ``.git``
    (``tests/test_clean_layers.py`` builds both and compares every path):
 
@@ -51,7 +54,7 @@ import shutil
 import subprocess
 import tomllib
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,11 +263,17 @@ def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable
     notes: list[dict[str, str]] = []
     updates: list[tuple[str, tuple[str, str] | None]] = []  # what goes into the base tree; None: removed
     taken_as_is = True
-    for path, was, now in _changes(git_dir, before, after):
+    changes = _changes(git_dir, before, after)
+    displaces = _displacing(git_dir, base.tree, before, changes, patterns)
+    for path, was, now in changes:
         change = "added" if was is None else "deleted" if now is None else "changed"
         name = path.rsplit("/", 1)[-1]
         if is_machinery(path, patterns):
             notes.append({"path": path, "change": change, "verdict": "reset"})
+            taken_as_is = False
+            continue
+        if now is not None and displaces(path):  # it would push the base's machinery out of the tree: left out
+            notes.append({"path": path, "change": change, "verdict": "dropped"})
             taken_as_is = False
             continue
         if now is not None and name in ("setup.cfg", "pyproject.toml") and now[0] != LINK:
@@ -288,6 +297,32 @@ def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable
     (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
     clean = CleanTree(root, git_dir, commit, notes)
     return _layered(clean, base, tree, layers, shared) if layers is not None else clean
+
+
+Change = tuple[str, tuple[str, str] | None, tuple[str, str] | None]  # (path, (mode, sha) before, after); None: absent
+
+
+def _displacing(git_dir: Path, base: str, before: str, changes: list[Change],
+                patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    """``displaces(path) -> bool``: whether an entry the agent put at ``path`` would push an entry of the ``base``
+    tree that is machinery (``patterns``) out of the clean tree: ``path`` is a folder of it (a file or link where the
+    base has a folder holding machinery: ``tests`` over ``tests/conftest.py``) or it lies below it (a folder where
+    the base has a machinery file: ``conftest.py/x.py``). ``git update-index --replace`` removes what is in the way,
+    so such an entry is left out and the base's machinery stays as it was. The base's machinery entries that can be
+    in the way are those the agent removed (``changes``: ``before`` -> ``after``, deletions of machinery, which the
+    clean tree resets) and, when the base is a snapshot with files git ignores (``base`` is not ``before``), the
+    base's own ignored machinery (one ``git diff-tree`` of ``before`` -> ``base``, only when the agent added a
+    path): an entry the agent left alone is in no one's way, as the agent's tree holds it too."""
+    kept = {path for path, was, _ in changes if was is not None and is_machinery(path, patterns)}
+    if base != before and any(was is None and now is not None for _, was, now in changes):
+        kept.update(path for path, _, was in _changes(git_dir, before, base)
+                    if was is not None and is_machinery(path, patterns))
+    folders = {path[:i] for path in kept for i, ch in enumerate(path) if ch == "/"}
+
+    def displaces(path: str) -> bool:
+        return path in folders or any(path[:i] in kept for i, ch in enumerate(path) if ch == "/")
+
+    return displaces
 
 
 def _layered(clean: CleanTree, base: Base, tree: str, folder: Path, shared: Path | None) -> CleanTree:
