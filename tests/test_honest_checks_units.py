@@ -172,3 +172,24 @@ def test_the_clean_trees_commit_is_the_one_git_commit_tree_writes(tmp_path: Path
     assert cleantree._commit(bare, tree) == ours  # written once: an object is its content
     assert subprocess.run(["git", "--git-dir", str(bare), "cat-file", "-t", ours], capture_output=True, text=True,
                           check=True).stdout == "commit\n"
+
+
+@pytest.mark.parametrize("name", ["pyproject.toml", "setup.cfg"])
+def test_a_deleted_config_keeps_the_sources_pytest_part_alone(tmp_path: Path, name: str) -> None:
+    """Deleting the file is no way around the merge: the clean tree has a file with the source's pytest part alone
+    (``merged``), so its addopts, markers and strictness still apply; a file with no pytest part is deleted."""
+    source = PYPROJECT if name == "pyproject.toml" else "[metadata]\nname = x\n\n[tool:pytest]\naddopts = --strict-markers\n"
+    tree, root = clean(tmp_path, {name: source, "other.cfg": "[tool:pytest]\n"}, lambda ws: ((ws / name).unlink(),
+                                                                                              (ws / "other.cfg").unlink()))
+    text = (root / name).read_text()
+    if name == "pyproject.toml":
+        assert tomllib.loads(text) == {"tool": {"pytest": {"ini_options": {"markers": ["slow"]}}}}
+    else:
+        assert "[tool:pytest]" in text and "--strict-markers" in text and "[metadata]" not in text
+    assert not (root / "other.cfg").exists()  # not a config the merge knows: deleted as the agent left it
+    assert tree.machinery == [{"path": name, "change": "deleted", "verdict": "merged"}]
+
+
+def test_a_deleted_config_without_a_pytest_part_is_deleted(tmp_path: Path) -> None:
+    tree, root = clean(tmp_path, {"setup.cfg": "[metadata]\nname = x\n"}, lambda ws: (ws / "setup.cfg").unlink())
+    assert not (root / "setup.cfg").exists() and tree.machinery == []
