@@ -179,6 +179,27 @@ def test_validate_and_an_agent_of_ones_own(pytester: pytest.Pytester) -> None:
     assert run["files_changed"] == 1 and run["extra"]["reward"] == 0.0
 
 
+FILL = "python3 -c \"import os, sys\nfor i in range(8):\n    open(os.path.join(sys.argv[1], 'f%d' % i), 'wb').write(bytes(4 << 20))\" "
+FILL_TEST = "#!/bin/bash\npython3 -c \"import os\nfor i in range(8):\n    open('/logs/verifier/f%d' % i, 'wb').write(bytes(4 << 20))\"\necho 1 > /logs/verifier/reward.txt\n"
+
+
+@needs_bwrap
+def test_harbors_writable_folders_count_against_the_disk_limit(pytester: pytest.Pytester) -> None:
+    """What an agent writes into /logs/agent, and the verifier's code into /logs/verifier, counts against
+    ``--agentrace-disk`` as the workspace does (each folder the box shows writable): 32 MiB of 4 MiB files, each
+    under the per-file limit, stopped a run limited to 8 MiB in all."""
+    harbor_task(pytester.path / "fill", "[task]\nname = 'acme/fill'\n", None, FILL_TEST)
+    agent = "{name: logs, command: '" + FILL.replace("'", "''") + "/logs/agent'}"
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-disk", "8M", "--agentrace-agent", agent,
+                             "--agentrace-agent", "noop", "fill")
+    found = runs(pytester.path / "out")
+    logs, noop = found[("fill", "logs")], found[("fill", "noop")]
+    assert logs["status"] == "failed" and logs["reason"].startswith("resource limit: disk"), logs["reason"]
+    assert noop["status"] == "failed" and noop["reason"].startswith("resource limit: disk"), noop["reason"]
+    assert noop["reason"].endswith("in the verify check"), noop["reason"]
+    res.assert_outcomes(failed=1, xfailed=1)
+
+
 def test_without_the_sandbox_a_harbor_run_is_an_error(pytester: pytest.Pytester) -> None:
     shutil.copytree(EXAMPLE, pytester.path / "word-count")
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-sandbox", "off", "word-count")

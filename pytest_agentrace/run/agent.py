@@ -34,7 +34,7 @@ from pytest_agentrace.run.limits import Hit, Limits, confine, diagnose
 from pytest_agentrace.run.network import RunNetwork
 from pytest_agentrace.run.runspec import RunOptions, RunSpec
 from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
-from pytest_agentrace.run.sandbox import hidden_paths, needed_paths
+from pytest_agentrace.run.sandbox import hidden_paths, needed_paths, writable_mounts
 
 BOX_SCRATCH = "box"  # the run's scratch folder backing the agent's /tmp and /dev/shm
 
@@ -251,11 +251,13 @@ def box(spec: RunSpec, ctx: RunContext, launch: Launch) -> None:
 
 def start(spec: RunSpec, ctx: RunContext, launch: Launch) -> Finished:
     """The second stage: confine the run (``run_limits``; the disk watch counts the workspace, the box's scratch,
-    HOME and the outbox), start it in its process group with the timeout and wait; close the double and the
+    HOME, the outbox and every other folder the box shows writable, such as a Harbor task's ``/logs/agent``), start it in its process group with the timeout and wait; close the double and the
     network; then read what it left (whether it started, from ``run.launch``'s start channel; the limit it hit; the
     hidden paths its output names). Raises ``NotStarted`` when the run's cgroup cannot be made."""
     limits = run_limits(spec, ctx.options.limits)
-    watched = [ctx.workspace, launch.scratch, Path(ctx.home), *([ctx.outbox] if ctx.outbox is not None else [])]
+    watched = [ctx.workspace, launch.scratch, Path(ctx.home), *([ctx.outbox] if ctx.outbox is not None else []),
+               *writable_mounts(ctx.options.sandbox)]
+    watched = list(dict.fromkeys(watched))  # a folder shown at two paths is counted once
     try:
         confined = confine(limits, watched, ctx.options.cgroup)
     except OSError as exc:

@@ -60,7 +60,7 @@ from pytest_agentrace.run.harbor import NEEDS_SANDBOX, HarborJudge
 from pytest_agentrace.run.judge import Judge, Judgement
 from pytest_agentrace.run.limits import confine
 from pytest_agentrace.run.runspec import RunOptions, RunSpec
-from pytest_agentrace.run.sandbox import Sandbox, overlay_bwrap
+from pytest_agentrace.run.sandbox import Sandbox, overlay_bwrap, writable_mounts
 from pytest_agentrace.run.task import TaskJudge
 from pytest_agentrace.run.trial import TrialJudge
 
@@ -188,10 +188,11 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         options = dataclasses.replace(options, sandbox=sandbox)
     check_limits = run_limits(spec, options.limits)
     # the checks run the agent's code: every folder they write (the clean tree, the box's /tmp and /dev/shm, their
-    # HOME, the reports, the outbox) counts against the disk limit
-    judge.limits = lambda: confine(check_limits, [tmp / CLEAN, *(judge.tree.watched() if judge.tree else []),
-                                                  tmp / CHECK_BOX, tmp / "check-home", tmp / REPORTS, tmp / outbox.NAME],
-                                   options.cgroup)
+    # HOME, the reports, the outbox, what their box shows writable elsewhere) counts against the disk limit
+    shown: list[Path] = []  # the checks' box's writable mounts (a Harbor task's /tests, /logs), once it is made
+    judge.limits = lambda: confine(check_limits, list(dict.fromkeys([
+        tmp / CLEAN, *(judge.tree.watched() if judge.tree else []), tmp / CHECK_BOX, tmp / "check-home", tmp / REPORTS,
+        tmp / outbox.NAME, *shown])), options.cgroup)
     done, error = judge.setup(ws, env, run_dir, secrets)
     checks.update(done)
     if error:
@@ -262,6 +263,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         (tmp / CLEAN).mkdir(exist_ok=True)
         # a Harbor task's /app (the clean tree), /tests, /logs
         check_profile = sandbox.showing(base.git_dir, git_folder / "objects").mounting(*judge.mounts("checks", tmp / CLEAN))
+        shown[:] = writable_mounts(check_profile)
         if overlay is not None:  # the clean tree's layers at tmp / CLEAN, by the bwrap that can mount them
             check_profile = dataclasses.replace(check_profile, bwrap=overlay_bwrap(), overlays=(overlay,))
         fields["extra"] = {**fields["extra"], "clean_tree": "overlay" if overlay is not None else "checkout"}

@@ -259,6 +259,12 @@ class Mount:
     writable: bool = False
 
 
+def writable_mounts(profile: Sandbox | None) -> list[Path]:
+    """The host folders ``profile`` shows read-write at other paths (``Mount``; none without a profile): each counts
+    against the run's disk limit, as the workspace does."""
+    return [m.source for m in (profile.mounts if profile is not None else ()) if m.writable]
+
+
 def root_args(root: str = "/") -> list[str]:
     """bwrap arguments showing the host's top-level entries one by one, read-only (symlinks as symlinks); kept for
     callers that want the host's whole tree (the sandbox itself shows ``system_args`` only)."""
