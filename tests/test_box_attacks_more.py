@@ -106,6 +106,14 @@ plant = {
         "os.makedirs(locked, exist_ok=True)\n"
         "open(os.path.join(locked, 'f'), 'w').write('x')\n"
         "os.chmod(locked, 0)\n"),
+    "lockreports": (
+        "import os, sys\n"
+        "for arg in sys.argv:\n"
+        "    if arg.startswith('--junitxml='):\n"
+        "        reports = os.path.dirname(os.path.dirname(arg.split('=', 1)[1]))\n"
+        "        for name in ('verify', 'lint'):\n"
+        "            os.makedirs(os.path.join(reports, name, 'inner'), exist_ok=True)\n"
+        "            os.chmod(os.path.join(reports, name), 0)\n"),
     "reports_link": (
         "import os, sys\n"
         "for arg in sys.argv:\n"
@@ -129,6 +137,19 @@ def test_what_one_check_writes_in_its_home_or_tmp_never_reaches_the_next(project
     assert "PLANTED-USERCUSTOMIZE RAN" not in (run_dir / "verify.log").read_text()
     assert records[0]["checks"]["verify"]["passed"] is True  # the hidden test ran, untouched
     assert records[0]["status"] == "failed" and records[0]["reason"].startswith("tests failed")
+
+
+@pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
+def test_an_unlistable_folder_left_in_the_reports_folder_leaves_a_failing_run_failed(project, xdist) -> None:  # noqa: F811
+    """The next counted check's report folder is made anew even when the last check's code left a folder at mode
+    000 in its place (found through ``--junitxml`` in its own argv): as an unprivileged user the harness could not
+    empty it and the run that failed its tests became an uncounted ``error``."""
+    pytester, home, _ = project
+    write_script(pytester.path / "hostile.py", CHECK_PLANTER)
+    _, results, records = run_attack(pytester, "lockreports", "", xdist)
+    assert results == ["planted"] and len(records) == 1
+    assert records[0]["status"] == "failed", records[0]["reason"]
+    assert records[0]["reason"].startswith(("tests failed", "resource limit: disk")), records[0]["reason"]
 
 
 @pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")

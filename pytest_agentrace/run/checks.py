@@ -22,7 +22,6 @@ import dataclasses
 import os
 import re
 import shlex
-import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from pytest_agentrace.record.model import CheckResult
 from pytest_agentrace.record.redact import redact
 from pytest_agentrace.record.safefile import read_text, write_text
 from pytest_agentrace.run import counting, process
+from pytest_agentrace.run.discard import remove
 from pytest_agentrace.run.limits import Confinement, diagnose
 from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
 
@@ -98,9 +98,7 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
     """
     run_command, report = command, None
     if reports is not None and counting.pytest_argv(command):
-        if reports.is_symlink() or (reports.exists() and not reports.is_dir()):  # left by an earlier check's code
-            reports.unlink()
-        shutil.rmtree(reports, ignore_errors=True)
+        remove(reports)  # what an earlier check's code left there: a link, a file, a folder at mode 000
         reports.mkdir(parents=True)
         report = reports / counting.REPORT_NAME
         run_command = counting.counted_command(command, report)

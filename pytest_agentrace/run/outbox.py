@@ -18,7 +18,6 @@ a key into a side file leaves ``<redacted>`` in the record. What was left out is
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 from pytest_agentrace.record.redact import MARK, redact
 from pytest_agentrace.record.runfile import RUN_FILE
 from pytest_agentrace.record.safefile import TEMP_PREFIX, UnsafePath, is_regular, read_bytes, write_new
+from pytest_agentrace.run.discard import remove
 
 FILE_CAP = 64 * 1024**2  # bytes of one file copied out
 TOTAL_CAP = 256 * 1024**2  # bytes copied out of one outbox
@@ -37,9 +37,7 @@ NAME = "outbox"
 def make(scratch: Path) -> Path:
     """A fresh, empty outbox in the run's scratch folder ``scratch`` (what was there is removed)."""
     box = scratch / NAME
-    if box.is_symlink() or box.is_file():
-        box.unlink()
-    shutil.rmtree(box, ignore_errors=True)
+    remove(box)  # a link or file unlinked, a folder (unlistable ones too) removed: never followed
     box.mkdir(parents=True)
     return box
 
