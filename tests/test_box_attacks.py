@@ -220,11 +220,11 @@ def test_links_left_in_the_outbox_are_never_followed(project, xdist) -> None:
     _, results, records = run_attack(pytester, "outbox_links", str(home), xdist, command_args=" {run_dir}")
     assert results == ["links left"]
     run_dir = pytester.path / "out" / "runs" / "box" / "default" / "hostile" / "1"
-    assert (run_dir / "note.txt").read_text() == "a regular file"  # regular files are copied out
-    assert (run_dir / "keyed.txt").read_text() == "pushed with <redacted>; DEPLOY_PASSWORD=<redacted>\n"
+    assert (run_dir / "outbox" / "note.txt").read_text() == "a regular file"  # regular files are copied out
+    assert (run_dir / "outbox" / "keyed.txt").read_text() == "pushed with <redacted>; DEPLOY_PASSWORD=<redacted>\n"
     assert records[0]["extra"]["outbox"]["redacted"] == 1
     for name in ("leak.txt", "homedir", "pipe"):
-        assert not os.path.lexists(run_dir / name), name
+        assert not os.path.lexists(run_dir / name) and not os.path.lexists(run_dir / "outbox" / name), name
     assert not any(p.is_symlink() for p in run_dir.rglob("*"))
     assert all(SECRET not in p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
     skipped = records[0]["extra"]["outbox"]["skipped"]

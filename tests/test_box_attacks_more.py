@@ -86,7 +86,7 @@ def test_no_run_record_comes_out_of_the_outbox(project, xdist) -> None:  # noqa:
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("run.json")) == [
         "runs/box/default/hostile/1/run.json"]
     assert [o.agent for _, o in iter_runs(out)] == ["hostile"]
-    assert (run_dir / "r0" / "notes.txt").read_text() == "a side file"  # other side files are still copied
+    assert (run_dir / "outbox" / "r0" / "notes.txt").read_text() == "a side file"  # other side files are still copied
     assert {"r0/run.json", "r1/deeper/run.json"} <= set(records[0]["extra"]["outbox"]["skipped"])
 
 
@@ -188,8 +188,8 @@ def test_a_flood_of_files_in_the_outbox_is_counted_not_copied(tmp_path: Path) ->
         os.mkfifo(box / f"pipe{i}")
     (box / "note.txt").write_text("kept")
     taken = outbox.collect(box, record, count_cap=50)
-    assert (record / "note.txt").read_text() == "kept"  # the outbox's top folder: 22 entries, under the cap
-    assert not (record / "flood").exists()  # its 60 files would pass the cap: none copied
+    assert (record / "outbox" / "note.txt").read_text() == "kept"  # the outbox's top folder: 22 entries, under the cap
+    assert not (record / "outbox" / "flood").exists()  # its 60 files would pass the cap: none copied
     assert taken["copied"] == 1 and taken["over_count_cap"] == 60
     assert set(taken["skipped"]) == {f"pipe{i}" for i in range(20)}
     (tmp_path / "record2").mkdir()

@@ -38,6 +38,9 @@ def test_offline_in_the_sandbox_plays_the_script(project: pytest.Pytester, xdist
     # the double in the namespace logged to the outbox; the log was copied into the record folder
     log = [json.loads(line) for line in (run / "model-double-requests.jsonl").read_text().splitlines()]
     assert [r["answer"]["step"] for r in log] == [0, 1, 2]
+    # the harness's double wrote it, so it sits beside the other records, not under the agent's outbox/
+    assert record["extra"]["outbox"] == {"copied": 0, "harness": ["model-double-requests.jsonl"]}
+    assert not (run / "outbox").exists()
     assert not ifaces.exists()  # the agent's /tmp is its own
 
 

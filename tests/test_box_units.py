@@ -90,9 +90,11 @@ def test_outbox_copies_regular_files_only(tmp_path: Path) -> None:
     os.symlink(tmp_path, box / "dirlink")
     os.mkfifo(box / "fifo")
     taken = outbox.collect(box, record, file_cap=1000)
-    assert taken["copied"] == 1 and (record / "sub" / "a.txt").read_text() == "a"
+    assert taken["copied"] == 2 and (record / "outbox" / "sub" / "a.txt").read_text() == "a"
+    # the agent's files go under the record's outbox/: its raw.out never takes the harness's place
     assert (record / "raw.out").read_text() == "the harness's"
-    assert set(taken["skipped"]) == {"raw.out", "big.bin", "link", "dirlink", "fifo"}
+    assert (record / "outbox" / "raw.out").read_text() == "the agent's"
+    assert set(taken["skipped"]) == {"big.bin", "link", "dirlink", "fifo"}
     assert not any(p.is_symlink() for p in record.rglob("*"))
 
 
@@ -109,10 +111,11 @@ def test_outbox_files_are_redacted_as_they_are_copied(tmp_path: Path) -> None:
     (box / "clean.txt").write_text("nothing to hide: max_tokens=100\n")
     taken = outbox.collect(box, record, secrets=[secret])
     assert taken["copied"] == 4 and taken["redacted"] == 3
-    assert (record / "env.txt").read_text() == "ANTHROPIC_API_KEY=<redacted>\nplain words: token budget 42\n"
-    assert (record / "blob.bin").read_bytes() == b"\x00\xff<redacted>\x00\xfe"
-    assert (record / "notes.md").read_text() == "pushed with <redacted>\n"
-    assert (record / "clean.txt").read_text() == "nothing to hide: max_tokens=100\n"
+    copy = record / "outbox"
+    assert (copy / "env.txt").read_text() == "ANTHROPIC_API_KEY=<redacted>\nplain words: token budget 42\n"
+    assert (copy / "blob.bin").read_bytes() == b"\x00\xff<redacted>\x00\xfe"
+    assert (copy / "notes.md").read_text() == "pushed with <redacted>\n"
+    assert (copy / "clean.txt").read_text() == "nothing to hide: max_tokens=100\n"
 
 
 def test_secret_inputs_and_a_git_templates_other_task_files(tmp_path: Path) -> None:

@@ -183,8 +183,10 @@ def test_seven_fake_clis_race_with_parsed_tokens_cost_and_documented_argv(pytest
     assert records["gemini"]["env"]["GEMINI_CLI_TRUST_WORKSPACE"] == "true"
     otel = Path(records["copilot"]["env"]["COPILOT_OTEL_FILE_EXPORTER_PATH"])
     assert otel.name == "copilot-otel.jsonl" and otel.parent.name == "outbox" and run_dirs not in otel.parents
-    for name in ("aider/1/aider-events.jsonl", "copilot/1/copilot-otel.jsonl"):  # copied out of the outbox
+    # copied out of the outbox, into the record's outbox/: the agent's files, never beside the harness's
+    for name in ("aider/1/outbox/aider-events.jsonl", "copilot/1/outbox/copilot-otel.jsonl"):
         assert (run_dirs / name).is_file() and not (run_dirs / name).is_symlink(), name
+        assert not (run_dirs / name.replace("outbox/", "")).exists(), name
 
     outcomes = {p.parts[-3]: json.loads(p.read_text()) for p in run_dirs.glob("*/1/run.json")}
     versions = {agent: o["usage"]["cli_version"] for agent, o in outcomes.items()}

@@ -124,7 +124,7 @@ def test_agent_keys_reach_the_cli(project: pytest.Pytester) -> None:
     project.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-arm", "baseline").assert_outcomes(passed=4)
     out = project.path / "out"
     argv, foo = {}, {}
-    for p in out.glob("**/argv/*.json"):  # $TRIAL_OUT: in the sandbox, each run's own folder
+    for p in out.glob("**/argv/*.json"):  # $TRIAL_OUT: in the sandbox, each run's outbox/
         agent = next(a for a in ("claude_sonnet", "claude", "codex_gpt_fake", "codex") if p.stem.startswith(f"t_port_baseline_{a}_r1"))
         argv[agent] = json.loads(p.read_text())["argv"]
         foo[agent] = json.loads(p.read_text())["foo"]

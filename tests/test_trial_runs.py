@@ -141,7 +141,8 @@ def test_env_vars_for_setup_prepare_verify_and_agent(project: pytest.Pytester) -
     tid = env["TRIAL_ID"]
     assert tid.startswith("t_port_docs_bot_r1_") and tid.replace("_", "").isalnum() and tid.islower() and len(tid) <= 63
     for phase in ("setup", "prepare", "verify"):  # setup and prepare (before the agent) see the results folder
-        folder = run_dir if phase == "verify" else out
+        # verify's $TRIAL_OUT in the box is the agent's outbox: its files land in the record's outbox/
+        folder = (run_dir / "outbox" if probe()[0] else run_dir) if phase == "verify" else out
         seen = dict(line.split("=", 1) for line in (folder / f"{phase}-{tid}.env").read_text().splitlines())
         if phase == "verify":  # verify runs in the run's clean tree (run.cleantree), not in the agent's workspace
             assert seen.pop("TRIAL_DIR") == str(Path(env["TRIAL_DIR"]).parent / "clean")

@@ -1,4 +1,5 @@
-"""Aider: ``aider --message <prompt> --yes-always --no-auto-commits ... --analytics-log <run dir>/aider-events.jsonl``.
+"""Aider: ``aider --message <prompt> --yes-always --no-auto-commits ... --analytics-log <outbox>/aider-events.jsonl``
+(the record keeps it as ``outbox/aider-events.jsonl``, the agent's file).
 
 Invocation (aider docs "Options reference", "Chat modes"; behaviour of 0.86.2 in ``model-double.md``):
 ``--yes-always --no-auto-commits --no-pretty --no-stream --no-check-update --no-gitignore`` (``--no-stream``

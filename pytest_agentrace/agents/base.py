@@ -47,8 +47,8 @@ class RunContext:
 
     @property
     def agent_dir(self) -> Path:
-        """Where the agent's side files go and are read back from: the outbox (copied into ``run_dir`` after the
-        run, ``run.outbox``), or ``run_dir`` when a caller made no outbox."""
+        """Where the agent's side files go and are read back from: the outbox (copied into ``run_dir / "outbox"``
+        after the run, ``run.outbox``), or ``run_dir`` when a caller made no outbox."""
         return self.outbox if self.outbox is not None else self.run_dir
 
 

@@ -5,7 +5,8 @@ Invocation (GitHub docs "Copilot CLI programmatic reference", "Allowing and deny
 non-interactive mode; read-only runs add ``--deny-tool write --deny-tool shell`` (deny rules win over allow
 rules; the read-only view/grep/glob tools stay). ``--model`` when given. Its JSON has no token counts, so the
 OTel file exporter is switched on (``COPILOT_OTEL_ENABLED=true``, ``COPILOT_OTEL_EXPORTER_TYPE=file``,
-``COPILOT_OTEL_FILE_EXPORTER_PATH=<run dir>/copilot-otel.jsonl``; a local file, no network).
+``COPILOT_OTEL_FILE_EXPORTER_PATH=<outbox>/copilot-otel.jsonl``; a local file, no network; the record keeps it as
+``outbox/copilot-otel.jsonl``, the agent's file).
 
 Parsing (samples ``captured-1.0.102-output-json-bash-tool.jsonl`` and ``captured-1.0.102-otel-export.jsonl``):
 - stdout events ``{type, data}``: ``assistant.message {content, toolRequests[], model}``,

@@ -28,7 +28,8 @@ run record keeps (``replay``: cassette, match mode, turns played and recorded; `
 
 Files in the run folder (beside ``run.json``): ``model-double-requests.jsonl`` (every request the CLI sent,
 auth headers redacted, with the double's answer; for people) and ``model-double.json`` (script, URL, offline mode,
-config files written, and the double's own request count).
+config files written, and the double's own request count). A double inside the run's namespace writes its logs into
+the agent's outbox; ``box_files`` names them, so that the outbox's copy puts them here too.
 """
 
 from __future__ import annotations
@@ -330,6 +331,15 @@ class AgentSession:
                     f"{total.cache_read + total.cache_write:,} cached) in {self.report['requests']} requests")
             usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings, note))
         return usage
+
+    def box_files(self) -> tuple[str, ...]:
+        """Names of the files this run's double writes into the agent's outbox (``ctx.agent_dir``): its request logs
+        when it runs inside the run's namespace (offline, with a script or a cassette), else none. The outbox's copy
+        (``run.outbox.collect``'s ``harness``) puts these at the record folder's top level, where the harness's double
+        writes them otherwise; every other file of the outbox goes under ``outbox/`` as the agent's."""
+        if self.offline and (self.script_path or self.replayer is not None) and self.log_dir != self.run_dir:
+            return (REQUEST_LOG, REJECTED_LOG)
+        return ()
 
     def _write_info(self) -> None:
         if not (self.script_path or self.offline or self.netns_reason or self.info.get("cassette")):

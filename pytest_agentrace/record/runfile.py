@@ -2,7 +2,8 @@
 
 A results folder (``--agentrace-out``, default ``.agentrace``) holds
 ``runs/<case>/<arm>/<agent>/<rep>/run.json`` beside ``raw.out``, ``raw.err``, ``prompt.txt``,
-``diff.patch`` and the check logs. See ``model`` for the record's fields.
+``diff.patch`` and the check logs, and ``outbox/`` with the files the agent left (``OUTBOX_DIR``). See ``model``
+for the record's fields.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from pytest_agentrace.record.model import Outcome, contradictions
 from pytest_agentrace.record.safefile import read_text, write_text
 
 RUN_FILE = "run.json"
+# a record folder's sub-folder for the files an agent left in its outbox (``run.outbox.collect``): whatever names the
+# agent picks, its files never sit beside the harness's own records, and the harness writes nothing else there
+OUTBOX_DIR = "outbox"
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -10,9 +10,9 @@ relative cost with 95% intervals per arm, Elo over time; an empty one says why);
 tasks, trials, arms vs baseline, Elo with its scope: these runs or the whole history store); and the runs table,
 whose rows expand to the run's transcript turn by turn (from its ATIF ``trajectory.json``: the prompt, then the
 agent's tool calls in order and its final answer), diff, check logs and links to the run folder's files (relative
-to the page when its path is known), with a filter box (every word typed must appear in a run's case, kind, arm,
-agent, rep or status) and one toggle per outcome with its count (as pytest-html's outcome filters), which show or
-hide the runs of that status. A baseline's failed run (``markdown.expected_failure``: ``noop``'s) is ``xfailed``,
+to the page when its path is known; the files the agent left in its outbox listed apart, as the agent's), with a
+filter box (every word typed must appear in a run's case, kind, arm, agent, rep or status) and one toggle per
+outcome with its count (as pytest-html's outcome filters), which show or hide the runs of that status. A baseline's failed run (``markdown.expected_failure``: ``noop``'s) is ``xfailed``,
 an expected failure, as pytest counts it. Wide tables scroll inside their own box, so the page fits a 390 px screen.
 """
 
@@ -31,6 +31,7 @@ from urllib.parse import quote
 from pytest_agentrace import __version__
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.redact import redact, redact_data, secret_values
+from pytest_agentrace.record.runfile import OUTBOX_DIR
 from pytest_agentrace.record.safefile import read_text, regular_files
 from pytest_agentrace.record.trajectory import TRAJECTORY_FILE, build_trajectory, read_prompt
 from pytest_agentrace.report import charts
@@ -397,12 +398,26 @@ def file_href(path: Path, html_dir: Path | None) -> str:
 
 def run_files(run_dir: Path | None, html_dir: Path | None) -> str:
     """Links to the run folder's regular files (``safefile.regular_files``: no link is listed or followed), with
-    their sizes; at most ``MAX_LINKED_FILES``."""
+    their sizes, at most ``MAX_LINKED_FILES`` a list: the harness's files under "Run files", and the files the agent
+    left in its outbox (the record's ``outbox/``, ``runfile.OUTBOX_DIR``) apart, under a heading that says they are
+    the agent's, so that none of them passes for a record of the harness's."""
     if run_dir is None or not run_dir.is_dir() or run_dir.is_symlink():
         return ""
     files = list(regular_files(run_dir))
-    if not files:
-        return ""
+    agents = [f for f in files if f.relative_to(run_dir).parts[0] == OUTBOX_DIR]
+    own = [f for f in files if f.relative_to(run_dir).parts[0] != OUTBOX_DIR]
+    parts = []
+    if own:
+        parts.append(f"<h4>Run files ({len(own)})</h4>" + _linked(own, run_dir, html_dir))
+    if agents:
+        parts.append(f"<h4>The agent's outbox files ({len(agents)})</h4><p class=\"note\">written by the agent (its "
+                     f"{{run_dir}} or $TRIAL_OUT), not by the harness; copied into {OUTBOX_DIR}/ after the run</p>"
+                     + _linked(agents, run_dir, html_dir, "run-files agent-files"))
+    return "".join(parts)
+
+
+def _linked(files: list[Path], run_dir: Path, html_dir: Path | None, cls: str = "run-files") -> str:
+    """A list of links to ``files`` (named relative to ``run_dir``) with their sizes, at most ``MAX_LINKED_FILES``."""
     items = []
     for f in files[:MAX_LINKED_FILES]:
         try:
@@ -412,7 +427,7 @@ def run_files(run_dir: Path | None, html_dir: Path | None) -> str:
         name = f.relative_to(run_dir).as_posix()
         items.append(f'<li><a href="{escape(file_href(f, html_dir))}">{escape(name)}</a> <span class="note">{size:,} bytes</span></li>')
     more = f'<p class="note">… and {len(files) - MAX_LINKED_FILES} more in {escape(str(run_dir))}</p>' if len(files) > MAX_LINKED_FILES else ""
-    return f'<h4>Run files ({len(files)})</h4><ul class="run-files">{"".join(items)}</ul>{more}'
+    return f'<ul class="{cls}">{"".join(items)}</ul>{more}'
 
 
 def run_details(run: Outcome, run_dir: Path | None, html_dir: Path | None = None) -> str:

@@ -52,6 +52,7 @@ class AgentRun:
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # for the record's extra (replay, cassette)
     limit: Hit | None = None  # the resource limit it hit (run.limits.diagnose)
     limits: dict[str, Any] | None = None  # how each limit was enforced (run.json extra.limits)
+    box_files: tuple[str, ...] = ()  # files the harness's double wrote into the outbox (AgentSession.box_files)
 
 
 def run_limits(spec: RunSpec, base: Limits) -> Limits:
@@ -186,9 +187,14 @@ def run_agent(spec: RunSpec, ctx: RunContext) -> AgentRun:
         if launch is not None and err.startswith("FileNotFoundError") and shutil.which(launch.argv[0],
                                                                                         path=launch.env.get("PATH")):
             err += " (the program exists: its #! interpreter line names a program that is missing)"
-        return AgentRun(None, finished.seconds, False, Usage(),
+        return AgentRun(None, finished.seconds, False, Usage(), box_files=_box_files(launch),
                         error=err if finished.start_kind in ("box", "helper") else f"could not start agent: {err}")
     return read_run(spec, ctx, adapter, launch, finished)
+
+
+def _box_files(launch: Launch | None) -> tuple[str, ...]:
+    """The files the run's model double wrote into the outbox, for its copy into the record folder's top level."""
+    return launch.session.box_files() if launch is not None and launch.session is not None else ()
 
 
 def run_inprocess(adapter: Any, ctx: RunContext) -> Finished:
@@ -329,7 +335,8 @@ def read_run(spec: RunSpec, ctx: RunContext, adapter: Any, launch: Launch | None
         usage = dataclasses.replace(usage, parse_warnings=(*usage.parse_warnings,
                                                            *process.cut_notes(finished.cut, finished.output_bytes)))
     return AgentRun(finished.code, finished.seconds, finished.timed_out, usage, error=fault,
-                    output_bytes=finished.output_bytes, extra=extra, limit=finished.hit, limits=finished.limits)
+                    output_bytes=finished.output_bytes, extra=extra, limit=finished.hit, limits=finished.limits,
+                    box_files=_box_files(launch))
 
 
 def provider_env(adapter: Any, base: Mapping[str, str] | None = None) -> dict[str, str]:

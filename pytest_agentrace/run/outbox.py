@@ -3,27 +3,34 @@ afterwards.
 
 ``{run_dir}`` and ``$TRIAL_OUT`` name the outbox (``<scratch>/outbox``), never the run's record folder: the agent
 never sees the folder the harness writes its records into. After the run, ``collect`` copies the outbox's regular
-files into the record folder: links (to files or folders), FIFOs and devices are skipped and never followed, each
-file is read with no-follow (``record.safefile.read_bytes``) and written with no-follow and exclusive create into
-folders the harness makes, at most ``FILE_CAP`` bytes a file, ``TOTAL_CAP`` in all and ``COUNT_CAP`` files (what
-lies past it is neither copied nor listed one by one), and a name the harness already wrote (``raw.out``,
-``run.json``, ...) is never replaced. A file named ``run.json`` is never copied, at any depth: the record readers
-take every ``runs/**/run.json`` for a run (an agent's ``sub/run.json`` was counted as another agent's passed run).
-Every copied file goes through redaction (``redact_bytes``): the session's secret values are replaced in any file,
-and a UTF-8 text file also gets ``record.redact.redact``'s key shapes and secret assignments; an agent that writes
-a key into a side file leaves ``<redacted>`` in the record. What was left out is returned, for the run's
-``extra.outbox``.
+files into the record folder's own sub-folder ``outbox/`` (``record.runfile.OUTBOX_DIR``), at the same relative
+paths: whatever the agent names its files (``lint.log``, ``harness-error.log``, ``codex-session.jsonl``,
+``attempts/x.txt``), they never sit beside the harness's records, so no name the harness writes in any run (check
+logs, setup logs, adapters' session files, the double's logs, ...) can be taken or passed off as the harness's, and
+no hand list of reserved names can drift from the writers. The one exception is ``harness``: top-level names the
+harness's own processes in the box wrote there this run (the model double inside the run's namespace writes its
+request logs into the outbox, the only folder it can write), copied to the record folder's top level as before.
+
+Links (to files or folders), FIFOs and devices are skipped and never followed, each file is read with no-follow
+(``record.safefile.read_bytes``) and written with no-follow and exclusive create into folders the harness makes, at
+most ``FILE_CAP`` bytes a file, ``TOTAL_CAP`` in all and ``COUNT_CAP`` files (what lies past it is neither copied
+nor listed one by one), and a path the record folder already holds is never replaced. Nothing named ``run.json``
+(file or folder) is copied, at any depth: the record readers take every ``runs/**/run.json`` for a run (an agent's
+``sub/run.json`` was counted as another agent's passed run). Every copied file goes through redaction
+(``redact_bytes``): the session's secret values are replaced in any file, and a UTF-8 text file also gets
+``record.redact.redact``'s key shapes and secret assignments; an agent that writes a key into a side file leaves
+``<redacted>`` in the record. What happened is returned, for the run's ``extra.outbox``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.record.redact import MARK, redact
-from pytest_agentrace.record.runfile import RUN_FILE
+from pytest_agentrace.record.runfile import OUTBOX_DIR, RUN_FILE
 from pytest_agentrace.record.safefile import TEMP_PREFIX, UnsafePath, is_regular, read_bytes, write_new
 from pytest_agentrace.run.discard import remove
 
@@ -31,7 +38,8 @@ FILE_CAP = 64 * 1024**2  # bytes of one file copied out
 TOTAL_CAP = 256 * 1024**2  # bytes copied out of one outbox
 COUNT_CAP = 10_000  # entries (files, links, folders) looked at in one outbox; the rest are counted, not copied
 SKIPPED_CAP = 100  # entries named one by one in ``skipped``
-NAME = "outbox"
+NAME = "outbox"  # the folder in the run's scratch
+RECORD_NAME = "a run record's name (only the harness writes one)"
 
 
 def make(scratch: Path) -> Path:
@@ -60,14 +68,19 @@ def redact_bytes(data: bytes, secrets: Sequence[str] = ()) -> bytes:
 
 
 def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int = TOTAL_CAP,
-            count_cap: int = COUNT_CAP, secrets: Sequence[str] = ()) -> dict[str, Any]:
-    """Copy ``outbox``'s regular files into ``record``, each through ``redact_bytes(data, secrets)`` (see the
-    module docstring); returns ``{"copied": n, "skipped": {relative path: why}}`` (``skipped`` only when something
-    was left out, at most ``SKIPPED_CAP`` entries), ``"redacted": n`` (files changed by redaction, when any) and
+            count_cap: int = COUNT_CAP, secrets: Sequence[str] = (), harness: Collection[str] = ()) -> dict[str, Any]:
+    """Copy ``outbox``'s regular files into ``record / OUTBOX_DIR`` (made only when a file is copied), each through
+    ``redact_bytes(data, secrets)`` (see the module docstring); a file at the outbox's top level whose name is in
+    ``harness`` (written there this run by the harness's own process in the box) goes to ``record`` itself.
+
+    Returns ``{"copied": n}`` (the agent's files copied), with ``"folder": OUTBOX_DIR`` when n > 0, ``"harness":
+    [names]`` (the ``harness`` files copied to the top), ``"skipped": {relative path: why}`` (when something was left
+    out, at most ``SKIPPED_CAP`` entries), ``"redacted": n`` (files changed by redaction, when any) and
     ``"over_count_cap": n`` (entries of the folders that would pass ``count_cap``, when there were any; their
     subfolders are not walked). The caps apply to the files as the agent left them."""
     copied, total, seen, over, redacted = 0, 0, 0, 0, 0
     skipped: dict[str, str] = {}
+    own: list[str] = []
 
     def skip(rel: Path, why: str) -> None:
         if len(skipped) < SKIPPED_CAP:
@@ -86,21 +99,24 @@ def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int
         for d in list(dirs):
             if os.path.islink(base / d):
                 skip(rel_root / d, "a link (not followed)")
-        dirs[:] = sorted(d for d in dirs if not os.path.islink(base / d))
+            elif d == RUN_FILE:
+                skip(rel_root / d, RECORD_NAME)
+        dirs[:] = sorted(d for d in dirs if not os.path.islink(base / d) and d != RUN_FILE)
         for name in sorted(names):
             rel = rel_root / name
             src = base / name
             if name.startswith(TEMP_PREFIX):
                 continue
             if name == RUN_FILE:  # only the harness writes a run record: readers glob runs/**/run.json
-                skip(rel, "a run record's name (only the harness writes one)")
+                skip(rel, RECORD_NAME)
                 continue
             if not is_regular(src):
                 skip(rel, "a link (not followed)" if src.is_symlink() else "not a regular file")
                 continue
-            dest = record / rel
+            theirs = rel_root == Path(".") and name in harness
+            dest = record / rel if theirs else record / OUTBOX_DIR / rel
             if os.path.lexists(dest):
-                skip(rel, "the harness's own record has this name")
+                skip(rel, "the record folder already holds this path")
                 continue
             data = read_bytes(src, file_cap + 1)
             if data is None:
@@ -112,14 +128,18 @@ def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int
             clean = redact_bytes(data, secrets)
             redacted += clean != data
             try:
-                _folders(record, rel.parent)
+                _folders(record, dest.parent.relative_to(record))
                 write_new(dest, clean)
             except (UnsafePath, OSError) as exc:
                 skip(rel, f"not copied: {exc}")
                 continue
-            copied += 1
+            if theirs:
+                own.append(name)
+            else:
+                copied += 1
             total += len(data)
-    return {"copied": copied, **({"skipped": skipped} if skipped else {}), **({"redacted": redacted} if redacted else {}),
+    return {"copied": copied, **({"folder": OUTBOX_DIR} if copied else {}), **({"harness": own} if own else {}),
+            **({"skipped": skipped} if skipped else {}), **({"redacted": redacted} if redacted else {}),
             **({"over_count_cap": over} if over else {})}
 
 

@@ -151,12 +151,13 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     if getattr(spec.agent, "expect", None):  # a baseline's `expect: fail` (or pass): reports read it (xfail)
         fields["extra"]["expect"] = spec.agent.expect
     box_out: Path | None = None  # the outbox ({run_dir}, $TRIAL_OUT), made before the agent starts
+    box_files: tuple[str, ...] = ()  # what the harness's double in the box wrote into the outbox (its request logs)
 
     def finish(status: Status, reason: str | None = None) -> Outcome:
         reason = with_denials(status, reason, fields.get("usage"))
-        if box_out is not None:  # the outbox's regular files into the record folder, never through a link
-            taken = outbox.collect(box_out, run_dir, secrets=secrets)
-            if taken.get("skipped") or taken.get("over_count_cap") or taken.get("redacted"):
+        if box_out is not None:  # the outbox's regular files into the record's outbox/, never through a link
+            taken = outbox.collect(box_out, run_dir, secrets=secrets, harness=box_files)
+            if taken != {"copied": 0}:  # what was copied where, and what was left out
                 fields["extra"] = {**fields["extra"], "outbox": taken}
         hidden = fields["extra"].get("sandbox_hidden")
         if hidden and status in (Status.FAILED, Status.ERROR):
@@ -214,6 +215,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
 
     ctx = make_context(spec, tmp, run_dir, ws, judge.prompt, env, judge.edits, options, outbox=box_out)
     agent = run_agent(spec, ctx)
+    box_files = agent.box_files
     fields["usage"] = agent.usage
     fields["extra"] = {**fields["extra"], **agent.extra}
     if agent.error:

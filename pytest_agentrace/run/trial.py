@@ -13,7 +13,8 @@ over it, then:
   in the clone, and a verification claim is judged against it. A wrong answer or a failed verify fails the run.
 
 Environment of prepare, setup, verify (and the agent): ``TRIAL_OUT`` (the results folder, ``--agentrace-out``;
-in the sandbox the agent and verify get their own run's folder instead, the rest is out of their reach),
+in the sandbox the agent and verify get their run's outbox instead, whose files the record keeps under ``outbox/``;
+the rest is out of their reach),
 ``TRIAL_DIR`` (the clone), ``TRIAL_ID`` (unique per run and session; ``[a-z0-9_]``, starts with a letter,
 at most 51 characters: safe as a database name), ``TRIAL_QUESTION``, ``TRIAL_ARM``, ``TRIAL_AGENT``,
 ``TRIAL_REP``.

@@ -112,7 +112,7 @@ def runs(out: Path) -> dict[str, dict]:
 
 def agent_logs(out: Path) -> list[dict]:
     """What the fake agents logged: in ``$TRIAL_OUT/agent-log``, the results folder (no sandbox) or, in the sandbox,
-    each run's own folder under it."""
+    each run's outbox, copied into its record folder's ``outbox/``."""
     return [json.loads(p.read_text()) for p in sorted(out.glob("**/agent-log/*.json"), key=lambda p: p.name)]
 
 
