@@ -237,7 +237,8 @@ OPTIONS: tuple[Option, ...] = (
            "stops with an error (default 600)", 600.0, type=positive_float, metavar="SECONDS"),
     Option("progress_seconds", "seconds between the plain progress lines printed when the output is not a terminal "
            "or under pytest-xdist (default 30)", 30.0, type=positive_float, metavar="SECONDS"),
-    Option("no_save", "write nothing to the history store (no sessions, runs or ratings)", False, flag=True),
+    Option("no_save", "write nothing to the history store (no sessions, runs or ratings); the results folder's "
+           "runs/ (--agentrace-out) is still written", False, flag=True),
     Option("allow_empty", "exit 0 when no run could start (every agent missing, every run item skipped); by default "
            "such a session fails with one line naming why", False, flag=True),
     *(format_option(f) for f in formats.FORMATS if f.to == "file"),  # --agentrace-html/md/json: report.formats

@@ -10,6 +10,8 @@ import pytest
 from helpers.report import outcome
 
 from pytest_agentrace.plugin.controller import sandbox_line
+from pytest_agentrace.report.result import Context, build_result
+from pytest_agentrace.report.terminal import Shown, section
 from pytest_agentrace.run import outbox
 from pytest_agentrace.run.checks import clean_env, loopback_no_proxy, minimal_env
 from pytest_agentrace.run.sandbox import _under, hidden_paths
@@ -17,17 +19,21 @@ from pytest_agentrace.run.sandbox import _under, hidden_paths
 BOX = {"on": True, "bwrap": "/usr/bin/bwrap", "version": "0.8.0", "uid": 1000, "offline": False, "read": [], "write": []}
 
 
-def test_sandbox_line_says_on_which_bwrap_and_what_was_shown_within_70_columns() -> None:
+def test_sandbox_line_says_on_which_bwrap_and_what_was_shown_wrapped_only_to_a_width() -> None:
     long = "/very/long/folder/of/fixtures/that/a/team/shows/to/every/run/of/its/suite/data"
     runs = [outcome(extra={"sandbox": {**BOX, "read": [long, "/srv/models"], "write": ["/var/cache/pip"]}}),
             outcome(rep=2, extra={"sandbox": BOX})]
     text = sandbox_line(runs)
-    assert all(len(line) <= 70 for line in text.splitlines()), text
-    flat = " ".join(part.strip() for part in text.splitlines())
-    assert flat.startswith("agentrace: sandbox on: bwrap /usr/bin/bwrap 0.8.0, uid 1000; also shown: read ")
-    assert "/srv/models" in flat and "write /var/cache/pip" in flat
+    assert text == ("agentrace: sandbox on: bwrap /usr/bin/bwrap 0.8.0, uid 1000; also shown: read "
+                    f"/srv/models, {long}; write /var/cache/pip")  # one line: the section wraps it, to a width only
     assert sandbox_line([outcome(extra={"sandbox": BOX})]) == (
-        "agentrace: sandbox on: bwrap /usr/bin/bwrap 0.8.0, uid 1000; nothing\n  shown beyond the default")
+        "agentrace: sandbox on: bwrap /usr/bin/bwrap 0.8.0, uid 1000; nothing shown beyond the default")
+    result = build_result([], Context(), notes=((text, False),))
+    assert section(result) == [(text, {})]  # no terminal and no $COLUMNS: kept whole, as the tables are
+    wrapped = section(result, Shown(width=70))
+    assert len(wrapped) > 1 and all(len(line) <= 70 and markup == {} for line, markup in wrapped), wrapped
+    assert wrapped[1][0].startswith("  ")  # continued, indented; nothing lost (the long path is broken in two)
+    assert "".join(line for line, _ in wrapped).replace(" ", "") == text.replace(" ", "")
     assert sandbox_line([outcome(extra={"sandbox": {"on": False}})] * 2) == "agentrace: sandbox off (2 runs unsandboxed)"
     assert sandbox_line([outcome()]) is None  # no run recorded a sandbox (in-process only, older records)
 

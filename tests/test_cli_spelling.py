@@ -54,8 +54,28 @@ def test_report_output_file_equals_standard_output(tmp_path: Path, capsys: pytes
     assert main(["report", str(out), "--format", "json"]) == 0
     printed = capsys.readouterr().out
     assert main(["report", str(out), "--format", "json", "-o", str(tmp_path / "r.json")]) == 0
-    assert capsys.readouterr().out == ""
+    said = capsys.readouterr()  # standard error also warns that these hand-made records are in no manifest
+    assert said.out == "" and said.err.endswith(f"\nagentrace: wrote {tmp_path / 'r.json'}\n")  # as html, export say
     assert json.loads((tmp_path / "r.json").read_text()) == json.loads(printed)
+
+
+@pytest.mark.parametrize("argv", [["report", "OUT", "-o", "FILE"], ["schema", "task", "-o", "FILE"],
+                                  ["render", "OUT", "--format", "md", "--db", "DB", "-o", "FILE"],
+                                  ["export", "OUT", "--db", "DB", "-o", "FILE"]])
+def test_every_command_writing_to_dash_o_says_so(argv: list[str], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out, target = _results(tmp_path), tmp_path / "written.txt"
+    swap = {"OUT": str(out), "FILE": str(target), "DB": str(tmp_path / "none.db")}
+    assert main([swap.get(a, a) for a in argv]) == 0
+    said = capsys.readouterr()
+    assert said.out == "" and said.err.count("wrote") == 1 and said.err.endswith(f"agentrace: wrote {target}\n")
+    assert target.read_text().strip()
+
+
+def test_bad_input_with_dash_o_does_not_say_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "r.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "no such results folder" in err and "wrote" not in err
 
 
 def test_old_spellings_are_aliases(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -107,6 +107,19 @@ def test_a_tie_names_no_winner() -> None:
     assert "no overall winner: p, q tie on total score (200.0 of 200; within 1 point)" in matrix_lines(runs)
 
 
+def test_race_table_names_its_score_interval_wilson() -> None:
+    runs = scored(*(outcome(case="t", agent=a, rep=r, seconds=10, source="/s/t.yaml") for a in ("p", "q") for r in (1, 2)))
+    report = build_report(runs, None, 0, 200)
+    for fmt in ("text", "markdown"):
+        lines = report_lines(report, fmt=fmt)
+        start = next(i for i, line in enumerate(lines) if line.endswith("races on task files (coderace statistics)"))
+        rows = table_rows(lines[start + 1:start + 5])
+        assert rows[0][:5] == ["Agent", "Tasks", "Runs", "Score mean ± sd", "95% CI (Wilson)"]
+        # two runs at 100: Wilson's interval of 2/2 is 2 / (2 + 1.96^2) = 34.2% to 100%, not a t interval's 100-100
+        assert [r[:5] for r in rows[1:]] == [["p", "1", "2", "100.0 ± 0.0", "34.2-100.0"],
+                                           ["q", "1", "2", "100.0 ± 0.0", "34.2-100.0"]]
+
+
 @pytest.mark.parametrize("width", [60, 80, 100, 120])
 def test_every_summary_line_fits_the_width(width: int) -> None:
     long_reason = "tests failed (exit 1): " + "assertion error in a very long message " * 6

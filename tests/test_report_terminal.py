@@ -71,3 +71,26 @@ def test_the_table_renders_the_section_of_a_results_folder(tmp_path: Path, capsy
     folder = build_result(score_outcomes(RUNS, per_session=False), Context(out=out, resamples=200))
     assert printed == "".join(line + "\n" for line, _ in section(folder))
     assert printed.startswith("task fix-add") and "not passed:" in printed
+
+
+def test_the_hint_under_a_task_matrix_names_a_way_its_context_has(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Four tasks print one matrix and a line saying how to see the per-task tables: pytest's -v in a session;
+    ``agentrace report`` and ``render`` have no -v, so theirs names ``report --case``, which does show them."""
+    runs = [outcome(case=t, agent=a, source=f"/s/{t}.yaml") for t in ("t1", "t2", "t3", "t4") for a in ("a", "b")]
+    session_hint = "(one table per task with -v; shown without it up to 3 tasks)"
+    cli_hint = "(one table per task for up to 3 tasks: choose them with `agentrace report OUT --case ID`)"
+    text = [line for line, _ in section(build_result(score_outcomes(runs, per_session=False), Context(resamples=200)))]
+    assert session_hint in text and cli_hint not in text
+    out = tmp_path / "out"
+    for o in runs:
+        write_run(out / "runs" / o.case / o.arm / o.agent / str(o.rep), o)
+    for argv in (["report", str(out)], ["render", str(out), "--format", "terminal", "--db", str(tmp_path / "none.db")]):
+        assert cli.main([*argv, "--resamples", "200"]) == 0
+        printed = capsys.readouterr().out.splitlines()
+        assert cli_hint in printed and session_hint not in printed, argv
+        assert not any(line.startswith("task t1") for line in printed), argv  # the matrix stands for the tables
+    assert cli.main(["report", str(out), "--case", "t1,t2", "--resamples", "200"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split(" ")[:2] for line in printed if line.startswith("task t")] == [["task", "t1"], ["task", "t2"]]
+    assert cli_hint not in printed

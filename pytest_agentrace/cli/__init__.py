@@ -49,7 +49,8 @@ COMMANDS: dict[str, str] = {
 
 def output_options(p: argparse.ArgumentParser, formats: tuple[str, ...] = ("text", "json"), default: str = "text",
                    short: bool = True, json_alias: bool = False, suppress: bool = False) -> None:
-    """Add ``-o/--output FILE`` (dest ``output_file``: ``main`` sends the command's standard output there) and
+    """Add ``-o/--output FILE`` (dest ``output_file``: ``main`` sends the command's standard output there and says
+    ``agentrace: wrote FILE`` on standard error) and
     ``--format`` with ``formats`` (``json_alias``: also ``--json``, the same as ``--format json``). ``short``: False
     leaves ``-o`` out (``regress`` passes it to pytest, where it is ``--override-ini``)."""
     flags = ("-o", "--output") if short else ("--output",)
@@ -107,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         if target is None:
             return int(args.func(args) or 0)
         with open(target, "w", encoding="utf-8") as fh, contextlib.redirect_stdout(fh):
-            return int(args.func(args) or 0)
+            status = int(args.func(args) or 0)
+        if status != 2:  # written (1: a --fail-on verdict, the report is whole); 2: bad input, nothing worth naming
+            print(f"agentrace: wrote {target}", file=sys.stderr)  # as html, export and render say it
+        return status
     except BrokenPipeError:
         return 0
     except OSError as exc:  # an unreadable input or unwritable output path: one line, not a traceback

@@ -35,7 +35,7 @@ from pytest_agentrace.report.stats_text import (
     plan_lines,
     render,
 )
-from pytest_agentrace.report.terminal import summary_lines
+from pytest_agentrace.report.terminal import CLI_HINT, summary_lines
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import planning
@@ -280,7 +280,7 @@ def task_summary(outcomes: list[Any], fmt: str, width: int | None) -> str:
     tasks = [o for o in outcomes if o.kind == "task"]
     if not tasks:
         return ""
-    lines = summary_lines(tasks, width=width if fmt == "text" else None)
+    lines = summary_lines(tasks, width=width if fmt == "text" else None, hint=CLI_HINT)
     while lines and not lines[-1].strip():
         lines.pop()
     if fmt == "markdown":

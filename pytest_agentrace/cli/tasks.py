@@ -48,10 +48,11 @@ description: |
 # from an empty git repository.
 # repo: repo
 
-# Runs in the agent's workspace after the agent finishes; exit 0 means the tests pass.
+# Runs after the agent finishes, in a fresh clean tree, not the agent's workspace: the repo plus the agent's
+# change, minus its changes to test machinery (conftest.py, pytest.ini, ...). Exit 0 means the tests pass.
 test_command: python -m pytest -q -p no:cacheprovider
 
-# Hidden checks, written into the workspace only after the agent finishes (agents cannot see or edit them).
+# Hidden checks, written into a fresh clean tree only after the agent finishes (agents cannot see or edit them).
 verify_command: python -m pytest -q -p no:cacheprovider hidden_tests
 verify_files:
   hidden_tests/test_greet_hidden.py: |
@@ -69,7 +70,7 @@ verify_files:
         with pytest.raises(ValueError):
             greet(name)
 
-# Style check of the agent's tree (runs before the hidden files are written). Optional.
+# Style check of the agent's change, in a fresh clean tree without the hidden files. Optional.
 lint_command: python -m ruff check --quiet --no-cache --isolated --select E4,E7,E9,F .
 
 # Seconds per command: the agent's run and each check.

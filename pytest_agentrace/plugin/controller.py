@@ -30,7 +30,6 @@ import dataclasses
 import datetime as _dt
 import json
 import os
-import textwrap
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
@@ -108,9 +107,10 @@ def network_line(outcomes: Iterable[Outcome]) -> str | None:
     return "agentrace: network: " + ", ".join(parts) + tail
 
 
-def sandbox_line(outcomes: Iterable[Outcome], width: int = 70) -> str | None:
-    """The sandbox the runs had (``run.json`` ``extra.sandbox``), wrapped at ``width`` columns: on or off, which
-    bwrap (path and version) and uid, and what was shown beyond the default; None when no run recorded it."""
+def sandbox_line(outcomes: Iterable[Outcome]) -> str | None:
+    """The sandbox the runs had (``run.json`` ``extra.sandbox``), one line: on or off, which bwrap (path and version)
+    and uid, and what was shown beyond the default; None when no run recorded it. Like every note it is wrapped only
+    where it is shown, to the terminal's width (``report.terminal.section``); a log that is no terminal keeps it whole."""
     boxes = [o.extra.get("sandbox") for o in outcomes if isinstance(o.extra.get("sandbox"), dict)]
     if not boxes:
         return None
@@ -126,7 +126,7 @@ def sandbox_line(outcomes: Iterable[Outcome], width: int = 70) -> str | None:
     extra = "; ".join(part for part in (f"read {', '.join(read)}" if read else "",
                                          f"write {', '.join(write)}" if write else "") if part)
     text = head + (f"; also shown: {extra}" if extra else "; nothing shown beyond the default")
-    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False))
+    return text
 
 
 def empty_session_line(skipped: dict[str, str]) -> str:

@@ -37,7 +37,7 @@ OPTIONAL = {
     "pass": ("Cohen's d", "Verdict test p", "Boschloo p", "BH p", "Errors as failures"),
     "case": ("p (Holm p)", "Runs"),
     "tasks": ("Errors", "Seconds", "pass@k / pass^k (k=runs)", "Tokens/run (95% CI)"),
-    "races": ("Flipping tasks", "Consistency", "Reliability", "Tasks", "95% CI (t)", "Elo"),
+    "races": ("Flipping tasks", "Consistency", "Reliability", "Tasks", "95% CI (Wilson)", "Elo"),
     "reliability": ("pass^k", "pass@k"),
     "compare": ("Detail",),
     "plan": ("Further tokens", "Further USD"),
@@ -165,7 +165,7 @@ def report_lines(report: Any, fmt: str = "text", width: int | None = None, foote
                  _ci(s.score_ci, lambda x: f"{x:.1f}").strip(" ()") or "-", _f(s.consistency), _pct(s.reliability),
                  f"{flips[s.agent].flipping}/{flips[s.agent].cases}" if s.agent in flips else "-",
                  f"{s.wins}/{s.races}", _pct(s.win_rate), "-" if s.elo is None else f"{s.elo:.0f}"] for s in report.races]
-        lines += _table(rows, ["Agent", "Tasks", "Runs", "Score mean ± sd", "95% CI (t)", "Consistency", "Reliability", "Flipping tasks",
+        lines += _table(rows, ["Agent", "Tasks", "Runs", "Score mean ± sd", "95% CI (Wilson)", "Consistency", "Reliability", "Flipping tasks",
                                "Wins/races", "Win rate", "Elo"], fmt, width, "races")
         lines.append("wins need a mean score more than 1 point above every other agent's (ties are not wins); reliability: runs without "
                      "timeout or agent exit error; Elo: 1500 start, K 32, draw within 1 point, one simultaneous update per race.")

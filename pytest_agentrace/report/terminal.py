@@ -32,14 +32,20 @@ from pytest_agentrace.report.text import task_tables
 from pytest_agentrace.report.trials import trial_tables
 
 DETAIL_TASKS = 3  # up to this many tasks, the per-task tables are shown without -v
+# the line under a task matrix that says how to see the per-task tables it stands for: pytest's -v in a session;
+# the agentrace commands have no -v, and `agentrace report --case` narrows the folder to the tasks it shows in full
+SESSION_HINT = f"(one table per task with -v; shown without it up to {DETAIL_TASKS} tasks)"
+CLI_HINT = f"(one table per task for up to {DETAIL_TASKS} tasks: choose them with `agentrace report OUT --case ID`)"
 
 
 def summary_lines(
-    outcomes: Iterable[Outcome], show_cost: bool = True, verbose: int | bool = False, width: int | None = None
+    outcomes: Iterable[Outcome], show_cost: bool = True, verbose: int | bool = False, width: int | None = None,
+    hint: str = SESSION_HINT,
 ) -> list[str]:
     """Lines of the session summary for scored ``outcomes`` (``Aggregator.scored``). ``verbose`` > 0 shows the
     per-task tables whatever the number of tasks, < 0 (``-q``) leaves out the runs' notes; ``width`` is the
-    terminal width in characters."""
+    terminal width in characters; ``hint``: the line under a matrix that stands for more than ``DETAIL_TASKS``
+    per-task tables, saying how to see them where the lines are printed (``SESSION_HINT``, ``CLI_HINT``)."""
     outcomes = list(outcomes)
     tasks = {(o.source, o.case) for o in outcomes if o.kind == "task"}
     detail = bool(verbose and verbose > 0) or len(tasks) <= DETAIL_TASKS
@@ -49,7 +55,7 @@ def summary_lines(
     if len(tasks) >= 2:
         lines += matrix_lines(outcomes, show_cost=show_cost, width=width, notes=not detail)
         if not detail:
-            lines += [f"(one table per task with -v; shown without it up to {DETAIL_TASKS} tasks)", ""]
+            lines += [hint, ""]
     lines += trial_tables(outcomes, show_cost=show_cost, width=width)
     hits = hits_line(outcomes)  # runs stopped at a resource limit, by limit (their reasons are in the tables)
     return fit_lines(lines + ([hits, ""] if hits else []), width)
@@ -65,7 +71,7 @@ class Shown:
     -1 ``-q``, 1 ``-v``), ``show_cost`` (False under ``--agentrace-no-cost``); what the session adds: ``skips``
     (its skipped runs summed up, ``text.skip_lines``), ``overrides`` (``--agentrace-agent`` lines), ``snapshot``
     (the ``--agentrace-snapshot`` name the comparison is with), ``written`` ((line, is_warning) per output
-    written)."""
+    written); ``hint``: how to see the per-task tables a task matrix stands for (``summary_lines``)."""
 
     width: int | None = None
     verbosity: int = 0
@@ -74,6 +80,7 @@ class Shown:
     overrides: tuple[str, ...] = ()
     snapshot: str | None = None
     written: tuple[tuple[str, bool], ...] = ()
+    hint: str = SESSION_HINT
 
 
 def count_line(outcomes: Sequence[Outcome]) -> str:
@@ -101,8 +108,10 @@ def section(result: SessionResult, shown: Shown = Shown()) -> list[tuple[str, di
     ``TerminalReporter.write_line`` keywords); empty when the session has nothing to say (no run, note or skip)."""
     if not result.outcomes and not result.notes and not shown.skips:
         return []
-    tables = summary_lines(result.outcomes, show_cost=shown.show_cost, verbose=shown.verbosity, width=shown.width)
-    notes = [*result.notes, *shown.written]
+    tables = summary_lines(result.outcomes, show_cost=shown.show_cost, verbose=shown.verbosity, width=shown.width,
+                           hint=shown.hint)
+    # a note is one line however long; wrapped here to the width like the tables' lines (none: a log keeps it whole)
+    notes = [(part, warning) for line, warning in (*result.notes, *shown.written) for part in fit_lines([line], shown.width)]
     failures = [(f"agentrace: FAILED {line}", FAIL) for line in result.failures]
     if shown.verbosity <= -2:
         lines = [count_line(result.outcomes), *[t for t in tables if t.startswith("winner:")], *shown.skips]
@@ -121,5 +130,5 @@ def section(result: SessionResult, shown: Shown = Shown()) -> list[tuple[str, di
 
 def render(result: SessionResult) -> str:
     """The section as plain text (``section`` at the default verbosity, no width limit, without the session's own
-    lines), for ``agentrace render OUT --format terminal``."""
-    return "".join(line + "\n" for line, _ in section(result))
+    lines), for ``agentrace render OUT --format terminal`` (which has no ``-v``: the matrix's hint is ``CLI_HINT``)."""
+    return "".join(line + "\n" for line, _ in section(result, Shown(hint=CLI_HINT)))
