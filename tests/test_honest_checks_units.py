@@ -193,3 +193,24 @@ def test_a_deleted_config_keeps_the_sources_pytest_part_alone(tmp_path: Path, na
 def test_a_deleted_config_without_a_pytest_part_is_deleted(tmp_path: Path) -> None:
     tree, root = clean(tmp_path, {"setup.cfg": "[metadata]\nname = x\n"}, lambda ws: (ws / "setup.cfg").unlink())
     assert not (root / "setup.cfg").exists() and tree.machinery == []
+
+
+@pytest.mark.parametrize("name", ["pyproject.toml", "setup.cfg"])
+@pytest.mark.parametrize("source_has_it", [True, False])
+def test_a_link_at_a_config_name_is_reset(tmp_path: Path, name: str, source_has_it: bool) -> None:
+    """pytest reads a linked config's target: a link the agent leaves at ``pyproject.toml`` / ``setup.cfg`` (to its
+    own ``addopts = "-p evilplug"``) is no way around the merge; the source's file (or none) is what the checks see."""
+    evil = '[tool.pytest.ini_options]\naddopts = "-p evilplug"\n' if name == "pyproject.toml" else "[tool:pytest]\naddopts = -p evilplug\n"
+    source = PYPROJECT if name == "pyproject.toml" else "[metadata]\nname = x\n"
+
+    def edit(ws: Path) -> None:
+        (ws / "cfg.txt").write_text(evil)
+        (ws / name).unlink(missing_ok=True)
+        os.symlink("cfg.txt", ws / name)
+
+    tree, root = clean(tmp_path, {name: source} if source_has_it else {"calc.py": "x\n"}, edit)
+    if source_has_it:
+        assert not (root / name).is_symlink() and (root / name).read_text() == source
+    else:
+        assert not os.path.lexists(root / name)
+    assert tree.machinery == [{"path": name, "change": "changed" if source_has_it else "added", "verdict": "reset"}]

@@ -14,7 +14,7 @@ How it is built (every git call here: no system or global config, ``core.hooksPa
    **reset**; nothing is rejected, the run is judged on the source's machinery). ``setup.cfg`` and
    ``pyproject.toml`` are machinery only in part (``[tool:pytest]``; the ``[tool.pytest*]`` tables): the agent's
    file is kept with the base's part put back (``merged``; a file the agent deleted is taken as emptied: the base's
-   pytest part alone), checked by reading the result with pytest's own parser
+   pytest part alone; a link the agent put at either name is reset, as pytest would read its target's pytest part), checked by reading the result with pytest's own parser
    (``iniconfig``) or ``tomllib``; when the check disagrees the whole file is reset. A link the agent left is kept
    only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped. What the agent
    put in the way of the base's machinery is dropped too (``_displacing``): a file or a link where a folder holding
@@ -276,6 +276,11 @@ def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable
         if now is not None and displaces(path):  # it would push the base's machinery out of the tree: left out
             notes.append({"path": path, "change": change, "verdict": "dropped"})
             taken_as_is = False
+            continue
+        if now is not None and now[0] == LINK and name in ("setup.cfg", "pyproject.toml"):  # pytest reads its target
+            notes.append({"path": path, "change": change, "verdict": "reset"})
+            taken_as_is = False
+            updates.append((path, was))
             continue
         if now is None and was is not None and was[0] != LINK and name in ("setup.cfg", "pyproject.toml"):
             empty = (was[0], _git(git_dir, ["hash-object", "-w", "--stdin"], data=b"").decode().strip())
