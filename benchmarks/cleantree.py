@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from overhead import make_repo  # noqa: E402
 
-from pytest_agentrace.run import cleantree, snapshot, workspace  # noqa: E402
+from pytest_agentrace.run import cleantree, machinery, snapshot, workspace  # noqa: E402
 
 STEPS = ("floor: git clone --shared", "workspace clone", "prepare + edit + after snapshot", "build + fresh trees",
          "delete the run's folders")
@@ -59,7 +59,7 @@ def one_run(root: Path, repo: Path, cache: Path, n: int, checks: int, form: str)
     after = snapshot.snapshot_tree(ws, desk)
     marks.append((time.perf_counter(), cpu()))
     layers = ws.parent / "clean.layers" if form == "overlay" else None
-    tree = cleantree.build(base, desk / "objects", made.tree, after, cleantree.DEFAULT_MACHINERY, ws.parent / "clean",
+    tree = cleantree.build(base, desk / "objects", made.tree, after, machinery.DEFAULT_MACHINERY, ws.parent / "clean",
                            layers=layers, shared=root)
     for _ in range(checks):
         tree.fresh()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import git, make_repo, write_script
 
-from pytest_agentrace.run import cleanlayers, cleantree, snapshot, workspace
+from pytest_agentrace.run import cleanlayers, cleantree, machinery, snapshot, workspace
 from pytest_agentrace.run.sandbox import Sandbox, overlay_bwrap, probe
 
 pytestmark = pytest.mark.skipif(probe()[0] is None or overlay_bwrap() is None,
@@ -89,7 +89,7 @@ def two_forms(tmp_path: Path, files: dict[str, str], edit, template: bool = True
     base = cleantree.prepare(run / "check.git", ws, made.tree if template else None, workspace.borrowed_objects(ws))
     edit(ws)
     after = snapshot.snapshot_tree(ws, desk)
-    args = (base, desk / "objects", before, after, cleantree.DEFAULT_MACHINERY)
+    args = (base, desk / "objects", before, after, machinery.DEFAULT_MACHINERY)
     plain = cleantree.build(*args, run / "clean")
     layered = cleantree.build(*args, run / "clean2", layers=run / "clean.layers", shared=tmp_path)
     return plain, layered

@@ -28,6 +28,23 @@ def pytest_runtest_makereport(item, call):
     report.outcome = "passed"
     report.longrepr = None
 '''
+# start-up hooks: modules named like one pytest imports before any test, which load a pass-everything plugin
+GETTEXT = '''
+import importlib.util, os, sys, sysconfig
+os.environ["PYTEST_PLUGINS"] = "zz_pass"
+spec = importlib.util.spec_from_file_location("gettext", os.path.join(sysconfig.get_paths()["stdlib"], "gettext.py"))
+sys.modules["gettext"] = real = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(real)
+'''
+PLUGGY = '''
+import os, sys
+os.environ["PYTEST_PLUGINS"] = "zz_pass"
+here, saved = os.path.dirname(os.path.abspath(__file__)), sys.path[:]
+del sys.modules["pluggy"]
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+import pluggy  # the installed one, now sys.modules["pluggy"]
+sys.path[:] = saved
+'''
 AGENT = r'''
 import importlib.util, os, pathlib, py_compile, tempfile
 mode = os.environ["MODE"]
@@ -81,8 +98,25 @@ if mode == "pyc":  # bytecode of the fixed module, stamped with the buggy source
     data[8:12] = int(st.st_mtime).to_bytes(4, "little")
     data[12:16] = (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
     pathlib.Path(tag).write_bytes(bytes(data))
+if mode in ("shadow_stdlib", "shadow_installed"):  # the bug stays
+    (here / "zz_pass.py").write_text(HOOK)
+    (here / "tools").mkdir()  # a folder without __init__.py: pytest's prepend mode would put it on sys.path
+    shadow = ("gettext.py", GETTEXT) if mode == "shadow_stdlib" else ("pluggy.py", PLUGGY)
+    for folder in (here, here / "tools"):
+        (folder / shadow[0]).write_text(shadow[1])
+if mode == "modules":  # the fix in new modules: one at the root, one in a package of its own named like the stdlib's
+    (here / "mathutil.py").write_text("def plus(a, b):\n    return a + b\n")
+    (here / "mypkg").mkdir()
+    (here / "mypkg" / "__init__.py").write_text("")
+    (here / "mypkg" / "types.py").write_text("from mathutil import plus\n\n\ndef add(a, b):\n    return plus(a, b)\n")
+    calc.write_text("from mypkg.types import add\n\n__all__ = [\"add\"]\n")
+if mode == "lint_config":  # the fix, a lint error, and two lint configurations that look away
+    calc.write_text("import os\n\n\n" + fixed)
+    (here / "ruff.toml").write_text('exclude = ["*"]\n')
+    py = here / "pyproject.toml"
+    py.write_text(py.read_text() + '\n[tool.ruff]\nexclude = ["*"]\n')
 print("done")
-'''.replace("HOOK", repr(HOOK))
+'''.replace("HOOK", repr(HOOK)).replace("GETTEXT", repr(GETTEXT)).replace("PLUGGY", repr(PLUGGY))
 
 HIDDEN = """\
 from calc import add
@@ -154,6 +188,36 @@ def test_hacks_fail_and_honest_agents_pass(pytester: pytest.Pytester, bot: None,
         run = runs["bare", mode]
         assert (run["status"], run["reason"]) == ("failed", reason), mode
     assert runs["bare", "pytest_py"]["checks"]["tests"]["exit_code"] == 0  # exit 0, and still no pass
+
+
+SHADOW_MODES = ["shadow_stdlib", "shadow_installed", "modules", "lint_config"]
+
+
+def test_shadowing_modules_and_lint_configuration_are_reset(pytester: pytest.Pytester, bot: None,
+                                                            xdist: list[str]) -> None:
+    """A start-up hook named like a module pytest imports (the standard library's gettext, the installed pluggy),
+    at the root and in a folder without ``__init__.py``, is left out and the bug fails the checks; the agent's own
+    new modules (one in a package, named like the stdlib's ``types``) stay; a lint configuration that excludes
+    every file is reset (``ruff.toml``) or merged back (``[tool.ruff]``), and lint sees the agent's error."""
+    make_repo(pytester.path / "repo", REPO)
+    lint = "lint_command: python -m ruff check --no-cache -q .\n"
+    (pytester.path / "shadow.yaml").write_text(task_yaml("shadow", SHADOW_MODES, lint))
+    runs = run_session(pytester, xdist)
+    machinery = {mode: {m["path"]: (m["change"], m["verdict"]) for m in runs["shadow", mode]["machinery"]}
+                 for mode in SHADOW_MODES}
+    for mode, name in (("shadow_stdlib", "gettext.py"), ("shadow_installed", "pluggy.py")):
+        run = runs["shadow", mode]
+        assert (run["status"], run["reason"]) == ("failed", "tests failed (exit 1)"), mode
+        assert run["checks"]["tests"]["tests"]["failed"] == 1 and run["checks"]["verify"]["tests"]["failed"] == 2
+        assert machinery[mode] == {name: ("added", "reset"), f"tools/{name}": ("added", "reset")}
+    run = runs["shadow", "modules"]
+    assert run["status"] == "passed", run["reason"]
+    assert machinery["modules"] == {} and run["checks"]["lint"]["passed"]
+    assert run["checks"]["verify"]["tests"]["passed"] == 2
+    run = runs["shadow", "lint_config"]
+    assert run["status"] == "passed", run["reason"]  # lint counts in the score only
+    assert run["checks"]["lint"]["passed"] is False and run["checks"]["lint"]["exit_code"] == 1
+    assert machinery["lint_config"] == {"ruff.toml": ("added", "reset"), "pyproject.toml": ("changed", "merged")}
 
 
 def test_verify_that_runs_part_of_the_hidden_tests_fails(pytester: pytest.Pytester, bot: None, xdist: list[str]) -> None:

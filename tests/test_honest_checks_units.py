@@ -14,7 +14,7 @@ import pytest
 from helpers import make_repo
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.run import cleantree, counting, snapshot, workspace
+from pytest_agentrace.run import cleantree, counting, machinery, snapshot, workspace
 from pytest_agentrace.spec.task import load_task
 
 
@@ -69,14 +69,16 @@ def test_hidden_tests_leave_out_what_pytest_would_not_run() -> None:
     assert counting.hidden_tests({"test_off.py": "__test__ = False\ndef test_z(): pass\n"}) == []
 
 
-@pytest.mark.parametrize(("path", "machinery"), [
+@pytest.mark.parametrize(("path", "expected"), [
     ("conftest.py", True), ("a/b/conftest.py", True), ("tests/pytest.ini", True), ("x/__pycache__/m.cpython-311.pyc", True),
     ("foo-1.0.dist-info/entry_points.txt", True), ("lib/_pytest/x.py", True), ("site.pth", True),
     ("pytest/__main__.py", True), ("calc.py", False), ("pyproject.toml", False), ("setup.cfg", False),
-    ("my_pytest_notes.md", False), ("tests/test_calc.py", False),
+    ("my_pytest_notes.md", False), ("tests/test_calc.py", False), ("ruff.toml", True), ("sub/.ruff.toml", True),
+    (".flake8", True), ("mypy.ini", True), (".pylintrc", True), ("pkg/pylintrc", True), (".pre-commit-config.yaml", True),
+    ("gettext.py", False),  # a rule of its own (``machinery.shadowing``), not a name pattern
 ])
-def test_default_machinery(path: str, machinery: bool) -> None:
-    assert cleantree.is_machinery(path, cleantree.DEFAULT_MACHINERY) is machinery
+def test_default_machinery(path: str, expected: bool) -> None:
+    assert machinery.is_machinery(path, machinery.DEFAULT_MACHINERY) is expected
 
 
 PYPROJECT = '[project]\nname = "x"\ndependencies = []\n\n[tool.pytest.ini_options]\nmarkers = ["slow"]\n\n[tool.ruff]\nline-length = 100\n'
@@ -93,7 +95,7 @@ def clean(tmp_path: Path, files: dict[str, str], edit, setup=None) -> tuple[clea
     base = cleantree.prepare(tmp_path / "check.git", ws, made.tree if not setup else None, workspace.borrowed_objects(ws))
     edit(ws)
     after = snapshot.snapshot_tree(ws, git_folder)
-    tree = cleantree.build(base, git_folder / "objects", before, after, cleantree.DEFAULT_MACHINERY, tmp_path / "clean")
+    tree = cleantree.build(base, git_folder / "objects", before, after, machinery.DEFAULT_MACHINERY, tmp_path / "clean")
     return tree, tree.fresh()
 
 
@@ -125,6 +127,108 @@ def test_setup_cfg_gets_the_sources_pytest_section_back(tmp_path: Path) -> None:
     assert tree.machinery == [{"path": "setup.cfg", "change": "changed", "verdict": "merged"}]
 
 
+def test_lint_tools_parts_are_merged_back_and_their_own_files_reset(tmp_path: Path) -> None:
+    """A lint check is judged by its exit code: the agent's ruff.toml and .flake8 are reset, its ``[tool.ruff*]``
+    / ``[tool.mypy]`` tables and ``setup.cfg``'s ``[flake8]`` / ``[mypy-*]`` sections give way to the source's,
+    while its own change to ``[project]`` and ``[metadata]`` stays."""
+    cfg = "[metadata]\nname = x\n\n[flake8]\nmax-line-length = 100\n"
+
+    def edit(ws: Path) -> None:
+        text = PYPROJECT.replace("dependencies = []", 'dependencies = ["requests"]')
+        (ws / "pyproject.toml").write_text(text.replace("line-length = 100", 'line-length = 100\nexclude = ["*"]')
+                                           + '\n[tool.ruff.lint]\nignore = ["F"]\n\n[tool.mypy]\nignore_errors = true\n')
+        (ws / "setup.cfg").write_text(cfg.replace("name = x", "name = y").replace("100", "100\nexclude = *")
+                                      + "\n[mypy-calc.*]\nignore_errors = True\n")
+        (ws / "ruff.toml").write_text('exclude = ["*"]\n')
+        (ws / ".flake8").write_text("[flake8]\nexclude = *\n")
+    tree, root = clean(tmp_path, {"pyproject.toml": PYPROJECT, "setup.cfg": cfg, ".flake8": "[flake8]\n"}, edit)
+    data = tomllib.loads((root / "pyproject.toml").read_text())
+    assert data["project"]["dependencies"] == ["requests"]
+    assert data["tool"] == {"pytest": {"ini_options": {"markers": ["slow"]}}, "ruff": {"line-length": 100}}
+    assert (root / "setup.cfg").read_text() == "[metadata]\nname = y\n\n[flake8]\nmax-line-length = 100\n"
+    assert not (root / "ruff.toml").exists() and (root / ".flake8").read_text() == "[flake8]\n"
+    assert {m["path"]: (m["change"], m["verdict"]) for m in tree.machinery} == {
+        "pyproject.toml": ("changed", "merged"), "setup.cfg": ("changed", "merged"), "ruff.toml": ("added", "reset"),
+        ".flake8": ("changed", "reset")}
+
+
+def test_a_task_that_replaces_the_set_lets_the_agent_change_the_lint_configuration(tmp_path: Path) -> None:
+    def edit(ws: Path) -> None:
+        (ws / "pyproject.toml").write_text(PYPROJECT.replace("line-length = 100", "line-length = 120"))
+        (ws / "ruff.toml").write_text("line-length = 120\n")
+    src = make_repo(tmp_path / "src", {"pyproject.toml": PYPROJECT})
+    ws = tmp_path / "ws"
+    made = workspace.clone(str(src), ws, tmp_path / "cache")
+    base = cleantree.prepare(tmp_path / "check.git", ws, made.tree, workspace.borrowed_objects(ws))
+    edit(ws)
+    after = snapshot.snapshot_tree(ws, workspace.desk_dir(ws))
+    patterns = machinery.machinery_patterns(replace=["conftest.py", "pyproject.toml [tool.pytest*]"])
+    tree = cleantree.build(base, workspace.desk_dir(ws) / "objects", made.tree, after, patterns, tmp_path / "clean")
+    root = tree.fresh()
+    assert tree.machinery == []
+    assert "line-length = 120" in (root / "pyproject.toml").read_text() and (root / "ruff.toml").exists()
+
+
+SOURCE = {"calc.py": "x = 1\n", "types.py": "the project's\n", "pkg/__init__.py": "", "pkg/json.py": "",
+          "pkg2/__init__.py": "", "pkg2/string.py": "the source's\n", "src/app.py": "", "html/index.html": "<p>\n"}
+
+
+def shadow_edit(ws: Path) -> None:
+    """The agent's changes: each module named like an importable one, where it would or would not shadow it."""
+    files = {
+        "types.py": "the agent's\n",  # the source's own module of a standard name: the project's
+        "gettext.py": "hack\n", "src/json.py": "hack\n", "tools/gettext.py": "hack\n",  # root; folders without __init__
+        "pluggy/__init__.py": "hack\n", "tools/email.cpython-312-x86_64-linux-gnu.so": "hack\n",
+        "html/__init__.py": "hack\n",  # the source's folder of static files made a package named like the stdlib's
+        "html/page.py": "hack\n",  # ... and a module in that package
+        "iniconfig/extra.py": "hack\n",  # a namespace portion of an installed distribution's name (it may be one)
+        "code/snippet.py": "kept\n",  # a namespace portion of a stdlib name: the stdlib's regular module wins
+        "iniconfig/data.txt": "kept\n",  # data, not code
+        "pkg/logging.py": "kept\n", "newpkg/__init__.py": "", "newpkg/types.py": "kept\n",  # package-internal
+        "mathutil.py": "kept\n", "src/helpers.py": "kept\n",  # new modules of names nothing else has
+        "pkg2/string.py": "hack\n",  # the source's, in a package: the agent removes pkg2/__init__.py (below)
+    }
+    for rel, text in files.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+    (ws / "pkg2" / "__init__.py").unlink()
+
+
+def test_modules_that_would_shadow_an_importable_one_are_reset(tmp_path: Path) -> None:
+    tree, root = clean(tmp_path, SOURCE, shadow_edit)
+    reset = ["gettext.py", "html/__init__.py", "html/page.py", "iniconfig/extra.py", "pluggy/__init__.py", "src/json.py",
+             "tools/email.cpython-312-x86_64-linux-gnu.so", "tools/gettext.py"]
+    assert sorted((m["path"], m["change"], m["verdict"]) for m in tree.machinery) == sorted(
+        [(path, "added", "reset") for path in reset] + [("pkg2/string.py", "changed", "reset")])
+    assert [p for p in reset if (root / p).exists()] == []
+    assert (root / "pkg2" / "string.py").read_text() == "the source's\n"
+    assert (root / "types.py").read_text() == "the agent's\n" and not (root / "pkg2" / "__init__.py").exists()
+    for kept in ("code/snippet.py", "iniconfig/data.txt", "pkg/logging.py", "newpkg/types.py", "mathutil.py", "src/helpers.py"):
+        assert (root / kept).read_text() == "kept\n", kept
+
+
+def test_without_the_rule_a_shadowing_module_is_the_agents(tmp_path: Path) -> None:
+    src = make_repo(tmp_path / "src", SOURCE)
+    ws = tmp_path / "ws"
+    made = workspace.clone(str(src), ws, tmp_path / "cache")
+    base = cleantree.prepare(tmp_path / "check.git", ws, made.tree, workspace.borrowed_objects(ws))
+    shadow_edit(ws)
+    after = snapshot.snapshot_tree(ws, workspace.desk_dir(ws))
+    patterns = machinery.machinery_patterns(replace=["conftest.py"])
+    tree = cleantree.build(base, workspace.desk_dir(ws) / "objects", made.tree, after, patterns, tmp_path / "clean")
+    assert tree.machinery == [] and (tree.fresh() / "gettext.py").read_text() == "hack\n"
+
+
+def test_shadow_names_and_module_names() -> None:
+    names = machinery.shadow_names()
+    assert {"gettext", "argparse", "sys", "pluggy", "_pytest", "iniconfig"} <= names  # stdlib, built-in, installed
+    assert "calc" not in names and "mathutil" not in names
+    assert machinery.shadow_names() is names  # computed once per process
+    assert [machinery.module_name(n) for n in ("gettext.py", "gettext.pyc", "x.cpython-311-x86_64-linux-gnu.so",
+                                                "x.so", "x.pyd", "a.b.py", "my-mod.py", "README.md", "gettext")] == [
+        "gettext", "gettext", "x", "x", "x", None, None, None, None]
+
+
 def test_what_setup_made_is_in_the_clean_tree_but_the_agents_change_to_it_is_not(tmp_path: Path) -> None:
     """After a setup the base is every file of the workspace, ignored ones too (a tool folder setup installed)."""
     def setup(ws: Path) -> None:
@@ -151,7 +255,13 @@ def test_task_key_test_machinery(tmp_path: Path) -> None:
     assert task.machinery[-2:] == ("fixtures/", "data/*.json") and "conftest.py" in task.machinery
     path.write_text(base + "test_machinery: {replace: [conftest.py]}\n")
     assert load_task(path).machinery == ("conftest.py",)
-    for bad in ("test_machinery: {only: [x]}\n", "test_machinery: ['../x']\n", "test_machinery: 3\n"):
+    path.write_text(base + "test_machinery: ['setup.cfg [bandit]', 'pyproject.toml [tool.coverage*]']\n")
+    assert load_task(path).machinery[-2:] == ("setup.cfg [bandit]", "pyproject.toml [tool.coverage*]")
+    path.write_text(base + "test_machinery: {replace: [conftest.py, <shadowing modules>]}\n")
+    assert load_task(path).machinery == ("conftest.py", machinery.SHADOWING)
+    for bad in ("test_machinery: {only: [x]}\n", "test_machinery: ['../x']\n", "test_machinery: 3\n",
+                "test_machinery: ['<other modules>']\n", "test_machinery: ['pyproject.toml [project]']\n",
+                "test_machinery: ['tox.ini [flake8]']\n"):
         path.write_text(base + bad)
         with pytest.raises(SpecError, match="test_machinery"):
             load_task(path)
@@ -183,7 +293,8 @@ def test_a_deleted_config_keeps_the_sources_pytest_part_alone(tmp_path: Path, na
                                                                                               (ws / "other.cfg").unlink()))
     text = (root / name).read_text()
     if name == "pyproject.toml":
-        assert tomllib.loads(text) == {"tool": {"pytest": {"ini_options": {"markers": ["slow"]}}}}
+        # the machinery parts: pytest's tables and the lint tools' ([tool.ruff]); [project] is the agent's to delete
+        assert tomllib.loads(text) == {"tool": {"pytest": {"ini_options": {"markers": ["slow"]}}, "ruff": {"line-length": 100}}}
     else:
         assert "[tool:pytest]" in text and "--strict-markers" in text and "[metadata]" not in text
     assert not (root / "other.cfg").exists()  # not a config the merge knows: deleted as the agent left it

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import make_repo, write_script
 
-from pytest_agentrace.run import cleantree, snapshot, workspace
+from pytest_agentrace.run import cleantree, machinery, snapshot, workspace
 from pytest_agentrace.run.sandbox import overlay_bwrap, probe
 
 CONFTEST = 'import pytest\n\n\n@pytest.fixture(autouse=True)\ndef strict(monkeypatch):\n    monkeypatch.setenv("CALC_STRICT", "1")\n'
@@ -103,7 +103,7 @@ def build(tmp_path: Path, files: dict[str, str], edit, setup=None) -> cleantree.
     base = cleantree.prepare(tmp_path / "check.git", ws, made.tree if not setup else None, workspace.borrowed_objects(ws))
     edit(ws)
     after = snapshot.snapshot_tree(ws, desk)
-    return cleantree.build(base, desk / "objects", before, after, cleantree.DEFAULT_MACHINERY, tmp_path / "clean")
+    return cleantree.build(base, desk / "objects", before, after, machinery.DEFAULT_MACHINERY, tmp_path / "clean")
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -10,13 +10,18 @@ How it is built (every git call here: no system or global config, ``core.hooksPa
    into the harness's own objects while the agent has not run yet.
 2. ``build`` (after the agent): the agent's change is the difference between the workspace's trees before and
    after it (``run.snapshot.snapshot_tree``: what git sees; ignored files are no part of it). Each changed path
-   goes into the base tree unless it is test machinery: a machinery path keeps the base's version (the rule is
-   **reset**; nothing is rejected, the run is judged on the source's machinery). ``setup.cfg`` and
-   ``pyproject.toml`` are machinery only in part (``[tool:pytest]``; the ``[tool.pytest*]`` tables): the agent's
-   file is kept with the base's part put back (``merged``; a file the agent deleted is taken as emptied: the base's
-   pytest part alone; a link the agent put at either name is reset, as pytest would read its target's pytest part), checked by reading the result with pytest's own parser
-   (``iniconfig``) or ``tomllib``; when the check disagrees the whole file is reset. A link the agent left is kept
-   only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped. What the agent
+   goes into the base tree unless it is test machinery (the patterns and rules of ``run.machinery``): a machinery
+   path keeps the base's version (the rule is **reset**; nothing is rejected, the run is judged on the source's
+   machinery). ``setup.cfg`` and ``pyproject.toml`` are machinery only in part (pytest's and the lint tools'
+   sections and ``[tool.X]`` tables): the agent's file is kept with the base's parts put back (``merged``), checked
+   by reading the result with pytest's own parser (``iniconfig``) or ``tomllib``; when the check disagrees the
+   whole file is reset; a file the agent deleted is taken as emptied (the base's parts alone), and a link the agent
+   put at either name is reset (the tools would read its target). A module the agent added that would shadow an importable top-level module (a name of the
+   standard library, a built-in one or an installed distribution's, of the harness's interpreter) where it sits in
+   a folder that can be on ``sys.path`` (the root; a folder without ``__init__.py``) is reset too: ``python -m
+   pytest`` puts the tree first on ``sys.path``, so a ``gettext.py`` there runs inside the check's pytest before
+   any test; the source's own modules of such names stay (``run.machinery.shadowing``). A link the agent left is
+   kept only as a link whose target stays inside the tree, else dropped; a submodule entry is dropped. What the agent
    put in the way of the base's machinery is dropped too (``_displacing``): a file or a link where a folder holding
    machinery was (``tests`` over ``tests/conftest.py``), anything below a machinery file (``conftest.py/x.py``);
    putting it in would remove the machinery the reset keeps.
@@ -47,13 +52,11 @@ Every path the clean tree did not take as the agent left it is listed in ``Clean
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import hashlib
 import os
 import posixpath
 import shutil
 import subprocess
-import tomllib
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -62,44 +65,24 @@ from pathlib import Path
 from pytest_agentrace.errors import WorkspaceError
 from pytest_agentrace.run.discard import remove
 from pytest_agentrace.run.linksafe import write_files
+from pytest_agentrace.run.machinery import (
+    PYPROJECT,
+    SETUP_CFG,
+    SHADOWING,
+    config_parts,
+    is_machinery,
+    merge_config,
+    shadow_names,
+    shadowing,
+)
 from pytest_agentrace.run.sandbox import Overlay
 from pytest_agentrace.run.workspace import GIT_IDENTITY, checkout
 
-# a name: that file name at any depth; ``name/``: a folder of that name at any depth, with all it holds
-DEFAULT_MACHINERY = (
-    "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
-    "pytest.py", "py.py", "_pytest/", "pytest/", "sitecustomize.py", "usercustomize.py", "*.pth",
-    "*.dist-info/", "*.egg-info/", "__pycache__/", "*.pyc", "*.pyo", ".pytest_cache/",
-)
-SETUP_CFG_SECTION = "tool:pytest"
-MERGE_MAX_BYTES = 1024 * 1024  # a larger setup.cfg / pyproject.toml is reset, not merged
 LINK, GITLINK = "120000", "160000"
 _EPOCH = 946684800  # GIT_IDENTITY's dates, 2000-01-01T00:00:00+0000, in seconds
 BARE_CONFIG = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
 _SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.symlinks=true",
          "-c", "core.autocrlf=false", "-c", "commit.gpgsign=false", "-c", "gc.auto=0"]
-
-
-def machinery_patterns(extra: Iterable[str] = (), replace: Iterable[str] | None = None) -> tuple[str, ...]:
-    """The machinery set: ``DEFAULT_MACHINERY`` plus ``extra``, or ``replace`` alone when given."""
-    base = tuple(replace) if replace is not None else DEFAULT_MACHINERY
-    return tuple(dict.fromkeys((*base, *extra)))
-
-
-def is_machinery(rel: str, patterns: Iterable[str]) -> bool:
-    """Whether the tree path ``rel`` (POSIX) matches a machinery pattern: ``name`` (a glob) matches the file name at
-    any depth, ``name/`` a folder name at any depth (all below it), ``a/b*`` (with an inner ``/``) the whole path."""
-    parts = rel.split("/")
-    for pat in patterns:
-        if pat.endswith("/"):
-            if any(fnmatch.fnmatchcase(d, pat[:-1]) for d in parts[:-1]):
-                return True
-        elif "/" in pat:
-            if fnmatch.fnmatchcase(rel, pat.lstrip("/")) or (pat.startswith("**/") and fnmatch.fnmatchcase(rel, pat[3:])):
-                return True
-        elif fnmatch.fnmatchcase(parts[-1], pat):
-            return True
-    return False
 
 
 _GIT_VARS = {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
@@ -262,50 +245,51 @@ def build(base: Base, objects: Path, before: str, after: str, patterns: Iterable
     borrowed = (git_dir / "objects" / "info" / "alternates").read_text(encoding="utf-8").split()
     _set_alternates(git_dir, [*borrowed, objects])
     notes: list[dict[str, str]] = []
-    updates: list[tuple[str, tuple[str, str] | None]] = []  # what goes into the base tree; None: removed
-    taken_as_is = True
+    updates: dict[str, tuple[str, str] | None] = {}  # what goes into the base tree; None: removed
+    kinds: dict[str, str] = {}
     changes = _changes(git_dir, before, after)
     displaces = _displacing(git_dir, base.tree, before, changes, patterns)
     for path, was, now in changes:
-        change = "added" if was is None else "deleted" if now is None else "changed"
+        change = kinds[path] = "added" if was is None else "deleted" if now is None else "changed"
         name = path.rsplit("/", 1)[-1]
         if is_machinery(path, patterns):
             notes.append({"path": path, "change": change, "verdict": "reset"})
-            taken_as_is = False
             continue
         if now is not None and displaces(path):  # it would push the base's machinery out of the tree: left out
             notes.append({"path": path, "change": change, "verdict": "dropped"})
-            taken_as_is = False
             continue
-        if now is not None and now[0] == LINK and name in ("setup.cfg", "pyproject.toml"):  # pytest reads its target
+        globs = config_parts(name, patterns) if name in (PYPROJECT, SETUP_CFG) else ()
+        if globs and now is not None and now[0] == LINK:  # the tools read a linked config's target: the base's stays
             notes.append({"path": path, "change": change, "verdict": "reset"})
-            taken_as_is = False
-            updates.append((path, was))
             continue
-        if now is None and was is not None and was[0] != LINK and name in ("setup.cfg", "pyproject.toml"):
+        if globs and now is None and was is not None and was[0] != LINK:  # deleted: as if emptied, the parts stay
             empty = (was[0], _git(git_dir, ["hash-object", "-w", "--stdin"], data=b"").decode().strip())
-            kept = _merge_config(git_dir, name, was, empty)  # deleted: as if emptied, so the base's pytest part stays
+            kept = _merge(git_dir, name, was, empty, globs)
             if kept != empty:
                 notes.append({"path": path, "change": change, "verdict": "merged" if kept else "reset"})
-                taken_as_is = False
-                updates.append((path, kept or was))
+                if kept is not None:
+                    updates[path] = kept
                 continue
-        if now is not None and name in ("setup.cfg", "pyproject.toml") and now[0] != LINK:
-            merged = _merge_config(git_dir, name, was, now)
+        if now is not None and globs and now[0] != LINK:
+            merged = _merge(git_dir, name, was, now, globs)
             if merged != now:
                 notes.append({"path": path, "change": change, "verdict": "merged" if merged else "reset"})
-                taken_as_is = False
                 if merged is None:
                     continue
                 now = merged
         if now is not None and (now[0] == GITLINK or (now[0] == LINK and not _inside(path, _blob(git_dir, now[1])))):
             notes.append({"path": path, "change": change, "verdict": "dropped"})
-            taken_as_is, now = False, None
-        updates.append((path, now))
+            now = None
+        updates[path] = now
+    if SHADOWING in patterns:
+        for path in _shadowing(git_dir, base.tree, updates):
+            notes.append({"path": path, "change": kinds[path], "verdict": "reset"})
+            del updates[path]
+    taken_as_is = not notes
     if taken_as_is and base.tree == before:
         tree = after  # nothing left out and the base is the agent's start: the agent's tree itself
     else:
-        tree = _apply(git_dir, base.tree, updates)
+        tree = _apply(git_dir, base.tree, list(updates.items()))
     commit = _commit(git_dir, tree)
     (git_dir / "refs" / "heads" / "main").write_text(commit + "\n", encoding="utf-8")  # the harness's own git dir
     (git_dir / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
@@ -411,122 +395,48 @@ def _inside(path: str, target: bytes) -> bool:
     return joined != ".." and not joined.startswith("../") and not joined.startswith("/")
 
 
-def _merge_config(git_dir: Path, name: str, base: tuple[str, str] | None,
-                  agent: tuple[str, str]) -> tuple[str, str] | None:
-    """The entry of the agent's ``setup.cfg`` / ``pyproject.toml`` with the base's pytest part: ``agent`` itself
-    when its pytest part equals the base's, a new blob when merged, None when it must be reset whole."""
+def _merge(git_dir: Path, name: str, base: tuple[str, str] | None, agent: tuple[str, str],
+           globs: tuple[str, ...]) -> tuple[str, str] | None:
+    """The entry of the agent's ``setup.cfg`` / ``pyproject.toml`` with the base's machinery parts ``globs``
+    (``run.machinery.merge_config``): ``agent`` itself when its parts equal the base's, a new blob when merged,
+    None when it must be reset whole."""
     mine = _blob(git_dir, agent[1])
-    theirs = _blob(git_dir, base[1]) if base is not None and base[0] != LINK else b""
-    if len(mine) > MERGE_MAX_BYTES or len(theirs) > MERGE_MAX_BYTES:
-        return None
-    try:
-        mine_text, base_text = mine.decode("utf-8"), theirs.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    part = _cfg_part if name == "setup.cfg" else _toml_part
-    merge = _cfg_merge if name == "setup.cfg" else _toml_merge
-    try:
-        mine_part, mine_rest = part(mine_text)
-        base_part, _ = part(base_text)
-    except ValueError:
-        return None
-    if mine_part == base_part:
-        return agent
-    merged = merge(mine_text, base_text)
-    try:
-        if part(merged) != (base_part, mine_rest):
-            return None
-    except ValueError:
-        return None
-    sha = _git(git_dir, ["hash-object", "-w", "--stdin"], data=merged.encode("utf-8")).decode().strip()
+    merged = merge_config(name, mine, _blob(git_dir, base[1]) if base is not None and base[0] != LINK else b"", globs)
+    if merged is None or merged == mine:
+        return None if merged is None else agent
+    sha = _git(git_dir, ["hash-object", "-w", "--stdin"], data=merged).decode().strip()
     return agent[0] if agent[0] in ("100644", "100755") else "100644", sha
 
 
-def _cfg_part(text: str) -> tuple[object, object]:
-    """``(the [tool:pytest] section, the other sections)`` as pytest's ini parser (``iniconfig``) reads them;
-    ``ValueError`` when it cannot."""
-    import iniconfig
+def _shadowing(git_dir: Path, tree: str, updates: dict[str, tuple[str, str] | None]) -> list[str]:
+    """The paths among ``updates`` (kept so far) that are modules shadowing an importable one
+    (``run.machinery.shadowing``), with the base ``tree``'s folders listed by git as asked (none for a change
+    that has no shadowing name in it: the usual run makes no git call here)."""
+    if not updates:
+        return []
+    listings: dict[str, dict[str, bool]] = {}
 
-    try:
-        ini = iniconfig.IniConfig("setup.cfg", data=text)
-    except iniconfig.ParseError as exc:
-        raise ValueError(str(exc)) from exc
-    sections = {s.name: dict(s.items()) for s in ini}
-    return sections.pop(SETUP_CFG_SECTION, None), sections
+    def listing(folder: str) -> dict[str, bool]:
+        if folder not in listings:
+            try:
+                out = _git(git_dir, ["ls-tree", "-z", f"{tree}:{folder}" if folder else tree])
+            except WorkspaceError:  # no such folder in the base tree
+                out = b""
+            entries = (line.split(b"\t", 1) for line in out.split(b"\0") if line)
+            listings[folder] = {name.decode("utf-8", "surrogateescape"): meta.split(b" ")[1] == b"tree"
+                                for meta, name in entries}
+        return listings[folder]
 
+    inits: dict[str, dict[str, bool]] = {}  # the agent's __init__ files by folder: kept (True) or removed
+    for path, now in updates.items():
+        folder, _, name = path.rpartition("/")
+        if name.startswith("__init__."):
+            inits.setdefault(folder, {})[name] = now is not None
 
-def _sections(lines: list[str], is_header, wanted) -> tuple[list[str], list[str]]:
-    """Split ``lines`` into (lines outside the wanted sections, lines of the wanted sections)."""
-    keep, taken, inside = [], [], False
-    for line in lines:
-        header = is_header(line)
-        if header is not None:
-            inside = wanted(header)
-        (taken if inside else keep).append(line)
-    return keep, taken
+    def checked_inits(folder: str) -> frozenset[str]:
+        mine = inits.get(folder, {})
+        base = {entry for entry, is_dir in listing(folder).items() if not is_dir and entry.startswith("__init__.")}
+        return frozenset(entry for entry in base | set(mine) if mine.get(entry, True))
 
-
-def _cfg_header(line: str) -> str | None:
-    stripped = line.strip()
-    if line[:1] == "[" and stripped.endswith("]"):
-        return stripped[1:-1].strip()
-    return None
-
-
-def _cfg_merge(agent: str, base: str) -> str:
-    keep, _ = _sections(agent.splitlines(keepends=True), _cfg_header, lambda h: h == SETUP_CFG_SECTION)
-    _, theirs = _sections(base.splitlines(keepends=True), _cfg_header, lambda h: h == SETUP_CFG_SECTION)
-    return _joined(keep, theirs)
-
-
-def _joined(keep: list[str], theirs: list[str]) -> str:
-    text = "".join(keep)
-    if theirs:
-        text = (text if not text or text.endswith("\n") else text + "\n") + "\n" + "".join(theirs)
-    return text
-
-
-def _is_pytest_table(path: tuple[str, ...]) -> bool:
-    return len(path) >= 2 and path[0] == "tool" and path[1].startswith("pytest")
-
-
-def _toml_part(text: str) -> tuple[object, object]:
-    """``(the [tool.pytest*] tables, everything else)`` as ``tomllib`` reads them; ``ValueError`` when it cannot."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(str(exc)) from exc
-    tool = data.get("tool")
-    if not isinstance(tool, dict):
-        return {}, data
-    pytest_part = {k: v for k, v in tool.items() if k.startswith("pytest")}
-    rest = {**data, "tool": {k: v for k, v in tool.items() if not k.startswith("pytest")}}
-    if not rest["tool"]:
-        del rest["tool"]
-    return pytest_part, rest
-
-
-def _toml_header(line: str) -> tuple[str, ...] | None:
-    stripped = line.strip()
-    if not stripped.startswith("["):
-        return None
-    inner = stripped.lstrip("[")
-    try:  # the header alone, read by tomllib: its key path, quoted keys and all
-        data = tomllib.loads(f"[{inner.split(']', 1)[0]}]" if not stripped.startswith("[[") else stripped)
-    except tomllib.TOMLDecodeError:
-        return None
-    path: list[str] = []
-    while isinstance(data, (dict, list)) and data:
-        if isinstance(data, list):
-            data = data[0]
-            continue
-        key = next(iter(data))
-        path.append(key)
-        data = data[key]
-    return tuple(path)
-
-
-def _toml_merge(agent: str, base: str) -> str:
-    keep, _ = _sections(agent.splitlines(keepends=True), _toml_header, _is_pytest_table)
-    _, theirs = _sections(base.splitlines(keepends=True), _toml_header, _is_pytest_table)
-    return _joined(keep, theirs)
+    names = shadow_names()
+    return [path for path, now in updates.items() if now is not None and shadowing(path, names, listing, checked_inits)]

@@ -11,7 +11,8 @@ from typing import Any
 
 from pytest_agentrace.record.model import CheckResult, Usage
 from pytest_agentrace.run.checks import Box, Confine
-from pytest_agentrace.run.cleantree import DEFAULT_MACHINERY, CleanTree
+from pytest_agentrace.run.cleantree import CleanTree
+from pytest_agentrace.run.machinery import DEFAULT_MACHINERY
 from pytest_agentrace.run.runspec import RunOptions, RunSpec
 from pytest_agentrace.run.sandbox import Mount
 
@@ -38,7 +39,7 @@ class Judge(abc.ABC):
     edits: bool = True
     where: str = ""  # what a workspace error names besides the cause (a trial's repo: " (app)")
     protected_globs: tuple[str, ...] = ()
-    machinery: tuple[str, ...] = DEFAULT_MACHINERY  # test machinery patterns (run.cleantree.is_machinery)
+    machinery: tuple[str, ...] = DEFAULT_MACHINERY  # test machinery patterns and rules (run.machinery)
     binary_diffs: bool = False  # diff.patch keeps binary files' bytes (a task's ``binary_diffs: true``)
     # the tree of the fresh workspace when ``make_workspace`` knows it without reading the files (a clone of a local
     # template with nothing written over it, ``workspace.Clone.tree``): the pipeline takes it as the "before" snapshot

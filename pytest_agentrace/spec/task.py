@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.run.cleantree import machinery_patterns
 from pytest_agentrace.run.limits import Limits
+from pytest_agentrace.run.machinery import machinery_patterns, pattern_problem
 from pytest_agentrace.run.network import NetworkSpec, parse_network
 from pytest_agentrace.run.sandbox import BoxSpec
 from pytest_agentrace.spec.common import AGENT_KEYS, AgentSpec, parse_agent, parse_box, parse_limits, unique_agent_ids
@@ -88,7 +88,7 @@ class Task:
     solution_files: dict[str, str] = field(default_factory=dict)
     solution_patch: str | None = None
     protected: tuple[str, ...] = ()
-    test_machinery: tuple[str, ...] = ()  # patterns added to run.cleantree.DEFAULT_MACHINERY
+    test_machinery: tuple[str, ...] = ()  # patterns added to run.machinery.DEFAULT_MACHINERY
     test_machinery_replaces: bool = False  # ``test_machinery: {replace: [...]}``: the patterns alone
     env: dict[str, str] = field(default_factory=dict)
     limits: Limits | None = None  # resource limits of the task's runs (over the session's)
@@ -113,7 +113,7 @@ class Task:
 
     @property
     def machinery(self) -> tuple[str, ...]:
-        """The test machinery patterns of the task's checks (``run.cleantree.machinery_patterns``)."""
+        """The test machinery patterns of the task's checks (``run.machinery.machinery_patterns``)."""
         if self.test_machinery_replaces:
             return machinery_patterns(replace=self.test_machinery)
         return machinery_patterns(self.test_machinery)
@@ -263,7 +263,8 @@ def _load_task(path: Path, data: Any) -> Task:
 def _machinery(path: Path, value: Any) -> tuple[tuple[str, ...], bool]:
     """``test_machinery``: a list of patterns added to the default set, or ``{replace: [...]}`` for a set of its
     own (``[]``: nothing is machinery). A pattern is a file name glob (any depth), ``name/`` (a folder at any
-    depth) or a path glob with ``/`` (from the tree's root)."""
+    depth), a path glob with ``/`` (from the tree's root), a part of a shared file (``pyproject.toml [tool.X]``,
+    ``setup.cfg [section]``) or the rule ``<shadowing modules>`` (``run.machinery``)."""
     fix = "write a list of patterns (added to the defaults), or {replace: [patterns]} to use only yours"
     if isinstance(value, Mapping):
         check_keys(path, "test_machinery", value, ("replace",), ("replace",))
@@ -272,9 +273,10 @@ def _machinery(path: Path, value: Any) -> tuple[tuple[str, ...], bool]:
         typed(path, "test_machinery", value, list, fix=fix)
         patterns, replaces = str_list(path, "test_machinery", value), False
     for pattern in patterns:
-        if not pattern.strip() or pattern.startswith("/") or ".." in pattern.split("/"):
-            raise SpecError(path, "test_machinery", f"{pattern!r} is no pattern inside the tree; write e.g. "
-                                                    "conftest.py, fixtures/ or tests/data/*.json")
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            raise SpecError(path, "test_machinery", f"{pattern!r} {problem}; write e.g. conftest.py, fixtures/, "
+                                                    "tests/data/*.json or 'setup.cfg [flake8]'")
     return tuple(patterns), replaces
 
 
