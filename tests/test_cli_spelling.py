@@ -102,3 +102,102 @@ def test_completion_script(tmp_path: Path) -> None:
                  'COMP_POINT=${#COMP_LINE}; _shtab_agentrace; echo "${COMPREPLY[@]}"')
         done = subprocess.run(["bash", "-c", probe], cwd=tmp_path, capture_output=True, text=True)
         assert done.stdout.split() == ["snapshot"], done.stdout + done.stderr
+
+
+# -- every -o into a folder that does not exist --------------------------------------------------------------------
+
+
+def _dash_o_commands() -> list[str]:
+    """The ``agentrace`` commands whose parser takes ``-o`` (subcommands of subcommands included, as ``tasks list``),
+    read from the parser: a new command with ``-o`` is in this list without anyone adding it."""
+    found = []
+
+    def walk(parser, prefix: str) -> None:
+        if any("-o" in a.option_strings for a in parser._actions):
+            found.append(prefix)
+        for action in parser._actions:
+            if action.__class__.__name__ == "_SubParsersAction":
+                for name, sub in dict.fromkeys(action.choices.items()):
+                    walk(sub, f"{prefix} {name}".strip())
+
+    walk(build_parser(), "")
+    return found
+
+
+PATCH = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+STREAM = '{"type": "result", "subtype": "success", "result": "done", "total_cost_usd": 0.01, "num_turns": 1}\n'
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> dict[str, str]:
+    """What the commands read: a results folder, its snapshot, a history store, a patch, an agent's output, a task
+    file and a context file."""
+    from pytest_agentrace.record.store import SessionInfo, Store
+
+    out = _results(tmp_path)
+    assert main(["snapshot", str(out), "-o", str(tmp_path / "snap.json")]) == 0
+    with Store(tmp_path / "history.db") as store:
+        store.save_session(SessionInfo("s1", started="2026-01-01T00:00:00+00:00"), [
+            Outcome(run_id=f"task:t/default/{a}/r1", kind="task", source="t.yaml", case="t", arm="default", agent=a,
+                    rep=1, status="passed", score=score, session_id="s1", started="2026-01-01T00:00:00+00:00",
+                    exit_code=0) for a, score in (("x", 90.0), ("y", 40.0))])
+    (tmp_path / "change.patch").write_text(PATCH)
+    (tmp_path / "claude.jsonl").write_text(STREAM)
+    (tmp_path / "task.yaml").write_text("name: t\ndescription: d\ntest_command: 'true'\n")
+    (tmp_path / "CLAUDE.md").write_text("# context\n")
+    return {"out": str(out), "snap": str(tmp_path / "snap.json"), "db": str(tmp_path / "history.db"),
+            "patch": str(tmp_path / "change.patch"), "stream": str(tmp_path / "claude.jsonl"),
+            "task": str(tmp_path / "task.yaml"), "context": str(tmp_path / "CLAUDE.md")}
+
+
+# each command's arguments besides ``-o TARGET`` ({name}: an input of the fixture), and what lands in the missing
+# folder: the file TARGET itself, or for commands whose -o is a folder the path in it that must exist
+DASH_O = {
+    "plan": (["--cv", "0.3", "--effect", "0.2"], "."),
+    "report": (["{out}"], "."),
+    "snapshot": (["{out}"], "."),
+    "compare": (["{out}", "--snapshot", "{snap}"], "."),
+    "ratings": (["--db", "{db}"], "."),
+    "parse": (["claude", "{stream}"], "."),
+    "leaderboard": (["--db", "{db}"], "."),
+    "history": (["--db", "{db}"], "."),
+    "trend": (["--db", "{db}"], "."),
+    "html": (["{out}"], "."),
+    "export": (["{out}"], "."),
+    "comment": (["{out}"], "."),
+    "render": (["{out}", "--format", "md"], "."),
+    "init": (["mytask"], "mytask.yaml"),
+    "schema": (["task"], "."),
+    "diff": (["--file", "{patch}"], "."),
+    "merge": (["{out}"], "runs/t/default/a/1/run.json"),
+    "context-eval": (["--context-file", "{context}", "--task", "{task}", "--agents", "noop"], "."),
+}
+
+
+@pytest.mark.parametrize("command", _dash_o_commands())
+def test_every_dash_o_makes_the_missing_folders(command: str, inputs: dict[str, str], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``-o`` into a folder that does not exist makes it (README: ``agentrace schema task -o
+    schemas/task.schema.json``), on every command (one writer, ``record.runfile.write_atomic``), with what the
+    command writes in it."""
+    assert command in DASH_O, f"`agentrace {command}` takes -o: add its arguments to DASH_O"
+    args, inside = DASH_O[command]
+    target = tmp_path / "missing" / "deeper" / ("out.d" if inside != "." else "out.txt")
+    code = main([*command.split(), *(a.format(**inputs) for a in args), "-o", str(target)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    written = target / inside if inside != "." else target
+    assert written.is_file() and written.stat().st_size > 0, err
+    if command == "schema":
+        assert json.loads(written.read_text())["title"]
+
+
+def test_dash_o_replaces_a_link_instead_of_writing_through_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The -o writer keeps the no-follow rule of every write (``record.safefile``): a link standing at the target is
+    replaced by the file, and the file it pointed to is left as it was."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / "link.json").symlink_to(victim)
+    assert main(["schema", "task", "-o", str(tmp_path / "link.json")]) == 0
+    assert victim.read_text() == "keep me\n"
+    assert not (tmp_path / "link.json").is_symlink() and json.loads((tmp_path / "link.json").read_text())["title"]

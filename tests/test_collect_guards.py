@@ -93,6 +93,44 @@ def test_an_agent_mapping_on_the_command_line_replaces_the_files_entry(
     assert "agent claude: ran `fixer` (--agentrace-agent; replaces the files' entries named claude)" in res.stdout.str()
 
 
+def test_the_summary_says_whether_an_agent_mapping_replaced_or_added(
+        pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
+    """A mapping whose name no file lists is added, and the summary says so instead of "replaces the files' entries
+    named ..." (under ``-n 2`` the workers' collections tell the controller what each mapping did)."""
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "fixer", FIXER)
+    (pytester.path / "t.yaml").write_text(TASK.format(name="t", agents="claude, noop"))
+    (pytester.path / "u.yaml").write_text(TASK.format(name="u", agents="noop"))
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "o", "--agentrace-agent", "{name: claude, command: fixer}",
+                             "--agentrace-agent", "{name: helper, command: fixer}", *xdist)
+    res.assert_outcomes(passed=4)
+    text = res.stdout.str()
+    assert ("agent claude: ran `fixer` (--agentrace-agent; replaces the entries named claude of the files that list one, "
+            "added to the others)") in text
+    assert "agent helper: ran `fixer` (--agentrace-agent; added: no file lists an agent named helper)" in text
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("{name: mine, command: my-agent {prompt}}", "not a valid YAML flow mapping: expected ',' or '}', but got '{'"),
+    ("{name:mine,command:/nope/x}", "unknown key (did you mean 'name'?): YAML flow mappings need a space after ':' "
+                                    "(write name: mine)"),
+    ("{name: mine, comand: x}", "unknown key (did you mean 'command'?)"),
+])
+def test_a_malformed_agent_option_is_one_error_without_a_traceback(
+        pytester: pytest.Pytester, xdist: list[str], value: str, message: str) -> None:
+    """The option is parsed once: its error is the task file's one collection error, and the session's summary
+    (which names the option's overrides) does not parse it again and raise. Run in a subprocess, as a user runs it
+    (the whole output, stderr included, is the user's)."""
+    (pytester.path / "task.yaml").write_text("name: t\ndescription: d\ntest_command: 'true'\nagents: [noop]\n")
+    res = pytester.runpytest_subprocess("--agentrace", "--agentrace-out", "o", "--agentrace-agent", value, *xdist)
+    text = res.stdout.str() + res.stderr.str()
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    errors = [line for line in res.stdout.lines if line.startswith("agentrace: --agentrace-agent: key ")]
+    assert len(errors) == 1 and message in errors[0], text
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    res.assert_outcomes(errors=1)
+
+
 def test_a_plain_agent_name_keeps_the_files_entry_and_prints_no_override(pytester: pytest.Pytester, bin_dir: Path) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "fixer", FIXER)

@@ -18,6 +18,7 @@ from pytest_agentrace.spec.select import (
     Rules,
     choose_agents,
     collisions,
+    override_effects,
     select_runs,
     validation_agents,
     wanted_agents,
@@ -81,6 +82,13 @@ def test_a_whole_agent_replaces_the_files_entry_of_its_name(tmp_path: Path) -> N
     t = task(tmp_path, "t")
     (bot,) = choose_agents(t.agents, wanted("{name: bot, command: other}"), t.path)
     assert (bot.id, bot.command, bot.env) == ("bot", ("other",), {})
+
+
+def test_override_effects_say_whether_a_whole_agent_replaced_or_was_added(tmp_path: Path) -> None:
+    t = task(tmp_path, "t")
+    chosen = wanted("{name: bot, command: other}", "{name: slow, command: 'sleep 8'}", "noop", "claude")
+    assert override_effects(t.agents, chosen) == {"bot": "replaced", "slow": "added"}  # plain names are no overrides
+    assert override_effects(t.agents, None) == {}
 
 
 def test_new_agents_get_ids_unique_against_the_files(tmp_path: Path) -> None:

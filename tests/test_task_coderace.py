@@ -258,6 +258,10 @@ def test_flow_mapping_agent_spec() -> None:
         ("{name: x, command: my-agent {prompt}}", "not a valid YAML flow mapping: expected ',' or '}'"),
         ("{name: x, comand: y}", "unknown key (did you mean 'command'?)"),
         ("{command: y}", "'k.name': required key is missing"),
+        ("{name:x,command:y}", "'k.name:x': unknown key (did you mean 'name'?): YAML flow mappings need a space after "
+                               "':' (write name: x)"),
+        ("{name: x, command:y}", "'k.command:y': unknown key (did you mean 'command'?): YAML flow mappings need a space "
+                                 "after ':' (write command: y)"),
     ],
 )
 def test_flow_mapping_errors(text: str, message: str) -> None:

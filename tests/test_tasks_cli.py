@@ -67,3 +67,33 @@ def test_tasks_without_action_prints_help(capsys: pytest.CaptureFixture[str]) ->
 def test_console_script() -> None:
     proc = subprocess.run([sys.executable, "-m", "pytest_agentrace.cli", "tasks", "show", "fibonacci"], check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "name: fibonacci" in proc.stdout
+
+
+def _task(name: str, tests: int, extra: str = "") -> str:
+    body = "".join(f"    def test_{i}():\n        assert True\n" for i in range(tests))
+    return (f"name: {name}\ndescription: d\ntest_command: 'true'\nverify_command: python -m pytest -q hidden\n"
+            f"verify_files:\n  hidden/test_h.py: |\n{body}{extra}")
+
+
+def test_list_of_a_folder_lists_the_good_tasks_and_reports_each_broken_file(tmp_path, capsys) -> None:
+    """One broken file no longer hides the others: every task that loads is listed, each file that does not is one
+    error line (file, key, fix) on standard error, and the exit status is 1. "1 test", "2 tests"."""
+    (tmp_path / "one.yaml").write_text(_task("one", 1))
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "two.yaml").write_text(_task("two", 2))
+    (tmp_path / "typo.yaml").write_text(_task("typo", 1, "timout: 5\n"))
+    (tmp_path / "syntax.yaml").write_text("name: s\ndescription: [unclosed\ntest_command: 'true'\n")
+    (tmp_path / "other.yaml").write_text("just: some yaml\n")  # not a task: neither listed nor an error
+    assert main(["tasks", "list", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert rows(captured.out) == [["one", "yaml", "-", "yes (1 test)", "300"], ["two", "yaml", "-", "yes (2 tests)", "300"]]
+    assert "2 task(s)." in captured.out
+    errors = captured.err.splitlines()
+    assert errors[0].startswith(f"agentrace tasks list: error: {tmp_path / 'syntax.yaml'}: ")
+    assert errors[1].startswith(f"agentrace tasks list: error: {tmp_path / 'typo.yaml'}: key 'timout': unknown key "
+                                "(did you mean 'timeout'?)")
+    assert errors[-1] == "agentrace tasks list: 2 task file(s) do not load (above); they are not listed"
+    assert main(["tasks", "list", str(tmp_path / "sub"), str(tmp_path / "missing")]) == 1
+    captured = capsys.readouterr()
+    assert [r[0] for r in rows(captured.out)] == ["two"]
+    assert f"agentrace tasks list: error: {tmp_path / 'missing'}: no such file or folder" in captured.err

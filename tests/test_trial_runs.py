@@ -76,7 +76,11 @@ def test_reps_override_and_filters(project: pytest.Pytester) -> None:
     res = run(project, "--collect-only", "-q", "-k", "baseline and r2")
     assert [x for x in res.stdout.lines if "::" in x] == ["trial.toml::port[baseline-bot-r2]", "trial.toml::port[baseline-noop-r2]"]
     res = run(project, "--collect-only", "-q", "--agentrace-arm", "dcos")
-    assert "key '--agentrace-arm': dcos matches none of this trial's arms: baseline, docs" in res.stdout.str()
+    assert "key '--agentrace-arm': dcos matches none of this trial's arms (did you mean 'docs'?); arms: baseline, docs" in res.stdout.str()
+    res = run(project, "--collect-only", "-q", "--agentrace-arm", "zzz", "--agentrace-arm", "doc")
+    assert "key '--agentrace-arm': zzz, doc matches none of this trial's arms (did you mean 'docs'?); arms: baseline, docs" in res.stdout.str()
+    res = run(project, "--collect-only", "-q", "--agentrace-arm", "zzz")
+    assert "key '--agentrace-arm': zzz matches none of this trial's arms; arms: baseline, docs" in res.stdout.str()
     res = run(project, "--collect-only", "-q", "--agentrace-baseline", "dcos")
     assert "key '--agentrace-baseline': dcos is not an arm of this trial (did you mean 'docs'?); arms: baseline, docs" in res.stdout.str()
     res = run(project, "--collect-only", "-q", "--agentrace-baseline", "docs")

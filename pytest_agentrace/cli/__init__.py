@@ -5,7 +5,9 @@
 
 Output options have one spelling on every command that writes a report: ``-o/--output FILE`` and ``--format
 text|json|markdown`` (``output_options``); the older spellings stay as aliases (``snapshot --to``, ``--json``,
-``--format terminal``).
+``--format terminal``). Every ``-o`` file is written by one writer, ``record.runfile.write_atomic``: missing parent
+folders are made, and the file is a temp file renamed over the target in a folder opened without following a link
+(a link at the target is replaced, never written through; a folder that is a link is refused).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import io
 import sys
 from typing import Any
 
@@ -107,8 +110,14 @@ def main(argv: list[str] | None = None) -> int:
                 return int(args.func(args) or 0)
         if target is None:
             return int(args.func(args) or 0)
-        with open(target, "w", encoding="utf-8") as fh, contextlib.redirect_stdout(fh):
+        from pathlib import Path
+
+        from pytest_agentrace.record.runfile import write_atomic  # the one writer of -o files (module docstring)
+
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
             status = int(args.func(args) or 0)
+        write_atomic(Path(target), text.getvalue())
         if status != 2:  # written (1: a --fail-on verdict, the report is whole); 2: bad input, nothing worth naming
             print(f"agentrace: wrote {target}", file=sys.stderr)  # as html, export and render say it
         return status

@@ -25,7 +25,7 @@ from pytest_agentrace.cli.verify import warn_unverifiable
 from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.index import iter_outcomes
 from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest
-from pytest_agentrace.record.runfile import RUN_FILE, scan_runs
+from pytest_agentrace.record.runfile import RUN_FILE, scan_runs, write_atomic
 from pytest_agentrace.record.store import Store, StoreError
 from pytest_agentrace.record.storepath import default_path
 from pytest_agentrace.record.trajectory import iter_trajectories, load_trajectory
@@ -127,7 +127,7 @@ def register(sub: Any) -> None:
 
 def _emit(text: str, output: str | None) -> None:
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        write_atomic(Path(output), text)  # the one writer of -o files (``cli`` docstring): makes missing folders
         print(f"agentrace: wrote {output}", file=sys.stderr)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -20,6 +20,7 @@ from pytest_agentrace.cli.difftask import (
     dump_yaml,
 )
 from pytest_agentrace.errors import SpecError
+from pytest_agentrace.record.runfile import write_atomic
 from pytest_agentrace.spec.builtin import (
     builtin_tasks,
     find_builtin,
@@ -139,14 +140,16 @@ def register_tasks(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_tasks_list(args: argparse.Namespace) -> int:
-    """Print the table of built-in tasks, easiest first, then by name."""
+    """Print the table of the built-in tasks (or of the tasks under PATH), easiest first, then by name. A task
+    file under PATH that does not load is reported on standard error (one line each, file, key and fix) after the
+    table of the ones that do, and the exit status is then 1."""
     from tabulate import tabulate
 
     rows = []
-    try:
-        tasks = found_tasks(args.paths) if args.paths else [load_task(e.path) for e in builtin_tasks()]
-    except SpecError as exc:
-        return _error("tasks list", str(exc), 1)
+    if args.paths:
+        tasks, broken = found_tasks(args.paths)
+    else:
+        tasks, broken = [load_task(e.path) for e in builtin_tasks()], []
     for task in tasks:
         if args.difficulty and not same_level(task.difficulty, args.difficulty):
             continue
@@ -154,47 +157,76 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
         if task.harbor is not None:
             verify = "reward (tests/test.sh)" + (" *" if task.harbor.environment else "")
         else:
-            verify = f"yes ({count_tests(task.verify_files)} tests)" if task.verify_command else "no"
+            n = count_tests(task.verify_files)
+            verify = f"yes ({n} test{'' if n == 1 else 's'})" if task.verify_command else "no"
         fmt = ["harbor" if task.harbor is not None else "yaml"] if args.paths else []  # the built-ins are YAML
         rows.append((rank, [task.name, *fmt, task.difficulty or "-", verify, f"{task.timeout:g}"]))
     rows.sort(key=lambda r: (r[0], r[1][0]))
     headers = ["Name", *(["Format"] if args.paths else []), "Difficulty", "Verify", "Timeout (s)"]
-    print(tabulate([r[1] for r in rows], headers=headers, tablefmt="github"))
+    if rows or not broken:
+        print(tabulate([r[1] for r in rows], headers=headers, tablefmt="github"))
     if any(t.harbor is not None and t.harbor.environment for t in tasks):
         print("* environment/Dockerfile does more than pick a base image: it is not built, results may differ")
     if args.paths:
         print(f"{len(rows)} task(s). Race one: pytest --agentrace PATH --agentrace-agent claude")
     else:
         print(f"{len(rows)} task(s). Race one: pytest --agentrace --agentrace-builtin NAME --agentrace-agent claude")
-    return 0
+    for message in broken:
+        _error("tasks list", message, 1)
+    if broken:
+        print(f"agentrace tasks list: {len(broken)} task file(s) do not load (above); they are not listed",
+              file=sys.stderr)
+    return 1 if broken else 0
 
 
-def found_tasks(paths: list[str]) -> list:
+# errors a task file's content can raise beyond SpecError (as ``plugin.collect.LOAD_ERRORS``): one line, no traceback
+LOAD_ERRORS = (OSError, ValueError, UnicodeError, RecursionError, RuntimeError, OverflowError, TypeError, LookupError)
+
+
+def found_tasks(paths: list[str]) -> tuple[list, list[str]]:
     """The tasks under ``paths`` (files or folders, searched recursively): YAML task files (``is_task_data``) and
-    Harbor task folders (``task.toml`` + ``instruction.md``), each loaded strictly (``SpecError`` for a bad one)."""
+    Harbor task folders (``task.toml`` + ``instruction.md``), each loaded strictly. Returns ``(tasks, broken)``:
+    the tasks that load, and one message per path that does not (a missing path, a task file or Harbor folder the
+    strict loader rejects, or YAML that does not parse but has ``description:`` and ``test_command:`` lines, as
+    ``pytest --agentrace`` claims it), so one bad file does not hide the others."""
     import yaml
 
-    tasks, seen = [], set()
+    tasks, broken, seen = [], [], set()
+
+    def load(loader, p: Path) -> None:
+        seen.add(p.resolve())
+        try:
+            tasks.append(loader(p))
+        except SpecError as exc:
+            broken.append(str(exc))
+        except LOAD_ERRORS as exc:
+            broken.append(f"{p}: cannot load this file: {type(exc).__name__}: {exc}")
+
     for given in paths:
         root = Path(given)
         if not root.exists():
-            raise SpecError(root, None, "no such file or folder")
+            broken.append(str(SpecError(root, None, "no such file or folder")))
+            continue
         candidates = [root] if root.is_file() else sorted(root.rglob("*"))
         for p in candidates:
             if p.name == "task.toml" and is_harbor_folder(p.parent) and p.resolve() not in seen:
-                seen.add(p.resolve())
-                tasks.append(load_harbor_task(p))
+                load(load_harbor_task, p)
             elif p.suffix in (".yaml", ".yml") and p.is_file() and p.resolve() not in seen:
                 if any(part in ("repo", ".agentrace", "node_modules") for part in p.parts):
                     continue
                 try:
-                    data = yaml.safe_load(p.read_text(encoding="utf-8"))
-                except (yaml.YAMLError, UnicodeDecodeError, OSError):
+                    text = p.read_text(encoding="utf-8")
+                    data = yaml.safe_load(text)
+                except (UnicodeDecodeError, OSError):
+                    continue
+                except yaml.YAMLError:  # a task file with a syntax error is reported, other YAML is not a task
+                    lines = text.splitlines()
+                    if any(x.startswith("description:") for x in lines) and any(x.startswith("test_command:") for x in lines):
+                        load(load_task, p)
                     continue
                 if is_task_data(data):
-                    seen.add(p.resolve())
-                    tasks.append(load_task(p))
-    return tasks
+                    load(load_task, p)
+    return tasks, broken
 
 
 def count_tests(files: dict[str, str]) -> int:
@@ -270,8 +302,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     path = folder / f"{name}.yaml"
     if path.exists() and not args.force:
         return _error("init", f"{path} exists; pass --force to overwrite it", 2)
-    folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(INIT_TEMPLATE.format(name=name, file=path.name), encoding="utf-8")
+    write_atomic(path, INIT_TEMPLATE.format(name=name, file=path.name))  # the one writer of -o files (``cli``)
     try:
         load_task(path)
     except SpecError as exc:  # pragma: no cover - guards the template itself
@@ -338,8 +369,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     yaml_text = dump_yaml(task, header)
     target = out or Path(tempfile.mkstemp(suffix=".yaml", prefix="agentrace-diff-")[1])
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(yaml_text, encoding="utf-8")
+        write_atomic(target, yaml_text)  # the one writer of -o files (``cli`` docstring)
         load_task(target)
     except SpecError as exc:
         if out is not None:

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from pytest_agentrace.errors import AgentraceError
+from pytest_agentrace.record.runfile import write_atomic
 from pytest_agentrace.spec.common import parse_agent, unique_agent_ids
 from pytest_agentrace.spec.task import load_task
 from pytest_agentrace.spec.trial import load_trial
@@ -174,7 +175,7 @@ def context_eval(context_file: Path, task_file: Path, agents: list[str], trials:
         f"verify = {toml_str(verify)}",
         "",
     ]
-    out.write_text("\n".join(line for line in lines if line is not None), encoding="utf-8")
+    write_atomic(out, "\n".join(line for line in lines if line is not None))  # the one writer of -o files (``cli``)
     _check(out)
     return outputs
 

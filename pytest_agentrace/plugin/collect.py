@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,10 +35,10 @@ from pytest_agentrace.run.checks import log_tail
 from pytest_agentrace.run.pipeline import execute
 from pytest_agentrace.run.resume import stored_outcome
 from pytest_agentrace.run.slots import run_slot, slot_key
-from pytest_agentrace.spec.common import parse_agent, unique_agent_ids
+from pytest_agentrace.spec.common import AgentSpec, parse_agent, unique_agent_ids
 from pytest_agentrace.spec.harbor import load_harbor_task
 from pytest_agentrace.spec.matrix import RunSpec, task_runs, trial_runs
-from pytest_agentrace.spec.select import choose_agents, overrides, wanted_agents
+from pytest_agentrace.spec.select import choose_agents, override_effects, overrides
 from pytest_agentrace.spec.task import _TASK_ONLY_KEYS, Task, is_task_data, load_task
 from pytest_agentrace.spec.trial import is_trial_data, load_trial
 from pytest_agentrace.stats.sequential import skip_reason
@@ -170,17 +170,26 @@ class SpecFiles:
         return dirs
 
 
-def override_lines(specs: Sequence[str], ran: set[str]) -> list[str]:
-    """One summary line per ``--agentrace-agent`` spec (``specs``: the option's values) that is a whole agent
-    (``spec.select.overrides``) and ran (its id in ``ran``), saying what ran in place of any file's entry of its
-    name: ``agent claude: ran `my-agent {prompt}` (--agentrace-agent; replaces the files' entries named claude)``."""
+def override_lines(wanted: Sequence[AgentSpec] | None, ran: set[str], effects: Mapping[str, set[str]]) -> list[str]:
+    """One summary line per ``--agentrace-agent`` spec (``wanted``: the option's parsed values, None when not given)
+    that is a whole agent (``spec.select.overrides``) and ran (its id in ``ran``), saying what ran and what it did to
+    the files' lists (``effects``: id -> ``{"replaced", "added"}``, ``spec.select.override_effects`` over the
+    collected files): ``agent claude: ran `my-claude {prompt}` (--agentrace-agent; replaces the files' entries named
+    claude)``, or ``(--agentrace-agent; added: no file lists an agent named slow)``."""
     import shlex
 
     lines = []
-    for spec in wanted_agents(specs) or ():
+    for spec in wanted or ():
         if overrides(spec) and spec.id in ran:
             what = f"`{shlex.join(spec.command)}`" if spec.command else f"the {spec.name} CLI with the option's settings"
-            lines.append(f"agent {spec.id}: ran {what} (--agentrace-agent; replaces the files' entries named {spec.name})")
+            did = effects.get(spec.id, set())
+            if did == {"replaced"}:
+                how = f"replaces the files' entries named {spec.name}"
+            elif "replaced" in did:
+                how = f"replaces the entries named {spec.name} of the files that list one, added to the others"
+            else:
+                how = f"added: no file lists an agent named {spec.name}"
+            lines.append(f"agent {spec.id}: ran {what} (--agentrace-agent; {how})")
     return lines
 
 
@@ -206,6 +215,15 @@ class SpecFile(pytest.File):
             # a value the loader did not foresee (e.g. a regex too large, an unknown ~user): still one line
             return f"agentrace: {self.path}: cannot load this file: {type(excinfo.value).__name__}: {excinfo.value}"
         return super().repr_failure(excinfo)
+
+    def chosen_agents(self, listed: Sequence[AgentSpec]) -> tuple[AgentSpec, ...]:
+        """This file's agents: ``spec.select.choose_agents`` over ``listed`` (the file's own) and the session's
+        ``--agentrace-agent`` specs, noting what each whole-agent spec did (``AgentraceSession.note_overrides``).
+        Raises ``SpecError`` as ``choose_agents`` does, and the option's own parse error."""
+        wanted = self.agentrace.agents
+        chosen = choose_agents(listed, wanted, self.path)
+        self.agentrace.note_overrides(override_effects(listed, wanted))
+        return chosen
 
     def with_timeout(self, spec: Any) -> Any:
         """``spec`` (a task or trial) with ``--agentrace-timeout`` applied."""
@@ -244,7 +262,7 @@ class TaskFile(SpecFile):
 
     def collect(self):
         task = self.load()
-        agents = choose_agents(task.agents, self.agentrace.agents, self.path)
+        agents = self.chosen_agents(task.agents)
         yield from self.make_items(task_runs(task, agents, self.agentrace.settings.reps or 1))
 
 
@@ -261,7 +279,7 @@ class HarborTaskFile(TaskFile):
     def collect(self):
         task = self.load()
         defaults = unique_agent_ids(parse_agent(self.path, "agents", a) for a in HARBOR_AGENTS)
-        agents = choose_agents(defaults, self.agentrace.agents, self.path)
+        agents = self.chosen_agents(defaults)
         yield from self.make_items(task_runs(task, agents, self.agentrace.settings.reps or 1))
 
 
@@ -277,15 +295,15 @@ class TrialFile(SpecFile):
     def collect(self):
         found = self.agentrace.settings
         trial = self.with_timeout(load_trial(self.path))
-        agents = choose_agents(trial.agents, self.agentrace.agents, self.path)
-        arms = [a.name for a in trial.arms]
+        agents = self.chosen_agents(trial.agents)
+        names = arms = [a.name for a in trial.arms]
         if found.arm:
             arms = [a for a in arms if a in found.arm]
             if not arms:
-                raise SpecError(self.path, "--agentrace-arm", f"{', '.join(found.arm)} matches none of this trial's arms: {', '.join(a.name for a in trial.arms)}")
+                hint = next((h for h in (did_you_mean(a, names) for a in found.arm) if h), "")
+                raise SpecError(self.path, "--agentrace-arm", f"{', '.join(found.arm)} matches none of this trial's arms{hint}; arms: {', '.join(names)}")
         base = found.baseline
-        if base and base not in [a.name for a in trial.arms]:
-            names = [a.name for a in trial.arms]
+        if base and base not in names:
             raise SpecError(self.path, "--agentrace-baseline", f"{base} is not an arm of this trial{did_you_mean(base, names)}; arms: {', '.join(names)}")
         keyless = [q.id for q in trial.questions if not q.has_answer_key]
         if keyless:

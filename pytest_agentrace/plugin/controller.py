@@ -147,6 +147,7 @@ class Controller:
     def __init__(self, agentrace: AgentraceSession):
         config = agentrace.config
         self.config, self.settings, self.session_id, self.out = config, agentrace.settings, agentrace.id, agentrace.out
+        self.agentrace = agentrace  # its --agentrace-agent specs, parsed once, and what they did to the files' lists
         self.sandbox_why = agentrace.sandbox_why  # why the runs have no sandbox (--agentrace-sandbox auto), or None
         self.files = agentrace.files  # the session's collection cache: a task file is parsed once per process
         self.started = _now()
@@ -412,7 +413,8 @@ class Controller:
         result = self.finish()
         shown = Shown(width=terminal_width(terminalreporter), verbosity=config.get_verbosity(),
                       show_cost=not self.settings.no_cost, skips=tuple(skip_lines(self.skipped.values())),
-                      overrides=tuple(override_lines(self.settings.agent, {o.agent for o in result.outcomes})),
+                      overrides=tuple(override_lines(self.agentrace.wanted, {o.agent for o in result.outcomes},
+                                                     self.agentrace.overrides)),
                       snapshot=self.settings.snapshot, written=tuple(self.written))
         lines = section(result, shown)
         if lines:

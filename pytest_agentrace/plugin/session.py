@@ -63,6 +63,7 @@ MIN_RESAMPLES = 100
 SESSION_LOCK = ".session.lock"
 WORKER_SESSION = "agentrace_session"  # workerinput key: the controller's session id
 WORKER_DESELECTED = "agentrace_deselected"  # workeroutput key: a pytest-xdist worker's deselected items
+WORKER_OVERRIDES = "agentrace_overrides"  # workeroutput key: what a worker's --agentrace-agent overrides did
 STOP_OFF_WARNING = ("--agentrace-stop-when-decided is off under --agentrace-shard {shard}: a shard holds only some reps "
                     "of each cell, so its looks would see part of the evidence; every rep up to the cap runs (decide on "
                     "the merged folder with `agentrace report --stop-when-decided CAP`)")
@@ -90,7 +91,11 @@ class AgentraceSession:
     what every run shares (sandbox, cgroup, limits, network, model double, cassettes); ``sandbox_why``: why the
     runs have no sandbox under ``--agentrace-sandbox auto`` (None: they have one, or it is off on purpose);
     ``deselected``: items deselected (this process's, or on the controller the largest count a worker reported);
-    ``spec_errors``: node ids of task/trial files that failed to load; ``groups``: the races of the selected runs
+    ``spec_errors``: node ids of task/trial files that failed to load; ``wanted``: ``--agentrace-agent`` parsed once
+    (None when not given, or when it failed: then ``wanted_error`` holds the ``SpecError`` each file's collection
+    reports, and no later hook parses the option again); ``overrides``: what each whole-agent ``--agentrace-agent``
+    spec did to the collected files' lists (id -> ``{"replaced", "added"}``, ``spec.select.override_effects``; on
+    the controller merged from the workers); ``groups``: the races of the selected runs
     (``{race id: [RunSpec, ...]}``); ``cases``: under stop-when-decided, the selected cases per ``(trial file,
     agent id)``; ``feed``: the live progress display's feed (``spec -> on_stdout`` or None)."""
 
@@ -103,6 +108,9 @@ class AgentraceSession:
     sandbox_why: str | None = None
     deselected: int = 0
     spec_errors: set[str] = field(default_factory=set)
+    wanted: tuple[AgentSpec, ...] | None = None
+    wanted_error: SpecError | None = None
+    overrides: dict[str, set[str]] = field(default_factory=dict)
     groups: dict[str, list[RunSpec]] = field(default_factory=dict)
     cases: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     feed: Callable[[RunSpec], Callable[[bytes], None] | None] | None = None
@@ -112,10 +120,20 @@ class AgentraceSession:
         """Which files are task and trial files, and their parsed content (cached for the session)."""
         return collect.SpecFiles(self.config)
 
-    @cached_property
+    @property
     def agents(self) -> tuple[AgentSpec, ...] | None:
-        """``--agentrace-agent``'s specs (None when not given; ``spec.select.choose_agents`` applies them)."""
-        return wanted_agents(self.settings.agent)
+        """``--agentrace-agent``'s specs (None when not given; ``spec.select.choose_agents`` applies them). Raises the
+        option's ``SpecError`` (``wanted_error``) when a value is malformed: a collection error of each file."""
+        if self.wanted_error is not None:
+            raise self.wanted_error.with_traceback(None)
+        return self.wanted
+
+    def note_overrides(self, effects: dict[str, str]) -> None:
+        """Add one file's ``spec.select.override_effects`` to ``overrides`` (a pytest-xdist worker passes them on)."""
+        for agent_id, effect in effects.items():
+            self.overrides.setdefault(agent_id, set()).add(effect)
+        if effects and hasattr(self.config, "workeroutput"):
+            self.config.workeroutput[WORKER_OVERRIDES] = {k: sorted(v) for k, v in self.overrides.items()}
 
     # -- pytest_configure --------------------------------------------------------------------------------------
 
@@ -139,6 +157,10 @@ class AgentraceSession:
         check_settings(found)
         sid = config.workerinput.get(WORKER_SESSION) if is_worker(config) else None
         self = cls(config, found, sid or uuid.uuid4().hex[:12], _options.out_dir(config, found.out), shard)
+        try:  # parsed once; a malformed value is each file's collection error (``agents``), never a later hook's
+            self.wanted = wanted_agents(found.agent or ())
+        except SpecError as exc:
+            self.wanted_error = exc
         config.stash[SESSION_KEY] = self
         sandbox, self.sandbox_why = session_sandbox(config, found, self.out)
         here = Path(config.invocation_params.dir)
@@ -273,10 +295,14 @@ class AgentraceSession:
             self.config.workeroutput[WORKER_DESELECTED] = self.deselected
 
     def worker_down(self, node: Any) -> None:
-        """``pytest_testnodedown`` (controller): take a finished worker's deselected count."""
-        count = getattr(node, "workeroutput", {}).get(WORKER_DESELECTED, 0)
+        """``pytest_testnodedown`` (controller): take a finished worker's deselected count and what its
+        ``--agentrace-agent`` overrides did."""
+        output = getattr(node, "workeroutput", {})
+        count = output.get(WORKER_DESELECTED, 0)
         if count:
             self.deselected = max(self.deselected, count)
+        for agent_id, effects in output.get(WORKER_OVERRIDES, {}).items():
+            self.overrides.setdefault(agent_id, set()).update(effects)
 
     def configure_node(self, node: Any) -> None:
         """``pytest_configure_node`` (controller): give a worker the session id."""

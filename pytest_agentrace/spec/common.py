@@ -198,7 +198,9 @@ def parse_limits(path: Path, key: str, value: Any) -> Limits:
 
 def flow_mapping(path: Path, key: str, text: str) -> dict[str, Any]:
     """``{name: x, command: 'my-agent {prompt}'}`` (YAML flow mapping) -> a dict; ``SpecError`` when the text is
-    not valid YAML or not a mapping (with the quoting fix: a value holding ``{prompt}`` or ``,`` needs quotes)."""
+    not valid YAML or not a mapping (with the quoting fix: a value holding ``{prompt}`` or ``,`` needs quotes), or
+    when a key holds a ':' and has no value (``{name:mine}`` is the one key ``'name:mine'``: YAML needs a space after
+    the ':')."""
     import yaml
 
     fix = "write e.g. '{name: mine, command: \"my-agent {prompt}\"}' (quote values holding {placeholders}, ',' or ':')"
@@ -209,6 +211,11 @@ def flow_mapping(path: Path, key: str, text: str) -> dict[str, Any]:
         raise SpecError(path, key, f"not a valid YAML flow mapping: {problem}; {fix}") from None
     if not isinstance(data, dict):
         raise SpecError(path, key, f"not a YAML flow mapping ({type(data).__name__}); {fix}")
+    for name, value in data.items():
+        if value is None and isinstance(name, str) and ":" in name and name not in AGENT_KEYS:
+            head, _, tail = name.partition(":")
+            raise SpecError(path, f"{key}.{name}", f"unknown key{did_you_mean(head, AGENT_KEYS)}: YAML flow mappings "
+                                                   f"need a space after ':' (write {head}: {tail}); {fix}")
     return data
 
 

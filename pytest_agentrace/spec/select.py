@@ -67,7 +67,7 @@ def choose_agents(listed: Sequence[AgentSpec], wanted: Sequence[AgentSpec] | Non
     if wanted:
         chosen = []
         for w in wanted:
-            named = [a for a in listed if w.id in (a.id, a.name, a.label)]
+            named = _named(w, listed)
             if not named and w.command is None:
                 _check_known(w, listed)
             if overrides(w):
@@ -77,6 +77,18 @@ def choose_agents(listed: Sequence[AgentSpec], wanted: Sequence[AgentSpec] | Non
     if not chosen:
         raise SpecError(path, "agents", f"no agents to run; add e.g. agents: [claude, noop] or pass {AGENT_OPTION}")
     return tuple(chosen)
+
+
+def override_effects(listed: Sequence[AgentSpec], wanted: Sequence[AgentSpec] | None) -> dict[str, str]:
+    """What each whole-agent spec of ``wanted`` (``overrides``) does to a file whose agents are ``listed``, by the
+    spec's id: ``"replaced"`` when the file has entries of its name (``choose_agents`` runs it in their place), else
+    ``"added"`` (it runs beside the file's agents). ``{}`` without ``--agentrace-agent``."""
+    return {w.id: "replaced" if _named(w, listed) else "added" for w in wanted or () if overrides(w)}
+
+
+def _named(wanted: AgentSpec, listed: Sequence[AgentSpec]) -> list[AgentSpec]:
+    """The entries of ``listed`` a wanted spec names (by id, name or ``name:model``)."""
+    return [a for a in listed if wanted.id in (a.id, a.name, a.label)]
 
 
 def validation_agents() -> tuple[AgentSpec, ...]:
