@@ -90,16 +90,6 @@ def resolve_source(path: Path, value: str) -> str:
     return str((path.parent / Path(value).expanduser()).resolve())
 
 
-def local_folder(path: Path, key: str, value: str) -> str:
-    """``resolve_source(path, value)``, which must be a folder when it is local (a URL is cloned when a run starts).
-    Raises ``SpecError`` naming ``path`` and ``key`` when the folder is missing or is a file."""
-    resolved = resolve_source(path, value)
-    if "://" not in resolved and not re.match(r"^[\w.-]+@[\w.-]+:", resolved) and not Path(resolved).is_dir():
-        what = "is a file, not a folder" if Path(resolved).exists() else "does not exist"
-        raise SpecError(path, key, f"{resolved} {what}; give the repository's folder relative to this file, or a git URL")
-    return resolved
-
-
 def yaml_error_place(exc: Any) -> str:
     """`` at line L, column C: PROBLEM`` for a PyYAML error, at the line where the fault is written.
 

@@ -137,18 +137,3 @@ def test_schema_command_prints_the_shipped_file(tmp_path: Path, capsys: pytest.C
     assert capsys.readouterr().out == schema_text("trial")
     assert main(["schema", "task", "-o", str(tmp_path / "task.schema.json")]) == 0
     assert (tmp_path / "task.schema.json").read_text() == schema_text("task")
-
-
-@pytest.mark.parametrize("repo", ["nothere", "task.yaml"])
-def test_a_task_repo_that_is_no_folder_is_an_error_of_the_file(tmp_path: Path, repo: str) -> None:
-    """A local ``repo`` that is missing (or a file) is the task file's error, naming the key and the fix, at load:
-    not an infrastructure error in every run."""
-    path = tmp_path / "task.yaml"
-    path.write_text(f"name: t\ndescription: d\nrepo: {repo}\ntest_command: 'true'\n")
-    with pytest.raises(SpecError) as caught:
-        task.load_task(path)
-    what = "does not exist" if repo == "nothere" else "is a file, not a folder"
-    assert str(caught.value) == (f"{path}: key 'repo': {tmp_path / repo} {what}; give the repository's folder relative "
-                                 "to this file, or a git URL (line 3)")
-    path.write_text("name: t\ndescription: d\nrepo: https://example.invalid/r.git\ntest_command: 'true'\n")
-    assert task.load_task(path).repo == "https://example.invalid/r.git"  # a URL is cloned when a run starts

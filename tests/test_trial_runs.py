@@ -282,16 +282,13 @@ def test_failed_setup_crash_and_timeout_do_not_stop_others(project: pytest.Pytes
     assert "infrastructure error: setup of arm 'broken' failed" in res.stdout.str()
 
 
-def test_a_missing_repo_is_an_error_of_the_file(project: pytest.Pytester) -> None:
-    """A ``[[repos]]`` source that is no folder is the trial file's error (file, key, the fix), reported once at
-    collection, not one error per run."""
+def test_missing_repo_is_an_error_run(project: pytest.Pytester) -> None:
     more = '\n[[arms]]\nname = "gone"\nrepos = { app = "gone" }\n\n[[repos]]\nname = "gone"\nsource = "does-not-exist"\n'
     write_trial(project, trial_toml(more=more))
     res = run(project, "--agentrace-arm", "gone", "--agentrace-arm", "docs")
-    assert res.ret != 0 and not (project.path / "out" / "runs").exists()
-    text = res.stdout.str()
-    assert "[[repos]] 'gone'.source" in text and f"{project.path / 'does-not-exist'} does not exist" in text, text
-    assert "give the repository's folder relative to this file, or a git URL" in text
+    res.assert_outcomes(passed=1, errors=1)
+    rec = runs(project.path / "out")["trial:port/gone/bot/r1"]
+    assert rec["status"] == "error" and rec["reason"].startswith("workspace (gone): repo ") and "does not exist" in rec["reason"]
 
 
 def test_prepare_runs_once_per_arm(project: pytest.Pytester, xdist: list[str]) -> None:

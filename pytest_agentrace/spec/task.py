@@ -34,9 +34,9 @@ from pytest_agentrace.spec.lines import (
 )
 from pytest_agentrace.strict import (
     check_keys,
-    local_folder,
     positive_number,
     relative_file,
+    resolve_source,
     str_list,
     str_mapping,
     typed,
@@ -219,7 +219,7 @@ def _load_task(path: Path, data: Any) -> Task:
     if data.get("repo") is not None:
         if not typed(path, "repo", data["repo"], str).strip():
             raise SpecError(path, "repo", "is empty; give the starter repository's path, or leave the key out for an empty repository")
-        kw["repo"] = local_folder(path, "repo", data["repo"])
+        kw["repo"] = resolve_source(path, data["repo"])
     for key in ("lint_command", "verify_command", "solution_patch"):
         if data.get(key) is not None:
             kw[key] = typed(path, key, data[key], str)

@@ -53,7 +53,6 @@ from pytest_agentrace.spec.lines import (
 )
 from pytest_agentrace.strict import (
     check_keys,
-    local_folder,
     positive_number,
     resolve_source,
     str_list,
@@ -318,7 +317,7 @@ def _repo(path: Path, i: int, data: Mapping[str, Any]) -> Repo:
     ref = data.get("ref")
     if ref is not None:
         typed(path, f"{where}.ref", ref, str)
-    return Repo(name, local_folder(path, f"{where}.source", source), ref)
+    return Repo(name, resolve_source(path, source), ref)
 
 
 def _arm(path: Path, i: int, data: Mapping[str, Any], repo_names: list[str]) -> Arm:
