@@ -57,7 +57,8 @@ class StatsReport:
 
 METHODS = {
     FIXED: ("pass rates: Wilson 95% intervals (errors excluded; bracket with errors as failures); tokens per run: bootstrap "
-            "(BCa with small-sample expansion); target: the cases that ran (fixed cases); relative cost: geometric mean of the "
+            "(BCa with small-sample expansion) in a case, an arm's over several cases a clustered-t interval over the "
+            "case means (K-1 df); target: the cases that ran (fixed cases); relative cost: geometric mean of the "
             "case ratios, bootstrap stratified by case (runs resampled within their case, cases weighted equally; symmetric "
             "bootstrap-t on the log scale from "
             "14 degrees of freedom in the runs, else BCa) with an exact permutation test (arm labels permuted within each "
@@ -65,7 +66,8 @@ METHODS = {
             "and Boschloo exact test (one case) or MOVER-Wilson interval and stratified exact test; per-case verdicts on "
             "Holm adjusted p (family-wise); arm p-values also Benjamini-Hochberg adjusted"),
     CASES: ("pass rates: Wilson 95% intervals (errors excluded; bracket with errors as failures); tokens per run: bootstrap "
-            "(BCa with small-sample expansion); target: new cases like these (--agentrace-generalize cases); relative cost: "
+            "(BCa with small-sample expansion) in a case, an arm's over several cases a clustered-t interval over the "
+            "case means (K-1 df); target: new cases like these (--agentrace-generalize cases); relative cost: "
             "geometric mean of the case ratios with a clustered-t interval (K-1 df) and a sign-flip test over cases (one case: "
             "bootstrap and exact permutation test); "
             "pass-rate difference: Newcombe interval, Boschloo exact test (one case) or paired case bootstrap with "
