@@ -252,7 +252,8 @@ OPTIONS: tuple[Option, ...] = (
            None, metavar="ARM", cli="--baseline"),
     Option("snapshot", "compare this session's cells with a snapshot file at session end", None, metavar="PATH"),
     Option("snapshot_update", "write the --agentrace-snapshot file from this session instead of comparing", False, flag=True),
-    Option("tolerance", "token ratio change within which a snapshot comparison calls nothing dearer/improved (default 0.10)",
+    Option("tolerance", "token ratio change within which a snapshot comparison calls nothing dearer/improved (default "
+           "0.10; an arm against its baseline in one session is judged by its interval and test, not by this)",
            0.10, type=non_negative_float, metavar="FRACTION", cli="--tolerance"),
     Option("regression_alpha", "one-sided level of the snapshot pass-rate test behind 'regressed', and the family-wise "
            "error rate of the verdict gates (default 0.05)", 0.05,
