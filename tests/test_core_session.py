@@ -258,3 +258,18 @@ def test_repo_resolved_relative_to_task_file(pytester: pytest.Pytester, bin_dir:
     monkeypatch.chdir(pytester.path / "elsewhere")
     res = pytester.runpytest("--agentrace", str(pytester.path / "suite"), f"--rootdir={pytester.path}")
     res.assert_outcomes(passed=1)
+
+
+def test_a_script_the_command_passes_to_an_interpreter_resolves_against_the_task_file(pytester: pytest.Pytester) -> None:
+    """``python3 ../agents/fix.py {prompt_file}``: the script argument, a relative path beside the task file, is
+    passed as its absolute path (the agent runs in its workspace, where the relative path names nothing; the run was
+    charged as the agent's crash), as the command's first word resolves; the box shows it."""
+    make_repo(pytester.path / "suite" / "tasks" / "repo", BUGGY_REPO)
+    (pytester.path / "suite" / "agents").mkdir()
+    (pytester.path / "suite" / "agents" / "fix.py").write_text(FIXER)
+    agent = "{name: mine, command: 'python3 ../agents/fix.py {prompt_file}'}"
+    (pytester.path / "suite" / "tasks" / "task.yaml").write_text(task_yaml("repo", [agent]))
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "suite/tasks")
+    res.assert_outcomes(passed=1)
+    argv = json.loads(next((pytester.path / "out").glob("runs/**/argv.json")).read_text())
+    assert str(pytester.path / "suite" / "agents" / "fix.py") in argv  # the box's command line (bwrap first)

@@ -80,6 +80,19 @@ def resolve_executable(spec: RunSpec) -> str | None:
         return agent.name
 
 
+def anchored(part: str, source: Path) -> str:
+    """A custom command's argument ``part`` as the run passes it: a relative path with ``/`` naming a file beside the
+    task/trial file ``source`` (``python3 ../agents/mine.py``) becomes that file's absolute path, as the command's
+    first word does (``resolve_executable``) and as the box shows it (``named_files``); the agent runs in its
+    workspace, where the relative path would name nothing. Any other argument (a placeholder, an option, a word
+    with spaces, a path to no file there) is passed as written."""
+    if ("/" not in part or os.path.isabs(part) or "{" in part or part.startswith("-")
+            or any(c.isspace() for c in part)):
+        return part
+    cand = Path(source).parent / part
+    return str(cand.resolve()) if cand.is_file() else part
+
+
 def agent_path_error(spec: RunSpec) -> str | None:
     """Configuration error when a custom agent command names a path (with ``/``) that does not exist or is not
     executable: a typo in the task/trial file, reported as an error of the item (not a skip, not a run)."""
@@ -212,7 +225,8 @@ def prepare(spec: RunSpec, ctx: RunContext, adapter: Any, secrets: Any) -> Launc
     session = None  # the model double and/or --agentrace-offline namespace of this run
     try:
         if spec.agent.command is not None:
-            argv = [resolve_executable(spec), *expand_template(spec.agent.command[1:], ctx), *spec.agent.args]
+            words = [anchored(part, spec.source) for part in spec.agent.command[1:]]
+            argv = [resolve_executable(spec), *expand_template(words, ctx), *spec.agent.args]
             env, stdin = dict(ctx.env), None
         else:
             inv = adapter.invocation(ctx)
