@@ -149,3 +149,48 @@ def test_secret_inputs_and_a_git_templates_other_task_files(tmp_path: Path) -> N
     template, _ = workspace.template_repo(src, tmp_path / "cache")
     kept = sorted(str(p.relative_to(template)) for p in template.rglob("*") if ".git" not in p.parts and p.is_file())
     assert kept == ["app.py", "ci.yml", "evals/plain.yaml", "hb/instruction.md", "hb/task.toml", "pyproject.toml"]
+
+
+def test_probe_ahead_answers_later_calls_once_and_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``probe_ahead`` runs the probes on a thread that holds the probe lock from before it returns: a ``probe`` or
+    ``overlay_bwrap`` call made meanwhile waits for the thread's answers instead of starting its own box; an error
+    on the thread is not raised there, and the later call meets it itself."""
+    import functools
+    import threading
+    import time
+
+    from pytest_agentrace.run import sandbox
+
+    calls: list[str] = []
+    release = threading.Event()
+
+    def slow_probe(offline: bool) -> tuple[str | None, str]:
+        calls.append(f"probe {offline}")
+        release.wait(5)
+        return "/bin/bwrap", ""
+
+    def slow_overlay() -> str | None:
+        calls.append("overlay")
+        return "/bin/bwrap-new"
+
+    monkeypatch.setattr(sandbox, "_probe", functools.cache(slow_probe))  # kept once made, as the real ones
+    monkeypatch.setattr(sandbox, "_overlay_bwrap", functools.cache(slow_overlay))
+    thread = sandbox.probe_ahead(True, overlay=True)
+    answers: list[object] = []
+    waiter = threading.Thread(target=lambda: answers.append((sandbox.probe(True), sandbox.overlay_bwrap())))
+    waiter.start()
+    time.sleep(0.05)
+    assert answers == [] and calls == ["probe True"]  # the waiter waits on the thread's probe, starts none
+    release.set()
+    thread.join(5)
+    waiter.join(5)
+    assert answers == [(("/bin/bwrap", ""), "/bin/bwrap-new")]
+    assert calls == ["probe True", "overlay"]  # each made once, on the thread
+
+    def failing(offline: bool) -> tuple[str | None, str]:
+        raise OSError("no bwrap today")
+
+    monkeypatch.setattr(sandbox, "_probe", failing)
+    sandbox.probe_ahead(False, overlay=False).join(5)  # nothing raised on the thread, nothing printed
+    with pytest.raises(OSError, match="no bwrap today"):
+        sandbox.probe(False)

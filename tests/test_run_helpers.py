@@ -24,7 +24,7 @@ from pytest_agentrace.run.sandbox import Sandbox
 from pytest_agentrace.run.sandbox import probe as sandbox_probe
 from pytest_agentrace.spec.common import AgentSpec
 
-NETNS, BRIDGE = "pytest_agentrace.model_double.netns", "pytest_agentrace.run.netbridge"
+NETNS, BRIDGE = "pytest_agentrace.model_double.inside", "pytest_agentrace.run.netbridge"
 
 
 def box_profile(offline: bool) -> Sandbox:

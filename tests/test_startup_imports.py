@@ -9,7 +9,8 @@ imported by name under ``--agentrace`` only, the model double's server when its 
 the package on that path before).
 
 Adapters are loaded by name (``agents.REGISTRY``): neither ``--help``, collection nor a ``noop`` session imports the
-module of a CLI's adapter."""
+module of a CLI's adapter; nor does a session whose runs use no model double import the double (``run.agent``
+loads ``model_double.runs`` by name for a run that does)."""
 
 from __future__ import annotations
 
@@ -106,6 +107,24 @@ def test_one_run_session_imports_no_numpy_or_scipy(pytester: pytest.Pytester, no
     assert (got["rc"], got["heavy"], cli_adapters(got)) == (0, [], [])
     assert "pytest_agentrace.agents.builtin" in got["package"]  # the one adapter the session ran, loaded by name
     assert len(list((pytester.path / "out").glob("runs/**/run.json"))) == 1  # the session did run and record
+    # no run used the model double: neither its server, its wire formats nor its namespace helper was imported
+    assert "http.server" not in got["watched"]
+    assert not {"pytest_agentrace.model_double.runs", "pytest_agentrace.model_double.server",
+                "pytest_agentrace.model_double.inside"} & set(got["package"])
+
+
+def test_a_run_with_the_model_double_imports_its_server(pytester: pytest.Pytester) -> None:
+    """The control of the check above: the same session whose run uses the model double (``--agentrace-model-double``)
+    loads ``model_double.runs`` by name, and the double's server with it."""
+    make_repo(pytester.path / "repo", {"a.py": "A = 1\n"})
+    (pytester.path / "script.yaml").write_text("steps:\n  - text: DONE\n")
+    task = pytester.path / "task.yaml"
+    task.write_text("name: start\ndescription: nothing to do\nrepo: repo\ntest_command: 'true'\n"
+                    "agents: [{name: c, command: 'true'}]\ntimeout: 60\n")
+    got = heavy_imports(pytester, "--agentrace", str(task), "-q", f"--agentrace-out={pytester.path / 'out'}",
+                        f"--agentrace-model-double={pytester.path / 'script.yaml'}")
+    assert got["rc"] == 0 and "http.server" in got["watched"]
+    assert {"pytest_agentrace.model_double.runs", "pytest_agentrace.model_double.server"} <= set(got["package"])
 
 
 def test_the_registry_names_each_adapter_class() -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agentrace import options as _options
-from pytest_agentrace.plugin.switch import MARKERS, builtin_args, enabled, session_module, session_of
+from pytest_agentrace.plugin.switch import MARKERS, builtin_args, enabled, probe_ahead, session_module, session_of
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     if enabled(config):
+        probe_ahead(config)  # bwrap's test boxes start beside the session's imports
         session_module().AgentraceSession.start(config)
         if not gc.get_freeze_count():  # once per process (pytester's in-process sessions configure again)
             # what lives now (modules, classes, pytest's and this session's objects) lives as long as the process:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pytest_agentrace.plugin.session import AgentraceSession
 
 SESSION_MODULE = "pytest_agentrace.plugin.session"
+SANDBOX_MODULE = "pytest_agentrace.run.sandbox"
 SESSION_KEY = pytest.StashKey["AgentraceSession"]()
 MARKERS = {
     "agentrace": "a run of pytest-agentrace (every run item); keyword arguments kind, case, arm, agent (its id, e.g. "
@@ -45,6 +46,21 @@ def session_of(config: pytest.Config) -> AgentraceSession | None:
 def session_module() -> ModuleType:
     """``pytest_agentrace.plugin.session``, imported on first use (later calls: the module already loaded)."""
     return importlib.import_module(SESSION_MODULE)
+
+
+def probe_ahead(config: pytest.Config) -> None:
+    """Under ``--agentrace`` with a sandbox (``--agentrace-sandbox`` not ``off``): the sandbox's probes started on a
+    thread (``run.sandbox.probe_ahead``) before the session module is imported, so bwrap's test boxes (about 50 ms
+    each) run beside those imports instead of after them. The overlay probe only where runs execute (not on a
+    pytest-xdist controller). Settings that do not resolve are left to the session, which reports them."""
+    try:
+        found = _options.resolve(config.getoption, config.getini)
+    except ValueError:
+        return
+    if found.sandbox == "off":
+        return
+    runs_here = hasattr(config, "workerinput") or not config.getoption("numprocesses", default=None)
+    importlib.import_module(SANDBOX_MODULE).probe_ahead(bool(found.offline), overlay=runs_here)
 
 
 def builtin_args(early_config: pytest.Config) -> list[str]:

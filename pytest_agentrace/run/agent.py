@@ -8,6 +8,7 @@ whether a custom command names a path that does not (``agent_path_error``: a con
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import re
@@ -24,7 +25,6 @@ from pytest_agentrace.agents.command import expand_template
 from pytest_agentrace.agents.pricing import apply_pricing
 from pytest_agentrace.errors import AgentError, WorkspaceError
 from pytest_agentrace.model_double import netns
-from pytest_agentrace.model_double.runs import start_session
 from pytest_agentrace.record.model import Usage
 from pytest_agentrace.record.redact import redact, secret_values
 from pytest_agentrace.record.safefile import write_text
@@ -36,6 +36,10 @@ from pytest_agentrace.run.runspec import RunOptions, RunSpec
 from pytest_agentrace.run.sandbox import exit_code as sandbox_exit_code
 from pytest_agentrace.run.sandbox import hidden_paths, needed_paths, writable_mounts
 
+# what a run with the model double, a cassette or --agentrace-offline needs (``start_session``): loaded by name for
+# such a run only, as an adapter is (``agents.get_adapter``), so a session whose runs use none never imports the
+# double's server, its wire formats and cassettes
+DOUBLE_RUNS = "pytest_agentrace.model_double.runs"
 BOX_SCRATCH = "box"  # the run's scratch folder backing the agent's /tmp and /dev/shm
 
 
@@ -233,7 +237,7 @@ def prepare(spec: RunSpec, ctx: RunContext, adapter: Any, secrets: Any) -> Launc
             argv, env, stdin = [*inv.argv, *spec.agent.args], inv.env, inv.stdin
         wrapped, opts = Wrapped(argv, env), ctx.options
         if spec.agent.model_double or opts.model_double or opts.offline or opts.record or opts.replay:
-            session = start_session(spec, ctx)
+            session = importlib.import_module(DOUBLE_RUNS).start_session(spec, ctx)
             wrapped = session.apply(argv, env)
     except AgentError as exc:
         if session is not None:

