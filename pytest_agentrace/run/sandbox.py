@@ -106,7 +106,6 @@ def probe_ahead(offline: bool, overlay: bool) -> threading.Thread:
     when ``overlay`` (a process that runs checks). Their test boxes then start while the caller goes on (the
     plugin imports its session meanwhile); a later ``probe`` or ``overlay_bwrap`` waits for the thread's answer.
     An error on the thread is dropped: the later call, finding no answer kept, meets it again itself."""
-
     holding = threading.Event()
 
     def both() -> None:
@@ -114,10 +113,12 @@ def probe_ahead(offline: bool, overlay: bool) -> threading.Thread:
             holding.set()
             if probe(offline)[0] is not None and overlay:
                 overlay_bwrap()
-        holding.set()  # (taking the lock failed)
 
     thread = threading.Thread(target=both, name="agentrace-probe", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had (a process limit): the first call probes, as without this
+        return thread
     holding.wait()  # the thread holds the lock: a call made from here on waits for its answers
     return thread
 
