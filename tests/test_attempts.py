@@ -89,3 +89,48 @@ def test_a_link_in_place_of_a_record_is_not_finished(tmp_path: Path) -> None:
     run_dir.parent.mkdir(parents=True)
     os.symlink(elsewhere, run_dir)
     assert not finished(run_dir) and not Keeper(tmp_path, run_dir, "s").set_aside()
+
+
+def test_another_files_record_in_the_results_folder_is_never_replaced(pytester: pytest.Pytester, bin_dir: Path,
+                                                                      xdist: list[str]) -> None:
+    """Two task files named alike, run into one results folder by two sessions: the second session's runs are errors
+    naming both files, and the first file's records stay as they were; once that file is gone (moved, renamed) its
+    records are replaced as any earlier run's are."""
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "fixer", FIXER)
+    for folder in ("a", "b"):
+        (pytester.path / folder).mkdir()
+        (pytester.path / folder / "task.yaml").write_text(TASK.replace("repo: repo", "repo: ../repo"))
+    pytester.runpytest("--agentrace", "a/task.yaml", "--agentrace-out", "o", *xdist).assert_outcomes(passed=2)
+    out = pytester.path / "o"
+    records = {a: (out / "runs/t/default" / a / "1" / "run.json").read_bytes() for a in ("fixer", "other")}
+    second = pytester.runpytest("--agentrace", "b/task.yaml", "--agentrace-out", "o", *xdist)
+    second.assert_outcomes(errors=2)
+    text = second.stdout.str()
+    assert f"{pytester.path / 'b/task.yaml'} and {pytester.path / 'a/task.yaml'} both have a task/question named 't'" in text
+    assert "runs/t/default/fixer/1" in text and "another --agentrace-out" in text
+    assert {a: (out / "runs/t/default" / a / "1" / "run.json").read_bytes() for a in records} == records
+    (pytester.path / "a/task.yaml").unlink()
+    pytester.runpytest("--agentrace", "b/task.yaml", "--agentrace-out", "o", *xdist).assert_outcomes(passed=2)
+    assert json.loads((out / "runs/t/default/fixer/1/run.json").read_text())["source"] == str(pytester.path / "b/task.yaml")
+
+
+def test_other_source_names_only_another_existing_file(tmp_path: Path) -> None:
+    from pytest_agentrace.record.attempts import other_source
+
+    mine, theirs = tmp_path / "mine.yaml", tmp_path / "theirs.yaml"
+    mine.write_text("x")
+    theirs.write_text("x")
+    run_dir = tmp_path / "runs/t/default/a/1"
+    assert other_source(run_dir, mine) is None  # no record
+    for source, expected in ((str(theirs), str(theirs)), (str(mine), None), (str(tmp_path / "moved.yaml"), None),
+                             ("theirs.yaml", None), (None, None), (7, None)):
+        record(run_dir, "passed")
+        (run_dir / "run.json").write_text(json.dumps({"status": "passed", "source": source}))
+        assert other_source(run_dir, mine) == expected, source
+    (run_dir / "run.json").write_text("{not json")
+    assert other_source(run_dir, mine) is None
+    link = tmp_path / "runs/t/default/a/2"
+    os.symlink(run_dir, link)
+    (run_dir / "run.json").write_text(json.dumps({"status": "passed", "source": str(theirs)}))
+    assert other_source(link, mine) is None  # a link in a record's place is read through no more than written

@@ -26,7 +26,7 @@ except ImportError:  # pytest 8.x to 9.1
 from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.plugin import race
 from pytest_agentrace.plugin.failure import LONG_TAIL, RunFailed, case_line, failure_repr, printable
-from pytest_agentrace.record.attempts import recorded_dir
+from pytest_agentrace.record.attempts import other_source, recorded_dir
 from pytest_agentrace.record.manifest import record_run
 from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.report.junit import STATUS_PROPERTY, run_properties
@@ -376,12 +376,26 @@ def report_status(report: pytest.TestReport) -> tuple[str, str, tuple[str, dict[
 _case_line = functools.lru_cache(maxsize=4096)(case_line)  # reportinfo runs per item; the file is read once
 
 
+def replaces_another(spec: RunSpec, out: Path) -> str | None:
+    """The error of a run whose results folder holds the record of another task or trial file with the same task
+    name or question id (``record.attempts.other_source``; an earlier session's): made, it would replace that record,
+    and the folder's reports would show one file's runs under the other's name. None otherwise."""
+    run_dir = spec.run_dir(out)
+    other = other_source(run_dir, spec.source)
+    if other is None:
+        return None
+    return (f"{spec.source} and {other} both have a task/question named {spec.case!r}: "
+            f"{run_dir.relative_to(out)} in {out} holds {other}'s run, which this run would replace; rename one "
+            "(task 'name' / question 'id'), or give this session another --agentrace-out")
+
+
 class RunItem(pytest.Function):
     """One run: ``run_spec`` (its RunSpec), ``agentrace`` (the session object), ``collision`` (the error of a run
     sharing its results folder with another file's, ``spec.select.collisions``), ``run_outcome`` (after the call
     phase ran the agent).
 
-    ``setup`` decides whether it can run (a results-folder collision or a custom command's missing path: error; an
+    ``setup`` decides whether it can run (a results-folder collision, in the session or with another file's record
+    in the folder, or a custom command's missing path: error; an
     agent CLI not installed or a run no longer needed under stop-when-decided: skip); the agent runs in the call
     phase (``runtest``), so ``--durations``, the JUnit time and timeout plugins measure it; then the item's function
     (``check_outcome``, or validation's) judges the outcome. An infrastructure fault is a pytest failure of the call
@@ -395,7 +409,7 @@ class RunItem(pytest.Function):
     def setup(self) -> None:
         super().setup()
         spec = self.run_spec
-        if error := self.collision or agent_path_error(spec):
+        if error := self.collision or agent_path_error(spec) or replaces_another(spec, self.agentrace.out):
             pytest.fail(error, pytrace=False)
         if reason := missing_executable(spec) or should_skip(self.agentrace, spec):
             # at the item's location (``reportinfo``: the task or trial file's line naming the case), as pytest's

@@ -18,6 +18,10 @@ of the same RunSpec puts it back first (``Keeper.set_aside``). Attempts are outs
 resume and exports read only records; ``agentrace verify`` checks attempts against the manifests too (an
 attempt's manifest entry names its own folder). An error over an unfinished record (none, or an ``error``) simply
 replaces it. Every rename is of the harness's own folders, never through a link (``os.rename`` moves a link itself).
+
+A record of *another* task or trial file that names its task or question as the run's does (``other_source``) is
+never replaced: the run is not made (``plugin.collect``), as two such files in one session are not
+(``spec.select.collisions``).
 """
 
 from __future__ import annotations
@@ -48,6 +52,23 @@ def finished(run_dir: Path) -> bool:
     except (ValueError, AttributeError):
         return False
     return isinstance(status, str) and status in set(Status) and status != Status.ERROR
+
+
+def other_source(run_dir: Path, source: Path | str) -> str | None:
+    """The task or trial file of the record at ``run_dir`` when it is not ``source`` and still exists (another file
+    that names a task or question as ``source`` does, run into the same results folder by an earlier session), else
+    None: no record, an unreadable one, one without a source, or one of a file since moved or deleted (whose runs a
+    new one replaces as usual). Reads ``run.json`` through no link."""
+    text = read_text(run_dir / RUN_FILE) if not run_dir.is_symlink() else None
+    try:
+        found = json.loads(text).get("source") if text else None
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(found, str) or not found or not os.path.isabs(found):
+        return None
+    if os.path.realpath(found) == os.path.realpath(source) or not os.path.exists(found):
+        return None
+    return found
 
 
 def attempt_dir(out: Path, session_id: str, run_dir: Path) -> Path:
