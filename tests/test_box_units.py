@@ -125,8 +125,8 @@ def test_outbox_files_are_redacted_as_they_are_copied(tmp_path: Path) -> None:
 
 
 def test_secret_inputs_and_a_git_templates_other_task_files(tmp_path: Path) -> None:
-    """Other evaluations' hidden inputs are found by their contents (a task file with hidden checks, a trial file,
-    a Harbor task's tests and solution) and left out of a template made from a git repository's commit; a task file
+    """Other evaluations' hidden inputs are found by their contents (a task file with hidden checks, a trial file and
+    the folder its questions' ``verify_files`` name, a Harbor task's tests and solution) and left out of a template made from a git repository's commit; a task file
     without hidden checks, a project's YAML/TOML files and a link stay."""
     from helpers import make_repo
 
@@ -140,12 +140,16 @@ def test_secret_inputs_and_a_git_templates_other_task_files(tmp_path: Path) -> N
         "evals/plain.yaml": "name: p\ndescription: d\ntest_command: pytest\n",
         "evals/q.toml": "[defaults]\nreps = 1\n\n[[questions]]\nid = 'a'\nexpect = ['KEY']\n",
         "evals/bad.toml": "[[questions]]\nid = \n",
+        "evals/v.toml": "[[questions]]\nid = 'v'\nverify = 'pytest'\nverify_files = 'v-hidden'\n",
+        "evals/v-hidden/test_v.py": "HIDDEN\n",
+        "evals/outside.toml": "[[questions]]\nid = 'o'\nverify = 'pytest'\nverify_files = '../../elsewhere'\n",
         "hb/task.toml": "[verifier]\ntimeout_sec = 60\n",
         "hb/instruction.md": "do it\n",
         "hb/tests/test_outputs.py": "HIDDEN\n",
         "hb/solution/solve.sh": "SOLUTION\n",
     })
-    assert inputs.secret_inputs(src) == ["evals/bad.toml", "evals/fix.yaml", "evals/q.toml", "hb/solution", "hb/tests"]
+    assert inputs.secret_inputs(src) == ["evals/bad.toml", "evals/fix.yaml", "evals/outside.toml", "evals/q.toml",
+                                         "evals/v-hidden", "evals/v.toml", "hb/solution", "hb/tests"]
     template, _ = workspace.template_repo(src, tmp_path / "cache")
     kept = sorted(str(p.relative_to(template)) for p in template.rglob("*") if ".git" not in p.parts and p.is_file())
     assert kept == ["app.py", "ci.yml", "evals/plain.yaml", "hb/instruction.md", "hb/task.toml", "pyproject.toml"]

@@ -155,8 +155,9 @@ def test_context_eval_writes_a_two_arm_trial(task_dir: Path) -> None:
     (q,) = trial.questions
     assert q.id == "fix-add" and q.prompt == "Fix add() in calc.py.\nKeep the tests green.\n"
     hidden = (task_dir / "evals" / "ctx-verify").resolve()
-    assert q.verify == f"python -m pytest -q test_calc.py && cp -R {hidden}/. . && python -m pytest -q test_hidden.py"
-    assert (hidden / "test_hidden.py").exists()
+    assert q.verify == "python -m pytest -q test_calc.py && python -m pytest -q test_hidden.py"
+    assert (q.verify_dir, list(q.verify_files)) == (str(hidden), ["test_hidden.py"])  # written by the harness
+    assert q.verify_files["test_hidden.py"] == (hidden / "test_hidden.py").read_text()
     assert main(["context-eval", "--context-file", str(task_dir / "CLAUDE.md"), "--task", str(task_dir / "task.yaml"),
                  "--agents", "claude", "-o", str(out)]) == 2  # exists
 
@@ -180,14 +181,15 @@ def test_context_eval_task_without_repo(tmp_path: Path) -> None:
 
 
 def test_context_eval_trial_runs(task_dir: Path, bin_dir: Path, xdist: list[str]) -> None:
-    """The written trial runs as is: the fake claude fixes the bug only with the context file."""
+    """The written trial runs as is, in the sandbox (which shows no host folder of hidden files: the harness writes
+    them into the checked tree): the fake claude fixes the bug only with the context file."""
     write_script(bin_dir / "claude", FAKE_CLAUDE)
     out = task_dir / "ctx.toml"
     assert main(["context-eval", "--context-file", str(task_dir / "CLAUDE.md"), "--task", str(task_dir / "task.yaml"),
                  "--agents", "claude", "--trials", "2", "-o", str(out)]) == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_CORE_"))}
     res = subprocess.run([sys.executable, "-m", "pytest", "--agentrace", "ctx.toml", "--agentrace-out", "results", "-p", "no:cacheprovider",
-                          "--agentrace-sandbox", "off", *xdist],
+                          *xdist],
                          cwd=task_dir, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert res.returncode == 1, res.stdout
     recs = runs(task_dir / "results")
@@ -197,5 +199,6 @@ def test_context_eval_trial_runs(task_dir: Path, bin_dir: Path, xdist: list[str]
     }
     ctx = recs["trial:fix-add/context/claude/r1"]
     assert ctx["checks"]["verify"]["passed"] and ctx["checks"]["setup"]["passed"] and ctx["lines_changed"] == 2
+    assert ctx["extra"]["sandbox"]["on"] is True  # verify passed in the box: test_hidden.py was there (pytest exits 4 without it)
     assert json.loads(json.dumps(ctx["usage"]))["cost_usd"] == 0.001
     assert "verify failed" in recs["trial:fix-add/baseline/claude/r1"]["reason"]

@@ -83,6 +83,7 @@ expect = ["8123", "(?i)listen"]
 min_recall = 0.5
 forbid = ["8080"]
 verify = "test -f app.py"
+verify_files = "hidden"
 
 [[questions]]
 id = "name"
@@ -94,8 +95,10 @@ expect = "demo"
 
 @pytest.fixture
 def trial_dir(tmp_path: Path) -> Path:
-    for d in ("app-src", "other-src", "docs-overlay"):
-        (tmp_path / d).mkdir()
+    for d in ("app-src", "other-src", "docs-overlay", "hidden/sub"):
+        (tmp_path / d).mkdir(parents=True)
+    (tmp_path / "hidden" / "test_port.py").write_text("def test_port():\n    assert True\n")
+    (tmp_path / "hidden" / "sub" / "data.txt").write_text("8123\n")
     return tmp_path
 
 
@@ -130,6 +133,9 @@ def test_every_key_loads(trial_dir: Path) -> None:
     port, name = t.questions
     assert (port.id, port.repo, port.expect, port.min_recall, port.forbid, port.verify) == ("port", "app", ("8123", "(?i)listen"), 0.5, ("8080",), "test -f app.py")
     assert (name.expect, name.min_recall, name.forbid, name.verify) == (("demo",), 1.0, (), None)
+    assert (port.verify_dir, port.verify_files) == (str(trial_dir / "hidden"), {
+        "sub/data.txt": "8123\n", "test_port.py": "def test_port():\n    assert True\n"})
+    assert (name.verify_dir, name.verify_files) == (None, {})
     assert len(t.content_hash) == 64
 
 
@@ -266,7 +272,7 @@ def test_key_lists_are_the_issue_keys() -> None:
     assert set(AGENT_KEYS) == {"name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double",
                                "isolate", "limits", "network"}
     assert set(QUESTION_KEYS) == {"id", "repo", "prompt", "expect", "min_recall", "forbid", "verify",
-                                 "max_answer_chars"}
+                                 "verify_files", "max_answer_chars"}
 
 
 def test_is_trial_data(trial_dir: Path) -> None:
@@ -282,3 +288,23 @@ def test_content_hash_covers_the_file_and_overlays(trial_dir: Path) -> None:
     second = load_text(trial_dir, FULL).content_hash
     assert second != first
     assert load_text(trial_dir, FULL.replace("Answer briefly.", "Answer.")).content_hash != second
+    (trial_dir / "hidden" / "test_port.py").write_text("def test_port():\n    assert False\n")
+    assert load_text(trial_dir, FULL).content_hash != second  # a hidden check edited: resume runs the cells again
+
+
+def test_verify_files_errors_name_key_and_fix(trial_dir: Path) -> None:
+    where = r"key '\[\[questions\]\] 'port'\.verify_files': "
+    with pytest.raises(SpecError, match=where + ".*folder .*nope does not exist"):
+        load_text(trial_dir, FULL.replace('verify_files = "hidden"', 'verify_files = "nope"'))
+    with pytest.raises(SpecError, match=where + ".*needs verify"):
+        load_text(trial_dir, FULL.replace('verify = "test -f app.py"\n', ""))
+    (trial_dir / "hidden" / "blob.bin").write_bytes(b"\xff\xfe")
+    with pytest.raises(SpecError, match=where + ".*blob.bin .* not UTF-8 text"):
+        load_text(trial_dir, FULL)
+    (trial_dir / "hidden" / "blob.bin").unlink()
+    (trial_dir / "hidden" / "link.py").symlink_to(trial_dir / "trial.toml")
+    with pytest.raises(SpecError, match=where + ".*link.py .* is a link"):
+        load_text(trial_dir, FULL)
+    (trial_dir / "empty").mkdir()
+    with pytest.raises(SpecError, match=where + ".*holds no file"):
+        load_text(trial_dir, FULL.replace('verify_files = "hidden"', 'verify_files = "empty"'))

@@ -7,7 +7,8 @@
   of ``example_suites/trials`` (shipped in the package as ``example_trial``).
 - ``context-eval --context-file CLAUDE.md --task TASK.yaml --agents a,b --trials N -o out.toml`` turns coderace's
   context-eval into an ordinary two-arm trial: ``baseline`` vs ``context`` (the context file as an overlay), the
-  task's description as the question and its tests (plus hidden verify files and command) as ``verify``.
+  task's description as the question and its tests (plus hidden verify command) as ``verify``, the hidden verify
+  files as the question's ``verify_files`` folder.
 
 Both refuse to overwrite existing files unless ``--force``, and load what they wrote with the strict loader.
 Imports nothing from ``_pytest``.
@@ -19,7 +20,6 @@ import argparse
 import json
 import os
 import re
-import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -92,8 +92,8 @@ def context_eval(context_file: Path, task_file: Path, agents: list[str], trials:
 
     Beside ``out``: ``<stem>-context/<context file name>`` (the overlay), ``<stem>-verify/`` (the task's hidden
     verify files, when it has any) and ``<stem>-empty/`` (when the task starts from an empty repository).
-    The question's ``verify`` is ``test_command`` (then the verify files are copied in and ``verify_command``
-    runs). Agents get ``edits = true`` and the task's ``env``. Raises ``SpecError`` for a bad task file or agent,
+    The question's ``verify`` is ``test_command`` (then ``verify_command``), its ``verify_files`` the folder of the
+    task's hidden verify files (written into the checked tree before ``verify`` runs). Agents get ``edits = true`` and the task's ``env``. Raises ``SpecError`` for a bad task file or agent,
     ``AgentraceError`` when an output exists (unless ``force``).
     """
     context_file, out = Path(context_file), Path(out)
@@ -126,10 +126,11 @@ def context_eval(context_file: Path, task_file: Path, agents: list[str], trials:
     else:
         source = _rel(Path(task.repo), base)
     verify = task.test_command
+    hidden = None
     if task.verify_command:
-        if task.verify_files:
+        if task.verify_files:  # written into the checked tree by the harness: the box shows no host folder
             _write_files(verify_dir, task.verify_files)
-            verify += f" && cp -R {shlex.quote(str(verify_dir.resolve()))}/. ."
+            hidden = f"verify_files = {toml_str(verify_dir.name)}"
         verify += f" && {task.verify_command}"
     repo_name = "repo"
     case = re.sub(r"\s+", "-", task.name.strip())
@@ -173,6 +174,7 @@ def context_eval(context_file: Path, task_file: Path, agents: list[str], trials:
         f'repo = "{repo_name}"',
         f"prompt = {toml_str(task.description)}",
         f"verify = {toml_str(verify)}",
+        hidden,
         "",
     ]
     write_atomic(out, "\n".join(line for line in lines if line is not None))  # the one writer of -o files (``cli``)

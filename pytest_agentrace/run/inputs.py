@@ -8,7 +8,8 @@ other task and trial files lie in it too. ``secret_inputs`` finds them in a temp
 - a YAML file (``*.yaml``, ``*.yml``) whose top level is a mapping with ``verify_command``, ``verify_files``,
   ``solution_files`` or ``solution_patch`` (a task's hidden checks and reference solution; ``spec.task``'s keys);
 - a TOML file with a top-level ``[[questions]]`` array (a trial file: its questions carry the answer keys;
-  ``spec.trial``'s rule), also when it does not parse but has that line;
+  ``spec.trial``'s rule), also when it does not parse but has that line, and the folders its questions'
+  ``verify_files`` name (relative to the trial file) that lie under the root;
 - beside a Harbor ``task.toml`` with an ``instruction.md``: the ``tests`` and ``solution`` folders.
 
 Files over ``SIZE_CAP`` bytes, links and ``.git`` are not read. The rule is read from files' contents, never
@@ -26,7 +27,7 @@ import yaml
 SECRET_KEYS = frozenset({"verify_command", "verify_files", "solution_files", "solution_patch"})
 HARBOR_HIDDEN = ("tests", "solution")
 SIZE_CAP = 1_000_000  # bytes: a larger YAML/TOML file is data, not a task or trial file
-RULE = "inputs-v1"  # part of a template's cache digest: a change of this rule makes new templates
+RULE = "inputs-v2"  # part of a template's cache digest: a change of this rule makes new templates
 
 
 def _text(path: Path) -> str | None:
@@ -81,4 +82,23 @@ def secret_inputs(root: Path) -> list[str]:
                 continue
             if (_task_like(text) if suffix != ".toml" else _trial_like(text)):
                 found.append((rel / name).as_posix())
-    return sorted(found)
+                found += _verify_folders(text, here, root) if suffix == ".toml" else []
+    return sorted(set(found))
+
+
+def _verify_folders(text: str, here: Path, root: Path) -> list[str]:
+    """The folders under ``root`` (relative POSIX paths) that the questions of the trial file ``text`` in ``here``
+    name as ``verify_files``."""
+    try:
+        questions = tomllib.loads(text).get("questions")
+    except tomllib.TOMLDecodeError:
+        return []
+    found = []
+    for question in questions if isinstance(questions, list) else ():
+        value = question.get("verify_files") if isinstance(question, dict) else None
+        if not isinstance(value, str) or not value:
+            continue
+        folder = Path(os.path.normpath(here / value))
+        if folder.is_relative_to(root) and folder != root:
+            found.append(folder.relative_to(root).as_posix())
+    return found

@@ -10,7 +10,8 @@ over it, then:
   ``<out>/.locks``) unless the arm says ``parallel_setup = true``;
 - the agent runs with ``edits`` from the agent entry (default ``False``);
 - the answer is scored (``answers.score_answer``), ``uses`` is matched over the tool calls, ``verify`` runs
-  in the clone, and a verification claim is judged against it. A wrong answer or a failed verify fails the run.
+  in a fresh checkout of the clean tree with the question's hidden ``verify_files`` written into it, and a
+  verification claim is judged against it. A wrong answer or a failed verify fails the run.
 
 Environment of prepare, setup, verify (and the agent): ``TRIAL_OUT`` (the results folder, ``--agentrace-out``;
 in the sandbox the agent and verify get their run's outbox instead, whose files the record keeps under ``outbox/``;
@@ -39,6 +40,7 @@ from pytest_agentrace.record.runfile import write_atomic
 from pytest_agentrace.record.safefile import read_bytes, write_bytes
 from pytest_agentrace.run import workspace
 from pytest_agentrace.run.checks import clean_env, run_check, run_commands
+from pytest_agentrace.run.counting import hidden_tests
 from pytest_agentrace.run.judge import Judge, Judgement
 from pytest_agentrace.run.runspec import RunSpec
 from pytest_agentrace.stats.answers import (
@@ -148,7 +150,8 @@ class TrialJudge(Judge):
 
     def hidden(self) -> list[Path]:
         local = [Path(r.source) for r in self.trial.repos if Path(r.source).is_dir()]
-        return [*super().hidden(), *local, *(Path(a.overlay) for a in self.trial.arms if a.overlay)]
+        verify = [Path(q.verify_dir) for q in self.trial.questions if q.verify_dir]
+        return [*super().hidden(), *local, *(Path(a.overlay) for a in self.trial.arms if a.overlay), *verify]
 
     def make_workspace(self, ws: Path) -> None:
         """A clone of the question's repo (or the one the arm maps it to) at its ``ref``, the arm's overlay over it."""
@@ -188,9 +191,13 @@ class TrialJudge(Judge):
         checks, verify = {}, None
         if question.verify is not None:  # in a fresh checkout of the clean tree, which TRIAL_DIR names
             tree = self.check_tree()
+            try:  # the hidden verify files; a folder on their way that the agent made a link: nothing written through it
+                self.write_tree_files(question.verify_files)
+            except workspace.Tampered as exc:
+                return Judgement(checks, f"tampered: {', '.join(exc.paths)}", {**fields, "tampered": tuple(exc.paths)})
             verify = checks["verify"] = run_check("verify", question.verify, tree, {**env, "TRIAL_DIR": str(tree)},
                                                   trial.timeout, run_dir / "verify.log", secrets, self.box, self.limits,
-                                                  self.report_dir("verify"))
+                                                  self.report_dir("verify"), hidden_tests(question.verify_files))
         if trial.claim:
             fields["claim"] = judge_claim(parse_claim(usage.answer), None if verify is None else verify.passed)
         failure = None

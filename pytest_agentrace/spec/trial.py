@@ -18,9 +18,10 @@ nearest valid name)::
     [[agents]]   name, model, args, env, edits (default false), sandbox, command ({prompt}), kind,
                  model_double, isolate, limits (the agent's own; over [defaults] limits)
     [[questions]] id, repo, prompt, expect (regexes), min_recall (0..1, default 1.0), forbid (regexes),
-                  verify (shell command), max_answer_chars (over [defaults])
+                  verify (shell command), verify_files (folder of hidden files written into the checked tree
+                  before verify, never shown to the agent), max_answer_chars (over [defaults])
 
-Relative paths (``source``, ``overlay``, a custom command's executable) resolve against the trial file's
+Relative paths (``source``, ``overlay``, ``verify_files``, a custom command's executable) resolve against the trial file's
 folder. A file is a trial file when its top level has a ``[[questions]]`` array (``is_trial_data``).
 """
 
@@ -67,7 +68,7 @@ REPO_KEYS = ("name", "source", "ref")
 ARM_KEYS = ("name", "overlay", "repos", "setup", "parallel_setup", "prepare", "uses", "prompt_prefix", "prompt_suffix")
 AGENT_KEYS = ("name", "model", "args", "env", "edits", "sandbox", "command", "kind", "model_double", "isolate",
               "limits", "network")
-QUESTION_KEYS = ("id", "repo", "prompt", "expect", "min_recall", "forbid", "verify", "max_answer_chars")
+QUESTION_KEYS = ("id", "repo", "prompt", "expect", "min_recall", "forbid", "verify", "verify_files", "max_answer_chars")
 DEFAULT_MAX_ANSWER_CHARS = 4000  # characters: a longer final answer is incorrect before any pattern is tried
 DEFAULT_TIMEOUT = 300.0
 SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")  # codex exec --sandbox
@@ -103,7 +104,8 @@ class Arm:
 @dataclass(frozen=True)
 class Question:
     """A question (the trial's case): ``expect``/``forbid`` are regex sources, ``min_recall`` a fraction 0..1,
-    ``verify`` a shell command run in the clone after the agent (exit 0 = passed)."""
+    ``verify`` a shell command run in the clone after the agent (exit 0 = passed); ``verify_files`` the hidden files
+    written into that clone first (``{relative path: text}``, read from the folder ``verify_dir``)."""
 
     id: str
     repo: str
@@ -113,6 +115,8 @@ class Question:
     forbid: tuple[str, ...] = ()
     verify: str | None = None
     max_answer_chars: int | None = None  # None: the trial's [defaults] max_answer_chars
+    verify_dir: str | None = None  # absolute folder of verify_files
+    verify_files: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def has_answer_key(self) -> bool:
@@ -233,16 +237,20 @@ def _load_trial(path: Path, data: Any) -> Trial:
             raise SpecError(path, "[defaults].baseline", f"no arm named {baseline!r}{did_you_mean(baseline, names)}; arms: {', '.join(names)}")
     return Trial(
         path=path, name=name, repos=repos, arms=arms, agents=agents, questions=questions, baseline=baseline,
-        content_hash=_content_hash(raw, arms), **kw,
+        content_hash=_content_hash(raw, arms, questions), **kw,
     )
 
 
-def _content_hash(raw: bytes, arms: tuple[Arm, ...]) -> str:
-    """sha256 over the trial file's bytes and, per arm with an overlay, its name and the overlay's folder hash."""
+def _content_hash(raw: bytes, arms: tuple[Arm, ...], questions: tuple[Question, ...]) -> str:
+    """sha256 over the trial file's bytes, per arm with an overlay its name and the overlay's folder hash, and per
+    question with ``verify_files`` its id and that folder's hash."""
     h = hashlib.sha256(raw)
     for arm in arms:
         if arm.overlay:
             h.update(f"\0{arm.name}\0{folder_hash(Path(arm.overlay))}".encode())
+    for question in questions:
+        if question.verify_dir:
+            h.update(f"\0{question.id}\0{folder_hash(Path(question.verify_dir))}".encode())
     return h.hexdigest()
 
 
@@ -397,7 +405,32 @@ def _question(path: Path, i: int, data: Mapping[str, Any], repo_names: list[str]
         kw["verify"] = verify
     if "max_answer_chars" in data:
         kw["max_answer_chars"] = _positive_int(path, f"{where}.max_answer_chars", data["max_answer_chars"])
+    if "verify_files" in data:
+        if "verify" not in kw:
+            raise SpecError(path, f"{where}.verify_files", "needs verify, the command that runs with these files; add it")
+        kw["verify_dir"], kw["verify_files"] = _verify_files(path, f"{where}.verify_files", data["verify_files"])
     return Question(**kw)
+
+
+def _verify_files(path: Path, key: str, value: Any) -> tuple[str, dict[str, str]]:
+    """``(absolute folder, {relative POSIX path: text})`` of a question's ``verify_files`` folder: every regular
+    file below it, UTF-8 text. Raises ``SpecError`` for a missing folder, a link or a file that is not text."""
+    folder = Path(resolve_source(path, typed(path, key, value, str)))
+    if not folder.is_dir() or folder.is_symlink():
+        raise SpecError(path, key, f"folder {folder} does not exist; give a folder relative to the trial file")
+    files: dict[str, str] = {}
+    for entry in sorted(folder.rglob("*")):
+        rel = entry.relative_to(folder).as_posix()
+        if entry.is_symlink():
+            raise SpecError(path, key, f"{rel} in {folder} is a link; hidden files are copied as files, so put the file itself there")
+        if entry.is_file():
+            try:
+                files[rel] = entry.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise SpecError(path, key, f"{rel} in {folder} is not UTF-8 text; hidden files are written as text") from None
+    if not files:
+        raise SpecError(path, key, f"folder {folder} holds no file; put the hidden tests there or remove the key")
+    return str(folder), files
 
 
 def trial_schema() -> dict[str, Any]:
@@ -413,7 +446,7 @@ def trial_schema() -> dict[str, Any]:
            "prompt_suffix": STR}
     question = {"id": STR, "repo": STR, "prompt": STR, "expect": STR_OR_STRS,
                 "min_recall": {"type": "number", "minimum": 0, "maximum": 1}, "forbid": STR_OR_STRS, "verify": STR,
-                "max_answer_chars": {"type": "integer", "minimum": 1}}
+                "verify_files": STR, "max_answer_chars": {"type": "integer", "minimum": 1}}
     top = {
         "name": STR,
         "defaults": schema_table(defaults, DEFAULTS_KEYS),
