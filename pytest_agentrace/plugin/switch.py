@@ -49,18 +49,16 @@ def session_module() -> ModuleType:
 
 
 def probe_ahead(config: pytest.Config) -> None:
-    """Under ``--agentrace`` with a sandbox (``--agentrace-sandbox`` not ``off``): the sandbox's probes started on a
-    thread (``run.sandbox.probe_ahead``) before the session module is imported, so bwrap's test boxes (about 50 ms
-    each) run beside those imports instead of after them. The overlay probe only where runs execute (not on a
-    pytest-xdist controller). Settings that do not resolve are left to the session, which reports them."""
-    try:
-        found = _options.resolve(config.getoption, config.getini)
-    except ValueError:
+    """Under ``--agentrace`` unless ``--agentrace-sandbox off`` is on the command line: the sandbox's probes started
+    on a thread (``run.sandbox.probe_ahead``) before the session module is imported, so bwrap's test boxes (about 50
+    ms each) run beside those imports instead of after them. The overlay probe only where runs execute (not on a
+    pytest-xdist controller). Only the command line is read: the ini file is the session's to read and report on
+    (pytest 9.2 keeps a typed ini key's failed conversion, so a read here would take the key's name from its error)."""
+    if config.getoption("agentrace_sandbox", default=None) == "off":
         return
-    if found.sandbox == "off":
-        return
+    offline = bool(config.getoption("agentrace_offline", default=None))
     runs_here = hasattr(config, "workerinput") or not config.getoption("numprocesses", default=None)
-    importlib.import_module(SANDBOX_MODULE).probe_ahead(bool(found.offline), overlay=runs_here)
+    importlib.import_module(SANDBOX_MODULE).probe_ahead(offline, overlay=runs_here)
 
 
 def builtin_args(early_config: pytest.Config) -> list[str]:
