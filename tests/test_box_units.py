@@ -183,7 +183,9 @@ def test_probe_ahead_answers_later_calls_once_and_never_raises(monkeypatch: pyte
     answers: list[object] = []
     waiter = threading.Thread(target=lambda: answers.append((sandbox.probe(True), sandbox.overlay_bwrap())))
     waiter.start()
-    time.sleep(0.05)
+    deadline = time.monotonic() + 0.5  # time for a waiter that does not wait to start a probe of its own
+    while len(calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert answers == [] and calls == ["probe True"]  # the waiter waits on the thread's probe, starts none
     release.set()
     thread.join(5)

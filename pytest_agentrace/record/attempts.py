@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from pytest_agentrace.record.model import Status
 from pytest_agentrace.record.runfile import RUN_FILE
@@ -39,18 +40,22 @@ ATTEMPTS_DIR = "attempts"
 KEPT = ".kept"
 
 
+def _field(run_dir: Path, name: str) -> Any:
+    """Field ``name`` of the record at ``run_dir`` (a real folder, not a link; its regular ``run.json``, read
+    through no link), or None when there is none or it does not parse as a JSON object."""
+    if run_dir.is_symlink() or not run_dir.is_dir():
+        return None
+    text = read_text(run_dir / RUN_FILE)
+    try:
+        return json.loads(text).get(name) if text is not None else None
+    except (ValueError, AttributeError):
+        return None
+
+
 def finished(run_dir: Path) -> bool:
     """Whether ``run_dir`` (a real folder, not a link) holds a regular ``run.json`` whose status is a finished one
     (anything but ``error``; an unreadable record is not finished)."""
-    if run_dir.is_symlink() or not run_dir.is_dir():
-        return False
-    text = read_text(run_dir / RUN_FILE)
-    if text is None:
-        return False
-    try:
-        status = json.loads(text).get("status")
-    except (ValueError, AttributeError):
-        return False
+    status = _field(run_dir, "status")
     return isinstance(status, str) and status in set(Status) and status != Status.ERROR
 
 
@@ -59,12 +64,8 @@ def other_source(run_dir: Path, source: Path | str) -> str | None:
     that names a task or question as ``source`` does, run into the same results folder by an earlier session), else
     None: no record, an unreadable one, one without a source, or one of a file since moved or deleted (whose runs a
     new one replaces as usual). Reads ``run.json`` through no link."""
-    text = read_text(run_dir / RUN_FILE) if not run_dir.is_symlink() else None
-    try:
-        found = json.loads(text).get("source") if text else None
-    except (ValueError, AttributeError):
-        return None
-    if not isinstance(found, str) or not found or not os.path.isabs(found):
+    found = _field(run_dir, "source")
+    if not isinstance(found, str) or not os.path.isabs(found):
         return None
     if os.path.realpath(found) == os.path.realpath(source) or not os.path.exists(found):
         return None

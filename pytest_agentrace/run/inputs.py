@@ -50,13 +50,17 @@ def _task_like(text: str) -> bool:
     return isinstance(data, dict) and bool(SECRET_KEYS & set(map(str, data)))
 
 
-def _trial_like(text: str) -> bool:
+def _trial_questions(text: str) -> list | None:
+    """The question tables of the trial file ``text`` (``[]`` when it does not parse but has a ``[[questions]]``
+    line), or None when it is no trial file."""
     if "questions" not in text:
-        return False
+        return None
     try:
-        return isinstance(tomllib.loads(text).get("questions"), list)
+        questions = tomllib.loads(text).get("questions")
     except tomllib.TOMLDecodeError:
-        return any(line.strip().replace(" ", "") == "[[questions]]" for line in text.splitlines())
+        found = any(line.strip().replace(" ", "") == "[[questions]]" for line in text.splitlines())
+        return [] if found else None
+    return questions if isinstance(questions, list) else None
 
 
 def secret_inputs(root: Path) -> list[str]:
@@ -80,21 +84,17 @@ def secret_inputs(root: Path) -> list[str]:
             text = _text(here / name)
             if text is None:
                 continue
-            if (_task_like(text) if suffix != ".toml" else _trial_like(text)):
-                found.append((rel / name).as_posix())
-                found += _verify_folders(text, here, root) if suffix == ".toml" else []
+            questions = _trial_questions(text) if suffix == ".toml" else None
+            if questions is not None or (suffix != ".toml" and _task_like(text)):
+                found += [(rel / name).as_posix(), *_verify_folders(questions or [], here, root)]
     return sorted(set(found))
 
 
-def _verify_folders(text: str, here: Path, root: Path) -> list[str]:
-    """The folders under ``root`` (relative POSIX paths) that the questions of the trial file ``text`` in ``here``
-    name as ``verify_files``."""
-    try:
-        questions = tomllib.loads(text).get("questions")
-    except tomllib.TOMLDecodeError:
-        return []
+def _verify_folders(questions: list, here: Path, root: Path) -> list[str]:
+    """The folders under ``root`` (relative POSIX paths) that ``questions`` (a trial file's in ``here``) name as
+    ``verify_files``."""
     found = []
-    for question in questions if isinstance(questions, list) else ():
+    for question in questions:
         value = question.get("verify_files") if isinstance(question, dict) else None
         if not isinstance(value, str) or not value:
             continue
