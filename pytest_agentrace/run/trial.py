@@ -156,10 +156,13 @@ class TrialJudge(Judge):
     def make_workspace(self, ws: Path) -> None:
         """A clone of the question's repo (or the one the arm maps it to) at its ``ref``, the arm's overlay over it."""
         repo = self.trial.repo(self.repo_name)
-        own = workspace.inside(Path(repo.source), Path(self.trial.path)) if Path(repo.source).is_dir() else None
-        local = Path(repo.source).is_dir()
-        harness = workspace.harness_paths(Path(repo.source), self.out, self.cache_dir) if local else []
-        made = workspace.clone(repo.source, ws, self.cache_dir, repo.ref, exclude=[*([own] if own else []), *harness])
+        exclude: list[str] = []
+        if Path(repo.source).is_dir():  # the trial file and every question's hidden files, when inside the repo
+            inside = (workspace.inside(Path(repo.source), Path(p)) for p in
+                      [self.trial.path, *(q.verify_dir for q in self.trial.questions if q.verify_dir)])
+            exclude = [rel for rel in inside if rel and rel != "."]
+            exclude += workspace.harness_paths(Path(repo.source), self.out, self.cache_dir)
+        made = workspace.clone(repo.source, ws, self.cache_dir, repo.ref, exclude=exclude)
         self.fields["extra"]["commit"] = made.commit
         if self.arm.overlay:
             workspace.overlay(Path(self.arm.overlay), ws)

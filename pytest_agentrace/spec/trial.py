@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,7 +207,7 @@ def _load_trial(path: Path, data: Any) -> Trial:
     arms = tuple(_arm(path, i, a, repo_names) for i, a in enumerate(_array(path, "arms", arms_raw))) if arms_raw else (Arm("default"),)
     _unique(path, "[[arms]]", "name", [a.name for a in arms])
     agents = unique_agent_ids(_agent(path, i, a) for i, a in enumerate(_array(path, "agents", data.get("agents"), required=True)))
-    questions = tuple(_question(path, i, q, repo_names) for i, q in enumerate(_array(path, "questions", data["questions"], required=True)))
+    questions = tuple(_question(path, i, q, repos, arms) for i, q in enumerate(_array(path, "questions", data["questions"], required=True)))
     _unique(path, "[[questions]]", "id", [q.id for q in questions])
 
     kw: dict[str, Any] = {}
@@ -370,7 +370,8 @@ def _agent(path: Path, i: int, data: Mapping[str, Any]) -> AgentSpec:
     return agent
 
 
-def _question(path: Path, i: int, data: Mapping[str, Any], repo_names: list[str]) -> Question:
+def _question(path: Path, i: int, data: Mapping[str, Any], repos: Sequence[Repo], arms: Sequence[Arm]) -> Question:
+    repo_names = [r.name for r in repos]
     where = _where("questions", i, data, key="id")
     check_keys(path, where, data, QUESTION_KEYS, required=("id", "prompt"))
     qid = _name(path, f"{where}.id", data["id"])
@@ -408,16 +409,18 @@ def _question(path: Path, i: int, data: Mapping[str, Any], repo_names: list[str]
     if "verify_files" in data:
         if "verify" not in kw:
             raise SpecError(path, f"{where}.verify_files", "needs verify, the command that runs with these files; add it")
-        kw["verify_dir"], kw["verify_files"] = _verify_files(path, f"{where}.verify_files", data["verify_files"])
+        kw["verify_dir"], kw["verify_files"] = _verify_files(path, f"{where}.verify_files", data["verify_files"], repos, arms)
     return Question(**kw)
 
 
-def _verify_files(path: Path, key: str, value: Any) -> tuple[str, dict[str, str]]:
+def _verify_files(path: Path, key: str, value: Any, repos: Sequence[Repo], arms: Sequence[Arm]) -> tuple[str, dict[str, str]]:
     """``(absolute folder, {relative POSIX path: text})`` of a question's ``verify_files`` folder: every regular
-    file below it, UTF-8 text. Raises ``SpecError`` for a missing folder, a link or a file that is not text."""
+    file below it, UTF-8 text. Raises ``SpecError`` for a missing folder, a link, a file that is not text, or a
+    folder that would reach the agent's workspace (``_hidden_apart``)."""
     folder = Path(resolve_source(path, typed(path, key, value, str)))
     if not folder.is_dir() or folder.is_symlink():
         raise SpecError(path, key, f"folder {folder} does not exist; give a folder relative to the trial file")
+    _hidden_apart(path, key, folder, repos, arms)
     files: dict[str, str] = {}
     for entry in sorted(folder.rglob("*")):
         rel = entry.relative_to(folder).as_posix()
@@ -431,6 +434,22 @@ def _verify_files(path: Path, key: str, value: Any) -> tuple[str, dict[str, str]
     if not files:
         raise SpecError(path, key, f"folder {folder} holds no file; put the hidden tests there or remove the key")
     return str(folder), files
+
+
+def _hidden_apart(path: Path, key: str, hidden: Path, repos: Sequence[Repo], arms: Sequence[Arm]) -> None:
+    """Raise ``SpecError`` when the ``verify_files`` folder ``hidden`` would reach an agent's workspace whole: when it
+    is a local repo's folder or holds one (a workspace is made from the repo's files; a folder below the repo is
+    left out of it, ``run.trial``), or overlaps an arm's overlay (copied over the workspace as it is)."""
+    for r in repos:
+        source = Path(r.source)
+        if source.is_absolute() and (source == hidden or source.is_relative_to(hidden)):
+            raise SpecError(path, key, f"folder {hidden} holds repo {r.name!r} ({source}), so every agent would see "
+                                       "the hidden files; put them in a folder of their own beside the repo or below it")
+    for a in arms:
+        overlay = Path(a.overlay) if a.overlay else None
+        if overlay and (hidden.is_relative_to(overlay) or overlay.is_relative_to(hidden)):
+            raise SpecError(path, key, f"folder {hidden} and arm {a.name!r}'s overlay {overlay} overlap, and the overlay is "
+                                       "copied into the agent's workspace; put the hidden files in a folder of their own")
 
 
 def trial_schema() -> dict[str, Any]:
