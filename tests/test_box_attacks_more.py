@@ -259,15 +259,19 @@ def test_a_task_whose_repo_is_its_own_folder_copies_no_harness_folder(pytester: 
 @pytest.mark.skipif(probe()[0] is None, reason=f"no sandbox here: {probe()[1]}")
 def test_a_repo_dot_workspace_holds_no_other_tasks_checks_or_answer_keys(pytester: pytest.Pytester, xdist) -> None:
     """``repo: .`` in a project with other evaluations beside it: another task's hidden verify files, a trial file's
-    answer keys and a Harbor task's tests were in the agent's workspace. They are left out; the project's own YAML
-    and TOML files (and a task file without hidden checks) stay."""
+    answer keys and a Harbor task's tests were in the agent's workspace; so were the task's own reference patch file
+    and another task's (``solution_patch: fix.patch``). They are left out; the project's own YAML and TOML files (and
+    a task file without hidden checks) stay."""
     (pytester.path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     (pytester.path / "config.yaml").write_text("verbose: true\n")
     (pytester.path / "settings.toml").write_text("[tool]\nquestions = 3\n")
+    (pytester.path / "fix.patch").write_text("# OWN-SOLUTION\n")
+    (pytester.path / "patches").mkdir()
+    (pytester.path / "patches" / "other.diff").write_text("# OTHER-SOLUTION\n")
     (pytester.path / "evals").mkdir()
     (pytester.path / "evals" / "other.yaml").write_text(
         "name: other\ndescription: d\ntest_command: 'true'\nverify_command: pytest -q\n"
-        "verify_files:\n  test_hidden.py: '# HIDDEN-CHECK'\n")
+        "verify_files:\n  test_hidden.py: '# HIDDEN-CHECK'\nsolution_patch: ../patches/other.diff\n")
     (pytester.path / "evals" / "broken.yml").write_text("verify_files:\n  a: [unclosed\n")
     (pytester.path / "evals" / "visible.yaml").write_text("name: v\ndescription: d\ntest_command: 'true'\n")
     (pytester.path / "evals" / "trial.toml").write_text(
@@ -278,7 +282,7 @@ def test_a_repo_dot_workspace_holds_no_other_tasks_checks_or_answer_keys(pyteste
         (harbor / rel).write_text("x\n")
     write_script(pytester.path / "peek.py", PEEK)
     (pytester.path / "task.yaml").write_text(
-        "name: self\ndescription: look\nrepo: .\ntest_command: 'true'\n"
+        "name: self\ndescription: look\nrepo: .\ntest_command: 'true'\nsolution_patch: fix.patch\n"
         f"agents:\n  - {{name: peek, command: '{pytester.path / 'peek.py'}'}}\n")
     pytester.runpytest("--agentrace", "task.yaml", "--agentrace-no-save", "-p", "no:cacheprovider", *xdist)
     run = pytester.path / ".agentrace" / "runs" / "self" / "default" / "peek" / "1"

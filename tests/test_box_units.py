@@ -138,6 +138,8 @@ def test_secret_inputs_and_a_git_templates_other_task_files(tmp_path: Path) -> N
         "pyproject.toml": "[project]\nname = 'questions'\n",
         "evals/fix.yaml": "name: fix\ndescription: d\ntest_command: pytest\nsolution_patch: SOLUTION\n",
         "evals/plain.yaml": "name: p\ndescription: d\ntest_command: pytest\n",
+        "evals/patched.yml": "name: pp\ndescription: d\ntest_command: pytest\nsolution_patch: ../fixes/pp.patch\n",
+        "fixes/pp.patch": "SOLUTION\n",
         "evals/q.toml": "[defaults]\nreps = 1\n\n[[questions]]\nid = 'a'\nexpect = ['KEY']\n",
         "evals/bad.toml": "[[questions]]\nid = \n",
         "evals/v.toml": "[[questions]]\nid = 'v'\nverify = 'pytest'\nverify_files = 'v-hidden'\n",
@@ -148,8 +150,9 @@ def test_secret_inputs_and_a_git_templates_other_task_files(tmp_path: Path) -> N
         "hb/tests/test_outputs.py": "HIDDEN\n",
         "hb/solution/solve.sh": "SOLUTION\n",
     })
-    assert inputs.secret_inputs(src) == ["evals/bad.toml", "evals/fix.yaml", "evals/outside.toml", "evals/q.toml",
-                                         "evals/v-hidden", "evals/v.toml", "hb/solution", "hb/tests"]
+    assert inputs.secret_inputs(src) == ["evals/bad.toml", "evals/fix.yaml", "evals/outside.toml", "evals/patched.yml",
+                                         "evals/q.toml", "evals/v-hidden", "evals/v.toml", "fixes/pp.patch", "hb/solution",
+                                         "hb/tests"]
     template, _ = workspace.template_repo(src, tmp_path / "cache")
     kept = sorted(str(p.relative_to(template)) for p in template.rglob("*") if ".git" not in p.parts and p.is_file())
     assert kept == ["app.py", "ci.yml", "evals/plain.yaml", "hb/instruction.md", "hb/task.toml", "pyproject.toml"]

@@ -6,7 +6,8 @@ other task and trial files lie in it too. ``secret_inputs`` finds them in a temp
 ``workspace.template_repo`` leaves them out:
 
 - a YAML file (``*.yaml``, ``*.yml``) whose top level is a mapping with ``verify_command``, ``verify_files``,
-  ``solution_files`` or ``solution_patch`` (a task's hidden checks and reference solution; ``spec.task``'s keys);
+  ``solution_files`` or ``solution_patch`` (a task's hidden checks and reference solution; ``spec.task``'s keys),
+  and the patch file its ``solution_patch`` names (relative to the task file) when it lies under the root;
 - a TOML file with a top-level ``[[questions]]`` array (a trial file: its questions carry the answer keys;
   ``spec.trial``'s rule), also when it does not parse but has that line, and the folders its questions'
   ``verify_files`` name (relative to the trial file) that lie under the root;
@@ -27,7 +28,13 @@ import yaml
 SECRET_KEYS = frozenset({"verify_command", "verify_files", "solution_files", "solution_patch"})
 HARBOR_HIDDEN = ("tests", "solution")
 SIZE_CAP = 1_000_000  # bytes: a larger YAML/TOML file is data, not a task or trial file
-RULE = "inputs-v2"  # part of a template's cache digest: a change of this rule makes new templates
+RULE = "inputs-v3"  # part of a template's cache digest: a change of this rule makes new templates
+
+
+def is_patch_file_name(value: str) -> bool:
+    """True when a ``solution_patch`` value names a patch file (one line ending ``.patch`` or ``.diff``) rather than
+    holding the patch."""
+    return "\n" not in value.strip() and value.strip().endswith((".patch", ".diff"))
 
 
 def _text(path: Path) -> str | None:
@@ -40,14 +47,20 @@ def _text(path: Path) -> str | None:
         return None
 
 
-def _task_like(text: str) -> bool:
+def _task_like(text: str) -> list[str] | None:
+    """The patch files (as written) a task file ``text`` with hidden checks or a reference solution names as its
+    ``solution_patch`` (``[]`` when none, or when it does not parse but has such a top-level line), or None when it
+    is no such task file."""
     if not any(key in text for key in SECRET_KEYS):
-        return False
+        return None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError:  # a broken task file still holds its checks: judge by its top-level lines
-        return any(line.split(":", 1)[0] in SECRET_KEYS for line in text.splitlines() if ":" in line)
-    return isinstance(data, dict) and bool(SECRET_KEYS & set(map(str, data)))
+        return [] if any(line.split(":", 1)[0] in SECRET_KEYS for line in text.splitlines() if ":" in line) else None
+    if not isinstance(data, dict) or not SECRET_KEYS & set(map(str, data)):
+        return None
+    patch = data.get("solution_patch")
+    return [patch.strip()] if isinstance(patch, str) and is_patch_file_name(patch) else []
 
 
 def _trial_questions(text: str) -> list | None:
@@ -85,20 +98,21 @@ def secret_inputs(root: Path) -> list[str]:
             if text is None:
                 continue
             questions = _trial_questions(text) if suffix == ".toml" else None
-            if questions is not None or (suffix != ".toml" and _task_like(text)):
-                found += [(rel / name).as_posix(), *_verify_folders(questions or [], here, root)]
+            patches = _task_like(text) if suffix != ".toml" else None
+            if questions is not None or patches is not None:
+                named = [q.get("verify_files") for q in questions or [] if isinstance(q, dict)]
+                found += [(rel / name).as_posix(), *_under(root, here, [*named, *(patches or [])])]
     return sorted(set(found))
 
 
-def _verify_folders(questions: list, here: Path, root: Path) -> list[str]:
-    """The folders under ``root`` (relative POSIX paths) that ``questions`` (a trial file's in ``here``) name as
-    ``verify_files``."""
+def _under(root: Path, here: Path, names: list) -> list[str]:
+    """The paths under ``root`` (relative POSIX, not ``root`` itself) that ``names`` (strings relative to the folder
+    ``here``; other values skipped) lead to: a trial's ``verify_files`` folders, a task's patch file."""
     found = []
-    for question in questions:
-        value = question.get("verify_files") if isinstance(question, dict) else None
+    for value in names:
         if not isinstance(value, str) or not value:
             continue
-        folder = Path(os.path.normpath(here / value))
-        if folder.is_relative_to(root) and folder != root:
-            found.append(folder.relative_to(root).as_posix())
+        target = Path(os.path.normpath(here / value))
+        if target.is_relative_to(root) and target != root:
+            found.append(target.relative_to(root).as_posix())
     return found

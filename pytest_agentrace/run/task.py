@@ -40,11 +40,13 @@ class TaskJudge(Judge):
         return clean_env(extra={**self.task.env, **self.spec.agent.env})
 
     def make_workspace(self, ws: Path) -> None:
-        """A clone of the task's repo without the task file (when it lies inside the repo) and its verify files."""
+        """A clone of the task's repo without the task file and its reference patch file (when they lie inside the
+        repo) and its verify files."""
         exclude = list(self.task.verify_files)
         if self.task.repo and not self.task.repo.startswith(("http", "git@", "ssh:")):
-            own = workspace.inside(Path(self.task.repo), Path(self.task.path))
-            exclude += [own] if own else []
+            for own in (self.task.path, self.task.solution_patch_file()):
+                rel = workspace.inside(Path(self.task.repo), Path(own)) if own else None
+                exclude += [rel] if rel and rel != "." else []
             exclude += workspace.harness_paths(Path(self.task.repo), self.out, self.cache_dir)
         self.start_tree = workspace.clone(self.task.repo, ws, self.cache_dir, exclude=exclude).tree
 

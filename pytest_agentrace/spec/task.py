@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.errors import SpecError
+from pytest_agentrace.run.inputs import is_patch_file_name
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.machinery import machinery_patterns, pattern_problem
 from pytest_agentrace.run.network import NetworkSpec, parse_network
@@ -104,12 +105,19 @@ class Task:
         patch = self.solution_patch
         if patch is None:
             return None
-        if "\n" not in patch.strip() and patch.strip().endswith((".patch", ".diff")):
-            p = self.path.parent / patch.strip()
+        if (p := self.solution_patch_file()) is not None:
             if not p.is_file():
                 raise SpecError(self.path, "solution_patch", f"patch file {p} not found")
             return p.read_text(encoding="utf-8")
         return patch
+
+    def solution_patch_file(self) -> Path | None:
+        """The path of the reference patch file when ``solution_patch`` names one (a ``.patch``/``.diff`` path next
+        to the task file, existing or not), else None."""
+        patch = self.solution_patch
+        if patch is not None and is_patch_file_name(patch):
+            return self.path.parent / patch.strip()
+        return None
 
     @property
     def machinery(self) -> tuple[str, ...]:
