@@ -19,7 +19,7 @@ LAYERS = [
     ("run", "agents", "model_double"),
     ("stats",),
     ("record",),
-    ("errors", "argtypes", "strict", "__init__"),
+    ("errors", "argtypes", "strict", "fstree", "__init__"),
 ]
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 import signal
 import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+from pytest_agentrace import fstree
 
 TEMP_PREFIX = ".agentrace-tmp."  # temp names of writes in progress (skipped by the manifests)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -92,7 +93,7 @@ def _write_bytes(path: Path, data: bytes, durable: bool, mode: int) -> Path:
             except OSError:  # EISDIR / ENOTEMPTY: a folder stands where the file goes
                 if not os.path.isdir(path) or os.path.islink(path):
                     raise
-                shutil.rmtree(path)  # a folder where the file goes: removed without following links inside
+                fstree.rmtree(path)  # a folder where the file goes: removed without following links inside
                 os.rename(tmp, path.name, src_dir_fd=fd_dir, dst_dir_fd=fd_dir)
         except BaseException:
             try:
@@ -189,7 +190,7 @@ def is_regular(path: Path) -> bool:
 def regular_files(folder: Path) -> Iterator[Path]:
     """Every regular file under ``folder`` in sorted order (links, to files or folders, neither listed nor
     followed; temp files of writes in progress skipped)."""
-    for root, dirs, names in os.walk(folder):
+    for root, dirs, names in fstree.walk(folder):
         dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
         for name in sorted(names):
             p = Path(root, name)

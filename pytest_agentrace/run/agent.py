@@ -317,7 +317,7 @@ def start(spec: RunSpec, ctx: RunContext, launch: Launch) -> Finished:
         if ctx.options.sandbox is not None and code not in (0, None) else []
     return Finished(pres.stdout, pres.stderr, code, pres.timed_out, err, pres.seconds,
                     {"stdout": pres.stdout_bytes, "stderr": pres.stderr_bytes}, pres.cut,
-                    diagnose(limits, code, tail, stopped, events), confined.record(), hidden, contacts, kind)
+                    diagnose(limits, code, tail, stopped, events, confined.evidence(stopped)), confined.record(), hidden, contacts, kind)
 
 
 def read_run(spec: RunSpec, ctx: RunContext, adapter: Any, launch: Launch | None, finished: Finished) -> AgentRun:

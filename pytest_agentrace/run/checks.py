@@ -117,7 +117,8 @@ def run_check(name: str, command: str, ws: Path, env: Mapping[str, str], timeout
             confined.close()
     if box is not None:  # bwrap's 128+N for a signal becomes -N, as without the sandbox
         res = dataclasses.replace(res, exit_code=sandbox_exit_code(res.exit_code))
-    hit = diagnose(confined.limits, res.exit_code, res.stderr + "\n" + res.stdout[-65536:], stopped, events) \
+    hit = diagnose(confined.limits, res.exit_code, res.stderr + "\n" + res.stdout[-65536:], stopped, events,
+                   confined.evidence(stopped)) \
         if confined is not None else None
     status = "timed out" if res.timed_out else (res.error or f"exit {res.exit_code}")
     if hit is not None:

@@ -1,8 +1,8 @@
 """Scratch folders of a finished run, deleted off the run's path: each is renamed away at once (one ``rename(2)``
 in the same folder, so nothing of the run stays under its old name), then removed by one background thread.
 
-``shutil.rmtree`` opens every folder with ``O_NOFOLLOW`` (``os.open`` on a dir fd), so a link the agent left is
-removed, never followed. The thread is joined when the interpreter exits (``concurrent.futures`` registers it), so a
+``fstree.rmtree`` opens every folder with ``O_NOFOLLOW`` (``os.open`` on a dir fd), so a link the agent left is
+removed, never followed, at any depth. The thread is joined when the interpreter exits (``concurrent.futures`` registers it), so a
 session does not end with a half-deleted folder; ``drain`` waits for it earlier. When more than ``BACKLOG`` runs'
 folders wait, the run handing over more waits for the oldest: deletion never falls far behind the runs.
 """
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 import stat
 import threading
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+
+from pytest_agentrace import fstree
 
 TRASH = ".discarded"
 BACKLOG = 2  # runs' folders waiting to be deleted at most; the next run waits for the oldest  # the folder inside a run's scratch folder its scratch folders are renamed into
@@ -63,8 +64,8 @@ def drain() -> None:
 
 
 def remove(path: Path) -> None:
-    """Delete ``path`` now: a link or file unlinked (never followed), a folder emptied and removed by ``rmtree``
-    (no link below it followed), after ``_open_up`` when it or a folder below it cannot be listed or written
+    """Delete ``path`` now: a link or file unlinked (never followed), a folder emptied and removed by ``fstree.rmtree``
+    (no link below it followed, at any depth), after ``_open_up`` when it or a folder below it cannot be listed or written
     (a run's ``chmod``; overlayfs's work folder, mode 000). Never raises; what cannot be removed stays."""
     if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
         try:
@@ -72,10 +73,10 @@ def remove(path: Path) -> None:
         except OSError:
             pass
         return
-    shutil.rmtree(path, ignore_errors=True)
+    fstree.rmtree(path)
     if os.path.isdir(path) and not os.path.islink(path):  # a folder the run made unlistable or read-only (chmod)
         _open_up(path)
-        shutil.rmtree(path, ignore_errors=True)
+        fstree.rmtree(path)
 
 
 def _remove(path: Path) -> None:

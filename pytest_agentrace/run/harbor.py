@@ -29,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace import fstree
 from pytest_agentrace.record.model import Usage
 from pytest_agentrace.run.checks import run_check
 from pytest_agentrace.run.judge import Judgement
@@ -87,7 +88,7 @@ class HarborJudge(TaskJudge):
             folder = scratch / name
             folder.mkdir(parents=True, exist_ok=True)
             for entry in folder.iterdir():
-                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+                fstree.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         shutil.copytree(self.layout.tests, scratch / "tests", symlinks=True, dirs_exist_ok=True)
         command = f"cd {self.layout.workdir} && {self.task.verify_command}"
         tree = self.check_tree() if self.tree is not None else ws  # the clean tree (run.cleantree), mounted at /app

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import yaml
 
+from pytest_agentrace import fstree
+
 SECRET_KEYS = frozenset({"verify_command", "verify_files", "solution_files", "solution_patch"})
 HARBOR_HIDDEN = ("tests", "solution")
 SIZE_CAP = 1_000_000  # bytes: a larger YAML/TOML file is data, not a task or trial file
@@ -80,7 +82,7 @@ def secret_inputs(root: Path) -> list[str]:
     """Relative POSIX paths under ``root`` (files, and Harbor ``tests``/``solution`` folders) that are other
     evaluations' hidden inputs (see the module docstring), sorted."""
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in fstree.walk(root):
         here = Path(dirpath)
         rel = here.relative_to(root)
         dirnames[:] = sorted(d for d in dirnames if d != ".git" and not os.path.islink(here / d))

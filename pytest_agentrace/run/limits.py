@@ -104,6 +104,10 @@ class Confinement:
         the run went: a short run), else None."""
         return self.disk_watch.check(force=True) if self.disk_watch is not None else None
 
+    def evidence(self, stopped: str | None) -> str | None:
+        """Why the run was stopped for limit ``stopped`` (``watch``/``final_check``), or None."""
+        return self.disk_watch.evidence if stopped == "disk" and self.disk_watch is not None else None
+
     def hits(self) -> dict[str, int]:
         """What the run's cgroup refused (``RunGroup.hits``), ``{}`` without one; also keeps its peaks for
         ``record``."""
@@ -160,6 +164,13 @@ class DiskWatch:
         took = self._clock() - now
         self._next = self._clock() + max(DISK_EVERY, 10 * took)
         return "disk" if self.grown > self.limit or self.unmeasured - self.known else None
+
+    @property
+    def evidence(self) -> str:
+        """Why the last ``check`` said ``"disk"``, for people."""
+        if self.grown > self.limit:
+            return "the workspace grew past it"
+        return f"a folder the run made cannot be measured: deeper than {MAX_DEPTH} levels, or not listable"
 
     def _bytes(self) -> int:
         self.unmeasured = set()
@@ -313,10 +324,10 @@ class Hit:
 
 
 def diagnose(limits: Limits, exit_code: int | None, output: str, stopped: str | None = None,
-             events: Mapping[str, int] | None = None) -> Hit | None:
+             events: Mapping[str, int] | None = None, evidence: str | None = None) -> Hit | None:
     """The limit a finished run hit, or None. ``exit_code`` is the agent's (negative: the signal that killed it;
     None: stopped by us), ``output`` its stderr and the end of its stdout, ``stopped`` the limit the harness
-    stopped it for (``Confinement.watch``), ``events`` the cgroup's counts (``Confinement.hits``). Text evidence
+    stopped it for (``Confinement.watch``; ``evidence``: why, ``Confinement.evidence``), ``events`` the cgroup's counts (``Confinement.hits``). Text evidence
     counts only for a limit that is on and a run that exited non-zero (a process that recovered from a refused
     fork and finished its work did not fail)."""
     events = events or {}
@@ -325,7 +336,7 @@ def diagnose(limits: Limits, exit_code: int | None, output: str, stopped: str | 
         return bool(getattr(limits, name))
 
     if stopped and on(stopped):
-        return Hit(stopped, getattr(limits, stopped), "the workspace grew past it")
+        return Hit(stopped, getattr(limits, stopped), evidence or "the workspace grew past it")
     for name in ("memory", "processes"):
         if events.get(name) and on(name):
             what = "out-of-memory kills" if name == "memory" else "refused forks"

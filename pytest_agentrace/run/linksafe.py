@@ -4,11 +4,11 @@ folder on the way opened with ``O_NOFOLLOW``, each file created with ``O_EXCL``.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from pytest_agentrace import fstree
 from pytest_agentrace.errors import WorkspaceError
 
 
@@ -60,7 +60,7 @@ def write_files(dest: Path, files: Mapping[str, str]) -> None:
                 pass
             else:
                 if stat.S_ISDIR(st.st_mode):
-                    shutil.rmtree(name, dir_fd=fd)
+                    fstree.rmtree(name, dir_fd=fd)  # then the file is made (or refused: the folder stayed)
                 else:
                     os.unlink(name, dir_fd=fd)
             out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)

@@ -29,6 +29,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace import fstree
 from pytest_agentrace.record.redact import MARK, redact
 from pytest_agentrace.record.runfile import OUTBOX_DIR, RUN_FILE
 from pytest_agentrace.record.safefile import TEMP_PREFIX, UnsafePath, is_regular, read_bytes, write_new
@@ -88,7 +89,7 @@ def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int
 
     if not outbox.is_dir() or outbox.is_symlink():
         return {"copied": 0}
-    for root, dirs, names in os.walk(outbox):
+    for root, dirs, names in fstree.walk(outbox):
         base = Path(root)
         rel_root = base.relative_to(outbox)
         if seen + len(dirs) + len(names) > count_cap:  # a flood of files: counted, never copied or listed

@@ -2,7 +2,7 @@
 the digests of protected files (``protected_state``, ``tampered``) and the repositories an agent made inside its
 workspace (``nested_repos``, ``nested_files``), whose files git would otherwise record as one gitlink, or refuse.
 
-Every walk is ``os.walk`` without following a link; a file is read with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO never
+Every walk is ``fstree.walk`` (``os.walk`` without recursion, at any depth) without following a link; a file is read with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO never
 blocks the harness)."""
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from pytest_agentrace import fstree
+
 
 def nested_repos(ws: Path) -> list[str]:
     """The folders under ``ws`` (relative, POSIX, sorted; not ``ws`` itself) that hold a ``.git`` entry: repositories
     the agent made or left inside its workspace (``git init sub``, ``cargo new sub``), outermost only."""
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(ws):
+    for dirpath, dirnames, filenames in fstree.walk(ws):
         here = Path(dirpath)
         if here != Path(ws) and (".git" in dirnames or ".git" in filenames):
             found.append(here.relative_to(ws).as_posix())
@@ -34,7 +36,7 @@ def nested_files(ws: Path, roots: Iterable[str]) -> list[str]:
     them in an ordinary folder: any ``.git`` entry left out, a link to a folder recorded as a link and not entered."""
     files: list[str] = []
     for root in roots:
-        for dirpath, dirnames, filenames in os.walk(Path(ws, root)):
+        for dirpath, dirnames, filenames in fstree.walk(Path(ws, root)):
             here = Path(dirpath)
             links = [d for d in dirnames if (here / d).is_symlink()]
             dirnames[:] = [d for d in dirnames if d != ".git" and d not in links]
@@ -74,7 +76,7 @@ def protected_state(ws: Path, patterns: Iterable[str]) -> dict[str, str]:
     state: dict[str, str] = {}
     if not patterns:
         return state
-    for dirpath, dirnames, filenames in os.walk(ws):
+    for dirpath, dirnames, filenames in fstree.walk(ws):
         dirnames[:] = [d for d in dirnames if d != ".git"]
         for name in filenames:
             p = Path(dirpath, name)

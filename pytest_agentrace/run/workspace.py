@@ -28,6 +28,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from pytest_agentrace import fstree
 from pytest_agentrace.errors import WorkspaceError
 from pytest_agentrace.run import inputs
 from pytest_agentrace.run.linksafe import Tampered as Tampered  # kept where callers name them
@@ -189,7 +190,7 @@ def folder_hash(root: Path, skip: Iterable[str] = ()) -> str:
     ``skip`` left out)."""
     h = hashlib.sha256()
     skipped = set(skip)
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in fstree.walk(root):
         here = Path(dirpath).relative_to(root)
         dirnames[:] = sorted(d for d in dirnames if d != ".git" and (here / d).as_posix() not in skipped)
         for name in sorted(filenames):
