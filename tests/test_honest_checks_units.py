@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -186,6 +187,8 @@ def shadow_edit(ws: Path) -> None:
         "iniconfig/data.txt": "kept\n",  # data, not code
         "pkg/logging.py": "kept\n", "newpkg/__init__.py": "", "newpkg/types.py": "kept\n",  # package-internal
         "mathutil.py": "kept\n", "src/helpers.py": "kept\n",  # new modules of names nothing else has
+        "my-tool.py": "kept\n", "test/test_calc.py": "kept\n",  # no identifier, nothing's; CPython's own test suite
+        f"{sysconfig._get_sysconfigdata_name()}.py": "hack\n",  # no identifier, but sysconfig imports it
         "pkg2/string.py": "hack\n",  # the source's, in a package: the agent removes pkg2/__init__.py (below)
     }
     for rel, text in files.items():
@@ -197,13 +200,14 @@ def shadow_edit(ws: Path) -> None:
 def test_modules_that_would_shadow_an_importable_one_are_reset(tmp_path: Path) -> None:
     tree, root = clean(tmp_path, SOURCE, shadow_edit)
     reset = ["gettext.py", "html/__init__.py", "html/page.py", "iniconfig/extra.py", "pluggy/__init__.py", "src/json.py",
-             "tools/email.cpython-312-x86_64-linux-gnu.so", "tools/gettext.py"]
+             "tools/email.cpython-312-x86_64-linux-gnu.so", "tools/gettext.py", f"{sysconfig._get_sysconfigdata_name()}.py"]
     assert sorted((m["path"], m["change"], m["verdict"]) for m in tree.machinery) == sorted(
         [(path, "added", "reset") for path in reset] + [("pkg2/string.py", "changed", "reset")])
     assert [p for p in reset if (root / p).exists()] == []
     assert (root / "pkg2" / "string.py").read_text() == "the source's\n"
     assert (root / "types.py").read_text() == "the agent's\n" and not (root / "pkg2" / "__init__.py").exists()
-    for kept in ("code/snippet.py", "iniconfig/data.txt", "pkg/logging.py", "newpkg/types.py", "mathutil.py", "src/helpers.py"):
+    for kept in ("code/snippet.py", "iniconfig/data.txt", "pkg/logging.py", "newpkg/types.py", "mathutil.py", "src/helpers.py",
+                 "my-tool.py", "test/test_calc.py"):
         assert (root / kept).read_text() == "kept\n", kept
 
 
@@ -222,11 +226,12 @@ def test_without_the_rule_a_shadowing_module_is_the_agents(tmp_path: Path) -> No
 def test_shadow_names_and_module_names() -> None:
     names = machinery.shadow_names()
     assert {"gettext", "argparse", "sys", "pluggy", "_pytest", "iniconfig"} <= names  # stdlib, built-in, installed
-    assert "calc" not in names and "mathutil" not in names
+    assert sysconfig._get_sysconfigdata_name() in names  # __import__ takes names that are no identifier
+    assert "calc" not in names and "mathutil" not in names and "test" not in names
     assert machinery.shadow_names() is names  # computed once per process
     assert [machinery.module_name(n) for n in ("gettext.py", "gettext.pyc", "x.cpython-311-x86_64-linux-gnu.so",
-                                                "x.so", "x.pyd", "a.b.py", "my-mod.py", "README.md", "gettext")] == [
-        "gettext", "gettext", "x", "x", "x", None, None, None, None]
+                                                "x.so", "x.pyd", "a.b.py", "my-mod.py", "README.md", "gettext", ".py")] == [
+        "gettext", "gettext", "x", "x", "x", None, "my-mod", None, None, None]
 
 
 def test_what_setup_made_is_in_the_clean_tree_but_the_agents_change_to_it_is_not(tmp_path: Path) -> None:

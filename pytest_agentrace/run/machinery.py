@@ -220,25 +220,63 @@ def _toml_header(line: str) -> tuple[str, ...] | None:
 @functools.cache
 def shadow_names() -> frozenset[str]:
     """The top-level module names an added module must not take (``shadowing``), of the harness's interpreter:
-    ``sys.stdlib_module_names``, ``sys.builtin_module_names`` and the top-level import names of the installed
-    distributions (``importlib.metadata.packages_distributions``; about 0.2 s for 150 distributions, once per
-    process). A check run by another interpreter (a task's own venv) may import other names."""
+    ``stdlib_names`` and the top-level import names of the installed distributions
+    (``importlib.metadata.packages_distributions``; about 0.2 s for 150 distributions, once per process) and of the
+    modules in its site-packages folders. A check run by another interpreter (a task's own venv) may import other
+    names."""
     import importlib.metadata
+    import sysconfig
 
-    names = {*sys.stdlib_module_names, *sys.builtin_module_names, *importlib.metadata.packages_distributions()}
-    return frozenset(n for n in names if n.isidentifier())
+    folders = {sysconfig.get_path(key) for key in ("purelib", "platlib")}
+    return frozenset({*stdlib_names(), *importlib.metadata.packages_distributions(),
+                      *(name for folder in folders for name in _folder_modules(folder))})
+
+
+@functools.cache
+def stdlib_names() -> frozenset[str]:
+    """The standard library's and built-in top-level module names: ``sys.stdlib_module_names``,
+    ``sys.builtin_module_names`` and every module in the interpreter's own library folders (``stdlib``,
+    ``platstdlib``, ``lib-dynload``), also the names that are no identifier but ``__import__`` takes, such as
+    ``_sysconfigdata__linux_x86_64-linux-gnu`` (``sysconfig`` imports it by that name); but not ``test``, CPython's
+    own test suite (which nothing imports at run time), a name projects give their tests."""
+    import sysconfig
+
+    folders = {sysconfig.get_path(key) for key in ("stdlib", "platstdlib")}
+    folders |= {f"{folder}/lib-dynload" for folder in folders}
+    found = {name for folder in folders for name in _folder_modules(folder)} - {"test"}
+    return frozenset({*sys.stdlib_module_names, *sys.builtin_module_names, *found})
+
+
+def _folder_modules(folder: str) -> set[str]:
+    """The top-level modules a folder on ``sys.path`` gives: its module files (``module_name``) and its packages
+    (folders with an ``__init__.py``); an unreadable or missing folder gives none."""
+    import os
+
+    names: set[str] = set()
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir():
+                    if "." not in entry.name and os.path.exists(os.path.join(entry.path, "__init__.py")):
+                        names.add(entry.name)
+                elif (name := module_name(entry.name)) is not None and name != "__init__":
+                    names.add(name)
+    except OSError:
+        pass
+    return names
 
 
 def module_name(entry: str) -> str | None:
     """The top-level module a file named ``entry`` is when its folder is on ``sys.path`` (``NAME.py``,
-    ``NAME.pyc``, an extension ``NAME.so`` / ``NAME.<tag>.so`` / ``NAME.pyd``), or None."""
+    ``NAME.pyc``, an extension ``NAME.so`` / ``NAME.<tag>.so`` / ``NAME.pyd``), or None. ``NAME`` need not be an
+    identifier: ``__import__`` and ``importlib`` take any name without a dot (``a-b`` finds ``a-b.py``)."""
     if entry.endswith((".py", ".pyc")):
         stem = entry.rsplit(".", 1)[0]
     elif entry.endswith((".so", ".pyd")):
         stem = entry.split(".", 1)[0]
     else:
         return None
-    return stem if stem.isidentifier() else None
+    return stem if stem and "." not in stem else None
 
 
 def shadowing(path: str, names: frozenset[str], listing: Callable[[str], Mapping[str, bool]],
@@ -261,7 +299,7 @@ def shadowing(path: str, names: frozenset[str], listing: Callable[[str], Mapping
         return False  # data, not code
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
-        name = module_name(part) if last else part if part.isidentifier() else None
+        name = module_name(part) if last else part if part and "." not in part else None
         if name is None or name not in names:
             continue
         folder = "/".join(parts[:i])
@@ -278,6 +316,6 @@ def shadowing(path: str, names: frozenset[str], listing: Callable[[str], Mapping
         if any(module_name(entry) == "__init__" for entry in inits(inside)):  # a regular package
             if not any(not is_dir and module_name(entry) == "__init__" for entry, is_dir in listing(inside).items()):
                 return True  # not the source's package
-        elif base.get(part) is not True and name not in {*sys.stdlib_module_names, *sys.builtin_module_names}:
+        elif base.get(part) is not True and name not in stdlib_names():
             return True  # a namespace portion of an installed distribution's name
     return False
