@@ -177,3 +177,25 @@ def test_path_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert storepath.default_path(tmp_path) == tmp_path / ".agentrace" / "history.db"
     monkeypatch.setenv(storepath.ENV_VAR, str(tmp_path / "env.db"))
     assert storepath.default_path(tmp_path) == tmp_path / "env.db"
+
+
+def test_the_cli_finds_the_history_a_session_wrote_from_a_subfolder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest writes ``<rootdir>/.agentrace/history.db`` (the folder of ``pyproject.toml``) when started in a
+    subfolder; the commands run there read that file, not a missing one beside them. The search stops at the
+    project's top: another project's history above it is not read."""
+    monkeypatch.delenv(storepath.ENV_VAR, raising=False)
+    outer, proj = tmp_path / "outer", tmp_path / "outer" / "proj"
+    (outer / ".agentrace").mkdir(parents=True)
+    (outer / ".agentrace" / "history.db").write_text("another project's")
+    (proj / "evals" / "deep").mkdir(parents=True)
+    (proj / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    monkeypatch.chdir(proj / "evals" / "deep")
+    assert storepath.default_path() == proj / "evals" / "deep" / ".agentrace" / "history.db"  # none in the project
+    (proj / ".agentrace").mkdir()
+    (proj / ".agentrace" / "history.db").write_text("")
+    assert storepath.default_path() == proj / ".agentrace" / "history.db"
+    (proj / "evals" / ".agentrace").mkdir()
+    (proj / "evals" / ".agentrace" / "history.db").write_text("")
+    assert storepath.default_path() == proj / "evals" / ".agentrace" / "history.db"  # the nearest
+    monkeypatch.chdir(outer)
+    assert storepath.default_path() == outer / ".agentrace" / "history.db"
