@@ -1,8 +1,9 @@
 """``agentrace report`` over a results folder prints the same figures whatever path reads the folder: a small
 folder from the aggregation benchmark's generator (``benchmarks/aggregate.make_folder``: seeded by construction,
 6 cases x 2 arms x 10 reps) is reported in text, Markdown and JSON and compared with the output recorded in
-``tests/golden/report_aggregate/`` before the reading path was rewritten; a second report (from the index) and a
-report with the index removed (every ``run.json`` parsed again) print the same."""
+``tests/golden/report_aggregate/`` before the reading path was rewritten (the session's trial table in front of
+the statistics was added later, the figures unchanged); a second report (from the index) and a report with the
+index removed (every ``run.json`` parsed again) print the same."""
 
 from __future__ import annotations
 

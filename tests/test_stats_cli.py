@@ -81,7 +81,8 @@ def test_report_formats_and_case_filter(tmp_path: Path, capsys: pytest.CaptureFi
     out = results(tmp_path / "out")
     write(out, trial_run("q2", "base", 1, 500))
     code, text, _ = main(capsys, "report", str(out), "--format", "markdown", "--resamples", "500")
-    assert code == 0 and text.startswith("### trial t.toml - agent a (baseline arm: base)")
+    assert code == 0 and text.startswith("```text\ntrial ")  # the session's trial table, then the statistics
+    assert "\n### trial t.toml - agent a (baseline arm: base)" in text
     code, text, _ = main(capsys, "report", str(out), "--format", "json", "--case", "q1", "--resamples", "500")
     doc = json.loads(text)
     assert {c["case"] for c in doc["cells"]} == {"q1"} and doc["settings"]["cases"] == ["q1"]

@@ -267,20 +267,19 @@ def _report(args: argparse.Namespace) -> int:
     report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq, target=args.generalize)
     width = stdout_width()
     if args.format != "json":
-        sys.stdout.write(task_summary([o for o in outcomes if not cases or o.case in cases], args.format, width))
+        sys.stdout.write(summary_tables([o for o in outcomes if not cases or o.case in cases], args.format, width))
     sys.stdout.write(render(report, args.format, width=width))
     return 0
 
 
-def task_summary(outcomes: list[Any], fmt: str, width: int | None) -> str:
-    """The session summary's tables of task races over scored ``outcomes`` (``report.terminal.summary_lines``: a ranked run table per task, one row per agent
-    over its reps, the task x agent matrix from two tasks) for ``agentrace report`` in ``text`` or ``markdown`` (there
-    in a ``text`` code block); "" when ``outcomes`` hold no task run. The statistics report follows it and adds only
-    what these tables do not show (``stats_text.report_lines``)."""
-    tasks = [o for o in outcomes if o.kind == "task"]
-    if not tasks:
+def summary_tables(outcomes: list[Any], fmt: str, width: int | None) -> str:
+    """The session summary's tables over scored ``outcomes`` (``report.terminal.summary_lines``: a ranked run table
+    per task, one row per agent over its reps, the task x agent matrix from two tasks, a table per trial) for
+    ``agentrace report`` in ``text`` or ``markdown`` (there in a ``text`` code block); "" when ``outcomes`` hold no
+    run. The statistics report follows it and adds only what these tables do not show (``stats_text.report_lines``)."""
+    if not outcomes:
         return ""
-    lines = summary_lines(tasks, width=width if fmt == "text" else None, hint=CLI_HINT)
+    lines = summary_lines(outcomes, width=width if fmt == "text" else None, hint=CLI_HINT)
     while lines and not lines[-1].strip():
         lines.pop()
     if fmt == "markdown":
