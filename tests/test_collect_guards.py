@@ -153,3 +153,17 @@ def test_an_agent_mapping_replaces_a_trials_agent_of_that_name(pytester: pytest.
     res.assert_outcomes(passed=1)
     assert "PASSED trial.toml::port[baseline-claude-r1]" in res.stdout.str()
     assert "agent claude: ran `answerer`" in res.stdout.str()
+
+
+def test_a_task_or_trial_file_without_the_flag_gets_a_hint(pytester: pytest.Pytester) -> None:
+    """``pytest task.yaml`` without ``--agentrace``: pytest alone says only ``not found``; the plugin adds how to run
+    it. A YAML or TOML file that is no task or trial file gets no hint."""
+    (pytester.path / "task.yaml").write_text("name: t\ndescription: d\ntest_command: 'true'\n")
+    (pytester.path / "trial.toml").write_text("[[questions]]\nid = 'q'\nprompt = 'p'\n")
+    (pytester.path / "config.yaml").write_text("verbose: true\n")
+    res = pytester.runpytest("task.yaml", "trial.toml", "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stdout.fnmatch_lines(["agentrace: task.yaml trial.toml are task or trial files of pytest-agentrace; run them "
+                              "with `pytest --agentrace task.yaml trial.toml`"])
+    res = pytester.runpytest("config.yaml", "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR and "agentrace:" not in res.stdout.str()

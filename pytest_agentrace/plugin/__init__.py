@@ -16,12 +16,21 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_agentrace import options as _options
-from pytest_agentrace.plugin.switch import MARKERS, builtin_args, enabled, probe_ahead, session_module, session_of
+from pytest_agentrace.plugin.switch import (
+    MARKERS,
+    builtin_args,
+    enabled,
+    forgotten_flag,
+    probe_ahead,
+    session_module,
+    session_of,
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -120,3 +129,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if agentrace := session_of(session.config):
         agentrace.finish()
+    elif exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED) and \
+            (missed := forgotten_flag(session.config)):  # ``pytest task.yaml``: pytest alone says only "not found"
+        files = " ".join(missed)
+        line = (f"agentrace: {files} {'is a task or trial file' if len(missed) == 1 else 'are task or trial files'} of "
+                f"pytest-agentrace; run {'it' if len(missed) == 1 else 'them'} with `pytest --agentrace {files}`")
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        reporter.write_line(line, yellow=True) if reporter is not None else print(line, file=sys.stderr)  # noqa: T201

@@ -77,3 +77,36 @@ def builtin_args(early_config: pytest.Config) -> list[str]:
         raise pytest.UsageError("--agentrace-builtin needs --agentrace (e.g. pytest --agentrace --agentrace-builtin fibonacci)")
     names = [n for group in groups for n in group]
     return session_module().builtin_paths(names, getattr(namespace, "agentrace_difficulty", None))
+
+
+def forgotten_flag(config: pytest.Config) -> list[str]:
+    """The command-line arguments of a session without ``--agentrace`` that name a task file, a trial file or a Harbor
+    task folder (which pytest alone does not collect: ``not found``), for a hint. Each is read only when it is a
+    ``.yaml``/``.yml``/``.toml`` file or a folder with ``task.toml``; one that does not parse is none."""
+    from pathlib import Path
+
+    found = []
+    for arg in config.args:
+        path = Path(config.invocation_params.dir, str(arg).split("::", 1)[0])
+        try:
+            if path.is_dir():
+                if (path / "task.toml").is_file() and (path / "instruction.md").is_file():
+                    found.append(str(arg))
+                continue
+            if path.suffix in (".yaml", ".yml") and path.is_file():
+                import yaml
+
+                from pytest_agentrace.spec.task import is_task_data
+
+                if is_task_data(yaml.safe_load(path.read_text(encoding="utf-8"))):
+                    found.append(str(arg))
+            elif path.suffix == ".toml" and path.is_file():
+                import tomllib
+
+                from pytest_agentrace.spec.trial import is_trial_data
+
+                if is_trial_data(tomllib.loads(path.read_text(encoding="utf-8"))):
+                    found.append(str(arg))
+        except (OSError, UnicodeDecodeError, ValueError, ImportError, RecursionError, Exception):  # noqa: BLE001
+            continue
+    return found
