@@ -71,8 +71,10 @@ def test_parse_fail_on() -> None:
     assert (gates[3].metric, gates[3].op, gates[3].value) == ("flip", ">", 0.2)
     assert verdict.parse_fail_on("pass@3<=0.9")[0].k == 3
     assert verdict.parse_fail_on(None) == []
-    with pytest.raises(ValueError, match="unknown gate 'cheapest'"):
+    with pytest.raises(ValueError, match="unknown gate 'cheapest' \\(did you mean 'cheaper'\\?\\)"):
         verdict.parse_fail_on("cheapest")
+    with pytest.raises(ValueError, match="unknown gate 'regresed' \\(did you mean 'regressed'\\?\\)"):
+        verdict.parse_fail_on("regresed")
     with pytest.raises(ValueError, match="needs k"):
         verdict.parse_fail_on("pass@<0.9")
     with pytest.raises(ValueError, match="takes no k"):

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_agentrace.errors import did_you_mean
+
 PROVISIONAL_RUNS = 8  # a cost verdict with fewer runs per arm in some case than this is marked provisional
 SNAPSHOT_MIN_RUNS = 4  # a snapshot token verdict needs at least this many runs a side
 REGRESSION_ALPHA = 0.05  # one-sided level of the snapshot pass-rate tests (see snapshot_verdict for why not 0.1)
@@ -254,7 +256,7 @@ def parse_fail_on(values: str | Sequence[str] | None) -> list[Gate]:
             continue
         m = _METRIC.match(item.replace(" ", ""))
         if not m:
-            raise ValueError(f"--agentrace-fail-on: unknown gate {item!r}; use {GATE_HELP}")
+            raise ValueError(f"--agentrace-fail-on: unknown gate {item!r}{did_you_mean(word, GATE_VERDICTS)}; use {GATE_HELP}")
         metric, k = m["metric"], m["k"]
         if metric in ("pass@", "pass^") and not k:
             raise ValueError(f"--agentrace-fail-on: {item!r} needs k, e.g. '{metric}3<0.9'")
