@@ -167,3 +167,24 @@ def test_a_task_or_trial_file_without_the_flag_gets_a_hint(pytester: pytest.Pyte
                               "with `pytest --agentrace task.yaml trial.toml`"])
     res = pytester.runpytest("config.yaml", "-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR and "agentrace:" not in res.stdout.str()
+
+
+def test_a_new_results_folder_stays_out_of_git(pytester: pytest.Pytester, bin_dir: Path) -> None:
+    """The results folder a session makes holds a ``.gitignore`` of ``*`` (as ``.pytest_cache``): ``git status`` of
+    the project does not list it. One that exists already is left as the user keeps it."""
+    import subprocess
+
+    from pytest_agentrace.plugin.session import GITIGNORE
+
+    subprocess.run(["git", "init", "-q"], cwd=pytester.path, check=True)
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(bin_dir / "fixer", FIXER)
+    (pytester.path / "t.yaml").write_text(TASK.format(name="t", agents="{name: fixer, command: fixer}"))
+    (pytester.path / "kept").mkdir()
+    pytester.runpytest("--agentrace", "t.yaml", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest("--agentrace", "t.yaml", "-p", "no:cacheprovider", "--agentrace-out", "kept")
+    assert (pytester.path / ".agentrace" / ".gitignore").read_text() == GITIGNORE
+    assert not (pytester.path / "kept" / ".gitignore").exists()
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=pytester.path,
+                            capture_output=True, text=True, check=True).stdout
+    assert ".agentrace" not in status and "kept/runs" in status
