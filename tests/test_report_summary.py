@@ -100,6 +100,18 @@ def test_cells_with_reps_errors_and_missing_agents() -> None:
     assert rows["Total cost (USD)"] == ["0.0200 (2 of 4 runs)", "0.0200"]
 
 
+def test_a_cell_a_race_stopped_reads_stopped_not_error() -> None:
+    """A race's loser stopped in the grace window ran the task (no infrastructure error): ``stopped``."""
+    runs = scored(
+        outcome(case="a", agent="x", rep=1, seconds=10, source="/s/a.yaml"),
+        outcome(case="a", agent="y", rep=1, status="stopped", source="/s/a.yaml", reason="stopped: x passed first"),
+        outcome(case="b", agent="x", rep=1, seconds=5, source="/s/b.yaml"),
+        outcome(case="b", agent="y", rep=1, status="error", source="/s/b.yaml", reason="clone failed"),
+    )
+    rows = {r[0]: r[1:] for r in table_rows(matrix_lines(runs))}
+    assert rows["a"] == ["100.0 (10s)", "stopped"] and rows["b"] == ["100.0 (5.0s)", "error"]
+
+
 def test_a_tie_names_no_winner() -> None:
     runs = scored(
         *(outcome(case=t, agent=a, seconds=10, source=f"/s/{t}.yaml") for t in ("a", "b") for a in ("p", "q"))

@@ -2,8 +2,9 @@
 
 Rows are tasks, columns agents (best total first). A cell is the agent's mean composite score on the task over its
 valid runs and its mean agent time, e.g. ``87.5 (31s)``; a single run that did not pass adds its status
-(``35.0 (3s) failed``), several reps add how many passed (``67.3 (30s) 2/3``), and a cell whose runs were all
-infrastructure errors reads ``error`` (``-``: the agent did not run the task, e.g. it is not installed). Below the
+(``35.0 (3s) failed``), several reps add how many passed (``67.3 (30s) 2/3``), a cell whose runs were all
+infrastructure errors reads ``error``, one whose runs a race stopped ``stopped`` (``-``: the agent did not run the
+task, e.g. it is not installed). Below the
 tasks, per agent: ``Total score`` (sum of the cells, coderace's TOTAL), ``Win rate`` (tasks won / tasks raced
 against at least one other agent; a win needs a mean score more than 1 point above every other agent's, so ties
 are not wins, as in ``stats.ratings``), ``Mean time (s)`` (agent seconds over its valid runs) and
@@ -54,8 +55,8 @@ def _cell(runs: list[Outcome]) -> str:
         return "-"
     valid = [o for o in runs if o.is_sample]
     scores = [float(o.score) for o in valid if o.score is not None]
-    if not valid or not scores:
-        return "error"
+    if not valid or not scores:  # no sample: every run an infrastructure error, or stopped in a race
+        return "stopped" if runs and all(o.status == Status.STOPPED for o in runs) else "error"
     text = f"{sum(scores) / len(scores):.1f} ({numbers.seconds(sum(o.seconds for o in valid) / len(valid))})"
     passed = sum(o.status == Status.PASSED for o in valid)
     if len(runs) == 1:
