@@ -137,3 +137,16 @@ def test_schema_command_prints_the_shipped_file(tmp_path: Path, capsys: pytest.C
     assert capsys.readouterr().out == schema_text("trial")
     assert main(["schema", "task", "-o", str(tmp_path / "task.schema.json")]) == 0
     assert (tmp_path / "task.schema.json").read_text() == schema_text("task")
+
+
+def test_a_missing_required_key_is_named_as_its_key(tmp_path: Path) -> None:
+    """A required key the file lacks, among other errors, is reported by its own key name, at the line of the
+    table that lacks it (jsonschema says ``'name' is a required property`` of the table's path, the top: ``''``)."""
+    path = tmp_path / "task.yaml"
+    path.write_text("name: t\ndescription: d\ntimeout: soon\nagents:\n  - {command: 'y {prompt}'}\n")
+    with pytest.raises(SpecError) as err:
+        load_task(path)
+    text = str(err.value)
+    assert "key ''" not in text and "is a required property" not in text
+    assert "key 'test_command': required key is missing; add it" in text
+    assert "key 'agents[0].name': required key is missing; add it" in text

@@ -84,6 +84,11 @@ def _collect(errors: Iterable[Any], line_of: Any, found: list[tuple[int | None, 
                     found.append((line_of([*where, key]), _label([*where, key]),
                                   f"unknown key{did_you_mean(str(key), allowed)}; valid keys: {', '.join(allowed)}"))
             continue
+        if err.validator == "required" and isinstance(err.instance, dict):  # named by the key, at its table's line
+            for key in err.validator_value:
+                if key not in err.instance:
+                    found.append((line_of(where), _label([*where, key]), "required key is missing; add it"))
+            continue
         if err.validator == "anyOf":  # a string or a table: say what the value is not
             message = f"{err.instance!r} is not {_wanted(err.schema)}"
         else:
