@@ -80,6 +80,8 @@ def test_bad_task_toml_names_the_key(tmp_path: Path, toml: str, key: str | None,
     with pytest.raises(SpecError) as info:
         load_harbor_task(path)
     assert info.value.key == key and words in str(info.value) and str(path) in str(info.value)
+    if key in ("agent.timeout_secs", "agent.timeout_sec", "environment.os", "task.name"):  # the key's own line
+        assert str(info.value).endswith(f"(line {path.read_text().splitlines().index(toml.splitlines()[1]) + 1})")
 
 
 def test_missing_test_sh_and_empty_instruction(tmp_path: Path) -> None:

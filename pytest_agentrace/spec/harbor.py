@@ -32,6 +32,7 @@ from typing import Any
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.spec.common import AgentSpec
+from pytest_agentrace.spec.lines import key_path, line_finder
 from pytest_agentrace.spec.task import DEFAULT_TIMEOUT, Task
 from pytest_agentrace.strict import check_keys, positive_number, str_list, str_mapping, typed
 
@@ -109,10 +110,27 @@ def load_harbor_task(path: Path) -> Task:
 
     ``Task.path`` is the ``task.toml``; ``Task.harbor`` the ``HarborLayout``; ``verify_command`` runs
     ``tests/test.sh`` (from the workdir); ``test_command`` is empty (a Harbor task has no visible tests). Raises
-    ``SpecError`` naming ``task.toml`` (or ``instruction.md``) and the key, with the fix."""
+    ``SpecError`` naming ``task.toml`` (or ``instruction.md``) and the key, with the fix, and the key's line in
+    ``task.toml`` where it has one."""
     path = Path(path)
     if path.is_dir():
         path = path / CONFIG
+    try:
+        return _load(path)
+    except SpecError as exc:
+        if exc.path != str(path) or not exc.key:
+            raise
+        try:
+            line = line_finder("trial", path.read_text(encoding="utf-8"))(key_path(exc.key))
+        except (OSError, UnicodeDecodeError, ValueError):
+            line = None
+        if line is None:
+            raise
+        message = str(exc).removeprefix(f"{exc.path}: key '{exc.key}': ")
+        raise SpecError(path, exc.key, f"{message} (line {line})") from None
+
+
+def _load(path: Path) -> Task:
     folder = path.parent.resolve()
     raw = path.read_bytes()
     try:
