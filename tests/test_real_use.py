@@ -65,3 +65,16 @@ def test_a_session_in_which_no_run_could_start_fails_in_one_line(pytester: pytes
                             "--agentrace-allow-empty", *xdist)
     ok.assert_outcomes(skipped=2)
     assert ok.ret == 0 and "no run could start" not in ok.stdout.str()
+
+
+def test_an_empty_session_line_names_each_reason() -> None:
+    """Two agents missing are two reasons, both named (it said ``1: agent 'a' ...; 1 other reason(s)``); past three
+    the rest are counted."""
+    from pytest_agentrace.plugin.controller import empty_session_line
+
+    line = empty_session_line({"t[a-r1]": "agent 'a' not found on PATH", "t[b-r1]": "agent 'b' not found on PATH",
+                               "t[a-r2]": "agent 'a' not found on PATH"})
+    assert line == ("no run could start: all 3 run items were skipped (2: agent 'a' not found on PATH; 1: agent 'b' "
+                    "not found on PATH); --agentrace-allow-empty accepts this")
+    many = empty_session_line({f"t[{i}]": f"reason {i}" for i in range(5)})
+    assert many.endswith("1: reason 2; 2 other reason(s)); --agentrace-allow-empty accepts this")

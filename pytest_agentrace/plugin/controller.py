@@ -130,13 +130,16 @@ def sandbox_line(outcomes: Iterable[Outcome]) -> str | None:
 
 
 def empty_session_line(skipped: dict[str, str]) -> str:
-    """The one line of a session in which no run could start: how many run items were skipped and the commonest
-    reason (``skipped``: node id -> skip reason)."""
-    reasons = collections.Counter(skipped.values())
-    reason, count = reasons.most_common(1)[0]
-    more = f"; {len(reasons) - 1} other reason(s)" if len(reasons) > 1 else ""
-    return (f"no run could start: all {len(skipped)} run items were skipped ({count}: {reason}{more}); "
+    """The one line of a session in which no run could start: how many run items were skipped and why, the
+    commonest ``SHOWN_REASONS`` reasons with their counts (``skipped``: node id -> skip reason)."""
+    reasons = collections.Counter(skipped.values()).most_common()
+    shown = "; ".join(f"{count}: {reason}" for reason, count in reasons[:SHOWN_REASONS])
+    more = f"; {len(reasons) - SHOWN_REASONS} other reason(s)" if len(reasons) > SHOWN_REASONS else ""
+    return (f"no run could start: all {len(skipped)} run items were skipped ({shown}{more}); "
             "--agentrace-allow-empty accepts this")
+
+
+SHOWN_REASONS = 3  # skip reasons named by ``empty_session_line``
 
 
 class Controller:
