@@ -215,7 +215,7 @@ def test_provider_mode_reaches_nothing_of_the_host(pytester: pytest.Pytester, re
     unix socket; the refused contact is in run.json."""
     probe_task(pytester, reached)
     out = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-reps", "2", *xdist).stdout.str()
-    assert "agentrace: network: provider (2 runs: its provider's hosts only); 2 runs had a contact refused" in out
+    assert "agentrace: network: provider (2 runs: its provider's hosts only, none for a plain command); 2 runs had a contact refused" in out
     got = results(pytester)
     assert len(got) == 2
     for res, run in got:

@@ -101,7 +101,7 @@ def network_line(outcomes: Iterable[Outcome]) -> str | None:
             blocked += bool(o.extra.get("network_blocked"))
     if not modes:
         return None
-    what = {"provider": "its provider's hosts only", "host": "the host's network, unfiltered", "none": "loopback only"}
+    what = {"provider": "its provider's hosts only, none for a plain command", "host": "the host's network, unfiltered", "none": "loopback only"}
     parts = [f"{mode} ({n} run{'s' if n != 1 else ''}: {what.get(mode, mode)})" for mode, n in sorted(modes.items())]
     tail = f"; {blocked} run{'s' if blocked != 1 else ''} had a contact refused (run.json extra.network)" if blocked else ""
     return "agentrace: network: " + ", ".join(parts) + tail
