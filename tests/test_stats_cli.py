@@ -216,6 +216,23 @@ def test_rescore_after_the_answer_key_changed(tmp_path: Path, capsys: pytest.Cap
     assert code == 2 and "missing.toml" in err
 
 
+def test_rescore_leaves_another_trial_files_runs_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two trial files of one name in one results folder (sessions refuse to mix them): rescoring with the second
+    leaves the first's runs as they are and says so; once the first file is gone its runs are the second's."""
+    (tmp_path / "app").mkdir()
+    first, second = tmp_path / "t.toml", tmp_path / "t2.toml"
+    first.write_text(TRIAL.format(expect='["8123"]'))
+    second.write_text(TRIAL.format(expect='["9090"]'))
+    out = tmp_path / "out"
+    write(out, trial_run("port", "base", 1, 100, "passed", answer="It listens on 8123.", source=str(first)))
+    code, _, err = main(capsys, "rescore", str(second), str(out))
+    assert code == 2 and f"left the runs of {first} as they are" in err and "no runs of trial 'ports'" in err
+    assert json.loads((out / "runs/port/base/a/1/run.json").read_text())["status"] == "passed"
+    first.unlink()
+    code, text, _ = main(capsys, "rescore", str(second), str(out))
+    assert code == 0 and "trial:port/base/a/r1: passed -> failed" in text
+
+
 def test_resume_reuses_rescored_runs_only_for_the_key_they_were_graded_with(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """After ``rescore`` a run's status belongs to the new answer key: ``--agentrace-resume`` reuses it under that
     key and runs it again when the file goes back to the key it first ran with."""

@@ -401,8 +401,12 @@ def _rescore(args: argparse.Namespace) -> int:
     seen = changed = 0
     unknown: set[str] = set()
     digests: dict[str, dict] = {}
+    others: set[str] = set()  # existing files whose records share the trial's name: theirs, never re-graded here
     for path, o in iter_runs(out):
         if o.kind != "trial" or (o.extra.get("trial") != trial.name and Path(o.source).resolve() != trial.path.resolve()):
+            continue
+        if Path(o.source).resolve() != trial.path.resolve() and Path(o.source).is_file():
+            others.add(o.source)
             continue
         if (where := path.parent.relative_to(out).as_posix()) in unverifiable:  # never re-bless a forged record
             print(f"{o.run_id}: not rescored, unverifiable: {unverifiable[where]}", file=sys.stderr)
@@ -423,6 +427,9 @@ def _rescore(args: argparse.Namespace) -> int:
             digests[o.run_id] = digest_run(out, path.parent)
     if digests:  # the rescored records are verified by a manifest of their own
         write_manifest(out, "rescore-" + _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S%fZ"), digests)
+    if others:
+        print(f"agentrace rescore: left the runs of {', '.join(sorted(others))} as they are: another trial file of the "
+              f"name {trial.name!r}", file=sys.stderr)
     if not seen:
         raise CliError(f"{out}: no runs of trial {trial.name!r} ({args.trial})")
     print(f"rescored {seen} runs of trial {trial.name!r}: {changed} changed status" + (f"; questions no longer in the file: {', '.join(sorted(unknown))}" if unknown else ""))
