@@ -135,4 +135,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         line = (f"agentrace: {files} {'is a task or trial file' if len(missed) == 1 else 'are task or trial files'} of "
                 f"pytest-agentrace; run {'it' if len(missed) == 1 else 'them'} with `pytest --agentrace {files}`")
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        reporter.write_line(line, yellow=True) if reporter is not None else print(line, file=sys.stderr)  # noqa: T201
+        if reporter is not None:
+            reporter.write_line(line, yellow=True)
+        else:
+            print(line, file=sys.stderr)
