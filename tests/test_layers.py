@@ -19,7 +19,7 @@ LAYERS = [
     ("run", "agents", "model_double"),
     ("stats",),
     ("record",),
-    ("errors", "argtypes", "strict", "fstree", "__init__"),
+    ("errors", "argtypes", "strict", "fstree", "untrusted", "__init__"),
 ]
 
 

@@ -45,6 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pytest_agentrace import untrusted
 from pytest_agentrace.agents import auth
 from pytest_agentrace.agents.base import RunContext
 from pytest_agentrace.agents.cliadapter import (
@@ -153,7 +154,7 @@ def thread_id(stdout: str) -> str | None:
     for line in stdout.splitlines():
         if '"thread.started"' in line:
             try:
-                tid = json.loads(line).get("thread_id")
+                tid = untrusted.loads(line).get("thread_id")
             except ValueError:
                 continue
             if isinstance(tid, str) and re.fullmatch(r"[0-9A-Za-z-]{8,80}", tid):

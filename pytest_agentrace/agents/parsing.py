@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_agentrace import untrusted
 from pytest_agentrace.agents.base import last_text
 from pytest_agentrace.record.model import ToolCall, Usage
 from pytest_agentrace.run.process import CUT_RE
@@ -56,11 +57,11 @@ def load_events(text: str) -> Events:
     if stripped[0] in "[{":
         rest = ""
         try:
-            whole = json.loads(stripped)
+            whole = untrusted.loads(stripped)
         except ValueError:
             # one document followed by plain text (a CLI's trailing notice); JSON lines are left to the loop below
             try:
-                whole, end = json.JSONDecoder().raw_decode(stripped)
+                whole, end = untrusted.raw_decode(stripped)
                 rest = stripped[end:].strip()
             except ValueError:
                 whole = None
@@ -85,7 +86,7 @@ def load_events(text: str) -> Events:
             continue
         if s[0] in "{[":
             try:
-                value = json.loads(s)
+                value = untrusted.loads(s)
             except ValueError:
                 out.warnings.append(f"line {n}: malformed JSON: {one_line(s, 60)}")
                 continue
@@ -164,7 +165,7 @@ def summarize(args: Any, limit: int = SUMMARY_LIMIT) -> str:
         s = args.strip()
         if s[:1] in "{[":
             try:
-                return summarize(json.loads(s), limit)
+                return summarize(untrusted.loads(s), limit)
             except ValueError:
                 pass
         return one_line(s, limit)

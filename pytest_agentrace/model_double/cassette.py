@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace import untrusted
 from pytest_agentrace.model_double.normalise import (  # noqa: F401 - re-exported: the cassette's normalisers
     HOME,
     VOLATILE_KEYS,
@@ -201,7 +202,7 @@ def request_body(raw: bytes, scrub: Scrubber) -> Any:
     if not raw:
         return None
     try:
-        return scrub.data(json.loads(raw))
+        return scrub.data(untrusted.loads(raw))
     except ValueError:
         pass
     try:

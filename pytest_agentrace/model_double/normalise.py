@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace import untrusted
+
 # placeholder -> what it stands for (docs/cassettes.md has the same table)
 PLACEHOLDERS = {
     "{{workspace}}": "the run's workspace (the agent's cwd)",
@@ -125,7 +127,7 @@ def normalise(value: Any) -> Any:
     if isinstance(value, str):
         if value[:1] in "{[" and len(value) > 1:
             try:
-                return normalise(json.loads(value))
+                return normalise(untrusted.loads(value))
             except ValueError:
                 pass
         return normalise_text(value)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from pytest_agentrace import untrusted
 from pytest_agentrace.agents import get_adapter
 from pytest_agentrace.agents.pricing import NO_PRICE_PREFIXES
 from pytest_agentrace.errors import AgentError, SpecError
@@ -77,7 +78,7 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     out = []
     for line in lines:
         try:
-            rec = json.loads(line)
+            rec = untrusted.loads(line)
         except ValueError:
             continue
         if isinstance(rec, dict) and isinstance(rec.get("answer"), dict):

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
+from pytest_agentrace import untrusted
 from pytest_agentrace.model_double import tools, wire
 from pytest_agentrace.model_double.cassette import Mismatch, Replayer
 from pytest_agentrace.model_double.script import Script, Step, TurnUsage, parse_script
@@ -329,7 +330,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not raw:
             return None
         try:
-            return json.loads(raw)
+            return untrusted.loads(raw)
         except ValueError:
             return raw.decode("utf-8", errors="replace")
 

@@ -19,7 +19,6 @@ once per task).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -29,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_agentrace import fstree
+from pytest_agentrace import fstree, untrusted
 from pytest_agentrace.record.model import Usage
 from pytest_agentrace.run.checks import run_check
 from pytest_agentrace.run.judge import Judgement
@@ -145,7 +144,7 @@ def read_reward(folder: Path) -> tuple[float | None, dict[str, float] | None, st
                 return None, None, f"/logs/verifier/reward.txt holds {text[:40]!r}, not a number"
             return (value, None, None) if math.isfinite(value) else (None, None, "reward.txt: not a finite number")
         try:
-            value = json.loads(text)
+            value = untrusted.loads(text)
         except ValueError:
             return None, None, "/logs/verifier/reward.json is not valid JSON"
         values = value if isinstance(value, dict) else {"reward": value}

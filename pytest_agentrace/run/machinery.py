@@ -101,14 +101,22 @@ def merge_config(name: str, mine: bytes, base: bytes, globs: tuple[str, ...]) ->
     """The agent's ``setup.cfg`` / ``pyproject.toml`` (``mine``) with the base's machinery parts (``globs``, from
     ``config_parts``) put back: ``mine`` itself when its parts equal the base's (``base`` empty: the source had no
     such file), the merged bytes, or None when the file must be reset whole: over ``MERGE_MAX_BYTES``, not UTF-8,
-    unreadable, or when the merged file read back (pytest's own ini parser ``iniconfig``, ``tomllib``) does not
-    hold exactly the base's parts and the agent's rest (a dotted ``ruff.x`` key under ``[tool]``, an inline table)."""
+    unreadable, nested past the interpreter's recursion limit, or when the merged file read back (pytest's own ini
+    parser ``iniconfig``, ``tomllib``) does not hold exactly the base's parts and the agent's rest (a dotted ``ruff.x``
+    key under ``[tool]``, an inline table)."""
     if len(mine) > MERGE_MAX_BYTES or len(base) > MERGE_MAX_BYTES:
         return None
     try:
         mine_text, base_text = mine.decode("utf-8"), base.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    try:
+        return _merged(name, mine, mine_text, base_text, globs)
+    except RecursionError:  # tables or arrays nested past the interpreter's limit (tomllib recurses): reset whole
+        return None
+
+
+def _merged(name: str, mine: bytes, mine_text: str, base_text: str, globs: tuple[str, ...]) -> bytes | None:
     cfg = name == SETUP_CFG
     part = functools.partial(_cfg_part if cfg else _toml_part, globs=globs)
     try:
