@@ -102,7 +102,9 @@ open("calc.py", "w").write(
     ("python -m pytest -q test_calc.py", "sh: 1: pytest: not found|127"),
     ("pytest -q test_calc.py", "sh: 1: pytest: not found|127"),
     ("pytest -q test_calc.py", "bash: pytest: command not found|126"),
-], ids=["no-module", "not-found-127-python-m", "not-found-127", "command-not-found-126"])
+    ("python -m pytest -q test_calc.py", "zzz-helper: not found|127"),  # a tool nobody has: the command runs none
+    ("python -m pytest -q test_calc.py", "test_calc.py: not found|1"),  # an argument of the command, no program
+], ids=["no-module", "not-found-127-python-m", "not-found-127", "command-not-found-126", "made-up-127", "argument-1"])
 def test_code_that_prints_a_missing_tool_is_the_agents_failure(pytester: pytest.Pytester, test_command: str,
                                                                 fake: str) -> None:
     """The agent's code, run by the tests check, prints a missing tool's signs and exits: the harness looks for the
@@ -156,3 +158,17 @@ def test_with_no_time_left_the_tool_is_not_confirmed_missing(tmp_path: Path, mon
     assert checks.tool_present(command, tool, tmp_path, env, timeout=0.0) is True
     assert checks.tool_present(command, tool, tmp_path, env, timeout=-1.5) is True
     assert looked == []
+
+
+def test_a_missing_tool_is_one_the_command_runs() -> None:
+    """The programs a check command runs: each simple command's first word (assignments skipped, a wrapper's next
+    word too); only such a name, printed as not found, can be a missing tool."""
+    from pytest_agentrace.run.checks import _programs, missing_tool
+
+    assert _programs("cd sub && FOO=1 make test | tee log; timeout 30 npm test || nice -n 5 ./gradlew") == {
+        "cd", "make", "tee", "timeout", "npm", "nice", "./gradlew"}
+    assert _programs("python -m pytest -q test_calc.py") == {"python"}
+    assert missing_tool("ruff check .", 127, "sh: 1: ruff: not found") == "ruff"
+    assert missing_tool("python -m pytest -q", 127, "zzz-helper: not found") is None
+    assert missing_tool("python -m pytest -q test_calc.py", 1, "test_calc.py: not found") is None
+    assert missing_tool("make test", 2, "make: not found") == "make"

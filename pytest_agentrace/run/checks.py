@@ -10,7 +10,8 @@ interpreter keeps it.
 
 A missing tool (``missing_tool``) is the harness's or the host's fault, never the agent's: the run is an
 ``error`` that names the command and the tool. The signs: exit 127 (command not found) or 126 (found but not
-executable) from the shell, a ``command not found`` / ``not found`` line from it, and Python's
+executable) from the shell, a ``command not found`` / ``not found`` line from it naming a program the command
+itself runs (``_programs``: the graded code's output can name anything), and Python's
 ``No module named X`` for a ``python -m X`` command when X is the tool the command names. Those signs are the
 command's output, which the agent's code can print: the harness then looks for the tool itself
 (``tool_present``), and only a tool it cannot find either makes the run an ``error``.
@@ -172,13 +173,16 @@ def missing_tool(command: str, exit_code: int | None, output: str) -> str | None
     >>> missing_tool("python -m ruff check .", 1, "/usr/bin/python: No module named ruff")
     'ruff'
     """
+    programs = _programs(command)
     if exit_code in (NOT_FOUND_EXIT, NOT_EXECUTABLE_EXIT):
         m = _NOT_FOUND_RE.search(output)
-        return m.group(1) if m else _first_word(command)
+        if m is None:
+            return _first_word(command)
+        return m.group(1) if m.group(1) in programs else None  # a name the command does not run: the code's own
     if exit_code in (None, 0):
         return None
     m = _NOT_FOUND_RE.search(output)
-    if m and m.group(1) in _words(command):
+    if m and m.group(1) in programs:
         return m.group(1)
     for _, module in _python_m(command):
         found = _NO_MODULE_RE.search(output)
@@ -224,6 +228,35 @@ def _words(command: str) -> list[str]:
         return shlex.split(command)
     except ValueError:
         return command.split()
+
+
+_SEPARATORS = frozenset({"&&", "||", ";", "|", "(", ")", "{", "}", "!", "then", "do", "else"})
+_WRAPPERS = frozenset({"env", "exec", "command", "nice", "time", "timeout", "stdbuf", "nohup", "xvfb-run"})
+
+
+def _programs(command: str) -> set[str]:
+    """The programs ``command`` itself runs: the first word of each of its simple commands (after ``&&``, ``||``,
+    ``;``, ``|``; ``VAR=value`` assignments skipped; after a wrapper such as ``env``, ``exec`` or ``timeout`` its
+    next word too). A name the check's output says is missing counts only when it is one of these: the graded
+    code's output can name anything (``test_calc.py: not found``, a made-up tool)."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        words = command.split()
+    found: set[str] = set()
+    start = True  # the next word may be a program: a command's start, or the word after a wrapper
+    for word in words:
+        if word in _SEPARATORS or set(word) <= set("&|;()"):
+            start = True
+        elif start and (re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", word) or word.startswith("-")
+                        or re.fullmatch(r"\d+(?:\.\d+)?[smhd]?", word)):
+            continue  # an assignment, or a wrapper's option (timeout 30, nice -n 5)
+        elif start:
+            found.add(word)
+            start = word in _WRAPPERS
+    return found
 
 
 def _first_word(command: str) -> str:
