@@ -9,25 +9,30 @@ of the run record) can fail. ``loads`` therefore refuses both, as malformed JSON
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 MAX_DEPTH = 64  # arrays and objects nested at most; agents' events nest about ten levels
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # ``\ud800``-``\udfff`` in JSON text: maybe a lone surrogate
 
 
 def loads(text: str | bytes) -> Any:
     """``json.loads(text)``; raises ``ValueError`` for malformed JSON and for a document whose arrays and objects
-    nest deeper than ``MAX_DEPTH`` levels (``json.JSONDecodeError`` for the former, as ``json.loads``)."""
+    nest deeper than ``MAX_DEPTH`` levels (``json.JSONDecodeError`` for the former, as ``json.loads``). A lone
+    surrogate escape (``"\ud800"``, which JSON allows and no UTF-8 text can hold: a history or a report written from
+    it failed) becomes U+FFFD in every string and key."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     if text.count("[") + text.count("{") <= MAX_DEPTH:  # cannot nest deeper: no walk
-        return json.loads(text)
-    try:
         value = json.loads(text)
-    except RecursionError:
-        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
-    if depth(value) > MAX_DEPTH:
-        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
-    return value
+    else:
+        try:
+            value = json.loads(text)
+        except RecursionError:
+            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+        if depth(value) > MAX_DEPTH:
+            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    return _whole_text(value) if _SURROGATE_ESCAPE.search(text) else value
 
 
 def raw_decode(text: str) -> tuple[Any, int]:
@@ -38,7 +43,28 @@ def raw_decode(text: str) -> tuple[Any, int]:
         raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
     if depth(value) > MAX_DEPTH:
         raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
-    return value, end
+    return (_whole_text(value) if _SURROGATE_ESCAPE.search(text, 0, end) else value), end
+
+
+def text(value: str) -> str:
+    """``value`` as text every sink takes (UTF-8 files, SQLite, a terminal): itself when it encodes, else with each
+    lone surrogate as U+FFFD, and a byte a file name's ``surrogateescape`` kept (``\udcff``) as U+FFFD too."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _whole_text(value: Any) -> Any:
+    """``value`` with ``text`` applied to every string and key (nested at most ``MAX_DEPTH``: a recursion is safe)."""
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, list):
+        return [_whole_text(v) for v in value]
+    if isinstance(value, dict):
+        return {text(k): _whole_text(v) for k, v in value.items()}
+    return value
 
 
 def depth(value: Any) -> int:

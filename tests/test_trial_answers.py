@@ -126,3 +126,23 @@ def test_tool_used_matches_name_or_summary() -> None:
     assert tool_used("^Bash", calls) is False
     assert tool_used("x", []) is False
     assert tool_used(None, calls) is None
+
+
+def test_an_answer_that_makes_a_pattern_backtrack_without_end_counts_against_it() -> None:
+    """The agent picks the text: against a pattern that backtracks without end on it, the search stops after
+    ``MATCH_SECONDS`` (it hung the session for good) and counts against the answer: an ``expect`` pattern missing,
+    a ``forbid`` pattern found, both named in ``timed_out``; a ``uses`` pattern does not match that call."""
+    import time
+
+    from pytest_agentrace.record.model import ToolCall
+    from pytest_agentrace.stats import answers
+
+    slow, text = r"(a|a)*$", "a" * 40 + "b"
+    began = time.monotonic()
+    got = answers.score_answer(text, ["a", slow], [slow])
+    assert time.monotonic() - began < 60  # bounded (two searches of about a second), not a timing claim
+    assert (got["correct"], got["matched"], got["missing"], got["forbidden"], got["timed_out"]) == (
+        False, ["a"], [slow], [slow], [slow])
+    assert answers.tool_used(slow, [ToolCall("Bash", text)]) is False
+    assert answers.score_answer("port 8123", ["8123"], ["9000"]) == {
+        "correct": True, "recall": 1.0, "matched": ["8123"], "missing": [], "forbidden": []}

@@ -7,6 +7,7 @@ as a parse warning. A ``pyproject.toml`` nested past the limit (``tomllib`` recu
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,30 @@ def test_a_session_records_the_run_on_its_merits(pytester: pytest.Pytester, bin_
     assert (record["status"], record["reason"]) == ("passed", None), record["reason"]
     assert record["usage"]["output_tokens"] == 5
     assert any("malformed JSON" in w for w in record["usage"]["parse_warnings"])
+
+
+def test_a_lone_surrogate_reaches_no_sink_whole(tmp_path: Path) -> None:
+    """JSON may hold ``"\\ud800"``, no UTF-8 text can: an agent's ``"model": "m\\ud800"`` took the session's end down
+    (the history's insert, the HTML report). The parser makes it U+FFFD; the history, every text file the harness
+    writes and the HTML report's file links take any string (a file name's undecodable byte too)."""
+    from helpers.report import outcome
+
+    from pytest_agentrace.record.safefile import write_text
+    from pytest_agentrace.record.store import SessionInfo, Store
+    from pytest_agentrace.report.html import _linked, file_href
+
+    assert untrusted.loads('{"model": "m\\ud800", "ok": "\\ud83d\\ude00"}') == {"model": "m\ufffd", "ok": "\U0001F600"}
+    assert load_events('{"type": "system", "model": "m\\ud800"}').events == [{"type": "system", "model": "m\ufffd"}]
+    odd = outcome(case="q", agent="a\udcff").replace(model="m\ud800", reason="tampered: bad\udcffname.py")
+    with Store(tmp_path / "h.db") as store:
+        assert store.save_session(SessionInfo("s1"), [odd]) == 1
+        (agent, model, reason), = store.conn.execute("SELECT agent, model, reason FROM runs").fetchall()
+    assert (agent, model, reason) == ("a\ufffd", "m\ufffd", "tampered: bad\ufffdname.py")
+    write_text(tmp_path / "r.md", "model m\ud800\n")
+    assert (tmp_path / "r.md").read_text(encoding="utf-8") == "model m\ufffd\n"
+    run = tmp_path / "run"
+    (run / "outbox").mkdir(parents=True)
+    bad = run / "outbox" / os.fsdecode(b"bad\xffname.txt")
+    bad.write_text("x")
+    assert file_href(bad, tmp_path) == "run/outbox/bad%FFname.txt"
+    assert "outbox/bad\\xffname.txt</a>" in _linked([bad], run, tmp_path)

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from pytest_agentrace import fstree
+from pytest_agentrace import fstree, untrusted
 
 TEMP_PREFIX = ".agentrace-tmp."  # temp names of writes in progress (skipped by the manifests)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -107,8 +107,9 @@ def _write_bytes(path: Path, data: bytes, durable: bool, mode: int) -> Path:
 
 
 def write_text(path: Path, text: str, durable: bool = False) -> Path:
-    """``write_bytes`` of ``text`` in UTF-8."""
-    return write_bytes(path, text.encode("utf-8"), durable)
+    """``write_bytes`` of ``text`` in UTF-8 (a lone surrogate, which no UTF-8 file can hold, as U+FFFD:
+    ``untrusted.text``)."""
+    return write_bytes(path, untrusted.text(text).encode("utf-8"), durable)
 
 
 def write_new(path: Path, data: bytes, mode: int = 0o644) -> Path:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pytest_agentrace import __version__
+from pytest_agentrace import __version__, untrusted
 from pytest_agentrace.record.model import Outcome
 
 BUSY_TIMEOUT = 10.0  # seconds SQLite waits on a lock before it says "database is locked"
@@ -187,9 +187,12 @@ SQL_INT = (-(2**63), 2**63 - 1)  # SQLite's INTEGER range: a larger Python int r
 
 def _storable(value: Any) -> Any:
     """``value`` as a column takes it: an integer outside SQLite's range is NULL (unknown; the run's ``outcome``
-    JSON keeps it), so one record never fails the transaction that saves a whole session."""
+    JSON keeps it), and a string that is no UTF-8 text (a lone surrogate) is ``untrusted.text``'s, so one record
+    never fails the transaction that saves a whole session."""
     if type(value) is int and not SQL_INT[0] <= value <= SQL_INT[1]:
         return None
+    if type(value) is str and not value.isascii():
+        return untrusted.text(value)
     return value
 
 

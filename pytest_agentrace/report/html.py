@@ -393,7 +393,7 @@ def file_href(path: Path, html_dir: Path | None) -> str:
     if html_dir is None:
         return path.resolve().as_uri()
     rel = os.path.relpath(path, html_dir)
-    return "/".join(quote(part) for part in Path(rel).parts)
+    return "/".join(quote(os.fsencode(part)) for part in Path(rel).parts)  # a name's bytes, as the file has them
 
 
 def run_files(run_dir: Path | None, html_dir: Path | None) -> str:
@@ -424,7 +424,7 @@ def _linked(files: list[Path], run_dir: Path, html_dir: Path | None, cls: str = 
             size = f.stat().st_size
         except OSError:
             continue
-        name = f.relative_to(run_dir).as_posix()
+        name = os.fsencode(f.relative_to(run_dir).as_posix()).decode("utf-8", "backslashreplace")  # bad\xffname
         items.append(f'<li><a href="{escape(file_href(f, html_dir))}">{escape(name)}</a> <span class="note">{size:,} bytes</span></li>')
     more = f'<p class="note">… and {len(files) - MAX_LINKED_FILES} more in {escape(str(run_dir))}</p>' if len(files) > MAX_LINKED_FILES else ""
     return f'<ul class="{cls}">{"".join(items)}</ul>{more}'

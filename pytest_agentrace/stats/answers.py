@@ -2,7 +2,10 @@
 
 Answer key (a trial question's ``expect`` / ``forbid`` / ``min_recall``): every pattern is a Python regular
 expression searched (``re.search`` with ``re.MULTILINE``, so ``^``/``$`` match at line boundaries) anywhere
-in the agent's final answer; case matters unless the pattern says ``(?i)``.
+in the agent's final answer; case matters unless the pattern says ``(?i)``. The text is the agent's to choose, so a
+pattern that backtracks without end on it (``(\s*\w+\s*)+:``) would hang the harness: each search runs under the
+``regex`` module (``re``'s syntax, its ``VERSION0``) with a timeout of ``MATCH_SECONDS``, and a search that times out
+counts against the answer (an ``expect`` pattern missing, a ``forbid`` pattern found; ``timed_out`` names them).
 
 Verification claim (``claim = true``): the prompt asks the agent to end with one line
 ``VERIFICATION: {"ran": [...], "result": "passed|failed|not-run", "could_not_verify": [...], "missing": [...]}``
@@ -28,8 +31,22 @@ _CLAIM_LINE = re.compile(r"^[\s>*_`#-]*VERIFICATION\s*:[\s*_`]*(.*?)[\s*_`]*$")
 _EPSILON = 1e-9
 
 
-def _search(pattern: str, text: str) -> bool:
-    return re.search(pattern, text, re.MULTILINE) is not None
+MATCH_SECONDS = 1.0  # one pattern's search of one answer at most
+
+
+def _search(pattern: str, text: str, flags: int = re.MULTILINE) -> bool | None:
+    """Whether ``pattern`` is found in ``text``; None when the search ran past ``MATCH_SECONDS``. A pattern ``re``
+    takes and ``regex`` does not is searched by ``re`` (no timeout)."""
+    import regex
+
+    try:
+        compiled = regex.compile(pattern, flags | regex.VERSION0)
+    except regex.error:
+        return re.search(pattern, text, flags) is not None
+    try:
+        return compiled.search(text, timeout=MATCH_SECONDS) is not None
+    except TimeoutError:
+        return None
 
 
 def score_answer(answer: str | None, expect: Sequence[str] = (), forbid: Sequence[str] = (), min_recall: float = 1.0,
@@ -42,7 +59,8 @@ def score_answer(answer: str | None, expect: Sequence[str] = (), forbid: Sequenc
 
     Returns ``{"correct": bool, "recall": float, "matched": [pattern], "missing": [pattern], "forbidden": [pattern]}``:
     ``recall`` = matched / len(expect) (1.0 when ``expect`` is empty); ``correct`` when recall >= ``min_recall``
-    and no ``forbid`` pattern matches. A missing answer (``None``) matches nothing.
+    and no ``forbid`` pattern matches; ``timed_out`` (only when any) the patterns whose search ran past
+    ``MATCH_SECONDS`` (module docstring). A missing answer (``None``) matches nothing.
     Raises ``re.error`` for an invalid pattern (the trial loader rejects those first).
     """
     text = answer or ""
@@ -50,17 +68,21 @@ def score_answer(answer: str | None, expect: Sequence[str] = (), forbid: Sequenc
     if max_chars is not None and size > max_chars:
         return {"correct": False, "recall": 0.0, "matched": [], "missing": list(expect), "forbidden": [],
                 "too_long": size, "max_chars": max_chars}
-    matched = [p for p in expect if _search(p, text)]
+    found = {p: _search(p, text) for p in (*expect, *forbid)}
+    matched = [p for p in expect if found[p]]
     missing = [p for p in expect if p not in matched]
-    forbidden = [p for p in forbid if _search(p, text)]
+    forbidden = [p for p in forbid if found[p] is not False]  # found, or not known: the answer's text made it so
     recall = len(matched) / len(expect) if expect else 1.0
-    return {
+    out = {
         "correct": recall + _EPSILON >= min_recall and not forbidden,
         "recall": round(recall, 6),
         "matched": matched,
         "missing": missing,
         "forbidden": forbidden,
     }
+    if timed_out := [p for p, hit in found.items() if hit is None]:
+        out["timed_out"] = timed_out
+    return out
 
 
 def parse_claim(answer: str | None) -> dict[str, Any]:
@@ -121,11 +143,11 @@ def judge_claim(claim: dict[str, Any], verify_passed: bool | None) -> dict[str, 
 
 
 def tool_used(pattern: str | None, tool_calls: Sequence[Any]) -> bool | None:
-    """Whether any tool call matches the arm's ``uses`` regex (``re.search`` over ``"<name> <summary>"``).
+    """Whether any tool call matches the arm's ``uses`` regex (``re.search`` over ``"<name> <summary>"``, a search
+    past ``MATCH_SECONDS`` counting as no match).
 
     ``None`` when the arm has no ``uses`` pattern. ``tool_calls`` are ``model.ToolCall``s (``name``, ``summary``).
     """
     if pattern is None:
         return None
-    rx = re.compile(pattern)
-    return any(rx.search(f"{t.name} {t.summary}".strip()) for t in tool_calls)
+    return any(_search(pattern, f"{t.name} {t.summary}".strip(), 0) for t in tool_calls)  # a timeout: not this call
