@@ -1,4 +1,4 @@
-"""Answer keys and verification claims. Pure functions, no pytest import.
+r"""Answer keys and verification claims. Pure functions, no pytest import.
 
 Answer key (a trial question's ``expect`` / ``forbid`` / ``min_recall``): every pattern is a Python regular
 expression searched (``re.search`` with ``re.MULTILINE``, so ``^``/``$`` match at line boundaries) anywhere
