@@ -30,6 +30,21 @@ def test_change_counts_tracked_untracked_and_binary(tmp_path: Path) -> None:
     assert git(ws, "status", "--porcelain").count("\n") == 4  # the real index is untouched by snapshots
 
 
+def test_a_binary_file_whose_name_is_no_utf8_is_recorded(tmp_path: Path) -> None:
+    """``hidden\\xff.bin`` counted as a changed binary file but was left out of ``binary_files`` and of the patch's
+    ``# binary`` lines: its name, decoded with a replacement character, no longer named the file for ``ls-tree``."""
+    src = make_repo(tmp_path / "src", {"a.txt": "1\n"})
+    ws = tmp_path / "ws"
+    workspace.create(str(src), ws, tmp_path / "cache")
+    before = snapshot.snapshot_tree(ws)
+    (ws / "ok.bin").write_bytes(b"\x00ok")
+    Path(os.fsdecode(bytes(ws) + b"/hidden\xff.bin")).write_bytes(b"\x00hidden")
+    ch = workspace.change(ws, before, snapshot.snapshot_tree(ws))
+    assert (ch.files_changed, ch.binary_files) == (2, 2)
+    assert sorted(b["sha256"] for b in ch.binaries) == sorted(hashlib.sha256(d).hexdigest() for d in (b"\x00ok", b"\x00hidden"))
+    assert ch.patch.count("# binary ") == 2
+
+
 def test_plain_folder_becomes_a_cached_template(tmp_path: Path) -> None:
     src = make_repo(tmp_path / "plain", {"x.py": "x = 1\n"}, commit=False)
     sha1 = workspace.create(str(src), tmp_path / "ws1", tmp_path / "cache")

@@ -68,14 +68,14 @@ DESK_CONFIG = ("[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonit
 
 
 def git(args: list[str], cwd: Path, env: Mapping[str, str] | None = None, check: bool = True,
-        user_config: bool = False, stdin: str | None = None) -> str:
+        user_config: bool = False, stdin: str | None = None, errors: str = "replace") -> str:
     """Run ``git args`` in ``cwd`` (``stdin``: its input) and return stdout; raises ``WorkspaceError`` with stderr on
-    failure.
+    failure. ``errors``: as ``git_process``'s.
 
     Hardened (``HARDENED``, ``HARDENED_ENV``; the session's own ``GIT_*`` variables dropped) unless
     ``user_config``: the clone of a URL keeps the user's global config (credentials, proxies, ``insteadOf``).
     """
-    proc = git_process(args, cwd, env, user_config, stdin)
+    proc = git_process(args, cwd, env, user_config, stdin, errors)
     if check and proc.returncode != 0:
         raise WorkspaceError(f"git {' '.join(args)} failed in {cwd} (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
     return proc.stdout
@@ -157,13 +157,14 @@ def make_desk(ws: Path, objects: Iterable[Path] = (), index: Path | None = None)
 
 
 def desk_git(args: list[str], ws: Path, env: Mapping[str, str] | None = None, check: bool = True,
-             stdin: str | None = None) -> str:
+             stdin: str | None = None, errors: str = "replace") -> str:
     """``git --git-dir=<desk> --work-tree=<ws> args`` (hardened, run from the desk folder; see ``git``). The desk is
     made (empty) when missing."""
     desk = desk_dir(ws)
     if not (desk / "HEAD").is_file():
         make_desk(ws)
-    return git(["--git-dir", str(desk), "--work-tree", str(Path(ws).absolute()), *args], desk, env, check, stdin=stdin)
+    return git(["--git-dir", str(desk), "--work-tree", str(Path(ws).absolute()), *args], desk, env, check, stdin=stdin,
+               errors=errors)
 
 
 def is_git_root(path: Path) -> bool:
@@ -480,7 +481,8 @@ def change(ws: Path, before: str, after: str, binary: bool = False) -> Change:
     added = removed = files = 0
     binary_paths: list[str] = []
     flags = ["--no-renames", "--no-ext-diff", "--no-textconv"]
-    out = desk_git(["diff", "-z", "--numstat", *flags, before, after], ws) + "\0"
+    # file names as the file system has them (surrogateescape): a binary path that is no UTF-8 is still found below
+    out = desk_git(["diff", "-z", "--numstat", *flags, before, after], ws, errors="surrogateescape") + "\0"
     patch, cut = desk_git_head(["diff", "-p", *flags, *(["--binary"] if binary else []), before, after], ws, PATCH_CAP)
     if cut:
         patch += f"\n# diff.patch cut at {PATCH_CAP} bytes: the whole change is larger\n"
@@ -510,7 +512,7 @@ def blob_facts(ws: Path, before: str, after: str, paths: list[str]) -> tuple[dic
     """``{"path", "size", "sha256"}`` of each of ``paths`` in the tree ``after`` (in ``before``, with ``"deleted":
     True``, when it is gone), read from the desk's objects (two git processes)."""
     def blobs(tree: str) -> dict[str, str]:
-        listing = desk_git(["ls-tree", "-r", "-z", "--full-tree", tree, "--", *paths], ws)
+        listing = desk_git(["ls-tree", "-r", "-z", "--full-tree", tree, "--", *paths], ws, errors="surrogateescape")
         found = {}
         for record in filter(None, listing.split("\0")):
             meta, path = record.split("\t", 1)
