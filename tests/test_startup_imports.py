@@ -35,8 +35,9 @@ START_MODULES = frozenset({
     "pytest_agentrace.run", "pytest_agentrace.run.runspec", "pytest_agentrace.spec", "pytest_agentrace.spec.shard",
     "pytest_agentrace.stats", "pytest_agentrace.stats.resample", "pytest_agentrace.stats.verdict",
     "pytest_agentrace.record", "pytest_agentrace.record.storepath",
+    "pytest_agentrace.errors",  # did_you_mean for a misspelt --agentrace-fail-on verdict (stats.verdict)
 })
-HELP_MODULES = len(START_MODULES)  # 18: --help needs no more than a plain run (111 before plugin.switch)
+HELP_MODULES = len(START_MODULES)  # 19: --help needs no more than a plain run (111 before plugin.switch)
 PROBE = f"""\
 import json, sys
 import pytest
