@@ -106,8 +106,15 @@ def test_a_deep_tree_in_the_workspace_or_outbox_is_the_agents_failure(pytester: 
         "  - {name: deep-ws, command: 'deep {run_dir}', env: {DEEP: ws}}\n"
         "  - {name: deep-outbox, command: 'deep {run_dir}', env: {DEEP: outbox}}\n"
         + ("  - {name: deep-tmp, command: 'deep {run_dir}', env: {DEEP: tmp}}\n" if boxed else ""))
-    res = pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
-                             "--agentrace-disk", disk, "-p", "no:cacheprovider", "--junitxml=junit.xml", *xdist)
+    # the inner session's own temporary folders (pytester shares one basetemp between its sessions, which pytest
+    # empties with a recursive rmtree at each start): this test's deep trees never reach another test's session
+    basetemp = pytester.path / "basetemp-deep"
+    try:
+        res = pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-no-save",
+                                 "--agentrace-disk", disk, "-p", "no:cacheprovider", "--junitxml=junit.xml",
+                                 f"--basetemp={basetemp}", *xdist)
+    finally:
+        fstree.rmtree(basetemp)
     runs = {p.parent.parent.name: json.loads(p.read_text()) for p in (pytester.path / "out/runs").rglob("run.json")}
     failed = UNMEASURED if disk != "none" else ("failed", "tests failed (exit 1)")
     assert {a: (r["status"], r["reason"]) for a, r in runs.items()} == {
