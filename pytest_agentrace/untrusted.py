@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 MAX_DEPTH = 64  # arrays and objects nested at most; agents' events nest about ten levels
@@ -23,26 +24,25 @@ def loads(text: str | bytes) -> Any:
     it failed) becomes U+FFFD in every string and key."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    if text.count("[") + text.count("{") <= MAX_DEPTH:  # cannot nest deeper: no walk
-        value = json.loads(text)
-    else:
-        try:
-            value = json.loads(text)
-        except RecursionError:
-            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
-        if depth(value) > MAX_DEPTH:
-            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
-    return _whole_text(value) if _SURROGATE_ESCAPE.search(text) else value
+    return _checked(text, lambda: (json.loads(text), len(text)))[0]
 
 
 def raw_decode(text: str) -> tuple[Any, int]:
     """``json.JSONDecoder().raw_decode(text)`` under ``loads``' rules: ``(value, end)``; raises ``ValueError``."""
-    try:
-        value, end = json.JSONDecoder().raw_decode(text)
-    except RecursionError:
-        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
-    if depth(value) > MAX_DEPTH:
-        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    return _checked(text, lambda: json.JSONDecoder().raw_decode(text))
+
+
+def _checked(text: str, decode: Callable[[], tuple[Any, int]]) -> tuple[Any, int]:
+    """``decode()``'s ``(value, end)`` under ``loads``' rules (depth, lone surrogates) for the JSON ``text``."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:  # cannot nest deeper: no walk
+        value, end = decode()
+    else:
+        try:
+            value, end = decode()
+        except RecursionError:
+            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+        if depth(value) > MAX_DEPTH:
+            raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
     return (_whole_text(value) if _SURROGATE_ESCAPE.search(text, 0, end) else value), end
 
 
