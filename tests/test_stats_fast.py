@@ -1,5 +1,5 @@
 """The statistics' faster paths give the very numbers of the plain ones, to the bit: relabelled sums in float32 for
-whole numbers, counts made block by block, relabellings made block by block and from keys sorted as integers, and
+whole numbers, counts made block by block, relabellings made block by block and from one partition of their keys, and
 an interval read from a partitioned row of replicates instead of a sorted one. Each compares the fast path with the plain computation it replaces."""
 
 from __future__ import annotations
@@ -30,54 +30,58 @@ def test_relabelled_sums_are_those_of_the_float64_product(values: np.ndarray) ->
 
 def test_relabellings_made_block_by_block_are_those_of_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     whole = draws.relabelling(3, CASE, 3, 4, 5000)
-    monkeypatch.setattr(draws, "LABEL_BLOCK", 7 * 13)  # 13 rows a block, the last one short
+    monkeypatch.setattr(draws, "LABEL_BLOCK", 7 * 13)  # 12 rows a block (a multiple of 4), the last one short
     assert np.array_equal(draws.relabelling(3, CASE, 3, 4, 5000), whole)
     assert (whole.sum(axis=1) == 3).all()
 
 
-def float_relabelling(seed: int, case: tuple, na: int, nb: int, resamples: int) -> np.ndarray:
-    """``draws.relabelling`` as the keys' floats give it: sorted and compared as float32, in one block."""
+def sorted_relabelling(seed: int, case: tuple, na: int, nb: int, resamples: int) -> np.ndarray:
+    """``draws.relabelling`` as a sort of the keys gives it: the ``na`` smallest of each row's keys, a row whose
+    ``na``-th and ``na + 1``-th smallest keys are equal drawn again, in one block."""
     from pytest_agentrace.stats import numerics
 
     rng = numerics.rng_for(seed, "labels", *case, na, nb)
-    keys = rng.random((resamples, na + nb), dtype=np.float32)
+    keys = draws.random_keys(rng, (resamples, na + nb))
     ordered = np.sort(keys, axis=1)
     marks = keys <= ordered[:, na - 1:na]
     tied = np.flatnonzero(ordered[:, na - 1] == ordered[:, na])
     while tied.size:
-        keys = rng.random((tied.size, na + nb), dtype=np.float32)
+        keys = draws.random_keys(rng, (tied.size, na + nb))
         ordered = np.sort(keys, axis=1)
         marks[tied] = keys <= ordered[:, na - 1:na]
         tied = tied[ordered[:, na - 1] == ordered[:, na]]
     return marks
 
 
-class CoarseKeys:
-    """A generator whose float32 keys take 8 values (0, 1/8, ..., 7/8): ties across the cut in most rows."""
-
-    def __init__(self, rng) -> None:
-        self.rng = rng
-
-    def random(self, size, dtype):
-        return (np.floor(self.rng.random(size, dtype=dtype) * 8) / 8).astype(dtype)
-
-
-@pytest.mark.parametrize(("na", "nb"), [(50, 50), (3, 4), (1, 9), (12, 1)])
+@pytest.mark.parametrize(("na", "nb"), [(50, 50), (3, 4), (1, 9), (12, 1), (3000, 2000)])
 @pytest.mark.parametrize("coarse", [False, True])
-def test_relabellings_from_keys_sorted_as_integers_are_those_of_the_float_keys(
+def test_relabellings_from_a_partition_are_those_of_the_sorted_keys(
         monkeypatch: pytest.MonkeyPatch, na: int, nb: int, coarse: bool) -> None:
-    """The keys' bits sorted and compared as int32 mark the same runs, and find the same ties (drawn again), as the
-    float32 keys themselves; with keys of 8 values nearly every row is tied and drawn again."""
-    from pytest_agentrace.stats import numerics
-
+    """The keys at most the row's ``na``-th smallest (one partition) mark the same runs, and find the same ties
+    (drawn again), as the sorted keys; with keys of 8 values nearly every row is tied and drawn again. 5,000 runs
+    take 32-bit keys."""
     if coarse:
-        plain_rng = numerics.rng_for
-        monkeypatch.setattr(numerics, "rng_for", lambda *key: CoarseKeys(plain_rng(*key)))
-    monkeypatch.setattr(draws, "LABEL_BLOCK", 10**9)  # one block: the float version above draws in one call
-    want = float_relabelling(5, CASE, na, nb, 2000)
-    got = draws.relabelling(5, CASE, na, nb, 2000)
+        plain = draws.random_keys
+        monkeypatch.setattr(draws, "random_keys", lambda rng, shape: plain(rng, shape) >> (13 if shape[1] <= draws.KEY16_RUNS else 29))
+    monkeypatch.setattr(draws, "LABEL_BLOCK", 10**9)  # one block: the sorted version above draws in one call
+    resamples = 300 if na + nb > draws.KEY16_RUNS else 2000
+    want = sorted_relabelling(5, CASE, na, nb, resamples)
+    got = draws.relabelling(5, CASE, na, nb, resamples)
     assert np.array_equal(got, want)
     assert (got.sum(axis=1) == na).all()
+
+
+def test_random_keys_are_uniform_16_and_32_bit_words() -> None:
+    """The keys of 100 runs are uint16, of 5,000 runs uint32, each of their 16 (32) bits set in half of 200,000
+    keys (within 5 standard errors: 0.0056)."""
+    from pytest_agentrace.stats import numerics
+
+    rng = numerics.rng_for(0, "keys")
+    for n, dtype in ((100, np.uint16), (5000, np.uint32)):
+        keys = draws.random_keys(rng, (200_000 // n, n))
+        assert keys.dtype == dtype and keys.shape == (200_000 // n, n)
+        bits = (keys.ravel()[:, None] >> np.arange(8 * keys.itemsize, dtype=dtype)) & 1
+        assert np.abs(bits.mean(axis=0) - 0.5).max() < 5 * 0.5 / np.sqrt(200_000)
 
 
 def test_counts_made_block_by_block_are_the_bincount_of_every_row(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -72,7 +72,11 @@ _SHAPES = re.compile(_EDGE_L + "(?:" + "|".join((
     r"AIza[0-9A-Za-z_\-]{35}",
     r"xox[abposr]-[0-9]{6,}(?:-[0-9]{6,}){0,2}-[0-9A-Za-z]{24,}",
 )) + ")" + _EDGE_R)
-_ASSIGN = re.compile(r"(?<![A-Za-z0-9_\-])([A-Za-z][A-Za-z0-9_\-.]*)([\"']?\s*[=:]\s*[\"']?)([^\s\"',;&}\]]+)")
+# a name is a whole run of name characters, never a piece of one: the look-behind holds every name character and
+# the run is taken possessively, so each run is tried once, from its start, and the search stays linear in the text
+# ("a.a.a..." was quadratic when a name could start after any dot and give back characters); ``is_secret_name``
+# takes its words (``--password``, ``1.api_key``)
+_ASSIGN = re.compile(r"(?<![A-Za-z0-9_\-.])([A-Za-z0-9_\-.]++)([\"']?\s*[=:]\s*[\"']?)([^\s\"',;&}\]]+)")
 _AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest)\s+)?)"
                           r"([^\s\"',]+)")
 _BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/\-]{12,}=*)")
