@@ -16,6 +16,7 @@ import os
 import random
 import re
 import string
+import subprocess
 import sys
 import tokenize
 from pathlib import Path
@@ -187,3 +188,19 @@ def test_counts_of_tokens_and_bare_json_numbers_are_kept(text: str) -> None:
 ])
 def test_a_redacted_value_ends_before_a_closing_bracket(text: str, expected: str) -> None:
     assert redact(text) == expected
+
+
+def test_redaction_is_linear_in_hostile_text() -> None:
+    """Runs of name characters with a dot, dash or separator between every letter (``a.a.a...``) made the
+    assignment search quadratic: 120 KB of output took minutes of the harness's CPU. Each of these 400 KB texts is
+    redacted in a child process that has 120 seconds (linear: well under one; quadratic: hours), and comes back
+    unchanged (nothing in it is a secret)."""
+    code = (
+        "import sys\n"
+        "from pytest_agentrace.record.redact import redact\n"
+        "for unit in ('a.', 'a-', 'a_', 'a.1', 'a:', 'a=', 'a ', 'x =', 'key.', '--a'):\n"
+        "    text = unit * (400_000 // len(unit))\n"
+        "    assert redact(text) == text, unit\n"
+        "print('ok')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout == "ok\n", res.stderr[-2000:]

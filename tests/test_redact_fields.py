@@ -19,7 +19,7 @@ def leaky() -> Outcome:
     return outcome(
         status=Status.FAILED, reason=f"tests failed: {SECRET}", extra={"note": [SECRET, 1, {"env": "API_KEY=abcdefgh123"}], "pair": ("a", SECRET)},
         usage=Usage(total_tokens=5, answer=f"the key is {SECRET}", tool_calls=(ToolCall("bash", f"curl -H 'x-key: {SECRET}'"),),
-                    parse_warnings=(SECRET,), model_usage={"m": {"input_tokens": 1}}, status="completed"),
+                    parse_warnings=(SECRET,), model_usage={"m": {"input_tokens": 1}, SECRET: {"input_tokens": 2}}, status="completed"),
         checks={"tests": CheckResult("tests", f"pytest --key {SECRET}", 1, 0.5, "tests.log")},
         machinery=({"path": SECRET},), tampered=(SECRET,))
 
@@ -49,3 +49,25 @@ def test_finite_makes_nan_none() -> None:
     assert redact_fields(o, finite=False) is o
     shown = redact_fields(o, finite=True)
     assert (shown.score, shown.seconds, shown.usage.total_tokens) == (None, None, 1000)
+
+
+def test_dict_keys_are_redacted_and_no_value_is_lost() -> None:
+    """A secret an agent used as a key (a usage entry named after a key it read) is redacted as a value is; keys that
+    meet once redacted are told apart (``#2``), also when one of them was ``<redacted>`` already."""
+    redacted = redact_outcome(leaky(), [SECRET])
+    assert redacted.usage.model_usage == {"m": {"input_tokens": 1}, MARK: {"input_tokens": 2}}
+    other = "sk-other-0123456789abcdef"
+    data = {SECRET: 1, MARK: 2, other: 3, "plain": {SECRET: [other]}}
+    want = {MARK: 1, f"{MARK}#2": 2, f"{MARK}#3": 3, "plain": {MARK: [MARK]}}
+    assert redact_data(data, [SECRET, other]) == want
+    assert redact_fields(data, [SECRET, other]) == want
+    clean = {"a": {"b": 1}}
+    assert redact_fields(clean, [SECRET]) is clean
+
+
+def test_shown_text_has_no_escape_sequence_or_bidirectional_override() -> None:
+    o = outcome(reason="tests failed \x1b]52;c;ZXZpbA==\x07 \u202ecod.exe", extra={"\u202ekey": "\x1b[2J"})
+    shown = redact_fields(o, show=True)
+    assert shown.reason == "tests failed \\x1b]52;c;ZXZpbA==\\x07 \\u202ecod.exe"
+    assert shown.extra == {"\\u202ekey": "\\x1b[2J"}
+    assert redact_fields(o) is o  # only what is shown to people is made printable

@@ -57,7 +57,7 @@ from pytest_agentrace.model_double.normalise import (  # noqa: F401 - re-exporte
     normalise_headers,
     normalise_text,
 )
-from pytest_agentrace.record.redact import is_secret_name, redact
+from pytest_agentrace.record.redact import is_secret_name, keyed, redact
 from pytest_agentrace.run.runspec import REPLAY_MATCHES
 
 VERSION = 1
@@ -154,7 +154,7 @@ class Scrubber:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {k: self.data(v) for k, v in value.items()}
+            return keyed(((k, self.data(v)) for k, v in value.items()), self.text)
         if isinstance(value, list):
             return [self.data(v) for v in value]
         return value
@@ -178,7 +178,7 @@ class Scrubber:
                 "body": body if isinstance(body, dict) and set(body) == {"base64"} else normalise(body)}
 
     def query(self, query: Mapping[str, list[str]]) -> dict[str, list[str]]:
-        return {k: [self.text(x) for x in v] for k, v in query.items() if k.lower() not in DROP_QUERY}
+        return keyed(((k, [self.text(x) for x in v]) for k, v in query.items() if k.lower() not in DROP_QUERY), self.text)
 
     def chunks(self, raw: list[bytes]) -> tuple[list[str], str]:
         """``(chunks, encoding)``: the stream as UTF-8 text chunks (a character split across reads goes with

@@ -2,7 +2,8 @@
 at the model double), which forwards every request to the real provider, or to an upstream URL, streams each
 response back as it arrives and keeps both for the run's cassette (``cassette``).
 
-Where a request goes: ``upstream + path`` (``--agentrace-record-upstream URL``: a gateway such as LiteLLM or
+Where a request goes: ``upstream + path`` (the path of the request target, which must be one: nothing but the
+upstream's own scheme, host and port is ever reached; a body over ``wire.MAX_REQUEST`` bytes is refused unread) (``--agentrace-record-upstream URL``: a gateway such as LiteLLM or
 OpenRouter, or a model double; the CLI's path, ``/v1/messages`` say, is appended to it), else the provider of the
 agent's CLI (``PROVIDERS``: Anthropic for Claude Code, Google for Gemini CLI, OpenAI for the others).
 
@@ -29,6 +30,7 @@ from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 from pytest_agentrace.model_double.cassette import Cassette, Scrubber, now
+from pytest_agentrace.model_double.wire import MAX_REQUEST
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 OPENAI_URL = "https://api.openai.com"
@@ -97,10 +99,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _exchange(self) -> None:
         proxy = self.server.proxy
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
         parts = urlsplit(self.path)
-        target = urlsplit(proxy.base + parts.path + (f"?{parts.query}" if parts.query else ""))
+        value = self.headers.get("Content-Length") or "0"
+        length = int(value) if value.isdigit() else -1
+        # the upstream's origin is the only one reached: a request target that is no path (``.evil.example/``,
+        # ``1/v1``) would otherwise be glued onto its host or port; a body over the limit is never read
+        why = ((400, "the request target must be a path") if not parts.path.startswith("/") else
+               (413, f"request body over {MAX_REQUEST} bytes") if length > MAX_REQUEST else
+               (400, "bad Content-Length") if length < 0 else None)
+        if why is not None:
+            self.close_connection = True
+            body = json.dumps({"error": {"type": "invalid_request_error", "message": f"agentrace recording proxy: {why[1]}"}}).encode()
+            self._send(why[0], {"Content-Type": "application/json", "Connection": "close"}, [body], length=len(body))
+            return
+        raw = self.rfile.read(length) if length else b""
+        target = urlsplit(proxy.base)._replace(path=urlsplit(proxy.base).path + parts.path, query=parts.query)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
         headers = with_key(headers, proxy.key)
         headers["Accept-Encoding"] = "identity"
@@ -115,7 +128,7 @@ class _Handler(BaseHTTPRequestHandler):
             conn.request(self.command, target.path + (f"?{target.query}" if target.query else ""), body=raw or None,
                          headers=headers)
             resp = conn.getresponse()
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a path http.client refuses
             body = json.dumps({"error": {"message": f"agentrace recording proxy: upstream {proxy.base} failed: {exc}",
                                          "type": "upstream_error"}}).encode()
             proxy.add(record, 502, {"Content-Type": "application/json"}, [body], stream=False)

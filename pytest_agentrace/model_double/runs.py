@@ -193,7 +193,7 @@ class AgentSession:
                 self.port = _free_port()
             else:
                 self.double = ModelDouble(log=log, replayer=self.replayer, key=self.key,
-                                          rejected_log=self.log_dir / REJECTED_LOG).start()
+                                          rejected_log=self.log_dir / REJECTED_LOG, secrets=scrub.secrets).start()
                 self.port = self.double.port
             self.base_url = f"http://127.0.0.1:{self.port}"
             return
@@ -207,7 +207,8 @@ class AgentSession:
             if self.offline:  # the double starts inside the namespace, on a port free there
                 self.port = _free_port()
             else:
-                self.double = ModelDouble(self.script, log, key=self.key, rejected_log=self.log_dir / REJECTED_LOG).start()
+                self.double = ModelDouble(self.script, log, key=self.key, rejected_log=self.log_dir / REJECTED_LOG,
+                                          secrets=scrub.secrets).start()
                 self.port = self.double.port
             self.base_url = f"http://127.0.0.1:{self.port}"
         if opts.record:

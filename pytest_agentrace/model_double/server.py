@@ -31,8 +31,10 @@ step, no error counter, no line in the run's request log. Each run's double gets
 is given, so a run that finds a sibling's double (its port shows in ``/proc/net/tcp``) cannot play its script.
 
 Every request is appended to the route's JSONL log: ``{ts, method, path, query, headers, body, protocol,
-answer}`` with auth headers replaced by ``<redacted>`` and strings longer than ``LOG_STRING_LIMIT``
-characters shortened (``"...<N chars>"``, as in the recorded samples). The log is for people: what the harness
+answer}`` with auth headers replaced by ``<redacted>``, strings longer than ``LOG_STRING_LIMIT``
+characters shortened (``"...<N chars>"``, as in the recorded samples), every string (and key) redacted
+(``secrets``: the run's secret values; secret assignments and key shapes always), and a body past the route's
+``BODIES_KEPT`` bytes replaced by its size. A body over ``MAX_REQUEST`` bytes is refused unread (HTTP 413). The log is for people: what the harness
 judges a run by is the double's own record in memory, ``report_of`` (``ModelDouble.report``), never the file, which
 may lie where the agent can write.
 """
@@ -58,10 +60,12 @@ from pytest_agentrace.model_double import tools, wire
 from pytest_agentrace.model_double.cassette import Mismatch, Replayer
 from pytest_agentrace.model_double.script import Script, Step, TurnUsage, parse_script
 from pytest_agentrace.model_double.tools import ANTHROPIC, CHAT, GEMINI, RESPONSES
-from pytest_agentrace.model_double.wire import Answer
+from pytest_agentrace.model_double.wire import MAX_REQUEST, Answer
+from pytest_agentrace.record.redact import redact_data
 from pytest_agentrace.record.safefile import append_bytes
 
 LOG_STRING_LIMIT = 4000
+BODIES_KEPT = 16 * 1024 * 1024  # bytes of request bodies (as JSON, strings shortened) a route keeps and logs
 # seconds a scripted HTTP error asks the client to wait (``retry-after`` rounded up, ``retry-after-ms`` exact):
 # clients that honour them (Anthropic and OpenAI SDKs, OpenCode) then retry at once instead of backing off for
 # a minute or more; a script's ``error.retry_after`` overrides it
@@ -78,22 +82,36 @@ REPORT_MODELS_CAP = 32  # models counted one by one in a report's ``served``; th
 @dataclass
 class Route:
     """A registered run: its ``script`` (or ``replayer``: a cassette played in its place), request ``log`` file
-    (JSONL; None: memory only) and the records."""
+    (JSONL; None: memory only), the ``secrets`` redacted from what is kept, and the records."""
 
     token: str
     script: Script
     log: Path | None = None
     replayer: Replayer | None = None
+    secrets: tuple[str, ...] = ()
     records: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    kept: int = 0  # bytes of request bodies kept (their log lines' JSON)
 
     def append(self, record: dict[str, Any]) -> None:
+        """Keep ``record`` (and append it to the log) redacted (``record.redact.redact_data``: the session's secret
+        values, secret assignments and key shapes, in keys too); its body only while the route's bodies stay within
+        ``BODIES_KEPT`` bytes of JSON, else a stand-in naming its size and model (what ``report_of`` reads)."""
+        record = redact_data(record, self.secrets)
+        line = json.dumps(record, ensure_ascii=False)
         with self.lock:
+            if self.kept + len(line) > BODIES_KEPT:
+                body = record.get("body")
+                model = body.get("model") if isinstance(body, dict) and isinstance(body.get("model"), str) else None
+                record["body"] = {**({"model": model[:200]} if model else {}),
+                                  "_omitted": f"{len(line)} bytes: past the {BODIES_KEPT} bytes of request bodies a run keeps"}
+                line = json.dumps(record, ensure_ascii=False)
+            self.kept += len(line)
             self.records.append(record)
             if self.log is not None:
                 self.log.parent.mkdir(parents=True, exist_ok=True)
                 try:  # the run's folder: a link left at the log's name is refused, never written through
-                    append_bytes(self.log, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+                    append_bytes(self.log, (line + "\n").encode("utf-8"))
                 except OSError:
                     self.log = None
 
@@ -199,6 +217,10 @@ def protocol_of(path: str) -> str | None:
     if _GEMINI_RE.search(path):
         return GEMINI
     return None
+
+
+class _Refused(Exception):
+    """A request answered with an error before its body was read (``_Handler._read_raw``)."""
 
 
 class Decider:
@@ -320,8 +342,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(raw)
 
     def _read_raw(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
+        """The request's body (``Content-Length`` bytes). Raises ``_Refused`` after answering HTTP 413 (a body over
+        ``MAX_REQUEST``) or 400 (a length that is no number) and closing the connection: the body is never read."""
+        value = self.headers.get("Content-Length") or "0"
+        length = int(value) if value.isdigit() else -1
+        if 0 <= length <= MAX_REQUEST:
+            return self.rfile.read(length) if length else b""
+        self.close_connection = True
+        status, why = (413, f"request body of {length} bytes is over {MAX_REQUEST}") if length > 0 else (400, "bad Content-Length")
+        self._send_json(status, {"error": {"type": "request_too_large" if status == 413 else "invalid_request_error",
+                                           "message": f"model double: {why}"}}, {"Connection": "close"})
+        raise _Refused(why)
 
     def _read_body(self, raw: bytes | None = None) -> Any:
         raw = self._read_raw() if raw is None else raw
@@ -393,6 +424,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(404, {"error": {"message": f"model double: no GET route {path}", "type": "not_found"}})
 
     def do_POST(self) -> None:
+        try:
+            self._post()
+        except _Refused:  # answered and closed (``_read_raw``)
+            return
+
+    def _post(self) -> None:
         if not self._authorised():
             return
         route, path = self._route()
@@ -461,7 +498,8 @@ class ModelDouble:
     """A model double server on ``host`` (127.0.0.1) and ``port`` (0: a free port), serving ``script`` on
     paths without a run token and logging those requests to ``log`` (JSONL; None: memory only); with
     ``replayer`` those paths play its cassette instead (``cassette.Replayer``). With ``key``, requests without it
-    get HTTP 401 and are logged in ``rejected`` (and appended to ``rejected_log``, JSONL) only.
+    get HTTP 401 and are logged in ``rejected`` (and appended to ``rejected_log``, JSONL) only. ``secrets``: literal
+    values redacted from every record kept and logged.
 
     Use as a context manager or call ``start()`` / ``stop()``. ``url`` is ``http://127.0.0.1:PORT``;
     ``register(script, log)`` adds a run and returns its base URL (``url + "/r/<token>"``). Requests that name
@@ -470,15 +508,16 @@ class ModelDouble:
 
     def __init__(self, script: Script | None = None, log: Path | str | None = None, host: str = "127.0.0.1",
                  port: int = 0, replayer: Replayer | None = None, key: str | None = None,
-                 rejected_log: Path | str | None = None):
+                 rejected_log: Path | str | None = None, secrets: tuple[str, ...] = ()):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the model double binds to loopback only, not {host!r}")
 
         default = script or parse_script({"steps": [{"text": "DONE"}]}, "<default>")
-        self.default = Route("default", default, Path(log) if log else None, replayer)
-        self.unrouted = Route("unrouted", default, None)
+        self.secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+        self.default = Route("default", default, Path(log) if log else None, replayer, self.secrets)
+        self.unrouted = Route("unrouted", default, None, None, self.secrets)
         self.key = key
-        self.rejected = Route("rejected", default, Path(rejected_log) if rejected_log else None)
+        self.rejected = Route("rejected", default, Path(rejected_log) if rejected_log else None, None, self.secrets)
         self.decider = Decider()
         self._routes: dict[str, Route] = {}
         self._host, self._port = host, port
@@ -526,7 +565,7 @@ class ModelDouble:
         """Serve ``script`` (or the cassette of ``replayer``) under a new run token; returns that run's base URL
         (``url/r/<token>``)."""
         token = token or uuid.uuid4().hex[:16]
-        self._routes[token] = Route(token, script, Path(log) if log else None, replayer)
+        self._routes[token] = Route(token, script, Path(log) if log else None, replayer, self.secrets)
         return f"{self.url}/r/{token}"
 
     def use(self, script: Script) -> None:

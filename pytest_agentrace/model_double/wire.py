@@ -35,6 +35,7 @@ from pytest_agentrace.model_double.tools import (
     ToolCall,
 )
 
+MAX_REQUEST = 32 * 1024 * 1024  # bytes of a request body the double and the recording proxy read (the Messages API refuses larger ones)
 # The line a ``malformed: true`` step breaks off with: a data line whose JSON never closes.
 MALFORMED_DATA = b'data: {"type": "scripted-malformed", "delta": {"text": "broken\n\n'
 

@@ -46,7 +46,7 @@ import dataclasses
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pytest_agentrace.record.model import Outcome
@@ -150,28 +150,47 @@ def printable(text: str) -> str:
 
 
 def redact_data(data: Any, secrets: Iterable[str] = ()) -> Any:
-    """A JSON-like value with every string in it (keys kept) passed through ``redact``."""
+    """A JSON-like value with every string in it, dict keys too (``keyed``), passed through ``redact``."""
     secrets = list(secrets)
     if isinstance(data, str):
         return redact(data, secrets)
     if isinstance(data, dict):
-        return {k: redact_data(v, secrets) for k, v in data.items()}
+        return keyed(((k, redact_data(v, secrets)) for k, v in data.items()), lambda k: redact(k, secrets))
     if isinstance(data, (list, tuple)):
         return [redact_data(v, secrets) for v in data]
     return data
 
 
+def keyed(items: Iterable[tuple[Any, Any]], clean: Callable[[str], str]) -> dict[Any, Any]:
+    """A dict of ``items`` whose string keys are passed through ``clean`` (a redaction): a key is stored text as much
+    as a value is (an agent may name a usage entry after a key it read). A cleaned key that another key already
+    took gets ``#2``, ``#3``... so that no value is lost."""
+    out: dict[Any, Any] = {}
+    for k, v in items:
+        new = clean(k) if isinstance(k, str) else k
+        if new in out:  # only a cleaned key can meet another (a dict's own keys differ)
+            n = 2
+            while f"{new}#{n}" in out:
+                n += 1
+            new = f"{new}#{n}"
+        out[new] = v
+    return out
+
+
 T = TypeVar("T")
 
 
-def redact_fields(value: T, secrets: Sequence[str] = (), finite: bool = False) -> T:
+def redact_fields(value: T, secrets: Sequence[str] = (), finite: bool = False, show: bool = False) -> T:
     """``value`` (a dataclass, dict, list, tuple, string or scalar, nested) with every string in it passed through
     ``redact``, its types kept: a dataclass is copied with ``dataclasses.replace`` (fields with ``init=False`` are
-    left as they are), dicts keep their keys, tuples stay tuples, a ``StrEnum`` whose text does not change stays the
-    member. ``finite``: a NaN or infinite float becomes None (what the JSON export prints as null). The same object
-    is returned wherever nothing changed, so a record without secrets is not copied."""
+    left as they are), dict keys are redacted too (``keyed``), tuples stay tuples, a ``StrEnum`` whose text does not
+    change stays the member. ``finite``: a NaN or infinite float becomes None (what the JSON export prints as null).
+    ``show``: every string also passes through ``printable`` (for a page or comment people read: no escape sequence
+    or bidirectional override of an agent's text reaches it). The same object is returned wherever nothing changed,
+    so a record without secrets is not copied."""
     if isinstance(value, str):
         text = redact(value, secrets)
+        text = printable(text) if show else text
         return value if text == value else text  # type: ignore[return-value]
     if isinstance(value, float):
         return None if finite and not math.isfinite(value) else value  # type: ignore[return-value]
@@ -180,15 +199,17 @@ def redact_fields(value: T, secrets: Sequence[str] = (), finite: bool = False) -
         for f in dataclasses.fields(value):
             if f.init:
                 old = getattr(value, f.name)
-                new = redact_fields(old, secrets, finite)
+                new = redact_fields(old, secrets, finite, show)
                 if new is not old:
                     changes[f.name] = new
         return dataclasses.replace(value, **changes) if changes else value  # type: ignore[type-var]
     if isinstance(value, dict):
-        items = {k: redact_fields(v, secrets, finite) for k, v in value.items()}
-        return value if all(items[k] is v for k, v in value.items()) else items  # type: ignore[return-value]
+        items = keyed(((k, redact_fields(v, secrets, finite, show)) for k, v in value.items()),
+                      lambda k: redact_fields(k, secrets, finite, show))
+        same = len(items) == len(value) and all(k in items and items[k] is v for k, v in value.items())
+        return value if same else items  # type: ignore[return-value]
     if isinstance(value, (list, tuple)):
-        seq = [redact_fields(v, secrets, finite) for v in value]
+        seq = [redact_fields(v, secrets, finite, show) for v in value]
         if all(a is b for a, b in zip(seq, value, strict=True)):
             return value
         return type(value)(seq) if type(value) in (list, tuple) else seq  # type: ignore[return-value]

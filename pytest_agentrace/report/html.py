@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 from pytest_agentrace import __version__
 from pytest_agentrace.record.model import Outcome
-from pytest_agentrace.record.redact import redact, redact_data, secret_values
+from pytest_agentrace.record.redact import printable, redact, redact_data, secret_values
 from pytest_agentrace.record.runfile import OUTBOX_DIR
 from pytest_agentrace.record.safefile import read_text, regular_files
 from pytest_agentrace.record.trajectory import TRAJECTORY_FILE, build_trajectory, read_prompt
@@ -116,7 +116,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], table_id: str, 
 
 
 def page(title: str, subtitle: str, body: str, footer: str = "") -> str:
-    """The HTML document: inline CSS/JS, theme toggle, CSP that forbids any network fetch. ``footer`` is trusted HTML."""
+    """The HTML document: inline CSS/JS, theme toggle, CSP that forbids any network fetch. ``footer`` is trusted HTML.
+    No control character (but tab and newline) or bidirectional override reaches the page (``printable``: shown as
+    its escape), whatever the text came from."""
+    title, subtitle, body, footer = (printable(t) for t in (title, subtitle, body, footer))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\" data-theme=\"light\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
@@ -301,7 +304,7 @@ def _file_block(title: str, path: Path | None, text: str | None = None, keep: st
         text = redact(text, secret_values())
     if not text.strip():
         return ""
-    shown, note = clip(text, str(path) if path else "in the run record", keep)
+    shown, note = clip(printable(text), str(path) if path else "in the run record", keep)  # no escape sequence reaches the page
     if diff:
         lines = []
         for line in shown.splitlines():

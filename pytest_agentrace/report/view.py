@@ -51,11 +51,11 @@ def shown(result: SessionResult) -> SessionResult:
         elo = result.elo or EloSeries.of(outcomes)
         secrets = secret_values()
         copy = dataclasses.replace(
-            result, outcomes=redact_fields(result.outcomes, secrets, finite=True),
-            report=redact_fields(report, secrets, finite=True),
-            leaderboard=redact_fields(result.leaderboard, secrets, finite=True),
-            elo=redact_fields(elo, secrets, finite=True),
-            context=dataclasses.replace(ctx, session=redact_fields(dict(ctx.session), secrets) if ctx.session else None))
+            result, outcomes=redact_fields(result.outcomes, secrets, finite=True, show=True),
+            report=redact_fields(report, secrets, finite=True, show=True),
+            leaderboard=redact_fields(result.leaderboard, secrets, finite=True, show=True),
+            elo=redact_fields(elo, secrets, finite=True, show=True),
+            context=dataclasses.replace(ctx, session=redact_fields(dict(ctx.session), secrets, show=True) if ctx.session else None))
         result.cache["shown"] = copy
     return result.cache["shown"]
 
