@@ -304,3 +304,36 @@ def test_plan_results_before_the_spread_is_known_and_without_tokens(tmp_path: Pa
     code, text, _ = main(capsys, "plan", "--results", str(two), "--generalize", "cases", "--resamples", "300")
     assert "add cases (with 2 cases a sign-flip p cannot go below 0.5; a verdict needs 6 or more cases)" in text
     assert "target: new cases like these" in text and "runs per arm are counted per case" in text
+
+
+def test_compare_decides_every_gate_the_session_takes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``compare --fail-on`` took only the snapshot's verdicts: a threshold (``pass_rate<0.8``, ``pass@3<0.9``) or
+    an arm-vs-baseline verdict (``worse``) passed whatever the runs; ``errors`` fails a cell that measured nothing."""
+    snap = tmp_path / "baseline.json"
+    assert main(capsys, "snapshot", str(results(tmp_path / "before", reps=8)), "--to", str(snap))[0] == 0
+    after = results(tmp_path / "after", reps=8, docs_passed=0)  # docs: 8/8 -> 0/8
+    for gate, want in (("pass_rate<0.8", "FAIL pass_rate<0.8: a q1 [docs]: pass rate 0.00 (0/8 passed)"),
+                       ("pass@3<0.9", "FAIL pass@3<0.9: a q1 [docs]: pass@3 0.00 (0/8 passed)"),
+                       ("worse", "FAIL worse: a arm docs vs base: pass rate worse")):
+        code, _, err = main(capsys, "compare", str(after), "--snapshot", str(snap), "--fail-on", gate, "--resamples", "300")
+        assert code == 1 and want in err, (gate, err)
+    code, _, err = main(capsys, "compare", str(tmp_path / "before"), "--snapshot", str(snap), "--fail-on", "pass_rate<0.8,worse,errors",
+                        "--resamples", "300")
+    assert code == 0 and not err
+    broken = tmp_path / "broken"
+    for rep in range(1, 5):
+        write(broken, trial_run("q1", "base", rep, 1000))
+        write(broken, trial_run("q1", "docs", rep, None, "error"))
+    code, _, err = main(capsys, "compare", str(broken), "--snapshot", str(snap), "--fail-on", "errors", "--resamples", "300")
+    assert code == 1 and "FAIL errors: a q1 [docs]: errors" in err and "every run an infrastructure error" in err
+
+
+def test_the_errors_gate_without_a_snapshot_reads_the_sessions_cells() -> None:
+    from types import SimpleNamespace
+
+    from pytest_agentrace.stats.verdict import gate_failures, parse_fail_on
+
+    cells = [SimpleNamespace(agent="a", case="q1", arm="docs", runs=3, valid=0, errors=3),
+             SimpleNamespace(agent="a", case="q1", arm="base", runs=3, valid=2, errors=1)]
+    assert gate_failures(parse_fail_on("errors"), cells) == [
+        "errors: a q1 [docs]: every run an infrastructure error (3): nothing measured"]

@@ -50,7 +50,7 @@ from pytest_agentrace.stats.snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from pytest_agentrace.stats.verdict import FIXED, HOLM, gate_failures, gate_family, parse_fail_on
+from pytest_agentrace.stats.verdict import FIXED, HOLM, SNAPSHOT_GATES, gate_failures, gate_family, parse_fail_on
 
 REGRESS_FAIL_ON = "regressed"  # what `agentrace regress` fails on when --fail-on is not given
 
@@ -314,11 +314,17 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
         snap = read_snapshot(Path(args.snapshot))
     except SnapshotError as exc:
         raise CliError(str(exc)) from None
+    target = getattr(args, "generalize", FIXED)
     rows = compare(snap, outcomes, args.old_arm, args.new_arm, args.tolerance, args.seed, args.resamples, args.regression_alpha,
-                   target=getattr(args, "generalize", FIXED))
-    verdict_gates = [g for g in gates if g.verdict]
-    family = gate_family(verdict_gates, snapshot_rows=rows, mode=getattr(args, "gate_cells", HOLM), rate=args.regression_alpha) if verdict_gates else None
-    failures = gate_failures(verdict_gates, snapshot_rows=rows, family=family) if family is not None else []
+                   target=target)
+    # every gate the session's --agentrace-fail-on takes, decided as the session decides it: thresholds read the
+    # cells, verdicts other than the snapshot's (worse, cheaper, ...) the arm-vs-baseline comparisons
+    report = (build_report(outcomes, getattr(args, "baseline", None), args.seed, args.resamples, target=target)
+              if any(not g.verdict or g.verdict not in SNAPSHOT_GATES for g in gates) else None)
+    cells, comparisons, flips = (report.cells, report.comparisons, report.reliability) if report is not None else ((), (), ())
+    family = (gate_family(gates, comparisons, rows, getattr(args, "gate_cells", HOLM), args.regression_alpha)
+              if any(g.verdict for g in gates) else None)
+    failures = gate_failures(gates, cells, comparisons, rows, flips, family=family)
     print("\n".join(compare_lines(rows, args.format, width=stdout_width(), family=family, failed=len(failures))))
     for line in failures:
         print(f"FAIL {line}", file=sys.stderr)

@@ -65,7 +65,7 @@ class Verdict(enum.StrEnum):
     SAME = "same"
     NOT_RUN = "not run"
     NEW = "new"
-    ERRORS = "errors"  # a cell whose runs were all infrastructure errors: nothing to compare (no gate reads it)
+    ERRORS = "errors"  # a cell whose runs were all infrastructure errors: nothing to compare (``--fail-on errors``)
 
 
 def significant(interval: Any, p: float | None, alpha: float, null: float) -> int:
@@ -219,7 +219,7 @@ def snapshot_verdict(old_passed: int, old_total: int, new_passed: int, new_total
 # ---------------------------------------------------------------------------------------------- gates
 
 _METRIC = re.compile(r"^(?P<metric>pass@|pass\^|flip|pass_rate)(?P<k>\d*)\s*(?P<op><=|>=|<|>)\s*(?P<value>\d*\.?\d+)$")
-GATE_VERDICTS = {v.value.replace(" ", "-"): v for v in Verdict if v not in (Verdict.SAME, Verdict.NO_CLEAR, Verdict.ERRORS)}
+GATE_VERDICTS = {v.value.replace(" ", "-"): v for v in Verdict if v not in (Verdict.SAME, Verdict.NO_CLEAR)}
 GATE_HELP = ("a comma-separated list of verdicts (" + ", ".join(sorted(GATE_VERDICTS)) + ") and thresholds such as "
              "'pass@3<0.9', 'pass^3<0.5' (per cell), 'flip>0.2' (share of flipping cases per agent and arm), 'pass_rate<0.8' (per cell)")
 
@@ -406,6 +406,9 @@ def gate_failures(gates: Iterable[Gate], cells: Sequence[Any] = (), comparisons:
             for i, r in enumerate(snapshot_rows or ()):
                 if g.verdict in (r.verdict, *getattr(r, "also", ())) and fam.passes("row", i, g.verdict):
                     out.append(f"{g.text}: {r.agent} {r.case} [{r.arm}]: {g.verdict}{holm('row', i, g.verdict)} - {r.detail}")
+            if g.verdict == Verdict.ERRORS and snapshot_rows is None:  # without a snapshot: the session's own cells
+                out += [f"{g.text}: {c.agent} {c.case} [{c.arm}]: every run an infrastructure error ({c.errors}): nothing measured"
+                        for c in cells if c.runs and not c.valid]
         elif g.metric == "flip":
             for f in flips:
                 if g.breached(f.flip_rate):
