@@ -357,23 +357,34 @@ def add_cli_options(parser: argparse.ArgumentParser, *names: str, suppress: bool
 
 
 def out_dir(config: Any, value: str | None = None) -> Path:
-    """The results folder: ``value`` (``--agentrace-out``) or ``<rootdir>/.agentrace``.
+    """The results folder: ``value`` (``--agentrace-out``, ``setting_path``) or ``<rootdir>/.agentrace``.
 
     Nothing is written inside the installed package by default: when the rootdir lies in it (pytest run from
     inside ``builtin_tasks/``, or an ini file there), the default is ``<invocation dir>/.agentrace``, and when
     that is inside it too the plugin stops with a usage error (``in_package``).
     """
     if value:
-        return (Path(config.invocation_params.dir) / Path(value).expanduser()).resolve()
+        return setting_path(config, "out", value).resolve()
     if in_package(Path(config.rootpath)):
         return Path(config.invocation_params.dir).resolve() / DEFAULT_OUT
     return Path(config.rootpath) / DEFAULT_OUT
 
 
-def report_path(config: Any, value: str) -> Path:
-    """A report file option's path (``--agentrace-html/md/json``), relative to the folder pytest was started in."""
+def report_path(config: Any, value: str, name: str | None = None) -> Path:
+    """A report file option's path (``--agentrace-html/md/json``; ``name`` the setting: ``setting_path``)."""
+    return setting_path(config, name, value) if name else Path(config.invocation_params.dir) / Path(value).expanduser()
+
+
+def setting_path(config: Any, name: str, value: str) -> Path:
+    """The path setting ``name`` holds (``value``): a relative one is relative to the folder pytest was started in
+    when it came from the command line, and to the ini file's folder when it came from the ini file (as pytest's own
+    ``paths`` ini keys), so a project's ``agentrace_out = results`` is one folder wherever pytest is started."""
     path = Path(value).expanduser()
-    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+    if path.is_absolute():
+        return path
+    opt = BY_NAME.get(name) or next((o for o in pytest_options() if o.name == name), None)  # a format added later
+    from_ini = opt is not None and config.getoption(opt.dest, None) is None and getattr(config, "inipath", None) is not None
+    return (Path(config.inipath).parent if from_ini else Path(config.invocation_params.dir)) / path
 
 
 def in_package(path: Path) -> bool:

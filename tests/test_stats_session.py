@@ -10,6 +10,7 @@ Every session path runs serial and under ``-n 2``.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -259,14 +260,21 @@ def test_agentrace_regress_runs_the_trial_then_compares(project: pytest.Pytester
     write_trial(project, reps=4)
     assert run(project, "--agentrace-snapshot", "snap.json", "--agentrace-snapshot-update").ret == 0
 
-    def regress(out: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pytest_agentrace.cli", "regress", "trial.toml", "--snapshot", "snap.json", "--out", out,
-                               "--resamples", "1000", "--", "-q", "-p", "no:cacheprovider", *xdist],
-                              check=False, cwd=project.path, capture_output=True, text=True, timeout=600)
+    def regress(out: str | None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest_agentrace.cli", "regress", "trial.toml", "--snapshot", "snap.json",
+                               *(["--out", out] if out else []), "--resamples", "1000", "--", "-q", "-p", "no:cacheprovider", *xdist],
+                              check=False, cwd=project.path, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "TMPDIR": str(tmp)})
 
+    tmp = project.mkdir("tmp")
     res = regress("same")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "2 cells: 0 regressed, 0 dearer, 0 improved, 2 same, 0 not run, 0 new." in res.stdout
+    # its own results folder: given to pytest in one word (an existing path as a word of its own would move the
+    # rootdir), and removed at the end
+    res = regress(None)
+    assert res.returncode == 0 and f"--agentrace-out={tmp}/agentrace-regress-" in res.stdout, res.stdout + res.stderr
+    assert list(tmp.iterdir()) == []
     write_trial(project, reps=4, expect='["no such thing"]')  # every answer now misses: 4/4 -> 0/4 in both arms
     res = regress("worse")
     assert res.returncode == 1
@@ -341,3 +349,21 @@ def test_stop_when_decided_for_new_cases_decides_each_question_at_half_alpha(pro
     by_case = [r for r in stats_rows(text, "port") + stats_rows(text, "port2") if r[1] == "docs"]
     assert [r[6] for r in by_case] == ["cheaper (clear at 5 runs)"] * 2
     assert "target: new cases like these" in text
+
+
+def test_ini_paths_are_relative_to_the_ini_file_wherever_pytest_starts(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                                        xdist: list[str]) -> None:
+    """``agentrace_out = results`` (and the snapshot and report files) in the project's ini file name one place,
+    whichever folder pytest is started in, as pytest's own ``paths`` ini keys; a command-line value is relative to
+    the folder pytest was started in."""
+    write_trial(project, reps=1)
+    project.makeini("[pytest]\nagentrace_out = results\nagentrace_snapshot = snap.json\nagentrace_md = report.md\n")
+    sub = project.mkdir("sub")
+    monkeypatch.chdir(sub)
+    res = project.runpytest("--agentrace", str(project.path / "trial.toml"), "--agentrace-snapshot-update", "--agentrace-resamples", "200",
+                            "-p", "no:benchmark", *xdist)  # pytest-benchmark writes .benchmarks/ where pytest starts
+    assert res.ret == 0, res.stdout.str()
+    assert (project.path / "results" / "runs").is_dir() and (project.path / "snap.json").is_file() and (project.path / "report.md").is_file()
+    assert sorted(p.name for p in sub.iterdir()) == []
+    res = project.runpytest("--agentrace", str(project.path / "trial.toml"), "--agentrace-out=here", "--agentrace-resamples", "200", *xdist)
+    assert res.ret == 0 and (sub / "here" / "runs").is_dir()

@@ -20,6 +20,7 @@ from pytest_agentrace.argtypes import non_negative_float, positive_int
 from pytest_agentrace.cli import output_options
 from pytest_agentrace.cli.verify import refuse_gate, warn_unverifiable
 from pytest_agentrace.errors import SpecError
+from pytest_agentrace.fstree import rmtree
 from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.index import iter_outcomes, iter_runs
 from pytest_agentrace.record.manifest import digest_run, verify, write_manifest
@@ -133,7 +134,7 @@ def _regress_options(p: argparse.ArgumentParser, suppress: bool = False) -> None
         p.add_argument("spec", metavar="FILE", help="trial or task file")
         p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     kw = {"default": argparse.SUPPRESS} if suppress else {}
-    p.add_argument("--out", metavar="DIR", help="results folder for this run (default: a new temporary folder)", **kw)
+    p.add_argument("--out", metavar="DIR", help="results folder for this run, kept (default: a new temporary folder, removed at the end)", **kw)
     add_cli_options(p, "generalize", suppress=suppress)
     _compare_options(p, required=False, suppress=suppress)
     _common(p, fmt=True, suppress=suppress, short=False)  # -o is pytest's --override-ini here
@@ -465,13 +466,18 @@ def _regress(args: argparse.Namespace) -> int:
     if not Path(args.snapshot).is_file():
         raise CliError(f"{args.snapshot}: snapshot file not found; write one with `agentrace snapshot OUT --to {args.snapshot}`")
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="agentrace-regress-"))
-    extra = pytest_args
     started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    cmd = [sys.executable, "-m", "pytest", args.spec, "--agentrace", "--agentrace-out", str(out), *extra]
+    # one word (``--opt=value``): an existing path given as its own argument would count as a test path for
+    # pytest and move the session's rootdir (and its history and cache) to the common folder of the two
+    cmd = [sys.executable, "-m", "pytest", args.spec, "--agentrace", f"--agentrace-out={out}", *pytest_args]
     print("running: " + " ".join(cmd), flush=True)
-    code = subprocess.call(cmd)
-    if code not in (0, 1):  # interrupted, internal error, usage error, no tests
-        print(f"agentrace regress: pytest exited with status {code}; no comparison made", file=sys.stderr)
-        return code if code else 2
-    outcomes = [o for o in load_outcomes(out, gate=True) if (o.started or "") >= started or o.reused]
-    return compare_and_gate(outcomes, args)
+    try:
+        code = subprocess.call(cmd)
+        if code not in (0, 1):  # interrupted, internal error, usage error, no tests
+            print(f"agentrace regress: pytest exited with status {code}; no comparison made", file=sys.stderr)
+            return code if code else 2
+        outcomes = [o for o in load_outcomes(out, gate=True) if (o.started or "") >= started or o.reused]
+        return compare_and_gate(outcomes, args)
+    finally:
+        if not args.out:  # a results folder of its own (--out DIR keeps the runs)
+            rmtree(out)

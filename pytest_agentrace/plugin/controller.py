@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.options import report_path
+from pytest_agentrace.options import report_path, setting_path
 from pytest_agentrace.plugin import validate
 from pytest_agentrace.plugin.collect import override_lines, planned_reps
 from pytest_agentrace.plugin.failure import printable
@@ -285,10 +285,10 @@ class Controller:
         report = build_report(outcomes, s.baseline, s.seed, s.resamples, sequential=seq, target=s.generalize)
         rows, notes = None, []
         if s.snapshot and s.snapshot_update:
-            path = write_snapshot(Path(s.snapshot), make_snapshot(outcomes))
+            path = write_snapshot(setting_path(self.config, "snapshot", s.snapshot), make_snapshot(outcomes))
             notes.append(f"snapshot written: {path} ({len({(o.kind, o.case, o.arm, o.agent) for o in outcomes})} cells)")
         elif s.snapshot:
-            rows = compare(read_snapshot(Path(s.snapshot)), outcomes, tolerance=s.tolerance, seed=s.seed,
+            rows = compare(read_snapshot(setting_path(self.config, "snapshot", s.snapshot)), outcomes, tolerance=s.tolerance, seed=s.seed,
                            resamples=s.resamples, alpha=s.regression_alpha, target=s.generalize)
         return report, rows, notes
 
@@ -356,7 +356,7 @@ class Controller:
         targets: dict[Format, Path] = {}
         for fmt in formats.FORMATS:
             if fmt.to == "file" and (value := getattr(self.settings, fmt.name, None)):
-                targets[fmt] = report_path(self.config, value)
+                targets[fmt] = report_path(self.config, value, fmt.name)
             elif fmt.env and os.environ.get(fmt.env):
                 targets[fmt] = Path(os.environ[fmt.env])
         return targets

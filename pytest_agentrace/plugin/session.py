@@ -184,7 +184,7 @@ class AgentraceSession:
         check_report_paths(config, found)
         if found.snapshot and not found.snapshot_update:
             try:
-                read_snapshot(Path(found.snapshot))
+                read_snapshot(_options.setting_path(config, "snapshot", found.snapshot))
             except SnapshotError as exc:
                 raise pytest.UsageError(f"--agentrace-snapshot: {exc}") from None
         lock_out_dir(config, self.out, found.lock_timeout)
@@ -532,7 +532,7 @@ def check_report_paths(config: pytest.Config, found: _options.Settings) -> None:
         value = getattr(found, option, None)
         if not value:
             continue
-        path = _options.report_path(config, value)
+        path = _options.report_path(config, value, option)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
