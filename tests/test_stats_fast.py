@@ -62,7 +62,8 @@ def test_relabellings_from_a_partition_are_those_of_the_sorted_keys(
     take 32-bit keys."""
     if coarse:
         plain = draws.random_keys
-        monkeypatch.setattr(draws, "random_keys", lambda rng, shape: plain(rng, shape) >> (13 if shape[1] <= draws.KEY16_RUNS else 29))
+        # 8 values for 16-bit keys; 65,536 for the 32-bit keys of 5,000 runs (ties in about 8% of rows)
+        monkeypatch.setattr(draws, "random_keys", lambda rng, shape: plain(rng, shape) >> (13 if shape[1] <= draws.KEY16_RUNS else 16))
     monkeypatch.setattr(draws, "LABEL_BLOCK", 10**9)  # one block: the sorted version above draws in one call
     resamples = 300 if na + nb > draws.KEY16_RUNS else 2000
     want = sorted_relabelling(5, CASE, na, nb, resamples)

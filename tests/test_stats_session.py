@@ -165,6 +165,12 @@ def test_snapshot_regressed_not_run_and_new(project: pytest.Pytester, xdist: lis
     text = res.stdout.str()
     assert "agentrace: FAILED regressed: bot port [docs]: regressed (Holm p=" in text and "test) - lower pass rate" in text
     assert "agentrace: FAILED pass@1<0.5: bot port [docs]: pass@1 0.00 (0/4 passed)" in text
+    # an update from a session of one arm updates that arm's cell and keeps the other (as syrupy keeps the
+    # snapshots of the tests it did not run)
+    res = run(project, "--agentrace-snapshot", "snap.json", "--agentrace-arm", "docs", "--agentrace-snapshot-update", *xdist)
+    assert "(1 cells of this session; 1 other cells kept from the file, not run in this session" in res.stdout.str()
+    cells = json.loads((project.path / "snap.json").read_text())["cells"]
+    assert {k: (c["passed"], c["total"]) for k, c in cells.items()} == {"trial:port/base/bot": (4, 4), "trial:port/docs/bot": (0, 4)}
 
 
 def test_stop_when_decided_skips_the_remaining_reps(project: pytest.Pytester, xdist: list[str]) -> None:

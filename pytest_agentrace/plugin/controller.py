@@ -64,6 +64,7 @@ from pytest_agentrace.stats.snapshot import (
     compare,
     make_snapshot,
     read_snapshot,
+    updated_snapshot,
     write_snapshot,
 )
 from pytest_agentrace.stats.verdict import gate_failures, gate_family, parse_fail_on
@@ -285,8 +286,11 @@ class Controller:
         report = build_report(outcomes, s.baseline, s.seed, s.resamples, sequential=seq, target=s.generalize)
         rows, notes = None, []
         if s.snapshot and s.snapshot_update:
-            path = write_snapshot(setting_path(self.config, "snapshot", s.snapshot), make_snapshot(outcomes))
-            notes.append(f"snapshot written: {path} ({len({(o.kind, o.case, o.arm, o.agent) for o in outcomes})} cells)")
+            path = setting_path(self.config, "snapshot", s.snapshot)
+            snap, kept = updated_snapshot(path, make_snapshot(outcomes))
+            write_snapshot(path, snap)
+            notes.append(f"snapshot written: {path} ({len(snap['cells']) - kept} cells of this session"
+                         + (f"; {kept} other cells kept from the file, not run in this session: delete it to start again)" if kept else ")"))
         elif s.snapshot:
             rows = compare(read_snapshot(setting_path(self.config, "snapshot", s.snapshot)), outcomes, tolerance=s.tolerance, seed=s.seed,
                            resamples=s.resamples, alpha=s.regression_alpha, target=s.generalize)

@@ -76,6 +76,20 @@ def make_snapshot(outcomes: Iterable[Outcome], name: str | None = None) -> dict[
     }
 
 
+def updated_snapshot(path: Path, snapshot: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """``snapshot`` (this session's cells) over the snapshot file at ``path``: its cells that this session did not
+    run are kept (a session of some cells, ``-k``, ``--lf``, one shard or arm, updates those cells only, as syrupy
+    updates the snapshots of the tests it ran); returns the snapshot and how many cells it kept. A missing or
+    unreadable file is replaced whole (kept: 0)."""
+    try:
+        old = read_snapshot(path)
+    except SnapshotError:
+        return snapshot, 0
+    kept = {k: c for k, c in old["cells"].items() if k not in snapshot["cells"]}
+    return {**snapshot, "name": snapshot["name"] or old.get("name") or "",
+            "cells": dict(sorted({**kept, **snapshot["cells"]}.items()))}, len(kept)
+
+
 def write_snapshot(path: Path, snapshot: dict[str, Any]) -> Path:
     """Write ``snapshot`` to ``path`` atomically (readers never see half a file)."""
     path = Path(path)
