@@ -188,3 +188,17 @@ def test_a_new_results_folder_stays_out_of_git(pytester: pytest.Pytester, bin_di
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=pytester.path,
                             capture_output=True, text=True, check=True).stdout
     assert ".agentrace" not in status and "kept/runs" in status
+
+
+def test_a_task_file_with_a_misspelt_check_key_is_reported_in_a_folder(pytester: pytest.Pytester) -> None:
+    """``test_comand`` (a near miss of ``test_command``) beside ``name``, ``description``, ``repo`` and ``agents``:
+    the file is a task with a mistake, reported when its folder is collected, not left out without a word."""
+    from pytest_agentrace.spec.task import is_task_data
+
+    data = {"name": "fix-bug", "description": "fix the bug", "repo": ".", "test_comand": "pytest", "agents": ["noop"]}
+    assert is_task_data(data)
+    assert not is_task_data({"name": "x", "description": "y", "repo": ".", "version": 3})  # no check key, nor a near miss
+    pytester.path.joinpath("fix-bug.yaml").write_text("name: fix-bug\ndescription: fix the bug\nrepo: .\ntest_comand: pytest -q\nagents: [noop]\n")
+    res = pytester.runpytest("--agentrace", ".", "--collect-only", "-p", "no:cacheprovider")
+    assert "fix-bug.yaml: key 'test_comand': unknown key (did you mean 'test_command'?)" in res.stdout.str()
+    assert res.ret == pytest.ExitCode.TESTS_FAILED  # a collection error of a task file

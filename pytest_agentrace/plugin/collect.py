@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 LOAD_ERRORS = (OSError, ValueError, UnicodeError, RecursionError, RuntimeError, OverflowError, TypeError, LookupError)
 
 
+_CHECK_KEY_LINE = re.compile(r"(?m)^(?:test|lint|verify|solution)\w*\s*:")  # a check key, or a near miss of one
+
+
 def looks_like_task(path: Path) -> bool:
     """True when ``path`` is a task file: YAML whose top level maps ``description`` and ``test_command``. A file that
     does not parse but has both keys at the start of a line is claimed too, so its syntax error is reported instead
@@ -58,7 +61,7 @@ def looks_like_task(path: Path) -> bool:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return False
-    if not any(key in text for key in _TASK_ONLY_KEYS):  # cheap pre-filter before parsing YAML
+    if not any(key in text for key in _TASK_ONLY_KEYS) and not _CHECK_KEY_LINE.search(text):  # before parsing YAML
         return False
     try:
         return is_task_data(yaml.safe_load(text))

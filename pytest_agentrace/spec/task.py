@@ -138,13 +138,17 @@ _TASK_ONLY_KEYS = {"test_command", "verify_command", "lint_command", "verify_fil
 def is_task_data(data: Any) -> bool:
     """True when parsed YAML looks like a task file: a mapping with ``description`` and ``test_command``
     (coderace's rule), or one with three or more task keys of which one is task-specific (a check command,
-    verify or solution files) — so a misspelt ``descripton`` is reported as an error, not skipped."""
+    verify or solution files) or a near miss of one (``test_comand``) — so a misspelt ``descripton`` or
+    ``test_comand`` is reported as an error, not skipped."""
     if not isinstance(data, Mapping):
         return False
     if "description" in data and "test_command" in data:
         return True
+    import difflib
+
     keys = set(map(str, data))
-    return len(keys & set(TASK_KEYS)) >= 3 and bool(keys & _TASK_ONLY_KEYS)
+    return len(keys & set(TASK_KEYS)) >= 3 and (bool(keys & _TASK_ONLY_KEYS) or any(
+        difflib.get_close_matches(k, _TASK_ONLY_KEYS, n=1, cutoff=0.8) for k in keys - set(TASK_KEYS)))
 
 
 class _DuplicateKey(Exception):
