@@ -170,24 +170,27 @@ def test_a_task_or_trial_file_without_the_flag_gets_a_hint(pytester: pytest.Pyte
 
 
 def test_a_new_results_folder_stays_out_of_git(pytester: pytest.Pytester, bin_dir: Path) -> None:
-    """The results folder a session makes holds a ``.gitignore`` of ``*`` (as ``.pytest_cache``): ``git status`` of
-    the project does not list it. One that exists already is left as the user keeps it."""
+    """The results folder a session makes holds a ``.gitignore`` of ``*`` (as ``.pytest_cache``), and so does the
+    history's ``.agentrace/`` when the results are elsewhere: ``git status`` of the project lists neither. A folder
+    that exists already is left as the user keeps it."""
     import subprocess
 
-    from pytest_agentrace.plugin.session import GITIGNORE
+    from pytest_agentrace.record.safefile import GITIGNORE
 
     subprocess.run(["git", "init", "-q"], cwd=pytester.path, check=True)
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "fixer", FIXER)
     (pytester.path / "t.yaml").write_text(TASK.format(name="t", agents="{name: fixer, command: fixer}"))
     (pytester.path / "kept").mkdir()
-    pytester.runpytest("--agentrace", "t.yaml", "-p", "no:cacheprovider").assert_outcomes(passed=1)
+    pytester.runpytest("--agentrace", "t.yaml", "-p", "no:cacheprovider", "--agentrace-out=results").assert_outcomes(passed=1)
+    assert (pytester.path / ".agentrace" / "history.db").is_file()
     pytester.runpytest("--agentrace", "t.yaml", "-p", "no:cacheprovider", "--agentrace-out", "kept")
     assert (pytester.path / ".agentrace" / ".gitignore").read_text() == GITIGNORE
+    assert (pytester.path / "results" / ".gitignore").read_text() == GITIGNORE
     assert not (pytester.path / "kept" / ".gitignore").exists()
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=pytester.path,
                             capture_output=True, text=True, check=True).stdout
-    assert ".agentrace" not in status and "kept/runs" in status
+    assert ".agentrace" not in status and "results" not in status and "kept/runs" in status
 
 
 def test_a_task_file_with_a_misspelt_check_key_is_reported_in_a_folder(pytester: pytest.Pytester) -> None:

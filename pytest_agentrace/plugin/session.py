@@ -40,7 +40,7 @@ from pytest_agentrace.model_double.script import load_script
 from pytest_agentrace.plugin import collect, interrupts, race, validate
 from pytest_agentrace.plugin.controller import Controller
 from pytest_agentrace.plugin.switch import SESSION_KEY
-from pytest_agentrace.record.runfile import write_atomic
+from pytest_agentrace.record.safefile import make_own_folder
 from pytest_agentrace.record.store import cell_seconds
 from pytest_agentrace.record.storepath import default_path
 from pytest_agentrace.report import formats
@@ -506,17 +506,12 @@ def lock_out_dir(config: pytest.Config, out: Path, timeout: float) -> None:
     config.add_cleanup(lock.release)
 
 
-GITIGNORE = "# Created by pytest-agentrace automatically: results, history and caches of agent runs.\n*\n"
-
-
 def check_out_dir(out: Path) -> None:
     """Fail early (one usage error, not one traceback per run) when the results folder cannot be written. A results
     folder made here gets a ``.gitignore`` of ``*`` (as pytest's ``.pytest_cache``): it stays out of ``git status``
     and of commits unless the user removes it."""
     try:
-        if not out.is_dir():
-            out.mkdir(parents=True, exist_ok=True)
-            write_atomic(out / ".gitignore", GITIGNORE)
+        make_own_folder(out)
         fd, probe = tempfile.mkstemp(prefix=".write-test.", dir=out)
         os.close(fd)
         os.unlink(probe)

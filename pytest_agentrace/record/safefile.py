@@ -197,3 +197,17 @@ def regular_files(folder: Path) -> Iterator[Path]:
             p = Path(root, name)
             if not name.startswith(TEMP_PREFIX) and is_regular(p):
                 yield p
+
+
+GITIGNORE = "# Created by pytest-agentrace automatically: results, history and caches of agent runs.\n*\n"
+
+
+def make_own_folder(folder: Path) -> Path:
+    """Make ``folder`` (and its parents) when it is missing, with a ``.gitignore`` of ``*`` in it (as pytest's
+    ``.pytest_cache``): a results or history folder this package makes stays out of ``git status`` and of commits
+    unless the user removes that file. A folder that exists is left as it is. Raises ``OSError``."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        write_text(folder / ".gitignore", GITIGNORE)
+    return folder

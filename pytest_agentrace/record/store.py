@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 
 from pytest_agentrace import __version__, untrusted
 from pytest_agentrace.record.model import Outcome
+from pytest_agentrace.record.safefile import make_own_folder
 
 BUSY_TIMEOUT = 10.0  # seconds SQLite waits on a lock before it says "database is locked"
 RETRIES = 12  # attempts of one write transaction (with backoff) after that
@@ -208,7 +209,7 @@ class Store:
         self.retries = retries
         self.lock_retries = 0  # how often a write waited for another writer and tried again
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_own_folder(self.path.parent)  # a folder made here gets a .gitignore (.agentrace/ in a project)
             self.conn = sqlite3.connect(str(self.path), timeout=busy_timeout, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{self.path}: cannot open the history store: {exc}") from None
