@@ -99,8 +99,8 @@ def test_regression_level_is_an_option() -> None:
 
 def test_a_cell_of_errors_alone_reads_errors_not_same() -> None:
     """A cell whose runs this session were all infrastructure errors has no sample: it reads ``errors`` (was
-    ``same``), the closing line counts it, no gate reads it, and the pooled row leaves it out."""
-    from pytest_agentrace.stats.verdict import GATE_VERDICTS
+    ``same``), the closing line counts it, only the ``errors`` gate reads it, and the pooled row leaves it out."""
+    from pytest_agentrace.stats.verdict import gate_failures, parse_fail_on
 
     snap = snapshot.make_snapshot(cell_runs("q1") + cell_runs("q2"))
     now = [run("q1", "docs", "a", r, "error", None) for r in (1, 2, 3)] + cell_runs("q2")
@@ -110,4 +110,6 @@ def test_a_cell_of_errors_alone_reads_errors_not_same() -> None:
     assert rows["q2"].verdict == "same" and "all 2 cases" not in rows  # one comparable cell: no pooled row
     line = snapshot.closing_line(list(rows.values()))
     assert line.startswith("2 cells: 0 regressed, 0 dearer, 0 improved, 1 same, 0 not run, 0 new, 1 errors.")
-    assert "errors" not in GATE_VERDICTS
+    assert gate_failures(parse_fail_on("regressed,dearer,not-run"), snapshot_rows=list(rows.values())) == []
+    assert gate_failures(parse_fail_on("errors"), snapshot_rows=list(rows.values())) == [
+        "errors: a q1 [docs]: errors - every run an infrastructure error (3): nothing to compare"]
