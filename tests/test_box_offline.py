@@ -61,3 +61,20 @@ def test_a_double_that_cannot_read_its_script_is_an_error_naming_it(project: pyt
     else:  # the harness itself cannot read it: a configuration error before the run
         assert "model_double" in record["reason"], record["reason"]
     res.assert_outcomes(errors=1)
+
+
+def test_a_real_cli_offline_without_a_model_is_an_error_not_its_timeout(project: pytest.Pytester, bin_dir: Path,
+                                                                        xdist: list[str]) -> None:
+    """``codex`` with ``--agentrace-offline`` and no model double script or cassette has no model to reach: it used to
+    retry the network until its timeout and be scored a ``timeout``; the run is an ``error`` naming the fix, and the
+    CLI is never started. A command agent (``mini``) without a script runs as before."""
+    write_script(bin_dir / "codex", "#!/bin/sh\necho codex-started\nsleep 30\n")
+    project.makefile(".yaml", task("  - codex\n  - {name: mini, command: 'true'}\n"))
+    res = project.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-offline", "--agentrace-no-save", *xdist)
+    record = json.loads((project.path / "out/runs/fix-add/default/codex/1/run.json").read_text())
+    assert record["status"] == "error" and record["reason"].startswith("--agentrace-offline: agent codex has no model to reach"), record["reason"]
+    run_dir = project.path / "out/runs/fix-add/default/codex/1"
+    assert "codex-started" not in "".join(p.read_text(errors="replace") for p in run_dir.rglob("*") if p.is_file())
+    mini = json.loads((project.path / "out/runs/fix-add/default/mini/1/run.json").read_text())
+    assert mini["status"] == "failed"
+    res.assert_outcomes(errors=1, failed=1)

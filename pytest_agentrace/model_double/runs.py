@@ -180,6 +180,12 @@ class AgentSession:
         home, homes = (SANDBOX_HOME, [ctx.home]) if opts.sandbox is not None else (ctx.home, [])
         self.paths = session_paths(ctx)
         scrub = Scrubber.make([*secret_values(ctx.env), DUMMY_KEY, self.key], ctx.workspace, home, homes, **self.paths)
+        if (opts.offline and spec.agent.command is None and not (self.script_path or opts.replay)
+                and getattr(get_adapter(spec.agent.adapter), "offline", None) is not None):
+            # the CLI would spend its whole timeout retrying a network it cannot reach: the setup's fault, not the agent's
+            raise AgentError(f"--agentrace-offline: agent {spec.agent.label} has no model to reach: give its entry "
+                             "`model_double: SCRIPT` (or --agentrace-model-double SCRIPT), or replay a cassette "
+                             "(--agentrace-replay DIR)")
         if opts.replay:
             self.cassette = cassette_path(opts.replay, spec.id)
             try:
