@@ -65,6 +65,13 @@ def test_a_session_in_which_no_run_could_start_fails_in_one_line(pytester: pytes
                             "--agentrace-allow-empty", *xdist)
     ok.assert_outcomes(skipped=2)
     assert ok.ret == 0 and "no run could start" not in ok.stdout.str()
+    # the noop baseline alone ran (it always can): no agent under test did, and the session says so
+    (pytester.path / "task.yaml").write_text(TASK.format(name="t") + "agents: [{name: gone, command: [no-such-agent-xyz]}, noop]\n")
+    res = pytester.runpytest("task.yaml", "--agentrace", "--agentrace-out", "o3", *xdist)
+    res.assert_outcomes(skipped=1, xfailed=1)
+    assert res.ret == 1
+    res.stdout.fnmatch_lines(["*no run of an agent under test could start, only 1 run(s) of baselines expected to fail: "
+                              "the other 1 run items were skipped (1: *no-such-agent-xyz*); --agentrace-allow-empty accepts this*"])
 
 
 def test_an_empty_session_line_names_each_reason() -> None:

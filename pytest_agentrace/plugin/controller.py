@@ -56,6 +56,7 @@ from pytest_agentrace.report.junit import OUTCOME_PROPERTY, patch_junit
 from pytest_agentrace.report.result import Context, SessionResult, build_result
 from pytest_agentrace.report.terminal import Shown, section
 from pytest_agentrace.report.text import skip_lines
+from pytest_agentrace.report.view import expects_failure
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats.report import StatsReport, build_report
 from pytest_agentrace.stats.score import score_outcomes
@@ -130,14 +131,16 @@ def sandbox_line(outcomes: Iterable[Outcome]) -> str | None:
     return text
 
 
-def empty_session_line(skipped: dict[str, str]) -> str:
-    """The one line of a session in which no run could start: how many run items were skipped and why, the
-    commonest ``SHOWN_REASONS`` reasons with their counts (``skipped``: node id -> skip reason)."""
+def empty_session_line(skipped: dict[str, str], baselines: int = 0) -> str:
+    """The one line of a session in which no run could start (``baselines``: or only that many runs of baselines
+    expected to fail, ``noop``): how many run items were skipped and why, the commonest ``SHOWN_REASONS`` reasons with
+    their counts (``skipped``: node id -> skip reason)."""
     reasons = collections.Counter(skipped.values()).most_common()
     shown = "; ".join(f"{count}: {reason}" for reason, count in reasons[:SHOWN_REASONS])
     more = f"; {len(reasons) - SHOWN_REASONS} other reason(s)" if len(reasons) > SHOWN_REASONS else ""
-    return (f"no run could start: all {len(skipped)} run items were skipped ({shown}{more}); "
-            "--agentrace-allow-empty accepts this")
+    what = (f"no run of an agent under test could start, only {baselines} run(s) of baselines expected to fail: the other"
+            if baselines else "no run could start: all")
+    return f"{what} {len(skipped)} run items were skipped ({shown}{more}); --agentrace-allow-empty accepts this"
 
 
 SHOWN_REASONS = 3  # skip reasons named by ``empty_session_line``
@@ -266,8 +269,8 @@ class Controller:
             except Exception as exc:  # noqa: BLE001 - a bug in the statistics must not lose the session's results; it fails the session visibly
                 failures.append(f"the statistics could not be computed: {type(exc).__name__}: {exc}")
             notes += self._record(outcomes)
-        if gates and not outcomes and self.skipped and not self.settings.allow_empty:
-            failures.append(empty_session_line(self.skipped))
+        if gates and self.skipped and not self.settings.allow_empty and all(expects_failure(o) for o in outcomes):
+            failures.append(empty_session_line(self.skipped, len(outcomes)))  # none ran, or only the noop baselines
         fields = {"snapshot_rows": tuple(rows) if rows is not None else None, "failures": tuple(failures),
                   "validation": validation, "gate": family}
         try:  # the leaderboard and Elo series (over the history store when an output shows its chart)
