@@ -373,3 +373,14 @@ def test_ini_paths_are_relative_to_the_ini_file_wherever_pytest_starts(project: 
     assert sorted(p.name for p in sub.iterdir()) == []
     res = project.runpytest("--agentrace", str(project.path / "trial.toml"), "--agentrace-out=here", "--agentrace-resamples", "200", *xdist)
     assert res.ret == 0 and (sub / "here" / "runs").is_dir()
+
+
+def test_an_arm_gate_with_no_baseline_run_fails_saying_so(project: pytest.Pytester, xdist: list[str]) -> None:
+    """``--agentrace-arm docs --agentrace-fail-on worse``: the baseline arm did not run, so the gate looks at nothing;
+    it said ``gate: 0 tests ... 0 failed`` and passed. It fails now, naming why; with both arms it passes."""
+    write_trial(project, reps=1)
+    res = run(project, "--agentrace-arm", "docs", "--agentrace-fail-on", "worse,cheaper", *xdist)
+    assert res.ret == 1
+    res.stdout.fnmatch_lines(["*agentrace: FAILED worse: nothing to compare: no arm ran beside its baseline arm (arms run: docs)*"])
+    assert "FAILED cheaper: nothing to compare" in res.stdout.str()
+    assert run(project, "--agentrace-fail-on", "worse", *xdist).ret == 0

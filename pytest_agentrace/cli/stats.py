@@ -51,7 +51,15 @@ from pytest_agentrace.stats.snapshot import (
     read_snapshot,
     write_snapshot,
 )
-from pytest_agentrace.stats.verdict import FIXED, HOLM, SNAPSHOT_GATES, gate_failures, gate_family, parse_fail_on
+from pytest_agentrace.stats.verdict import (
+    FIXED,
+    HOLM,
+    SNAPSHOT_GATES,
+    gate_failures,
+    gate_family,
+    parse_fail_on,
+    unanswered_gates,
+)
 
 REGRESS_FAIL_ON = "regressed"  # what `agentrace regress` fails on when --fail-on is not given
 
@@ -326,6 +334,7 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
     family = (gate_family(gates, comparisons, rows, getattr(args, "gate_cells", HOLM), args.regression_alpha)
               if any(g.verdict for g in gates) else None)
     failures = gate_failures(gates, cells, comparisons, rows, flips, family=family)
+    failures += unanswered_gates(gates, comparisons, rows, (o.arm for o in outcomes)) if report is not None else []
     print("\n".join(compare_lines(rows, args.format, width=stdout_width(), family=family, failed=len(failures))))
     for line in failures:
         print(f"FAIL {line}", file=sys.stderr)

@@ -68,7 +68,7 @@ from pytest_agentrace.stats.snapshot import (
     updated_snapshot,
     write_snapshot,
 )
-from pytest_agentrace.stats.verdict import gate_failures, gate_family, parse_fail_on
+from pytest_agentrace.stats.verdict import gate_failures, gate_family, parse_fail_on, unanswered_gates
 
 if TYPE_CHECKING:
     from pytest_agentrace.plugin.session import AgentraceSession
@@ -264,6 +264,7 @@ class Controller:
                     if any(g.verdict for g in parsed):
                         family = gate_family(parsed, report.comparisons, rows, self.settings.gate_cells, self.settings.regression_alpha)
                     failures += gate_failures(parsed, report.cells, report.comparisons, rows, report.reliability, family=family)
+                    failures += unanswered_gates(parsed, report.comparisons, rows, (o.arm for o in outcomes))
                     if family is not None:
                         notes.append((f"agentrace: {family.summary(len(failures))}", False))
             except Exception as exc:  # noqa: BLE001 - a bug in the statistics must not lose the session's results; it fails the session visibly

@@ -370,6 +370,21 @@ def gate_family(gates: Iterable[Gate], comparisons: Sequence[Any] = (), snapshot
     return GateFamily(mode, rate, tests, tuple(dict.fromkeys(words)))
 
 
+def unanswered_gates(gates: Iterable[Gate], comparisons: Sequence[Any], snapshot_rows: Sequence[Any] | None,
+                     arms: Iterable[str]) -> list[str]:
+    """One failure line per arm-comparison verdict gate (better, worse, cheaper, dearer; not one a snapshot answers)
+    when the session has no arm compared with its baseline at all (``arms``: the arms its runs have): such a gate
+    looks at nothing, and a CI gate that cannot look must not pass in silence (a session of one arm, ``-k``,
+    ``--agentrace-arm``, or of tasks, whose only arm is ``default``)."""
+    if comparisons:
+        return []
+    arms = sorted(set(arms))
+    words = (Verdict.BETTER, Verdict.WORSE, Verdict.CHEAPER, Verdict.DEARER)
+    return [f"{g.text}: nothing to compare: no arm ran beside its baseline arm (arms run: {', '.join(arms) or 'none'}); "
+            "run the baseline arm too, or leave this gate out"
+            for g in gates if g.verdict in words and not (snapshot_rows is not None and g.verdict in SNAPSHOT_GATES)]
+
+
 def gate_failures(gates: Iterable[Gate], cells: Sequence[Any] = (), comparisons: Sequence[Any] = (),
                   snapshot_rows: Sequence[Any] | None = None, flips: Sequence[Any] = (), mode: str = HOLM,
                   rate: float = GATE_RATE, family: GateFamily | None = None) -> list[str]:
