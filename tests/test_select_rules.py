@@ -204,6 +204,9 @@ def test_validate_keeps_task_runs_only(tmp_path: Path) -> None:
         ("trial:port/baseline/bot/r1", "a trial run: --agentrace-validate runs tasks only"),
         ("trial:port/baseline/noop/r1", "a trial run: --agentrace-validate runs tasks only"),
     ]
+    assert chosen.warnings == ("--agentrace-validate proves task files (each task's reference solution passes, no change "
+                               "fails); the 2 trial run(s) collected were left out: a trial has no reference solution to validate",)
+    assert select_runs(runs[:2], Rules(validate=True)).warnings == ()  # tasks alone: nothing to say
 
 
 def test_shards_split_the_runs_by_run_id_and_keep_plain_tests_on_the_first(tmp_path: Path) -> None:

@@ -176,7 +176,8 @@ def select_runs(runs: Sequence[RunSpec], rules: Rules) -> Selection:
         plain = rules.shard.index == 1
     if rules.rep_major:
         kept.sort(key=lambda spec: spec.rep)
-    return Selection(tuple(kept), tuple(dropped), collisions(kept), _difficulty_warnings(runs, rules), plain)
+    return Selection(tuple(kept), tuple(dropped), collisions(kept), _difficulty_warnings(runs, rules) + _validate_warnings(runs, rules),
+                     plain)
 
 
 def _filtered(spec: RunSpec, rules: Rules) -> str | None:
@@ -228,3 +229,13 @@ def _difficulty_warnings(runs: Sequence[RunSpec], rules: Rules) -> tuple[str, ..
     hint = did_you_mean(level_key(unmatched[0]), [level_key(level) for level in known])
     return (f"--agentrace-difficulty: no collected task has difficulty {', '.join(unmatched)}{hint}; the tasks' "
             f"levels are {', '.join(known) or 'none'} ({SAME_NAME_NOTE})",)
+
+
+def _validate_warnings(runs: Sequence[RunSpec], rules: Rules) -> tuple[str, ...]:
+    """Under ``--agentrace-validate``, a warning saying how many trial runs were left out and why (a trial has no
+    reference solution to prove); none without trial runs."""
+    trials = sum(spec.kind != "task" for spec in runs)
+    if not rules.validate or not trials:
+        return ()
+    return (f"--agentrace-validate proves task files (each task's reference solution passes, no change fails); the "
+            f"{trials} trial run(s) collected were left out: a trial has no reference solution to validate",)
