@@ -337,3 +337,24 @@ def test_the_errors_gate_without_a_snapshot_reads_the_sessions_cells() -> None:
              SimpleNamespace(agent="a", case="q1", arm="base", runs=3, valid=2, errors=1)]
     assert gate_failures(parse_fail_on("errors"), cells) == [
         "errors: a q1 [docs]: every run an infrastructure error (3): nothing measured"]
+
+
+def test_report_without_out_reads_the_projects_results(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``agentrace report`` (and ``snapshot``, ``compare``) with no OUT read the nearest ``.agentrace/`` with runs up to
+    the project's top, as the history commands find their store; ``report .`` in the project names that folder
+    instead of telling the user to write runs into the project's top."""
+    (tmp_path / "pyproject.toml").write_text("")
+    results(tmp_path / ".agentrace")
+    (tmp_path / "evals").mkdir()
+    monkeypatch.chdir(tmp_path / "evals")
+    code, text, _ = main(capsys, "report", "--resamples", "200")
+    assert code == 0 and "docs" in text
+    assert main(capsys, "snapshot", "--to", str(tmp_path / "s.json"))[0] == 0
+    code, _, err = main(capsys, "report", str(tmp_path))
+    assert code == 2 and f"did you mean {tmp_path / '.agentrace'}" in err
+    (tmp_path / "evals" / "other").mkdir()
+    (tmp_path / "evals" / "other" / "pytest.ini").write_text("[pytest]\n")  # another project's top: not looked past
+    monkeypatch.chdir(tmp_path / "evals" / "other")
+    code, _, err = main(capsys, "report")
+    assert code == 2 and "no results folder given (OUT)" in err

@@ -27,7 +27,7 @@ from pytest_agentrace.record.manifest import digest_run, verify, write_manifest
 from pytest_agentrace.record.model import Status
 from pytest_agentrace.record.runfile import last_session_ids, scan_runs, write_run
 from pytest_agentrace.record.store import Store, StoreError
-from pytest_agentrace.record.storepath import default_path
+from pytest_agentrace.record.storepath import default_path, default_results
 from pytest_agentrace.record.trajectory import write_trajectory
 from pytest_agentrace.report.fit import stdout_width
 from pytest_agentrace.report.stats_text import (
@@ -88,7 +88,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("report", help="the statistics report of a results folder")
-    p.add_argument("out", metavar="OUT", help="results folder (--agentrace-out)")
+    p.add_argument("out", metavar="OUT", nargs="?", help=OUT_HELP)
     p.add_argument("--case", action="append", default=[], metavar="ID", help="only these cases (task names / question ids); repeatable or comma-separated")
     p.add_argument("--stop-when-decided", type=int, metavar="CAP", help="the session stopped reps early with this cap: use the sequential verdicts")
     add_cli_options(p, "generalize")
@@ -96,7 +96,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("snapshot", help="save per-cell pass counts and tokens of a results folder as a baseline snapshot")
-    p.add_argument("out", metavar="OUT", help="results folder")
+    p.add_argument("out", metavar="OUT", nargs="?", help=OUT_HELP)
     p.add_argument("-o", "--output", "--to", dest="to", required=True, metavar="FILE",
                    help="snapshot file to write (JSON); --to is an alias")
     p.add_argument("--name", help="a name stored in the snapshot")
@@ -104,7 +104,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_snapshot)
 
     p = sub.add_parser("compare", help="compare a results folder with a snapshot (regressed / dearer / improved / same)")
-    p.add_argument("out", metavar="OUT", help="results folder")
+    p.add_argument("out", metavar="OUT", nargs="?", help=OUT_HELP)
     _compare_options(p)
     add_cli_options(p, "generalize")
     _common(p, fmt=True)
@@ -164,14 +164,26 @@ def run(func, args: argparse.Namespace) -> int:
         return 2
 
 
-def load_outcomes(out: str | Path, last_session: bool = False, gate: bool = False) -> list[Any]:
-    """Every readable run record under ``out/runs`` (``last_session``: only those of ``last-session.json``), after a
+OUT_HELP = ("results folder (--agentrace-out of the session; default: the nearest .agentrace/ with runs from here up to "
+            "the project's top)")
+
+
+def load_outcomes(out: str | Path | None, last_session: bool = False, gate: bool = False) -> list[Any]:
+    """Every readable run record under ``out/runs`` (``out`` None: ``record.storepath.default_results``; ``last_session``: only those of ``last-session.json``), after a
     warning about unverifiable records (``cli.verify``). A record whose folder a manifest names is read from the
     bytes the manifest check hashed; the index (``record.index``) serves only the others. Raises ``CliError`` when there is none, and with ``gate``
     when a record it returns is unverifiable (a gate never decides on those)."""
+    if out is None:  # the default results folder of the project the command runs in
+        found = default_results()
+        if found is None:
+            raise CliError("no results folder given (OUT) and no .agentrace/ with runs from here up to the project's top; "
+                           "run `pytest --agentrace` first, or name the folder of --agentrace-out")
+        out = found
     path = Path(out)
     if not path.is_dir():
         raise CliError(f"{path}: no such results folder; run `pytest --agentrace --agentrace-out {path}` first")
+    if not (path / "runs").is_dir() and (path / ".agentrace" / "runs").is_dir():
+        raise CliError(f"{path}: not a results folder (no runs/); did you mean {path / '.agentrace'}, the session's default?")
     scan = scan_runs(path)  # one walk of the folder: the records checked against the manifests are those read
     found = warn_unverifiable(path, scan.folders, keep=True)  # the manifested records' outcomes: from hashed bytes
     paths = gate and last_session  # the gate names the last session's run folders

@@ -28,6 +28,19 @@ def default_path(rootdir: Path | str | None = None) -> Path:
     return Path(rootdir or cli_root()) / ".agentrace" / DEFAULT_NAME
 
 
+def default_results(start: Path | None = None) -> Path | None:
+    """The results folder a command run in ``start`` (default: the current folder) reads when it is given none: the
+    nearest ``.agentrace/`` holding ``runs/`` from ``start`` upward, looked for up to the project's top (as
+    ``cli_root``); None when there is none."""
+    here = Path(start or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        if (folder / ".agentrace" / "runs").is_dir():
+            return folder / ".agentrace"
+        if any((folder / marker).exists() for marker in PROJECT_MARKERS):
+            break
+    return None
+
+
 def cli_root(start: Path | None = None) -> Path:
     """The folder whose ``.agentrace/history.db`` a command run in ``start`` (default: the current folder) reads:
     the nearest folder from ``start`` upward that holds one, looked for up to the project's top (the first folder
