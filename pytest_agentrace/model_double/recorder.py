@@ -2,10 +2,11 @@
 at the model double), which forwards every request to the real provider, or to an upstream URL, streams each
 response back as it arrives and keeps both for the run's cassette (``cassette``).
 
-Where a request goes: ``upstream + path`` (the path of the request target, which must be one: nothing but the
-upstream's own scheme, host and port is ever reached; a body over ``wire.MAX_REQUEST`` bytes is refused unread) (``--agentrace-record-upstream URL``: a gateway such as LiteLLM or
+Where a request goes: ``upstream + path`` (``--agentrace-record-upstream URL``: a gateway such as LiteLLM or
 OpenRouter, or a model double; the CLI's path, ``/v1/messages`` say, is appended to it), else the provider of the
-agent's CLI (``PROVIDERS``: Anthropic for Claude Code, Google for Gemini CLI, OpenAI for the others).
+agent's CLI (``PROVIDERS``: Anthropic for Claude Code, Google for Gemini CLI, OpenAI for the others). The request
+target must be a path: nothing but the upstream's own scheme, host and port is ever reached. A body over
+``wire.MAX_REQUEST`` bytes is refused unread.
 
 Credentials: the CLI holds only the dummy key. The proxy puts the real key in its place when the session's
 environment has one (``AGENTRACE_RECORD_KEY`` for any upstream; else ``ANTHROPIC_API_KEY`` as ``x-api-key``,

@@ -34,8 +34,8 @@ Every request is appended to the route's JSONL log: ``{ts, method, path, query, 
 answer}`` with auth headers replaced by ``<redacted>``, strings longer than ``LOG_STRING_LIMIT``
 characters shortened (``"...<N chars>"``, as in the recorded samples), every string (and key) redacted
 (``secrets``: the run's secret values; secret assignments and key shapes always), and a body past the route's
-``BODIES_KEPT`` bytes replaced by its size. A body over ``MAX_REQUEST`` bytes is refused unread (HTTP 413). The log is for people: what the harness
-judges a run by is the double's own record in memory, ``report_of`` (``ModelDouble.report``), never the file, which
+``BODIES_KEPT`` bytes replaced by its size. A body over ``MAX_REQUEST`` bytes is refused unread (HTTP 413). The log
+is for people: what the harness judges a run by is the double's own record in memory, ``report_of`` (``ModelDouble.report``), never the file, which
 may lie where the agent can write.
 """
 
