@@ -154,12 +154,27 @@ def test_context_eval_writes_a_two_arm_trial(task_dir: Path) -> None:
     assert [(a.id, a.edits, a.env) for a in trial.agents] == [("claude", True, {"CALC_MODE": "strict"}), ("codex:gpt-5", True, {"CALC_MODE": "strict"})]
     (q,) = trial.questions
     assert q.id == "fix-add" and q.prompt == "Fix add() in calc.py.\nKeep the tests green.\n"
-    hidden = (task_dir / "evals" / "ctx-verify").resolve()
+    hidden = (task_dir / "evals" / ".ctx-verify").resolve()  # a dot folder: pytest does not collect its tests
     assert q.verify == "python -m pytest -q test_calc.py && python -m pytest -q test_hidden.py"
     assert (q.verify_dir, list(q.verify_files)) == (str(hidden), ["test_hidden.py"])  # written by the harness
     assert q.verify_files["test_hidden.py"] == (hidden / "test_hidden.py").read_text()
     assert main(["context-eval", "--context-file", str(task_dir / "CLAUDE.md"), "--task", str(task_dir / "task.yaml"),
                  "--agents", "claude", "-o", str(out)]) == 2  # exists
+
+
+def test_context_eval_carries_the_tasks_model_double_scripts(task_dir: Path) -> None:
+    """A task agent's ``model_double:`` script goes with that agent into the trial (it was dropped, so the trial of an
+    offline task could not run offline); an agent the task does not list gets none."""
+    (task_dir / "scripts").mkdir()
+    (task_dir / "scripts" / "solve.yaml").write_text("steps:\n  - text: DONE\n")
+    text = (task_dir / "task.yaml").read_text() + "agents:\n  - {name: claude, model_double: scripts/solve.yaml}\n"
+    (task_dir / "task.yaml").write_text(text)
+    out = task_dir / "evals" / "ctx.toml"
+    assert main(["context-eval", "--context-file", str(task_dir / "CLAUDE.md"), "--task", str(task_dir / "task.yaml"),
+                 "--agents", "claude,codex", "-o", str(out)]) == 0
+    doubles = {a.name: a.model_double for a in load_trial(out).agents}
+    assert doubles == {"claude": str((task_dir / "scripts" / "solve.yaml").resolve()), "codex": None}
+    assert 'model_double = "../scripts/solve.yaml"' in out.read_text()
 
 
 def test_context_eval_bad_input(task_dir: Path, capsys: pytest.CaptureFixture) -> None:

@@ -90,10 +90,10 @@ def _rel(target: Path, base: Path) -> str:
 def context_eval(context_file: Path, task_file: Path, agents: list[str], trials: int, out: Path, force: bool = False) -> list[Path]:
     """Write a two-arm trial ``out`` (``baseline`` vs ``context``) for one task file; returns the paths written.
 
-    Beside ``out``: ``<stem>-context/<context file name>`` (the overlay), ``<stem>-verify/`` (the task's hidden
-    verify files, when it has any) and ``<stem>-empty/`` (when the task starts from an empty repository).
+    Beside ``out``: ``<stem>-context/<context file name>`` (the overlay), ``.<stem>-verify/`` (the task's hidden
+    verify files, when it has any; a dot folder, which pytest does not collect) and ``<stem>-empty/`` (when the task starts from an empty repository).
     The question's ``verify`` is ``test_command`` (then ``verify_command``), its ``verify_files`` the folder of the
-    task's hidden verify files (written into the checked tree before ``verify`` runs). Agents get ``edits = true`` and the task's ``env``. Raises ``SpecError`` for a bad task file or agent,
+    task's hidden verify files (written into the checked tree before ``verify`` runs). Agents get ``edits = true``, the task's ``env`` and the ``model_double`` script of the task's agent of their name (or their own). Raises ``SpecError`` for a bad task file or agent,
     ``AgentraceError`` when an output exists (unless ``force``).
     """
     context_file, out = Path(context_file), Path(out)
@@ -108,7 +108,7 @@ def context_eval(context_file: Path, task_file: Path, agents: list[str], trials:
     base = out.parent
     stem = out.stem
     overlay = base / f"{stem}-context"
-    verify_dir = base / f"{stem}-verify"
+    verify_dir = base / f".{stem}-verify"  # a dot folder: pytest does not collect the hidden tests in it (norecursedirs)
     empty = base / f"{stem}-empty"
     outputs = [out, overlay] + ([verify_dir] if task.verify_files else []) + ([empty] if task.repo is None else [])
     _refuse_existing(outputs, force)
@@ -160,10 +160,13 @@ def context_eval(context_file: Path, task_file: Path, agents: list[str], trials:
         setup,
         "",
     ]
+    doubles = {t.name: t.model_double for t in task.agents if t.model_double}
     for a in specs:
         lines += ["[[agents]]", f"name = {toml_str(a.name)}"]
         if a.model:
             lines.append(f"model = {toml_str(a.model)}")
+        if md := a.model_double or doubles.get(a.name):  # the task's script for this agent: the trial runs offline too
+            lines.append(f"model_double = {toml_str(_rel(Path(md), base))}")
         lines.append("edits = true")
         if task.env:
             lines.append("env = { " + ", ".join(f"{json.dumps(k)} = {json.dumps(v, ensure_ascii=False)}" for k, v in task.env.items()) + " }")
