@@ -281,3 +281,16 @@ def test_a_session_fits_the_terminal_width(
         "--agentrace", "--agentrace-no-save", "--agentrace-reps", "2", "--agentrace-resamples", "200", *xdist
     )
     assert line_width(res.stdout.lines) > 120  # no terminal and no $COLUMNS: no limit (a CI log keeps every column)
+
+
+def test_a_trial_of_one_arm_is_named_by_question_and_arm_not_as_tasks() -> None:
+    """A trial session of one arm (``--agentrace-arm``, a session stopped before the second arm) gives single-arm
+    cells: their table was headed ``tasks: ... per task and agent`` with the question id under ``Task``."""
+    from pytest_agentrace.stats.report import build_report
+
+    runs = [outcome(case="q1", arm="docs", agent="a", rep=r, kind="trial", status="passed", tokens=100 + r) for r in (1, 2, 3)]
+    lines = report_lines(build_report(runs, None, 0, 200))
+    assert lines[0] == "questions: pass rate and reliability per question, arm and agent"
+    assert lines[1].split("|")[1].strip() == "Question" and lines[3].split("|")[1].strip() == "q1 [docs]"
+    tasks = [outcome(case="t1", agent="a", rep=r, status="passed", tokens=100 + r, score=80.0) for r in (1, 2)]
+    assert report_lines(build_report(tasks, None, 0, 200))[0] == "tasks: pass rate and reliability per task and agent"

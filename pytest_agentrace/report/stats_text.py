@@ -237,16 +237,21 @@ def _arm_block(kind, source, agent, arms, base, cs, comps, case_comps, fmt, arm_
 
 
 def _tasks_block(cs, fmt, width=None) -> list[str]:
-    lines = _heading("tasks: pass rate and reliability per task and agent", fmt)
+    """The per-cell table of single-arm cells: task races, and trials of which one arm ran (``--agentrace-arm``, a
+    stopped session): those are named by question and arm, not as tasks."""
+    trials = any(c.kind != "task" for c in cs)
+    what = ("tasks and questions", "Case") if trials and any(c.kind == "task" for c in cs) else \
+        ("questions", "Question") if trials else ("tasks", "Task")
+    lines = _heading(f"{what[0]}: pass rate and reliability per {what[1].lower()}{', arm' if trials else ''} and agent", fmt)
     rows = []
     for c in sorted(cs, key=lambda c: (c.source, c.case, c.agent)):
         k = str(c.valid)
-        rows.append([c.case, c.agent, c.valid, correct_text(c.passed, c.valid, c.pass_ci),
+        rows.append([c.case + (f" [{c.arm}]" if trials and c.kind != "task" else ""), c.agent, c.valid, correct_text(c.passed, c.valid, c.pass_ci),
                      f"{_f(c.pass_at_k.get(k))} / {_f(c.pass_hat_k.get(k))}" if c.valid >= 2 else "-",
                      _tok(c.tokens_mean) + _ci(c.tokens_ci, _tok),
                      "-" if c.score_mean is None else f"{c.score_mean:.1f}" + ("" if c.score_sd is None else f" ± {c.score_sd:.1f}"),
                      _f(c.seconds_mean, 1), c.errors])
-    lines += _table(rows, ["Task", "Agent", "Runs", "Passed (95% CI)", "pass@k / pass^k (k=runs)", "Tokens/run (95% CI)",
+    lines += _table(rows, [what[1], "Agent", "Runs", "Passed (95% CI)", "pass@k / pass^k (k=runs)", "Tokens/run (95% CI)",
                            "Score mean ± sd", "Seconds", "Errors"], fmt, width, "tasks")
     return lines + _claims(cs, fmt, width) + [""]
 
