@@ -128,16 +128,17 @@ def test_hostile_strings_and_secrets_never_break_the_file(monkeypatch: pytest.Mo
         assert forbidden not in text
     failure = root.find(".//failure")
     message = failure.get("message")
-    # what XML 1.0 cannot hold is written as pytest writes it; markup and quotes come back as they were
-    assert "nul#x00 esc#x1B[31m bell#x07 del#x7F surrogate#xD800 end]]> <tag attr=\"x\" y='z'> & amp;" in message
+    # what a terminal would act on is shown as its escape (``view.shown``: ``printable``), what XML 1.0 cannot hold
+    # otherwise (a lone surrogate) as pytest writes it; markup and quotes come back as they were
+    assert "nul\\x00 esc\\x1b[31m bell\\x07 del\\x7f surrogate#xD800 end]]> <tag attr=\"x\" y='z'> & amp;" in message
     assert "\U0001f600" in message and "]]> <tag" in failure.text
     error = root.find(".//error")
-    assert error.get("message").startswith("task:fix-add/default/broke/r1: infrastructure error: <redacted> nul#x00")
+    assert error.get("message").startswith("task:fix-add/default/broke/r1: infrastructure error: <redacted> nul\\x00")
     props = {p.get("name"): p.get("value") for p in root.iter("property")}
     payload = json.loads(props["agentrace.outcome"])  # the record's JSON: ASCII, so nothing in it needs escaping
-    assert payload["agent"] == "broke" and "\x00" in payload["reason"] and KEY not in props["agentrace.outcome"]
+    assert payload["agent"] == "broke" and "nul\\x00" in payload["reason"] and KEY not in props["agentrace.outcome"]
     names = [c.get("name") for c in root.iter("testcase")]
-    assert "cnul#x00 esc#x1B[31[evil-r1]" in names
+    assert "cnul\\x00 esc\\x1b[31[evil-r1]" in names
 
 
 def test_an_empty_result_is_a_suite_of_no_tests() -> None:
