@@ -370,11 +370,6 @@ def out_dir(config: Any, value: str | None = None) -> Path:
     return Path(config.rootpath) / DEFAULT_OUT
 
 
-def report_path(config: Any, value: str, name: str | None = None) -> Path:
-    """A report file option's path (``--agentrace-html/md/json``; ``name`` the setting: ``setting_path``)."""
-    return setting_path(config, name, value) if name else Path(config.invocation_params.dir) / Path(value).expanduser()
-
-
 def setting_path(config: Any, name: str, value: str) -> Path:
     """The path setting ``name`` holds (``value``): a relative one is relative to the folder pytest was started in
     when it came from the command line, and to the ini file's folder when it came from the ini file (as pytest's own

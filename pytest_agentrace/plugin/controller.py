@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.options import report_path, setting_path
+from pytest_agentrace.options import setting_path
 from pytest_agentrace.plugin import validate
 from pytest_agentrace.plugin.collect import override_lines, planned_reps
 from pytest_agentrace.plugin.failure import printable
@@ -364,7 +364,7 @@ class Controller:
         targets: dict[Format, Path] = {}
         for fmt in formats.FORMATS:
             if fmt.to == "file" and (value := getattr(self.settings, fmt.name, None)):
-                targets[fmt] = report_path(self.config, value, fmt.name)
+                targets[fmt] = setting_path(self.config, fmt.name, value)
             elif fmt.env and os.environ.get(fmt.env):
                 targets[fmt] = Path(os.environ[fmt.env])
         return targets

@@ -527,7 +527,7 @@ def check_report_paths(config: pytest.Config, found: _options.Settings) -> None:
         value = getattr(found, option, None)
         if not value:
             continue
-        path = _options.report_path(config, value, option)
+        path = _options.setting_path(config, option, value)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

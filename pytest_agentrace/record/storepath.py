@@ -10,6 +10,7 @@ imports ``sqlite3`` and is loaded only when a history is opened).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 ENV_VAR = "AGENTRACE_DB"
@@ -32,13 +33,8 @@ def default_results(start: Path | None = None) -> Path | None:
     """The results folder a command run in ``start`` (default: the current folder) reads when it is given none: the
     nearest ``.agentrace/`` holding ``runs/`` from ``start`` upward, looked for up to the project's top (as
     ``cli_root``); None when there is none."""
-    here = Path(start or Path.cwd()).absolute()
-    for folder in (here, *here.parents):
-        if (folder / ".agentrace" / "runs").is_dir():
-            return folder / ".agentrace"
-        if any((folder / marker).exists() for marker in PROJECT_MARKERS):
-            break
-    return None
+    found = _nearest(start, lambda folder: (folder / ".agentrace" / "runs").is_dir())
+    return found / ".agentrace" if found is not None else None
 
 
 def cli_root(start: Path | None = None) -> Path:
@@ -46,10 +42,17 @@ def cli_root(start: Path | None = None) -> Path:
     the nearest folder from ``start`` upward that holds one, looked for up to the project's top (the first folder
     with a ``PROJECT_MARKERS`` entry: pytest's rootdir is there or below, so a session started in a subfolder wrote
     it there); ``start`` itself when none does."""
+    found = _nearest(start, lambda folder: (folder / ".agentrace" / DEFAULT_NAME).is_file())
+    return found if found is not None else Path(start or Path.cwd()).absolute()
+
+
+def _nearest(start: Path | None, holds: Callable[[Path], bool]) -> Path | None:
+    """The nearest folder from ``start`` (default: the current folder) upward for which ``holds`` is true, looked for
+    up to the project's top (the first folder with a ``PROJECT_MARKERS`` entry, itself included); None when none is."""
     here = Path(start or Path.cwd()).absolute()
     for folder in (here, *here.parents):
-        if (folder / ".agentrace" / DEFAULT_NAME).is_file():
+        if holds(folder):
             return folder
         if any((folder / marker).exists() for marker in PROJECT_MARKERS):
             break
-    return here
+    return None
