@@ -88,7 +88,7 @@ def test_several_cases_are_paired_and_clustered() -> None:
     from pytest_agentrace.report.stats_text import _verdict
 
     assert three.relative_cost_ci.hi < 1.0
-    assert _verdict(three) == "no clear difference (interval excludes 1.00, sign-flip p=0.250; with 3 cases p cannot go below 0.25: add cases)"
+    assert _verdict(three) == "no clear difference (provisional) (interval excludes 1.00, sign-flip p=0.250; with 3 cases p cannot go below 0.25: add cases)"
     assert _verdict(comp) == "cheaper (provisional)"  # 4 runs per arm in each case (32 in all): provisional
 
 

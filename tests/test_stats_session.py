@@ -351,7 +351,7 @@ def test_stop_when_decided_for_new_cases_decides_each_question_at_half_alpha(pro
     assert outcomes["passed"] == 20 and outcomes["skipped"] == 28
     assert "stop-when-decided: arm docs vs base is clear after 5 runs per arm (cheaper, z=" in text
     docs = stats_rows(text, "docs")
-    assert docs[0][5].startswith("no clear difference (interval excludes 1.00, sign-flip p=0.500; with 2 cases p cannot go below 0.5: add cases)")
+    assert docs[0][5].startswith("no clear difference (provisional) (interval excludes 1.00, sign-flip p=0.500; with 2 cases p cannot go below 0.5: add cases)")
     by_case = [r for r in stats_rows(text, "port") + stats_rows(text, "port2") if r[1] == "docs"]
     assert [r[6] for r in by_case] == ["cheaper (clear at 5 runs)"] * 2
     assert "target: new cases like these" in text

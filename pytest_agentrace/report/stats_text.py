@@ -85,7 +85,7 @@ def _verdict(c: Any) -> str:
         if fixed and fixed != v:  # capped: the looks before the cap spent part of alpha
             also = f"; these runs alone read {fixed}, but earlier looks spent part of alpha"
         return f"{v} ({c.sequential['state']} at {c.sequential['n']} runs{per}{also})"
-    return v + (" (provisional)" if c.provisional and v != "no clear difference" else "") + _disagreement(c)
+    return v + (" (provisional)" if c.provisional else "") + _disagreement(c)
 
 
 def _disagreement(c: Any) -> str:
