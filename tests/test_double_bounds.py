@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers.double import call, script
 
-from pytest_agentrace.model_double import recorder, server
+from pytest_agentrace.model_double import recorder, routes, server
 from pytest_agentrace.model_double.cassette import Scrubber
 from pytest_agentrace.model_double.recorder import RecordingProxy
 from pytest_agentrace.model_double.server import ModelDouble
@@ -106,7 +106,7 @@ def test_the_bodies_a_run_keeps_are_bounded(tmp_path: Path, monkeypatch: pytest.
             return answers, d.requests(), d.report()
 
     whole = three(tmp_path / "whole.jsonl")
-    monkeypatch.setattr(server, "BODIES_KEPT", 6000)
+    monkeypatch.setattr(routes, "BODIES_KEPT", 6000)
     answers, records, report = three(tmp_path / "cut.jsonl")
     assert (answers, report) == (whole[0], whole[2]) and report["served"]["m"][0] > 0
     assert records[0]["body"]["messages"][0]["content"] == "x" * 3000

@@ -7,7 +7,8 @@ import json
 import pytest
 from helpers.double import call, recorded, script, url_and_path
 
-from pytest_agentrace.model_double.server import ModelDouble, fill_schema
+from pytest_agentrace.model_double.decide import fill_schema
+from pytest_agentrace.model_double.server import ModelDouble
 
 GEMINI = recorded("gemini-cli-0.61.0")
 

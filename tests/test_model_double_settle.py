@@ -12,6 +12,7 @@ import pytest
 from helpers.adapters import SAMPLES
 
 from pytest_agentrace.agents.auth import AUTH_FAULT, PROVIDER_FAULT
+from pytest_agentrace.model_double.routes import report_of
 from pytest_agentrace.model_double.runs import (
     AgentSession,
     read_log,
@@ -21,7 +22,6 @@ from pytest_agentrace.model_double.runs import (
     unfounded_fault,
 )
 from pytest_agentrace.model_double.script import TurnUsage
-from pytest_agentrace.model_double.server import report_of
 from pytest_agentrace.record.model import AgentStatus, Usage
 
 READ_ONLY_LOG = SAMPLES / "model-double-requests" / "gemini-cli-0.61.0-read-only-double-log.jsonl"

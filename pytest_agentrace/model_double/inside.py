@@ -1,7 +1,7 @@
 """The process ``netns.wrap`` puts in front of an offline agent, inside its loopback-only network namespace:
 brings ``lo`` up, starts the model double there (a script, or a cassette replayed) on the port the run's config
 names, runs the agent as its child in the same process group (so the runner's timeout kill reaches both), sends
-the double's account of the run (``server.report_of``) on the run's report pipe (``run.launch``: the agent never
+the double's account of the run (``routes.report_of``) on the run's report pipe (``run.launch``: the agent never
 holds it; the request log it writes lies in the agent's outbox and is for people only), and exits with the agent's
 exit code (``FAULT_EXIT`` when the double cannot start: the harness's fault, never the agent's).
 

@@ -6,7 +6,7 @@ costs about a millisecond, so every run gets its own and shares nothing), and re
 - ``apply(argv, env)`` (a ``run.launch.Wrapped``: argv, env and the helper in front) adds the CLI's offline settings (``environment.offline_env``) to the adapter's argv and
   environment and, with ``--agentrace-offline`` where namespaces are permitted, wraps argv so the agent (and
   the double with it) runs in a loopback-only network namespace (``netns``);
-- ``close(report)`` stops the double, takes its account of the run (``server.report_of``) and completes
+- ``close(report)`` stops the double, takes its account of the run (``routes.report_of``) and completes
   ``model-double.json``;
 - ``settle(usage)`` checks the parsed ``Usage`` against that account: a script step the CLI offered no tool
   for (the double answered ``none``) makes the run an ``error`` (``AgentStatus.ERROR``: the script does not fit
@@ -55,8 +55,9 @@ from pytest_agentrace.model_double.environment import (
     offline_env,
 )
 from pytest_agentrace.model_double.recorder import RecordingProxy, provider_url, record_key
+from pytest_agentrace.model_double.routes import report_of
 from pytest_agentrace.model_double.script import TurnUsage, load_script
-from pytest_agentrace.model_double.server import ModelDouble, report_of
+from pytest_agentrace.model_double.server import ModelDouble
 from pytest_agentrace.record.model import AgentStatus, CostSource, Usage
 from pytest_agentrace.record.redact import secret_values
 from pytest_agentrace.record.safefile import write_text
@@ -89,14 +90,14 @@ def read_log(path: Path) -> list[dict[str, Any]]:
 def served_usage(log: list[dict[str, Any]] | dict[str, Any]) -> dict[str, TurnUsage]:
     """Tokens the double served, per model that answered (the request's ``model``, or the model in a Gemini
     path): the usage of every answer in ``SERVED_KINDS`` (HTTP errors and token counts carry none). ``log``: request
-    records, or a double's report (``server.report_of``)."""
+    records, or a double's report (``routes.report_of``)."""
     report = log if isinstance(log, dict) else report_of(log)
     return {model: TurnUsage(*counts) for model, counts in report["served"].items()}
 
 
 def script_mismatch(log: list[dict[str, Any]] | dict[str, Any], edits: bool) -> str | None:
     """Why the script could not be played (the first ``none`` answer: a step with no fitting tool), or None.
-    ``log``: request records, or a double's report (``server.report_of``)."""
+    ``log``: request records, or a double's report (``routes.report_of``)."""
     report = log if isinstance(log, dict) else report_of(log)
     if report["none"] is None:
         return None
@@ -107,7 +108,7 @@ def script_mismatch(log: list[dict[str, Any]] | dict[str, Any], edits: bool) -> 
 
 
 def read_report(data: bytes | None) -> dict[str, Any] | None:
-    """A double's report as sent on the report pipe (``server.report_of``, JSON), or None when ``data`` is empty or
+    """A double's report as sent on the report pipe (``routes.report_of``, JSON), or None when ``data`` is empty or
     not one such document (anything else on the pipe, which only the helper holds, means no account)."""
     try:
         report = json.loads(data or b"")
@@ -363,7 +364,7 @@ def start_session(spec: Any, ctx: Any) -> AgentSession:
 
 def unfounded_fault(usage: Usage, report: dict[str, Any] | None, last_step: int | None = None) -> Usage:
     """``usage`` with what the CLI's output says about its environment or its end turned into the agent's failure
-    where the double's own account of the run (``report``: ``server.report_of``, from the double's memory or the
+    where the double's own account of the run (``report``: ``routes.report_of``, from the double's memory or the
     run's report pipe, never from a file the agent can write) contradicts it, or where there is no account
     (``report`` None: the double inside the run's namespace is the agent's parent there, which the agent can kill):
 

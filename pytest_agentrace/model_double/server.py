@@ -30,12 +30,12 @@ request gets HTTP 401 and a line in ``rejected`` (and the ``rejected_log`` file)
 step, no error counter, no line in the run's request log. Each run's double gets a random key that only its own CLI
 is given, so a run that finds a sibling's double (its port shows in ``/proc/net/tcp``) cannot play its script.
 
-Every request is appended to the route's JSONL log: ``{ts, method, path, query, headers, body, protocol,
+Every request is appended to the route's JSONL log (``routes.Route``): ``{ts, method, path, query, headers, body, protocol,
 answer}`` with auth headers replaced by ``<redacted>``, strings longer than ``LOG_STRING_LIMIT``
 characters shortened (``"...<N chars>"``, as in the recorded samples), every string (and key) redacted
 (``secrets``: the run's secret values; secret assignments and key shapes always), and a body past the route's
 ``BODIES_KEPT`` bytes replaced by its size. A body over ``MAX_REQUEST`` bytes is refused unread (HTTP 413). The log
-is for people: what the harness judges a run by is the double's own record in memory, ``report_of`` (``ModelDouble.report``), never the file, which
+is for people: what the harness judges a run by is the double's own record in memory, ``routes.report_of`` (``ModelDouble.report``), never the file, which
 may lie where the agent can write.
 """
 
@@ -49,238 +49,37 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 from pytest_agentrace import untrusted
-from pytest_agentrace.model_double import tools, wire
+from pytest_agentrace.model_double import wire
 from pytest_agentrace.model_double.cassette import Mismatch, Replayer
-from pytest_agentrace.model_double.script import Script, Step, TurnUsage, parse_script
-from pytest_agentrace.model_double.tools import ANTHROPIC, CHAT, GEMINI, RESPONSES
-from pytest_agentrace.model_double.wire import MAX_REQUEST, Answer
-from pytest_agentrace.record.redact import redact_data
-from pytest_agentrace.record.safefile import append_bytes
+from pytest_agentrace.model_double.decide import Decider
+from pytest_agentrace.model_double.routes import (
+    REDACT_QUERY,
+    Route,
+    path_model,
+    protocol_of,
+    redact_headers,
+    report_of,
+    shorten,
+)
+from pytest_agentrace.model_double.script import Script, parse_script
+from pytest_agentrace.model_double.tools import CHAT, GEMINI
+from pytest_agentrace.model_double.wire import MAX_REQUEST
 
-LOG_STRING_LIMIT = 4000
-BODIES_KEPT = 16 * 1024 * 1024  # bytes of request bodies (as JSON, strings shortened) a route keeps and logs
 # seconds a scripted HTTP error asks the client to wait (``retry-after`` rounded up, ``retry-after-ms`` exact):
 # clients that honour them (Anthropic and OpenAI SDKs, OpenCode) then retry at once instead of backing off for
 # a minute or more; a script's ``error.retry_after`` overrides it
 DEFAULT_RETRY_AFTER = 0.2
-REDACT_HEADERS = {"authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie", "proxy-authorization"}
-REDACT_QUERY = {"key", "api_key", "access_token"}
 _ROUTE_RE = re.compile(r"^/r/([A-Za-z0-9_-]+)(/.*)?$")
-_GEMINI_RE = re.compile(r"/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
-SERVED_KINDS = ("tool", "text", "none", "edit", "side", "json")  # answers that carry the script's usage
-REPORT_TEXT_CAP = 2000  # characters of a message kept in a report
-REPORT_MODELS_CAP = 32  # models counted one by one in a report's ``served``; the rest are added to the last
-
-
-@dataclass
-class Route:
-    """A registered run: its ``script`` (or ``replayer``: a cassette played in its place), request ``log`` file
-    (JSONL; None: memory only), the ``secrets`` redacted from what is kept, and the records."""
-
-    token: str
-    script: Script
-    log: Path | None = None
-    replayer: Replayer | None = None
-    secrets: tuple[str, ...] = ()
-    records: list[dict[str, Any]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    kept: int = 0  # bytes of request bodies kept (their log lines' JSON)
-
-    def append(self, record: dict[str, Any]) -> None:
-        """Keep ``record`` (and append it to the log) redacted (``record.redact.redact_data``: the session's secret
-        values, secret assignments and key shapes, in keys too); its body only while the route's bodies stay within
-        ``BODIES_KEPT`` bytes of JSON, else a stand-in naming its size and model (what ``report_of`` reads)."""
-        record = redact_data(record, self.secrets)
-        line = json.dumps(record, ensure_ascii=False)
-        with self.lock:
-            if self.kept + len(line) > BODIES_KEPT:
-                body = record.get("body")
-                model = body.get("model") if isinstance(body, dict) and isinstance(body.get("model"), str) else None
-                record["body"] = {**({"model": model[:200]} if model else {}),
-                                  "_omitted": f"{len(line)} bytes: past the {BODIES_KEPT} bytes of request bodies a run keeps"}
-                line = json.dumps(record, ensure_ascii=False)
-            self.kept += len(line)
-            self.records.append(record)
-            if self.log is not None:
-                self.log.parent.mkdir(parents=True, exist_ok=True)
-                try:  # the run's folder: a link left at the log's name is refused, never written through
-                    append_bytes(self.log, (line + "\n").encode("utf-8"))
-                except OSError:
-                    self.log = None
-
-
-def shorten(value: Any, limit: int = LOG_STRING_LIMIT) -> Any:
-    """``value`` with every string longer than ``limit`` cut to ``limit`` characters plus ``...<N chars>``."""
-    if isinstance(value, str):
-        return value if len(value) <= limit else value[:limit] + f"...<{len(value) - limit} chars>"
-    if isinstance(value, dict):
-        return {k: shorten(v, limit) for k, v in value.items()}
-    if isinstance(value, list):
-        return [shorten(v, limit) for v in value]
-    return value
-
-
-def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """Headers with credentials (``REDACT_HEADERS``) replaced by ``<redacted>``."""
-    return {k: ("<redacted>" if k.lower() in REDACT_HEADERS else v) for k, v in headers.items()}
-
-
-def fill_schema(schema: Any) -> Any:
-    """A minimal value fitting a JSON schema (Gemini's upper-case ``type`` names too): strings
-    ``"scripted"``, integers 1, numbers 0, booleans false, arrays empty, enums their ``"user"`` value when
-    present (Gemini's next-speaker check) else the first, objects with every listed property."""
-    if not isinstance(schema, Mapping):
-        return "scripted"
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return "user" if "user" in schema["enum"] else schema["enum"][0]
-    kind = str(schema.get("type", "object" if "properties" in schema else "string")).lower()
-    if kind == "object":
-        return {k: fill_schema(v) for k, v in (schema.get("properties") or {}).items()}
-    if kind == "array":
-        return []
-    if kind == "integer":
-        return 1
-    if kind == "number":
-        return 0
-    if kind == "boolean":
-        return False
-    return "scripted"
-
-
-def path_model(path: str) -> str | None:
-    """The model a Gemini path names (``…/models/<m>:generateContent`` -> ``m``), or None."""
-    m = _GEMINI_RE.search(path)
-    return m.group(1) if m else None
-
-
-def report_of(records: list[dict[str, Any]], rejected: int = 0) -> dict[str, Any]:
-    """What a run's double says of it, from its request ``records`` (``Route.records``, or a request log's lines)
-    and the number of ``rejected`` requests (without the run's key):
-    ``{"requests": n, "rejected": n, "mismatch": the first cassette mismatch's message or None, "none": the text of
-    the first ``none`` answer (a script step the CLI offered no fitting tool for) or None, "played": recorded turns
-    replayed, "served": {model: [input, output, cache_read, cache_write]}, "refused": a 401/403 was served,
-    "answered": a model turn was served (status < 400), "server_error": a 5xx or malformed answer was served,
-    "last_text_step": the highest script step answered with text (status < 400) or None}`` (tokens of the answers in
-    ``SERVED_KINDS``, per model that answered: the request's ``model``, or the model in a Gemini path). JSON-able and
-    bounded (messages cut to ``REPORT_TEXT_CAP`` characters, at most ``REPORT_MODELS_CAP`` models), so a double in
-    the run's namespace can send it on a pipe."""
-    out: dict[str, Any] = {"requests": len(records), "rejected": rejected, "mismatch": None, "none": None, "played": 0,
-                           "served": {}, "refused": False, "answered": False, "server_error": False,
-                           "last_text_step": None}
-    served: dict[str, list[int]] = out["served"]
-    for rec in records:
-        answer = rec.get("answer") if isinstance(rec.get("answer"), Mapping) else {}
-        kind = answer.get("kind")
-        try:
-            status = int(answer.get("status") or 0)
-        except (TypeError, ValueError):
-            status = 0
-        out["refused"] |= status in (401, 403)
-        out["server_error"] |= status >= 500 or bool(answer.get("malformed"))
-        out["answered"] |= (kind in SERVED_KINDS or kind == "replay") and status < 400
-        step = answer.get("step")
-        if kind == "text" and status < 400 and isinstance(step, int):
-            out["last_text_step"] = max(step, out["last_text_step"] if out["last_text_step"] is not None else step)
-        if kind == "mismatch" and out["mismatch"] is None:
-            out["mismatch"] = str(answer.get("error"))[:REPORT_TEXT_CAP]
-        elif kind == "none" and out["none"] is None:
-            out["none"] = str(answer.get("text") or "")[:REPORT_TEXT_CAP]
-        elif kind == "replay" and answer.get("turn") is not None:
-            out["played"] += 1
-        if kind not in SERVED_KINDS:
-            continue
-        body = rec.get("body") if isinstance(rec.get("body"), Mapping) else {}
-        model = (path_model(str(rec.get("path") or "")) or str(body.get("model") or "scripted"))[:200]
-        if model not in served and len(served) >= REPORT_MODELS_CAP:
-            model = list(served)[-1]
-        u = answer.get("usage") if isinstance(answer.get("usage"), Mapping) else {}
-        got = [int(u.get(k) or 0) for k in ("input", "output", "cache_read", "cache_write")]
-        served[model] = [a + b for a, b in zip(served.get(model, [0, 0, 0, 0]), got, strict=True)]
-    return out
-
-
-def protocol_of(path: str) -> str | None:
-    """The wire protocol of a POST path, or None."""
-    if path.endswith(("/messages", "/messages/count_tokens")):
-        return ANTHROPIC
-    if path.endswith("/responses"):
-        return RESPONSES
-    if path.endswith("/chat/completions"):
-        return CHAT
-    if _GEMINI_RE.search(path):
-        return GEMINI
-    return None
 
 
 class _Refused(Exception):
     """A request answered with an error before its body was read (``_Handler._read_raw``)."""
-
-
-class Decider:
-    """Chooses the ``Answer`` for a request from the request alone (plus ``error.times`` counters)."""
-
-    def __init__(self) -> None:
-        self._failures: dict[tuple[str, str, int], int] = {}
-        self._lock = threading.Lock()
-
-    def _should_fail(self, route: Route, conv: str, index: int, step: Step) -> bool:
-        if step.error is None:
-            return False
-        if step.error.times is None:
-            return True
-        key = (route.token, conv, index)
-        with self._lock:
-            n = self._failures.get(key, 0)
-            if n >= step.error.times:
-                return False
-            self._failures[key] = n + 1
-            return True
-
-    def decide(self, route: Route, protocol: str, path: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Answer:
-        script = route.script
-        side = Answer("side", script.side_usage, text=script.side_text)
-        gen = body.get("generationConfig") if protocol == GEMINI else None
-        if isinstance(gen, Mapping) and gen.get("responseMimeType") == "application/json":
-            schema = gen.get("responseJsonSchema") or gen.get("responseSchema")
-            return Answer("json", script.side_usage, text=json.dumps(fill_schema(schema)))
-        offered = tools.offered_tools(body)
-        if not offered:
-            fmt = tools.edit_format(body) if protocol == CHAT else None
-            if fmt is None:
-                return side
-            return self._aider(route, fmt, body, headers)
-        index = tools.count_tool_results(protocol, body)
-        step = script.step_for(index)
-        step_no = index % len(script.steps) if script.loop else min(index, len(script.steps) - 1)
-        common = {"step": step_no, "malformed": step.malformed, "delay": step.delay}
-        if self._should_fail(route, tools.conversation_key(headers, body), index, step):
-            return Answer("error", TurnUsage(), error=step.error, step=step_no, delay=step.delay)
-        if step.kind == "text":
-            return Answer("text", step.usage, text=step.text, **common)
-        call = tools.tool_call(step, offered, tools.workspace_dir(body), index)
-        if call is None:
-            note = f"scripted model: step {step_no} ({step.describe()}) needs a shell tool; offered: {', '.join(offered)}"
-            return Answer("none", step.usage, text=note, **common)
-        return Answer("tool", step.usage, tool=call, **common)
-
-    def _aider(self, route: Route, fmt: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Answer:
-        """Aider sends no tools: every write step goes into one edit reply carrying the script's whole usage;
-        a later request that already holds that reply gets the final text with the side usage."""
-        script = route.script
-        reply = tools.aider_reply(script.steps, fmt, body, script.final_text)
-        first = script.steps[0]
-        if tools.is_aider_followup(body, reply):
-            return Answer("side", script.side_usage, text=script.final_text or "Done.")
-        if self._should_fail(route, tools.conversation_key(headers, body), 0, first):
-            return Answer("error", TurnUsage(), error=first.error, step=0, delay=first.delay)
-        return Answer("edit", script.total_usage(), text=reply, step=0, malformed=first.malformed, delay=first.delay)
 
 
 class _Handler(BaseHTTPRequestHandler):

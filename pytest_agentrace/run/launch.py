@@ -22,7 +22,7 @@ every inherited descriptor (only the command gets it).
 
 A channel made with ``report=True`` has a second pipe, the report pipe (``REPORT_FD_ENV``), for a helper that
 tells the harness what happened during the run: the model double inside the run's namespace sends its own
-account of the requests it served (``model_double.server.report_of``: a cassette mismatch, a script step without a
+account of the requests it served (``model_double.routes.report_of``: a cassette mismatch, a script step without a
 fitting tool) when the agent has exited. The helper takes the write end (``take_report``) and keeps it out of its
 child's reach (never passed on, not inheritable, the helper not dumpable); the launcher closes one it is handed.
 The harness reads it after the run (``StartChannel.report``): never from a file the agent could write.
