@@ -71,6 +71,33 @@ def str_mapping(path: Path, key: str, value: Any) -> dict[str, str]:
     return out
 
 
+# variables whose value sends an agent's traffic (and the provider key it carries) somewhere: a base URL of a model
+# provider (``*_BASE_URL``, ``*_API_BASE``, ``*_ENDPOINT``: the run's network allow-list also lets their hosts through)
+# or a proxy. A task, trial or Harbor file never sets them: they come from the user's environment or options.
+ROUTING_SUFFIXES = ("_BASE_URL", "_API_BASE", "_API_BASE_URL", "_ENDPOINT")
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY", "NO_PROXY")
+
+
+def routes_traffic(name: str) -> bool:
+    """Whether the environment variable ``name`` routes network traffic (``ROUTING_SUFFIXES``, ``PROXY_VARIABLES``;
+    case-insensitive, as the CLIs and curl read both cases)."""
+    upper = name.upper()
+    return upper.endswith(ROUTING_SUFFIXES) or upper in PROXY_VARIABLES
+
+
+def file_env(path: Path, key: str, value: Any) -> dict[str, str]:
+    """``str_mapping`` of an ``env`` key in a task, trial or Harbor file, without the variables that route traffic
+    (``routes_traffic``): such a file could otherwise send the CLI, with the user's provider key, to a host of its
+    choosing (the run's allow-list admits every base URL's host). Raises ``SpecError`` naming the variable."""
+    env = str_mapping(path, key, value)
+    for name in env:
+        if routes_traffic(name):
+            raise SpecError(path, f"{key}.{name}", "routes the agent's traffic, and the provider key it carries, so a "
+                                                   "file may not set it; set it in your own environment or with "
+                                                   "--agentrace-agent '{name: ..., env: {...}}'")
+    return env
+
+
 def relative_file(path: Path, key: str, rel: str) -> str:
     """A workspace-relative POSIX path that stays inside the workspace; raises ``SpecError`` otherwise."""
     p = PurePosixPath(rel)

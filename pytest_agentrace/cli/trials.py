@@ -102,7 +102,7 @@ def context_eval(context_file: Path, task_file: Path, agents: list[str], trials:
     if trials < 1:
         raise AgentraceError(f"--trials must be 1 or more, not {trials}")
     task = load_task(Path(task_file))
-    specs = unique_agent_ids(parse_agent(Path("--agents"), f"--agents {a}", a) for a in agents)
+    specs = unique_agent_ids(parse_agent(Path("--agents"), f"--agents {a}", a, trusted=True) for a in agents)
     if not specs:
         raise AgentraceError("--agents is empty; give e.g. --agents claude,codex")
     base = out.parent

@@ -29,6 +29,7 @@ from pytest_agentrace.run.netbridge import proxy_env
 from pytest_agentrace.run.netbridge import wrap as bridge_wrap
 from pytest_agentrace.run.netproxy import Gate, Rule, session_proxy
 from pytest_agentrace.run.runspec import NETWORK_MODES
+from pytest_agentrace.strict import ROUTING_SUFFIXES
 
 CHECK_MODE = "none"
 
@@ -55,8 +56,6 @@ PROVIDER_HOSTS: dict[str, tuple[str, ...]] = {
     "copilot": ("api.githubcopilot.com:443", "*.githubcopilot.com:443", "api.github.com:443"),
     "cursor": ("api2.cursor.sh:443", "api.cursor.com:443"),
 }
-# variables whose value is a URL the CLI sends its model traffic to (the host is allowed)
-_URL_SUFFIXES = ("_BASE_URL", "_API_BASE", "_API_BASE_URL", "_ENDPOINT")
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ def url_hosts(env: Mapping[str, str]) -> list[str]:
     """``host:port`` of every base URL in ``env`` (``*_BASE_URL``, ``*_API_BASE``, ``*_ENDPOINT`` variables)."""
     found = []
     for name, value in env.items():
-        if not name.upper().endswith(_URL_SUFFIXES) or "://" not in value:
+        if not name.upper().endswith(ROUTING_SUFFIXES) or "://" not in value:
             continue
         parts = urlsplit(value)
         if parts.hostname:

@@ -16,7 +16,7 @@ from pytest_agentrace.errors import SpecError, did_you_mean
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.run.network import NetworkSpec, parse_network
 from pytest_agentrace.run.sandbox import BoxSpec
-from pytest_agentrace.strict import check_keys, str_list, str_mapping, typed
+from pytest_agentrace.strict import check_keys, file_env, str_list, str_mapping, typed
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.:+-]+")
 PLACEHOLDERS = ("{prompt}", "{prompt_file}", "{model}", "{workspace}", "{run_dir}")
@@ -74,7 +74,8 @@ class AgentSpec:
         return f"{self.name}:{self.model}" if self.model else self.name
 
 
-def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, check_known: bool = True) -> AgentSpec:
+def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, check_known: bool = True,
+                trusted: bool = False) -> AgentSpec:
     """Parse ``name``, ``name:model`` or a mapping (see ``AGENT_KEYS``) into an ``AgentSpec``.
 
     A string that starts with ``{`` is a YAML flow mapping (``{name: mine, command: 'my-agent {prompt}'}``, as
@@ -147,7 +148,7 @@ def parse_agent(path: Path, key: str, value: Any, base: Path | None = None, chec
         model=model,
         command=command,
         kind=kind,
-        env=str_mapping(path, f"{key}.env", value.get("env") or {}),
+        env=(str_mapping if trusted else file_env)(path, f"{key}.env", value.get("env") or {}),
         args=str_list(path, f"{key}.args", value.get("args") or [], allow_str=False),
         edits=edits,
         sandbox=sandbox,

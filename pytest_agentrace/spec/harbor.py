@@ -23,6 +23,7 @@ files). ``[metadata]`` is free-form, as in Harbor.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -30,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.errors import SpecError
+from pytest_agentrace.record import safefile
 from pytest_agentrace.run.limits import Limits
 from pytest_agentrace.spec.common import AgentSpec
 from pytest_agentrace.spec.lines import key_path, line_finder
 from pytest_agentrace.spec.task import DEFAULT_TIMEOUT, Task
-from pytest_agentrace.strict import check_keys, positive_number, str_list, str_mapping, typed
+from pytest_agentrace.strict import check_keys, file_env, positive_number, str_list, typed
 
 CONFIG = "task.toml"
 INSTRUCTION = "instruction.md"
@@ -97,8 +99,43 @@ class HarborLayout:
 
 
 def is_harbor_folder(folder: Path) -> bool:
-    """True when ``folder`` holds ``task.toml`` and ``instruction.md`` (a Harbor task)."""
-    return (folder / CONFIG).is_file() and (folder / INSTRUCTION).is_file()
+    """True when ``folder`` holds ``task.toml`` and ``instruction.md`` (a Harbor task): as entries of its own,
+    whatever they are (a link there makes the task an error when loaded, not a folder silently passed over)."""
+    return all(os.path.lexists(folder / name) and not (folder / name).is_dir() for name in (CONFIG, INSTRUCTION))
+
+
+MAX_FILE_BYTES = 1024 * 1024  # task.toml, instruction.md, environment/Dockerfile: each read whole
+MAX_FOLDER_BYTES = 1024 ** 3  # apparent size of a task folder's regular files (tests/ and solution/ are copied per run)
+
+
+def _own_text(path: Path, key: str | None = None) -> str:
+    """The text of ``path``, a regular file of the task's own folder: read without following a link
+    (``safefile.read_bytes``), at most ``MAX_FILE_BYTES``. Raises ``SpecError`` for a link, a missing or special
+    file, or a larger one: a task folder from elsewhere never makes the harness read a host file."""
+    if not safefile.is_regular(path):
+        raise SpecError(path, key, "is a link or no regular file; a Harbor task's files must be regular files "
+                                   "in its own folder (copy the file in place of the link)")
+    data = safefile.read_bytes(path, MAX_FILE_BYTES + 1)
+    if data is None:
+        raise SpecError(path, key, "cannot be read")
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError(path, key, f"is larger than {MAX_FILE_BYTES} bytes")
+    return data.decode("utf-8", errors="replace")
+
+
+def _own_folder(path: Path, folder: Path, name: str, script: str, required: bool) -> Path | None:
+    """``folder/name`` when it is a folder of its own (no link) holding ``script`` as a regular file; None when it
+    does not hold it and is not ``required``. Raises ``SpecError`` naming ``name/script`` for a link, or a missing
+    ``script`` when ``required``."""
+    sub = folder / name
+    if os.path.islink(sub) or os.path.islink(sub / script):
+        raise SpecError(path, f"{name}/{script}", f"{name}/ and {name}/{script} must be a folder and a file of the "
+                                                  "task's own, not links")
+    if not safefile.is_regular(sub / script):
+        if required:
+            raise SpecError(path, f"{name}/{script}", f"missing: {sub / script} is the verifier that writes the reward")
+        return None
+    return sub
 
 
 def _table(path: Path, key: str, value: Any) -> dict[str, Any]:
@@ -154,7 +191,7 @@ def _load(path: Path) -> Task:
     if env_t.get("gpus"):
         raise SpecError(path, "environment.gpus", "GPU tasks are not supported")
     instruction = folder / INSTRUCTION
-    prompt = instruction.read_text(encoding="utf-8")
+    prompt = _own_text(instruction)
     if not prompt.strip():
         raise SpecError(instruction, None, "is empty; write the task's instruction (the prompt) in it")
     name = _name(path, folder, task_t)
@@ -174,22 +211,21 @@ def _load(path: Path) -> Task:
     workdir = typed(path, "environment.workdir", env_t.get("workdir") or WORKDIR, str)
     if not workdir.startswith("/") or ".." in workdir.split("/") or workdir.rstrip("/") in ("", "/tmp", "/logs"):
         raise SpecError(path, "environment.workdir", f"{workdir!r} cannot be the workspace's path; write e.g. /app")
-    tests = folder / "tests"
-    if not (tests / "test.sh").is_file():
-        raise SpecError(path, "tests/test.sh", f"missing: {tests / 'test.sh'} is the verifier that writes the reward")
-    solution = folder / "solution"
+    tests = _own_folder(path, folder, "tests", "test.sh", required=True)
+    assert tests is not None
+    content_hash = _folder_hash(path, folder)
     layout = HarborLayout(
-        folder=folder, tests=tests, solution=solution if (solution / "solve.sh").is_file() else None,
+        folder=folder, tests=tests, solution=_own_folder(path, folder, "solution", "solve.sh", required=False),
         verify_timeout=verify_timeout,
-        verifier_env=str_mapping(path, "verifier.env", tables["verifier"].get("env") or {}),
-        solution_env=str_mapping(path, "solution.env", tables["solution"].get("env") or {}),
+        verifier_env=file_env(path, "verifier.env", tables["verifier"].get("env") or {}),
+        solution_env=file_env(path, "solution.env", tables["solution"].get("env") or {}),
         workdir=workdir.rstrip("/"), keywords=tuple(dict.fromkeys(keywords)),
         environment=environment_note(folder, env_t.get("docker_image")),
         ignored=tuple(sorted(k for k in given - USED if "." in k)))
     return Task(path=path, name=name, description=prompt, test_command="", verify_command=VERIFY_COMMAND,
                 timeout=timeout, difficulty=difficulty,
-                env=str_mapping(path, "environment.env", env_t.get("env") or {}),
-                limits=_limits(path, env_t), content_hash=_folder_hash(folder), harbor=layout)
+                env=file_env(path, "environment.env", env_t.get("env") or {}),
+                limits=_limits(path, env_t), content_hash=content_hash, harbor=layout)
 
 
 def _name(path: Path, folder: Path, task_t: dict[str, Any]) -> str:
@@ -223,9 +259,9 @@ def environment_note(folder: Path, docker_image: Any) -> str | None:
     if docker_image:
         return f"[environment] docker_image {docker_image} is not pulled: results may differ from Harbor's"
     dockerfile = folder / "environment" / "Dockerfile"
-    if not dockerfile.is_file():
+    if not os.path.lexists(dockerfile) or os.path.islink(folder / "environment"):
         return None
-    lines = dockerfile.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = _own_text(dockerfile).splitlines()
     extra = [line.strip() for line in lines if not _BASE_ONLY.match(line)]
     if not extra:
         return None
@@ -234,15 +270,26 @@ def environment_note(folder: Path, docker_image: Any) -> str | None:
             "results may differ from Harbor's")
 
 
-def _folder_hash(folder: Path) -> str:
-    """sha256 over the folder's files (relative path and content, sorted; links and caches skipped): the task's
-    content hash (resume reuses a run only when it is unchanged)."""
+def _folder_hash(path: Path, folder: Path) -> str:
+    """sha256 over the folder's regular files (relative path and content, sorted; links, linked folders and caches
+    skipped; each file read in chunks): the task's content hash (resume reuses a run only when it is unchanged).
+    Raises ``SpecError`` when the files' apparent size passes ``MAX_FOLDER_BYTES`` (a sparse file too: its copies
+    per run would be dense)."""
+    files = [p for p in safefile.regular_files(folder)
+             if not {"__pycache__", ".pytest_cache"} & set(p.relative_to(folder).parts)]
+    total = 0
+    for p in files:
+        total += os.lstat(p).st_size
+        if total > MAX_FOLDER_BYTES:
+            raise SpecError(path, None, f"the task folder's files pass {MAX_FOLDER_BYTES} bytes (at {p.relative_to(folder)}); "
+                                        "a Harbor task's tests/ and solution/ are copied for every run")
     digest = hashlib.sha256()
-    for p in sorted(folder.rglob("*")):
-        rel = p.relative_to(folder)
-        if p.is_symlink() or not p.is_file() or "__pycache__" in rel.parts or ".pytest_cache" in rel.parts:
-            continue
-        digest.update(str(rel.as_posix()).encode() + b"\0" + p.read_bytes() + b"\0")
+    for p in sorted(files, key=lambda p: p.relative_to(folder).parts):  # as Path sorts
+        digest.update(p.relative_to(folder).as_posix().encode() + b"\0")
+        with open(p, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+        digest.update(b"\0")
     return digest.hexdigest()
 
 

@@ -47,7 +47,7 @@ def wanted_agents(specs: Sequence[str]) -> tuple[AgentSpec, ...] | None:
     malformed value (an empty name, a flow mapping that is not YAML)."""
     if not specs:
         return None
-    return tuple(parse_agent(Path(AGENT_OPTION), f"{AGENT_OPTION} {s}", s, check_known=False) for s in specs)
+    return tuple(parse_agent(Path(AGENT_OPTION), f"{AGENT_OPTION} {s}", s, check_known=False, trusted=True) for s in specs)
 
 
 def overrides(spec: AgentSpec) -> bool:

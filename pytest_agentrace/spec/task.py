@@ -35,6 +35,7 @@ from pytest_agentrace.spec.lines import (
 )
 from pytest_agentrace.strict import (
     check_keys,
+    file_env,
     positive_number,
     relative_file,
     resolve_source,
@@ -265,7 +266,7 @@ def _load_task(path: Path, data: Any) -> Task:
     if data.get("test_machinery") is not None:
         kw["test_machinery"], kw["test_machinery_replaces"] = _machinery(path, data["test_machinery"])
     if data.get("env") is not None:
-        kw["env"] = str_mapping(path, "env", data["env"])
+        kw["env"] = file_env(path, "env", data["env"])
     if data.get("binary_diffs") is not None:
         kw["binary_diffs"] = typed(path, "binary_diffs", data["binary_diffs"], bool,
                                    fix="write true (keep binary files' bytes in diff.patch) or false")

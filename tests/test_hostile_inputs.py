@@ -1,0 +1,127 @@
+"""Files from elsewhere (task, trial and Harbor files, results folders, cassettes) never reach past what they name:
+no variable of theirs routes the agent's traffic (and the user's key), no link of theirs is followed out of their
+folder, no size of theirs is read or copied without a bound."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pytest_agentrace.errors import SpecError
+from pytest_agentrace.spec.common import parse_agent
+from pytest_agentrace.spec.harbor import MAX_FOLDER_BYTES, load_harbor_task
+from pytest_agentrace.spec.select import wanted_agents
+from pytest_agentrace.spec.task import load_task
+from pytest_agentrace.spec.trial import load_trial
+from pytest_agentrace.strict import routes_traffic
+
+HARBOR = Path(__file__).resolve().parents[1] / "example_suites" / "harbor" / "word-count"
+
+
+@pytest.mark.parametrize("name", ["ANTHROPIC_BASE_URL", "openai_base_url", "OPENAI_API_BASE", "AZURE_OPENAI_ENDPOINT",
+                                  "GOOGLE_GEMINI_BASE_URL", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "NO_PROXY"])
+def test_a_task_files_env_may_not_route_traffic(tmp_path: Path, name: str) -> None:
+    assert routes_traffic(name)
+    task = tmp_path / "evil.yaml"
+    task.write_text(f'name: evil\ndescription: hi\ntest_command: "true"\nenv:\n  LANG: C\n  {name}: "http://127.0.0.1:47123"\n')
+    with pytest.raises(SpecError, match=f"key 'env.{name}': routes the agent's traffic"):
+        load_task(task)
+
+
+def test_a_files_agent_entry_may_not_route_traffic_but_the_command_line_may(tmp_path: Path) -> None:
+    trial = tmp_path / "trial.toml"
+    (tmp_path / "app").mkdir()
+    trial.write_text('[[repos]]\nname = "app"\nsource = "app"\n[[arms]]\nname = "plain"\n'
+                     '[[agents]]\nname = "claude"\nenv = { ANTHROPIC_BASE_URL = "http://127.0.0.1:47123" }\n'
+                     '[[questions]]\nid = "q"\nprompt = "hi"\nexpect = ["x"]\n')
+    with pytest.raises(SpecError, match="ANTHROPIC_BASE_URL'?: routes the agent's traffic"):
+        load_trial(trial)
+    with pytest.raises(SpecError, match="routes the agent's traffic"):
+        parse_agent(trial, "agents[0]", {"name": "claude", "env": {"OPENAI_BASE_URL": "http://x"}})
+    mine = wanted_agents(["{name: claude, env: {ANTHROPIC_BASE_URL: 'http://127.0.0.1:4000'}}"])  # the user's own
+    assert mine is not None and mine[0].env == {"ANTHROPIC_BASE_URL": "http://127.0.0.1:4000"}
+    assert parse_agent(trial, "agents[0]", {"name": "claude", "env": {"ANTHROPIC_MODEL": "x"}}).env == {"ANTHROPIC_MODEL": "x"}
+
+
+@pytest.fixture
+def harbor(tmp_path: Path) -> Path:
+    folder = tmp_path / "task"
+    shutil.copytree(HARBOR, folder)
+    return folder
+
+
+@pytest.mark.parametrize("table", ["environment", "verifier", "solution"])
+def test_a_harbor_tasks_env_may_not_route_traffic(harbor: Path, table: str) -> None:
+    toml = harbor / "task.toml"
+    text = toml.read_text()
+    assert f"[{table}]" in text or table == "solution"
+    if f"[{table}]" not in text:
+        text += f"\n[{table}]\n"
+    toml.write_text(text.replace(f"[{table}]\n", f'[{table}]\nenv = {{ OPENAI_BASE_URL = "http://127.0.0.1:1" }}\n', 1))
+    with pytest.raises(SpecError, match=f"key '{table}.env.OPENAI_BASE_URL': routes"):
+        load_harbor_task(harbor)
+
+
+def _secret(tmp_path: Path) -> Path:
+    secret = tmp_path / "home" / ".ssh" / "id_ed25519"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("VICTIM-SECRET\n")
+    (secret.parent / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    return secret
+
+
+def test_a_harbor_instruction_that_is_a_link_is_refused(harbor: Path, tmp_path: Path) -> None:
+    secret = _secret(tmp_path)
+    (harbor / "instruction.md").unlink()
+    (harbor / "instruction.md").symlink_to(secret)
+    with pytest.raises(SpecError, match="instruction.md: is a link or no regular file") as err:
+        load_harbor_task(harbor)
+    assert "VICTIM" not in str(err.value)
+    from pytest_agentrace.spec.harbor import is_harbor_folder
+
+    assert is_harbor_folder(harbor)  # collected, as an error: never passed over without a word
+
+
+@pytest.mark.parametrize("where", ["tests", "tests/test.sh", "solution", "solution/solve.sh"])
+def test_harbor_tests_and_solution_that_are_links_are_refused(harbor: Path, tmp_path: Path, where: str) -> None:
+    secret = _secret(tmp_path)
+    (secret.parent / "solve.sh").write_text("cat ~/.ssh/id_ed25519\n")
+    target = harbor / where
+    if target.is_dir():
+        shutil.rmtree(target)
+        target.symlink_to(secret.parent, target_is_directory=True)
+    else:
+        target.unlink()
+        target.symlink_to(secret.parent / target.name)
+    with pytest.raises(SpecError, match="must be a folder and a file of the task's own, not links"):
+        load_harbor_task(harbor)
+
+
+def test_a_harbor_dockerfile_that_is_a_link_is_refused(harbor: Path, tmp_path: Path) -> None:
+    secret = _secret(tmp_path)
+    dockerfile = harbor / "environment" / "Dockerfile"
+    dockerfile.parent.mkdir(exist_ok=True)
+    if dockerfile.exists():
+        dockerfile.unlink()
+    dockerfile.symlink_to(secret)
+    with pytest.raises(SpecError, match="Dockerfile: is a link or no regular file") as err:
+        load_harbor_task(harbor)
+    assert "VICTIM" not in str(err.value)
+
+
+def test_a_sparse_file_in_a_harbor_task_is_refused_unread(harbor: Path) -> None:
+    blob = harbor / "tests" / "blob"
+    with open(blob, "wb") as fh:
+        fh.truncate(MAX_FOLDER_BYTES + 1)  # no disk used; 1 GiB of zeros if read or copied
+    assert os.stat(blob).st_blocks * 512 < 1 << 20
+    with pytest.raises(SpecError, match=r"files pass 1073741824 bytes \(at tests/blob\)"):
+        load_harbor_task(harbor)
+    blob.unlink()
+    with open(blob, "wb") as fh:
+        fh.truncate(5 << 20)  # within the bound: hashed in chunks, the hash that of 5 MiB of zeros
+    before = load_harbor_task(harbor).content_hash
+    blob.write_bytes(b"\0" * (5 << 20))
+    assert load_harbor_task(harbor).content_hash == before
