@@ -158,3 +158,44 @@ def test_histories_merge_and_conflicts_are_refused(tmp_path: Path, capsys: pytes
     code, _, err = main(capsys, "merge", str(tmp_path / "a"), str(tmp_path / "b"), "--to", str(tmp_path / "m2"))
     assert code == 2 and "session old has two different records of run trial:q/base/a/r1" in err
     assert not (tmp_path / "m2" / "runs").exists()  # no run copied
+
+
+@pytest.mark.parametrize("link", ["runs", "runs/q", "runs/q/base/a", "manifests", "history.db"])
+def test_merge_never_writes_through_a_link_in_the_folder_merged_into(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                     link: str) -> None:
+    """A merged folder from elsewhere (an earlier artifact) whose ``runs/``, a folder below it, ``manifests/`` or
+    history file is a link to the victim's HOME: nothing is written there, and the merge says which link."""
+    home = tmp_path / "home"
+    (home / "base" / "a" / "1").mkdir(parents=True)
+    (home / "note").write_text("own\n")
+    before = sorted((p.relative_to(home).as_posix(), p.read_bytes() if p.is_file() else b"") for p in home.rglob("*"))
+    shard = folder(tmp_path / "shard", run_record(1))
+    write_manifest(shard, "s1", {"trial:q/base/a/r1": digest_run(shard, shard / "runs/q/base/a/1")})
+    merged = tmp_path / "merged"
+    (merged / link).parent.mkdir(parents=True, exist_ok=True)
+    (merged / link).symlink_to(home / "note" if link == "history.db" else home, target_is_directory=link != "history.db")
+    code, _, err = main(capsys, "merge", str(shard), "--to", str(merged))
+    assert code == 2 and "is a link" in err and str(merged / link) in err
+    assert sorted((p.relative_to(home).as_posix(), p.read_bytes() if p.is_file() else b"") for p in home.rglob("*")) == before
+
+
+def test_merge_refuses_an_input_whose_runs_are_a_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    elsewhere = folder(tmp_path / "elsewhere", run_record(1))
+    shard = tmp_path / "shard"
+    shard.mkdir()
+    (shard / "runs").symlink_to(elsewhere / "runs", target_is_directory=True)
+    code, _, err = main(capsys, "merge", str(shard), "--to", str(tmp_path / "m"))
+    assert code == 2 and f"{shard / 'runs'} is a link" in err and not (tmp_path / "m").exists()
+
+
+def test_make_folders_refuses_every_link_on_the_way(tmp_path: Path) -> None:
+    from pytest_agentrace.record.safefile import UnsafePath, make_folders
+
+    assert make_folders(tmp_path, "a/b/c") == tmp_path / "a/b/c" and (tmp_path / "a/b/c").is_dir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "a" / "link").symlink_to(tmp_path / "out", target_is_directory=True)
+    (tmp_path / "a" / "file").write_text("x")
+    for rel in ("link", "link/new", "file/new", "../escape", "/abs"):
+        with pytest.raises(UnsafePath):
+            make_folders(tmp_path / "a", rel)
+    assert list((tmp_path / "out").iterdir()) == [] and not (tmp_path / "escape").exists()

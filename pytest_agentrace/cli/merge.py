@@ -32,7 +32,7 @@ from typing import Any
 
 from pytest_agentrace.record.manifest import MANIFEST_DIR, SEAL_SUFFIX, manifest_key, verify
 from pytest_agentrace.record.runfile import LAST_SESSION_FILE, RUN_FILE, read_json, read_run, write_last_session
-from pytest_agentrace.record.safefile import read_bytes, read_text, regular_files, write_bytes, write_new
+from pytest_agentrace.record.safefile import make_folders, read_bytes, read_text, regular_files, write_bytes, write_new
 from pytest_agentrace.record.store import Store, StoreError
 from pytest_agentrace.record.storepath import DEFAULT_NAME
 
@@ -104,19 +104,26 @@ def copy_manifests(outs: list[Path], target: Path) -> int:
     return copied
 
 
-def copy_run(src: Path, dest: Path) -> int:
-    """Copy the regular files of the run folder ``src`` into ``dest`` (folders made; links, FIFOs and devices
-    neither copied nor followed; a link in ``dest`` where a file goes is replaced). Returns the files copied."""
+def copy_run(src: Path, target: Path, rel: Path) -> int:
+    """Copy the regular files of the run folder ``src`` into ``target / rel`` (folders made, no link on the way
+    followed: ``safefile.make_folders``; links, FIFOs and devices in ``src`` neither copied nor followed; a link
+    where a file goes is replaced). Returns the files copied. Raises ``UnsafePath`` for a link among the folders."""
     copied = 0
     for path in regular_files(src):
         data = read_bytes(path)
         if data is None:
             continue
-        target = dest / path.relative_to(src)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes(target, data)
+        write_bytes(make_folders(target, (rel / path.relative_to(src)).parent) / path.name, data)
         copied += 1
     return copied
+
+
+def linked(out: Path, names: tuple[str, ...]) -> str | None:
+    """The first of ``out / name`` that is a link, as a message; None when none is."""
+    for name in names:
+        if (out / name).is_symlink():
+            return f"{out / name} is a link; a results folder's {name} must be its own (remove the link)"
+    return None
 
 
 def gather(out: Path) -> list[Found]:
@@ -183,9 +190,14 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
     for out in outs:
         if not out.is_dir():
             raise MergeError(f"{out}: no such results folder")
+        if why := linked(out, ("runs", MANIFEST_DIR)):
+            raise MergeError(why)
         if problems := manifest_problems(out):
             raise MergeError(f"{out}: {len(problems)} unverifiable records ({problems[0]}); run `agentrace verify {out}`, "
                              "and re-run or remove what it names")
+    if why := linked(target, ("runs", MANIFEST_DIR, DEFAULT_NAME)) or (to_db.is_symlink() and f"{to_db} is a link; "
+                                                                       "name the history file itself"):
+        raise MergeError(why)
     copies, same = plan(outs, target)
     lines = [note for out in outs if (note := manifest_note(out))]
     histories = [d for d in dict.fromkeys([*(o / DEFAULT_NAME for o in outs), *dbs]) if d.is_file() and d != to_db]
@@ -199,7 +211,10 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
                      f"runs added from {len(histories)} files")
     target.mkdir(parents=True, exist_ok=True)
     for f in copies:
-        copy_run(f.folder, target / f.rel)
+        try:
+            copy_run(f.folder, target, f.rel)
+        except OSError as exc:
+            raise MergeError(f"{exc.strerror or exc}; {len(copies) - copies.index(f)} runs were not copied") from None
     copy_manifests(outs, target)
     lines.append(f"agentrace merge: {len(copies)} runs copied into {target}" + (f" ({same} identical duplicates skipped)" if same else ""))
     found = last_session([o for o in outs if o != target])

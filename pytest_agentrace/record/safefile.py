@@ -17,6 +17,7 @@ folder is never read. ``regular_files`` lists a folder's regular files without d
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import signal
@@ -45,6 +46,31 @@ def open_folder(folder: Path) -> int:
         raise
     except OSError as exc:  # ELOOP: a symlink; ENOTDIR: a file
         raise UnsafePath(exc.errno, f"refused: {folder} is a link or not a folder", str(folder)) from None
+
+
+def make_folders(root: Path, rel: Path | str) -> Path:
+    """``root / rel``, every folder of ``rel`` made when missing, each component opened without following a link
+    (``root`` itself is taken as given). Raises ``UnsafePath`` when a component is a link or no folder, and what
+    ``os.mkdir`` raises otherwise: a folder from elsewhere (a results folder merged into) never leads a write out
+    of ``root``."""
+    parts = Path(rel).parts
+    if any(part in ("..", "/") for part in parts) or Path(rel).is_absolute():
+        raise UnsafePath(errno.EINVAL, f"refused: {rel} is not a path inside {root}", str(rel))
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, part in enumerate(parts):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError:  # ELOOP: a symlink; ENOTDIR: a file
+                raise UnsafePath(errno.ELOOP, f"refused: {Path(root, *parts[:i + 1])} is a link or not a folder",
+                                 str(Path(root, *parts[:i + 1]))) from None
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
+    return Path(root, *parts)
 
 
 @contextlib.contextmanager
