@@ -125,3 +125,76 @@ def test_a_sparse_file_in_a_harbor_task_is_refused_unread(harbor: Path) -> None:
     before = load_harbor_task(harbor).content_hash
     blob.write_bytes(b"\0" * (5 << 20))
     assert load_harbor_task(harbor).content_hash == before
+
+
+DEEP = '{"a": ' + "[" * 200_000 + "]" * 200_000 + "}\n"  # past the interpreter's recursion limit
+
+
+def _results(root: Path) -> Path:
+    """A results folder of two runs, each in a session's manifest (record_run), as a session leaves it."""
+    from pytest_agentrace.record.manifest import record_run, seal_session
+    from pytest_agentrace.record.model import Outcome
+    from pytest_agentrace.record.runfile import write_run
+
+    for rep in (1, 2):
+        o = Outcome(run_id=f"trial:q/base/a/r{rep}", kind="trial", source="t.toml", case="q", arm="base", agent="a",
+                    rep=rep, status="passed", session_id="s1", started="2026-01-01T00:00:00+00:00", exit_code=0)
+        run_dir = root / "runs" / "q" / "base" / "a" / str(rep)
+        write_run(run_dir, o)
+        record_run(root, "s1", o.run_id, run_dir)
+    seal_session(root, "s1")
+    return root
+
+
+@pytest.mark.parametrize("where", ["run.json", "manifest line", "manifest", "index", "last-session.json", "seal"])
+@pytest.mark.parametrize("command", ["report", "verify", "snapshot", "merge", "export"])
+def test_json_nested_past_the_recursion_limit_is_an_unreadable_file_never_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, command: str) -> None:
+    from pytest_agentrace import cli
+
+    out = _results(tmp_path / "out")
+    assert cli.main(["report", str(out)]) == 0  # the index made
+    capsys.readouterr()
+    manifests = sorted((out / "manifests").iterdir())
+    target = {"run.json": out / "runs/q/base/a/2/run.json", "index": out / "index.jsonl",
+              "last-session.json": out / "last-session.json",
+              "manifest": out / "manifests" / "deep.json", "seal": out / "manifests" / "s1-deep.seal.json",
+              "manifest line": next(p for p in manifests if p.suffix == ".jsonl")}[where]
+    with open(target, "a" if where in ("manifest line", "index") else "w") as fh:
+        fh.write(DEEP)
+    args = {"report": [str(out)], "verify": [str(out)], "snapshot": [str(out), "-o", str(tmp_path / "s.json")],
+            "merge": [str(out), "--to", str(tmp_path / "m")], "export": [str(out), "-o", str(tmp_path / "x.json")]}[command]
+    code = cli.main([command, *args])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "RecursionError" not in err
+    assert code in (0, 1, 2)
+
+
+def test_a_session_into_a_folder_with_a_deep_manifest_line_keeps_its_runs_and_history(pytester: pytest.Pytester,
+                                                                                       xdist: list[str]) -> None:
+    pytester.makefile(".yaml", t='name: hello\ndescription: hi\ntest_command: "true"\nagents: [noop]\n')
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", *xdist)
+    assert res.ret == 1  # noop: a baseline expected to fail, its xpass strict
+    line = next((pytester.path / "out" / "manifests").glob("*.jsonl"))
+    with open(line, "a") as fh:
+        fh.write(DEEP)
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", *xdist)
+    assert "INTERNALERROR" not in res.stdout.str() + res.stderr.str() and res.ret == 1
+    assert "saved 1 runs of session" in res.stdout.str()
+
+
+def test_a_cassette_is_saved_through_no_link_and_a_deep_one_is_a_cassette_error(tmp_path: Path) -> None:
+    from pytest_agentrace.model_double.cassette import Cassette, CassetteError
+
+    victim = tmp_path / "bashrc"
+    victim.write_text("own\n")
+    path = tmp_path / "cass" / "run.json"
+    path.parent.mkdir()
+    for name in ("run.json", "run.json.tmp"):
+        (path.parent / name).symlink_to(victim)
+    Cassette("r1").save(path)
+    assert victim.read_text() == "own\n" and not path.is_symlink() and Cassette.load(path).run_id == "r1"
+    path.unlink()
+    path.write_text(DEEP)
+    with pytest.raises(CassetteError, match="not a readable JSON cassette: JSON nested deeper than 64 levels"):
+        Cassette.load(path)

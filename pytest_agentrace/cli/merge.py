@@ -24,12 +24,12 @@ checks the merged folder too.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace import untrusted
 from pytest_agentrace.record.manifest import MANIFEST_DIR, SEAL_SUFFIX, manifest_key, verify
 from pytest_agentrace.record.runfile import LAST_SESSION_FILE, RUN_FILE, read_json, read_run, write_last_session
 from pytest_agentrace.record.safefile import make_folders, read_bytes, read_text, regular_files, write_bytes, write_new
@@ -132,7 +132,7 @@ def gather(out: Path) -> list[Found]:
     for path in sorted((out / "runs").glob(f"**/{RUN_FILE}")):
         try:
             outcome = read_run(path)  # a run.json that is a link is unreadable: never followed
-            record = json.loads(read_text(path) or "")
+            record = untrusted.loads(read_text(path) or "")
         except (ValueError, OSError) as exc:
             raise MergeError(f"{exc}; fix or remove that run folder, then merge again") from None
         found.append(Found(outcome.run_id, path.parent, path.parent.relative_to(out), record))
@@ -174,7 +174,10 @@ def last_session(outs: list[Path]) -> tuple[list[str], list[str]] | None:
         path = out / LAST_SESSION_FILE
         if not path.is_file():
             continue
-        data = read_json(path)
+        try:
+            data = read_json(path)
+        except (OSError, ValueError) as exc:
+            raise MergeError(f"{exc}; remove it (or the whole input) and merge again") from None
         if isinstance(data, dict) and isinstance(data.get("run_ids"), list):
             any_found = True
             ids.update(str(i) for i in data["run_ids"])
@@ -199,6 +202,7 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
                                                                        "name the history file itself"):
         raise MergeError(why)
     copies, same = plan(outs, target)
+    found = last_session([o for o in outs if o != target])
     lines = [note for out in outs if (note := manifest_note(out))]
     histories = [d for d in dict.fromkeys([*(o / DEFAULT_NAME for o in outs), *dbs]) if d.is_file() and d != to_db]
     if histories:
@@ -217,7 +221,6 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
             raise MergeError(f"{exc.strerror or exc}; {len(copies) - copies.index(f)} runs were not copied") from None
     copy_manifests(outs, target)
     lines.append(f"agentrace merge: {len(copies)} runs copied into {target}" + (f" ({same} identical duplicates skipped)" if same else ""))
-    found = last_session([o for o in outs if o != target])
     if found is not None:
         sessions, ids = found
         write_last_session(target, "+".join(sessions) or "merged", ids)

@@ -37,7 +37,6 @@ import base64
 import codecs
 import datetime as _dt
 import json
-import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -58,6 +57,7 @@ from pytest_agentrace.model_double.normalise import (  # noqa: F401 - re-exporte
     normalise_text,
 )
 from pytest_agentrace.record.redact import is_secret_name, keyed, redact
+from pytest_agentrace.record.safefile import write_text
 from pytest_agentrace.run.runspec import REPLAY_MATCHES
 
 VERSION = 1
@@ -97,10 +97,7 @@ class Cassette:
     def save(self, path: Path) -> Path:
         """Write the cassette (indented JSON, keys in file order) atomically; returns ``path``."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return write_text(path, json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n")  # no link followed
 
     @classmethod
     def load(cls, path: Path | str) -> Cassette:
@@ -108,7 +105,7 @@ class Cassette:
         ``version`` other than 1, or interactions that are not a list of objects."""
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = untrusted.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise CassetteError(f"{path}: no cassette (record it first with --agentrace-record DIR)") from None
         except (OSError, ValueError) as exc:

@@ -26,12 +26,12 @@ never replaced: the run is not made (``plugin.collect``), as two such files in o
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace import untrusted
 from pytest_agentrace.record.model import Status
 from pytest_agentrace.record.runfile import RUN_FILE
 from pytest_agentrace.record.safefile import read_text
@@ -47,7 +47,7 @@ def _field(run_dir: Path, name: str) -> Any:
         return None
     text = read_text(run_dir / RUN_FILE)
     try:
-        return json.loads(text).get(name) if text is not None else None
+        return untrusted.loads(text).get(name) if text is not None else None
     except (ValueError, AttributeError):
         return None
 

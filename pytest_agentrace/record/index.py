@@ -81,7 +81,7 @@ def read_index(out: Path) -> dict[str, tuple[Key, int, int]] | None:
                 found[path] = ((mtime, size, inode, ctime), offset, len(line))
                 offset += len(line)
             return found
-    except (OSError, ValueError, TypeError, UnicodeDecodeError):  # missing, cut short, not ours
+    except (OSError, ValueError, TypeError, UnicodeDecodeError, RecursionError):  # missing, cut short, not ours
         return None
 
 
@@ -271,7 +271,7 @@ def _parse(fh: BinaryIO, keys: list[tuple[str, Key]], verified: Verified) -> Rea
                 return None
             entries = iter(json.loads(b"[" + b",".join(e for (rel, _), (_, e) in zip(want, parts, strict=True)
                                                        if rel not in verified) + b"]"))
-        except (ValueError, TypeError, IndexError, KeyError):  # not keys and entries this package wrote
+        except (ValueError, TypeError, IndexError, KeyError, RecursionError):  # not keys and entries this package wrote
             return None
         for rel, _key in want:
             if (got := verified.get(rel)) is not None:

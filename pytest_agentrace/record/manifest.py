@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from pytest_agentrace import untrusted
 from pytest_agentrace.record.attempts import ATTEMPTS_DIR, KEPT
 from pytest_agentrace.record.index import FREEZE_AT, paused_gc
 from pytest_agentrace.record.model import Outcome, contradictions
@@ -169,7 +170,7 @@ def _chain_end(path: Path) -> tuple[int, str]:
     data = read_bytes(path)
     for line in reversed((data or b"").decode("utf-8", errors="replace").splitlines()):
         try:
-            entry = json.loads(line)
+            entry = untrusted.loads(line)
             return int(entry["seq"]), str(entry["mac"])
         except (ValueError, KeyError, TypeError):
             continue
@@ -186,8 +187,10 @@ def seal_session(out: Path, session_id: str, key: bytes | None = None) -> Path |
     folder = Path(out) / MANIFEST_DIR
     chains = []
     for path in sorted(folder.glob(f"{glob_escape(session_id)}-*.jsonl")):
-        lines = [json.loads(line) for line in (read_bytes(path) or b"").decode("utf-8", errors="replace").splitlines()
-                 if line.strip()]
+        lines = []
+        for line in (read_bytes(path) or b"").decode("utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError):  # an unreadable line is no link of a chain
+                lines.append(untrusted.loads(line))
         mine = [e for e in lines if isinstance(e, dict) and e.get("session") == session_id and "mac" in e]
         if mine:
             chains.append({"count": len(mine), "last": mine[-1]["mac"]})
@@ -258,7 +261,7 @@ def load_manifests(out: Path, key: bytes | None = None) -> tuple[dict[str, dict[
     folder = Path(out) / MANIFEST_DIR
     for path in sorted(folder.glob("*.json")):
         try:
-            doc = json.loads(_read(path))
+            doc = untrusted.loads(_read(path))
             if doc.get("version") != MANIFEST_VERSION or not isinstance(doc.get("runs"), dict):
                 raise ValueError(f"not a version-{MANIFEST_VERSION} manifest")
             if key is not None and not signed(key, doc):
@@ -277,7 +280,7 @@ def load_manifests(out: Path, key: bytes | None = None) -> tuple[dict[str, dict[
         prev, seq, session = "", 0, None
         for number, line in enumerate(lines, 1):
             try:
-                run = json.loads(line)
+                run = untrusted.loads(line)
                 written = str(run["written"])
             except (ValueError, KeyError, TypeError):
                 errors.append(f"{path}:{number}: unreadable manifest line")
@@ -307,7 +310,7 @@ def _check_seals(folder: Path, key: bytes, chains: Mapping[str, list[tuple[int, 
     errors, sealed = [], set()
     for path in sorted(folder.glob(f"*{SEAL_SUFFIX}")):
         try:
-            doc = json.loads(_read(path))
+            doc = untrusted.loads(_read(path))
             session, listed = str(doc["session"]), {(int(c["count"]), str(c["last"])) for c in doc["chains"]}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             errors.append(f"{path}: unreadable seal ({exc})")
@@ -404,7 +407,7 @@ def check_run(run_dir: Path, files: Mapping[str, str] | None, artifacts: bool = 
         return why
     path = run_dir / RUN_FILE
     try:
-        data = json.loads(hashed.pop().decode("utf-8", errors="replace") if hashed else _read(path))
+        data = untrusted.loads(hashed.pop().decode("utf-8", errors="replace") if hashed else _read(path))
     except (OSError, ValueError) as exc:
         if parsed is not None:
             parsed(f"not a valid run record: {exc}")

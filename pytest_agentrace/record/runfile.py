@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agentrace import untrusted
 from pytest_agentrace.record.model import Outcome, contradictions
 from pytest_agentrace.record.safefile import read_text, write_text
 
@@ -53,7 +54,7 @@ def load_record(path: Path) -> Any:
         text = read_text(path)
         if text is None:
             raise ValueError("not a regular file (a link, a folder or missing)")
-        return json.loads(text)
+        return untrusted.loads(text)
     except (OSError, json.JSONDecodeError, ValueError) as exc:
         raise ValueError(f"{path}: not a valid run record: {exc}") from None
 
@@ -150,10 +151,10 @@ def read_json(path: Path) -> Any:
     """The parsed JSON of ``path``. Raises ``FileNotFoundError`` when it is missing and ``ValueError``
     (``"<path>: not readable as JSON (<why>)"``) when it cannot be read or parsed."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return untrusted.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{path}: not readable as JSON ({exc})") from None
 
 

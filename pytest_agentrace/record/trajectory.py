@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pytest_agentrace import __version__
+from pytest_agentrace import __version__, untrusted
 from pytest_agentrace.record.model import Outcome, Usage
 from pytest_agentrace.record.redact import redact_data
 from pytest_agentrace.record.runfile import RUN_FILE, read_run, write_atomic
@@ -155,8 +155,8 @@ def load_trajectory(run_dir: Path) -> dict[str, Any]:
     path = run_dir / TRAJECTORY_FILE
     if path.is_file() and not path.is_symlink():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = untrusted.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise ValueError(f"{path}: not readable as JSON ({exc})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: not an ATIF trajectory (a JSON object)")
