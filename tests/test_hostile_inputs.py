@@ -198,3 +198,28 @@ def test_a_cassette_is_saved_through_no_link_and_a_deep_one_is_a_cassette_error(
     path.write_text(DEEP)
     with pytest.raises(CassetteError, match="not a readable JSON cassette: JSON nested deeper than 64 levels"):
         Cassette.load(path)
+
+
+def test_the_atif_export_redacts_and_follows_no_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A results folder from elsewhere: its trajectories are exported redacted, and a ``trajectory.json`` or
+    ``prompt.txt`` that is a link is not read (the trajectory is built from the run's record instead)."""
+    import json
+
+    from pytest_agentrace import cli
+
+    out = _results(tmp_path / "out")
+    key = "sk-ant-api03-" + "A" * 93 + "AA"
+    one, two = out / "runs/q/base/a/1", out / "runs/q/base/a/2"
+    (one / "trajectory.json").write_text(json.dumps({"schema_version": "ATIF-v1.8", "session_id": "s",
+                                                     "steps": [{"step_id": 1, "source": "user", "message": f"use {key}",
+                                                                f"ghp_{'b' * 36}": 1}]}))
+    host = tmp_path / "hostfile"
+    host.write_text('{"HOST": "SECRET"}')
+    (two / "trajectory.json").symlink_to(host)
+    (two / "prompt.txt").symlink_to(host)
+    assert cli.main(["export", str(out), "--format", "atif", "-o", str(tmp_path / "x.jsonl")]) == 0
+    text = (tmp_path / "x.jsonl").read_text()
+    assert key not in text and "ghp_" + "b" * 36 not in text and "<redacted" in text
+    assert "SECRET" not in text and len(text.splitlines()) == 2
+    assert cli.main(["export", str(one), "--format", "atif", "-o", str(tmp_path / "one.json")]) == 0
+    assert key not in (tmp_path / "one.json").read_text()

@@ -35,10 +35,12 @@ from pytest_agentrace import __version__, untrusted
 from pytest_agentrace.record.model import Outcome, Usage
 from pytest_agentrace.record.redact import redact_data
 from pytest_agentrace.record.runfile import RUN_FILE, read_run, write_atomic
+from pytest_agentrace.record.safefile import is_regular, read_text
 
 ATIF_VERSION = "ATIF-v1.8"
 TRAJECTORY_FILE = "trajectory.json"
 PROMPT_FILE = "prompt.txt"
+MAX_READ = 16 << 20  # bytes of a run's trajectory.json or prompt.txt read back
 IN_PROCESS = ("noop", "oracle")  # agents of this package: their version is the package's
 ONE_STEP_NOTE = ("pytest-agentrace reads a CLI's tool calls and usage per run, not per model turn: step 2 holds the "
                  "agent's whole run (llm_call_count: its model turns); tool-call arguments are kept as one-line "
@@ -140,30 +142,35 @@ def write_trajectory(run_dir: Path, outcome: Outcome) -> Path:
 
 
 def read_prompt(run_dir: Path) -> str | None:
-    """The run's ``prompt.txt`` (regular file only, not through a link), None when there is none."""
-    path = Path(run_dir) / PROMPT_FILE
-    if path.is_symlink() or not path.is_file():
-        return None
-    return path.read_text(encoding="utf-8", errors="replace")
+    """The run's ``prompt.txt`` (regular file only, read through no link, at most ``MAX_READ`` bytes), None when
+    there is none."""
+    return read_text(Path(run_dir) / PROMPT_FILE, MAX_READ)
 
 
-def load_trajectory(run_dir: Path) -> dict[str, Any]:
-    """A run's ATIF trajectory as a dict: its ``trajectory.json``, or, for a run recorded before trajectories were
-    written, one built from its ``run.json`` and ``prompt.txt``. Raises ``ValueError`` (naming the file) when neither
-    is a readable record, ``FileNotFoundError`` when the folder holds no run."""
+def load_trajectory(run_dir: Path, run: Outcome | None = None) -> dict[str, Any]:
+    """A run's ATIF trajectory as a dict, every string (and key) redacted (``redact_data``: it may come from a
+    folder made elsewhere): its ``trajectory.json`` (a regular file read through no link, at most ``MAX_READ``
+    bytes), or, for a run recorded before trajectories were written, one built from its record (``run``, else its
+    ``run.json``) and ``prompt.txt``. Raises ``ValueError`` (naming the file) when neither is a readable record,
+    ``FileNotFoundError`` when the folder holds no run."""
     run_dir = Path(run_dir)
     path = run_dir / TRAJECTORY_FILE
-    if path.is_file() and not path.is_symlink():
+    if is_regular(path):
+        text = read_text(path, MAX_READ + 1)
         try:
-            data = untrusted.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            if text is None or len(text) > MAX_READ:
+                raise ValueError("unreadable" if text is None else f"larger than {MAX_READ} bytes")
+            data = untrusted.loads(text)
+        except ValueError as exc:
             raise ValueError(f"{path}: not readable as JSON ({exc})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: not an ATIF trajectory (a JSON object)")
-        return data
-    if not (run_dir / RUN_FILE).is_file():
-        raise FileNotFoundError(f"{run_dir}: no {TRAJECTORY_FILE} or {RUN_FILE} here")
-    return build_trajectory(read_run(run_dir / RUN_FILE), read_prompt(run_dir))
+        return redact_data(data)
+    if run is None:
+        if not is_regular(run_dir / RUN_FILE):
+            raise FileNotFoundError(f"{run_dir}: no {TRAJECTORY_FILE} or {RUN_FILE} here")
+        run = read_run(run_dir / RUN_FILE)
+    return redact_data(build_trajectory(run, read_prompt(run_dir)))
 
 
 def iter_trajectories(out: Path) -> Iterable[tuple[Path, dict[str, Any]]]:

@@ -18,7 +18,6 @@ an expected failure, as pytest counts it. Wide tables scroll inside their own bo
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.redact import printable, redact, redact_data, secret_values
 from pytest_agentrace.record.runfile import OUTBOX_DIR
 from pytest_agentrace.record.safefile import read_text, regular_files
-from pytest_agentrace.record.trajectory import TRAJECTORY_FILE, build_trajectory, read_prompt
+from pytest_agentrace.record.trajectory import build_trajectory, load_trajectory, read_prompt
 from pytest_agentrace.report import charts
 from pytest_agentrace.report.json_export import system_info
 from pytest_agentrace.report.leaderboard import RACE_NOTE
@@ -329,19 +328,15 @@ def figure_notes(o: Outcome) -> str:
 
 
 def run_trajectory(run: Outcome, run_dir: Path | None) -> dict[str, Any]:
-    """The run's ATIF trajectory (``record.trajectory``): its ``trajectory.json`` (a regular file, read through no
-    link, at most ``MAX_FILE_BYTES``), else one built from the record and its ``prompt.txt``; every string redacted."""
-    data: Any = None
+    """The run's ATIF trajectory (``record.trajectory.load_trajectory``: its ``trajectory.json``, a regular file read
+    through no link, else, or when it is unreadable, one built from the record and its ``prompt.txt``); every string
+    redacted."""
     if run_dir is not None:
-        text = read_text(run_dir / TRAJECTORY_FILE, MAX_FILE_BYTES)
-        if text is not None:
-            try:
-                data = json.loads(text)
-            except ValueError:
-                data = None
-    if not isinstance(data, dict):
-        data = build_trajectory(run, read_prompt(run_dir) if run_dir is not None else None)
-    return redact_data(data)
+        try:
+            return load_trajectory(run_dir, run)
+        except (OSError, ValueError):  # unreadable: the one its record gives
+            return redact_data(build_trajectory(run, read_prompt(run_dir)))
+    return redact_data(build_trajectory(run, None))
 
 
 def _turn_head(step: Mapping[str, Any], number: int) -> str:
