@@ -223,3 +223,30 @@ def test_the_atif_export_redacts_and_follows_no_link(tmp_path: Path, capsys: pyt
     assert "SECRET" not in text and len(text.splitlines()) == 2
     assert cli.main(["export", str(one), "--format", "atif", "-o", str(tmp_path / "one.json")]) == 0
     assert key not in (tmp_path / "one.json").read_text()
+
+
+def test_what_a_command_prints_from_a_folder_is_shown_never_acted_on(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Escape sequences in a folder's names and records reach neither standard error nor piped standard output nor
+    an ``-o`` text file raw (OSC 52 sets the clipboard, a title or cursor move rewrites the screen)."""
+    import json
+
+    from pytest_agentrace import cli
+    from pytest_agentrace.record.model import Outcome
+    from pytest_agentrace.record.runfile import write_run
+
+    out = _results(tmp_path / "out")
+    hostile = "x\x1b]52;c;cHduZWQ=\x07\x1b]0;PWNED\x07\x1b[2K\u202e"
+    o = Outcome(run_id="trial:q/base/a/r9", kind="trial", source="t.toml", case="q", arm="base", agent="a", rep=9,
+                status="failed", reason=f"broke {hostile}", session_id="s2", started="2026-01-01T00:00:00+00:00",
+                exit_code=1)
+    write_run(out / "runs" / hostile / "9", o)  # in no manifest: named on standard error
+    assert cli.main(["report", str(out)]) == 0
+    got = capsys.readouterr()
+    assert "added after its session" in got.err and "\\x1b]52" in got.err
+    for stream in (got.out, got.err):
+        assert "\x1b" not in stream and "\x07" not in stream and "\u202e" not in stream
+    assert cli.main(["report", str(out), "--format", "text", "-o", str(tmp_path / "r.txt")]) == 0
+    assert "\x1b" not in (tmp_path / "r.txt").read_text() and "\x1b" not in capsys.readouterr().err
+    assert cli.main(["export", str(out), "-o", str(tmp_path / "x.json")]) == 0
+    assert json.loads((tmp_path / "x.json").read_text())["totals"]["runs"] == 3  # JSON: as the format writes it

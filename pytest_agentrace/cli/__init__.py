@@ -103,21 +103,24 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    # the records hold what agents (or a folder from elsewhere) wrote: what people read is shown, never acted on -
+    # standard error always, standard output and -o files unless they carry JSON (which escapes its own controls)
+    data = getattr(args, "format", None) in ("json", "atif")
     try:
         target = getattr(args, "output_file", None)
-        if target is None and _is_terminal(sys.stdout):  # the records hold what agents wrote: shown, never acted on
-            with contextlib.redirect_stdout(Printable(sys.stdout)):
-                return int(args.func(args) or 0)
-        if target is None:
-            return int(args.func(args) or 0)
-        from pathlib import Path
+        with contextlib.redirect_stderr(Printable(sys.stderr)):
+            if target is None:
+                with contextlib.redirect_stdout(sys.stdout if data else Printable(sys.stdout)):
+                    return int(args.func(args) or 0)
+            from pathlib import Path
 
-        from pytest_agentrace.record.runfile import write_atomic  # the one writer of -o files (module docstring)
+            from pytest_agentrace.record.redact import printable
+            from pytest_agentrace.record.runfile import write_atomic  # the one writer of -o files (module docstring)
 
-        text = io.StringIO()
-        with contextlib.redirect_stdout(text):
-            status = int(args.func(args) or 0)
-        write_atomic(Path(target), text.getvalue())
+            text = io.StringIO()
+            with contextlib.redirect_stdout(text):
+                status = int(args.func(args) or 0)
+            write_atomic(Path(target), text.getvalue() if data else printable(text.getvalue()))
         if status != 2:  # written (1: a --fail-on verdict, the report is whole); 2: bad input, nothing worth naming
             print(f"agentrace: wrote {target}", file=sys.stderr)  # as html, export and render say it
         return status
@@ -127,13 +130,6 @@ def main(argv: list[str] | None = None) -> int:
         where = f": {exc.filename}" if exc.filename else ""
         print(f"agentrace {args.command}: {exc.strerror or exc}{where}", file=sys.stderr)
         return 2
-
-
-def _is_terminal(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 class Printable:
