@@ -279,3 +279,43 @@ def test_a_snapshot_without_nested_repositories_stays_one_git_add(tmp_path: Path
     if os.geteuid() != 0:  # root reads a mode-000 file anyway
         with pytest.raises(WorkspaceError):
             snapshot.snapshot_tree(ws)
+
+
+def test_uncommitted_changes_of_a_local_repo_are_named_and_the_rest_left_out(tmp_path: Path) -> None:
+    """What a workspace (its source's HEAD) does not hold: changed, deleted and untracked files, not the excluded
+    paths (the task file, the results folder) nor ignored ones; asked once per process and session."""
+    from helpers import make_repo
+
+    from pytest_agentrace.run import workspace
+
+    repo = make_repo(tmp_path / "app", {"a.py": "x = 1\n", "b.py": "y = 2\n", ".gitignore": "*.log\n"})
+    assert workspace.uncommitted(repo) == ()
+    (repo / "a.py").write_text("x = 3\n")
+    (repo / "b.py").unlink()
+    (repo / "new dir").mkdir()
+    (repo / "new dir" / "c.py").write_text("")
+    (repo / "run.log").write_text("ignored\n")
+    (repo / "tasks").mkdir()
+    (repo / "tasks" / "t.yaml").write_text("name: t\n")
+    (repo / ".agentrace").mkdir()
+    (repo / ".agentrace" / "x").write_text("")
+    got = workspace.uncommitted(repo, ["tasks/t.yaml", ".agentrace"])
+    assert got == ("a.py", "b.py", "new dir/c.py")
+    (repo / "more.py").write_text("")
+    assert workspace.uncommitted(repo, [".agentrace", "tasks/t.yaml"]) == got  # once per process, repository, session
+    assert workspace.uncommitted(repo, [".agentrace", "tasks/t.yaml"], "s2") == (*got[:2], "more.py", got[2])
+    assert workspace.uncommitted(tmp_path) == ()  # no repository: git cannot tell
+
+
+def test_a_session_notes_uncommitted_changes_of_the_repo_it_clones(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    from helpers import git, make_repo
+
+    make_repo(pytester.path / "app", {"calc.py": "def add(a, b):\n    return a + b\n"})
+    pytester.makefile(".yaml", t='name: t\ndescription: hi\nrepo: app\ntest_command: "true"\nagents: [noop]\n')
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-reps", "2", *xdist)
+    assert "uncommitted change" not in res.stdout.str()
+    (pytester.path / "app" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out2", "--agentrace-reps", "2", *xdist)
+    head = git(pytester.path / "app", "rev-parse", "HEAD").strip()[:12]
+    res.stdout.fnmatch_lines([f"*app has 1 uncommitted change(s) (calc.py): runs start from its last commit {head};"
+                              " commit them to include them (2 runs: *"])

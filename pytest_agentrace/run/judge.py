@@ -49,10 +49,20 @@ class Judge(abc.ABC):
     def __init__(self, spec: RunSpec, out: Path, session_id: str, options: RunOptions):
         self.spec, self.out, self.session_id, self.options = spec, out, session_id, options
         self.fields: dict[str, Any] = {"extra": {}}
+        self.notes: list[str] = []  # what making the workspace found (``note_source``): the run's ``extra.notes``
         self.box: Box | None = None  # set by the pipeline: setup and check commands run in the run's sandbox
         self.limits: Confine | None = None  # set by the pipeline: checks after the agent run in its resource limits
         self.tree: CleanTree | None = None  # set by the pipeline before ``judge``: where the checks run
         self.reports: Path | None = None  # set by the pipeline: the harness's folder for the checks' test reports
+
+    def note_source(self, source: str, made: Any) -> None:
+        """Note for the run's ``extra.notes`` (the summary's notes) that the local repository ``source`` had changes
+        its last commit does not hold (``made``: the ``workspace.Clone``), which the run therefore did not see."""
+        if made.uncommitted:
+            shown = ", ".join(made.uncommitted[:3]) + (", ..." if len(made.uncommitted) > 3 else "")
+            self.notes.append(
+                f"{source} has {len(made.uncommitted)} uncommitted change(s) ({shown}): runs start from its last "
+                f"commit {made.commit[:12]}; commit them to include them")
 
     def check_tree(self) -> Path:
         """A fresh checkout of the run's clean tree for the next check (``run.cleantree.CleanTree.fresh``)."""

@@ -35,6 +35,7 @@ import shutil
 import signal
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
         judge.make_workspace(ws)
     except WorkspaceError as exc:
         return finish(Status.ERROR, f"workspace{judge.where}: {exc}")
+    fields["extra"] = with_extra(fields["extra"], {"notes": judge.notes})
     borrowed = workspace.borrowed_objects(ws)  # read before the agent can rewrite the workspace's alternates
     if sandbox is not None:  # the workspace reads its template's objects: shown read-only, like its own files
         sandbox = sandbox.showing(*workspace.borrowed_objects(ws))
@@ -217,7 +219,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     agent = run_agent(spec, ctx)
     box_files = agent.box_files
     fields["usage"] = agent.usage
-    fields["extra"] = {**fields["extra"], **agent.extra}
+    fields["extra"] = with_extra(fields["extra"], agent.extra)
     if agent.error:
         return finish(Status.ERROR, agent.error)
     fields.update(seconds=round(agent.seconds, 3), exit_code=agent.exit_code, timed_out=agent.timed_out)
@@ -297,7 +299,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
             fields["extra"] = {**fields["extra"], "check_network": check_net.close()}
     checks.update(judgement.checks)
     fields.update({k: v for k, v in judgement.fields.items() if k != "extra"})
-    fields["extra"] = {**fields["extra"], **judgement.fields.get("extra", {})}
+    fields["extra"] = with_extra(fields["extra"], judgement.fields.get("extra", {}))
     return finish(*decide(agent, judgement, spec.timeout))
 
 
@@ -410,3 +412,9 @@ def fresh_run_dir(run_dir: Path) -> None:
         for entry in run_dir.iterdir():
             remove(entry)
     run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def with_extra(extra: dict[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
+    """``extra`` updated with ``more``, their ``notes`` lists joined (each part of a run adds its own)."""
+    notes = [*extra.get("notes", ()), *more.get("notes", ())]
+    return {**extra, **more, **({"notes": notes} if notes else {})}

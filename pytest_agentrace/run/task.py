@@ -48,7 +48,9 @@ class TaskJudge(Judge):
                 rel = workspace.inside(Path(self.task.repo), Path(own)) if own else None
                 exclude += [rel] if rel and rel != "." else []
             exclude += workspace.harness_paths(Path(self.task.repo), self.out, self.cache_dir)
-        self.start_tree = workspace.clone(self.task.repo, ws, self.cache_dir, exclude=exclude).tree
+        made = workspace.clone(self.task.repo, ws, self.cache_dir, exclude=exclude, session=self.session_id)
+        self.start_tree = made.tree
+        self.note_source(self.task.repo, made)
 
     def hidden(self) -> list[Path]:
         repo = self.task.repo

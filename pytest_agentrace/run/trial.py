@@ -162,8 +162,9 @@ class TrialJudge(Judge):
                       [self.trial.path, *(q.verify_dir for q in self.trial.questions if q.verify_dir)])
             exclude = [rel for rel in inside if rel and rel != "."]
             exclude += workspace.harness_paths(Path(repo.source), self.out, self.cache_dir)
-        made = workspace.clone(repo.source, ws, self.cache_dir, repo.ref, exclude=exclude)
+        made = workspace.clone(repo.source, ws, self.cache_dir, repo.ref, exclude=exclude, session=self.session_id)
         self.fields["extra"]["commit"] = made.commit
+        self.note_source(repo.source, made)
         if self.arm.overlay:
             workspace.overlay(Path(self.arm.overlay), ws)
         else:

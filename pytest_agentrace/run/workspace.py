@@ -336,6 +336,7 @@ class Clone:
 
     commit: str
     tree: str | None = None
+    uncommitted: tuple[str, ...] = ()  # a local repository's changes its HEAD does not hold (``uncommitted``)
 
 
 def create(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None, exclude: Iterable[str] = ()) -> str:
@@ -343,12 +344,14 @@ def create(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None
     return clone(repo, dest, cache_dir, ref, exclude).commit
 
 
-def clone(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None, exclude: Iterable[str] = ()) -> Clone:
+def clone(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None, exclude: Iterable[str] = (),
+          session: str = "") -> Clone:
     """Make ``dest`` a fresh clone of ``repo`` (path, URL or None for an empty repository) with no remote.
 
     A local repository or folder is cloned from its template (``template_repo``: its files at ``ref``, without
     ``exclude``); a URL is cloned as is and ``ref`` checked out. Returns a ``Clone`` (source commit or the clone's
-    HEAD; the template's tree). Raises ``WorkspaceError`` when the source is missing or git fails.
+    HEAD; the template's tree; a local repository's ``uncommitted`` paths, asked once per ``session``). Raises
+    ``WorkspaceError`` when the source is missing or git fails.
     """
     if repo is None:
         dest.mkdir(parents=True, exist_ok=True)
@@ -368,14 +371,35 @@ def clone(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None,
         path = Path(repo)
         if not path.is_dir():
             raise WorkspaceError(f"repo {repo} does not exist or is not a directory")
+        exclude = list(exclude)
         template, commit = template_repo(path, cache_dir, exclude, ref)
         head, tree = template_head(template)
         checkout(dest, [template / ".git" / "objects"], head)  # no origin: the source is never reachable from it
         # the desk reads the template's objects (the harness's cache) and starts from the checkout's index
         make_desk(dest, [template / ".git" / "objects"], dest / ".git" / "index")
-        return Clone(commit or head, tree)
+        return Clone(commit or head, tree, uncommitted(path, exclude, session) if commit and ref is None else ())
     drop_origin(dest)  # nothing to push to: the source is never reachable from the clone
     return Clone(commit or git(["rev-parse", "HEAD"], dest).strip(), tree)
+
+
+_UNCOMMITTED: dict[tuple[str, tuple[str, ...], str], tuple[str, ...]] = {}
+
+
+def uncommitted(source: Path, exclude: Iterable[str] = (), session: str = "") -> tuple[str, ...]:
+    """The paths (relative, POSIX, sorted) where the work tree of the git repository ``source`` differs from its
+    HEAD: changed, added, deleted or untracked files git does not ignore, other than the ``exclude`` paths and what
+    lies below them; () when git cannot tell. A workspace holds the HEAD's files, so these are what a run does not
+    see. Asked once per process, repository and ``session`` (hardened ``git status``, without optional locks:
+    nothing in the repository is written)."""
+    key = (str(Path(source).absolute()), tuple(sorted(exclude)), session)
+    if key not in _UNCOMMITTED:
+        proc = git_process(["-c", f"safe.directory={key[0]}", "--no-optional-locks", "status", "--porcelain=v1", "-z",
+                            "--no-renames", "--untracked-files=all", "--ignore-submodules=all"], Path(source),
+                           errors="surrogateescape")
+        paths = [entry[3:] for entry in proc.stdout.split("\0") if len(entry) > 3] if proc.returncode == 0 else []
+        _UNCOMMITTED[key] = tuple(sorted(p for p in paths
+                                         if not any(p == e or p.startswith(e.rstrip("/") + "/") for e in key[1])))
+    return _UNCOMMITTED[key]
 
 
 def drop_origin(dest: Path) -> None:
