@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_agentrace.record.model import CheckResult, Usage
+from pytest_agentrace.run import workspace
 from pytest_agentrace.run.checks import Box, Confine
 from pytest_agentrace.run.cleantree import CleanTree
 from pytest_agentrace.run.machinery import DEFAULT_MACHINERY
@@ -54,6 +55,13 @@ class Judge(abc.ABC):
         self.limits: Confine | None = None  # set by the pipeline: checks after the agent run in its resource limits
         self.tree: CleanTree | None = None  # set by the pipeline before ``judge``: where the checks run
         self.reports: Path | None = None  # set by the pipeline: the harness's folder for the checks' test reports
+
+    def left_out(self, repo: Path, own: Iterable[Path | str | None]) -> list[str]:
+        """The paths (relative to the local ``repo``) its workspace leaves out: the evaluation's ``own`` files that
+        lie inside it (its task or trial file, hidden checks, a reference patch) and the harness's results and cache
+        folders (``workspace.harness_paths``)."""
+        inside = (workspace.inside(repo, Path(p)) for p in own if p)
+        return [*(rel for rel in inside if rel and rel != "."), *workspace.harness_paths(repo, self.out, self.cache_dir)]
 
     def note_source(self, source: str, made: Any) -> None:
         """Note for the run's ``extra.notes`` (the summary's notes) that the local repository ``source`` had changes

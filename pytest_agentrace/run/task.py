@@ -44,10 +44,7 @@ class TaskJudge(Judge):
         repo) and its verify files."""
         exclude = list(self.task.verify_files)
         if self.task.repo and not self.task.repo.startswith(("http", "git@", "ssh:")):
-            for own in (self.task.path, self.task.solution_patch_file()):
-                rel = workspace.inside(Path(self.task.repo), Path(own)) if own else None
-                exclude += [rel] if rel and rel != "." else []
-            exclude += workspace.harness_paths(Path(self.task.repo), self.out, self.cache_dir)
+            exclude += self.left_out(Path(self.task.repo), (self.task.path, self.task.solution_patch_file()))
         made = workspace.clone(self.task.repo, ws, self.cache_dir, exclude=exclude, session=self.session_id)
         self.start_tree = made.tree
         self.note_source(self.task.repo, made)

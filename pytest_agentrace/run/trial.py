@@ -158,10 +158,7 @@ class TrialJudge(Judge):
         repo = self.trial.repo(self.repo_name)
         exclude: list[str] = []
         if Path(repo.source).is_dir():  # the trial file and every question's hidden files, when inside the repo
-            inside = (workspace.inside(Path(repo.source), Path(p)) for p in
-                      [self.trial.path, *(q.verify_dir for q in self.trial.questions if q.verify_dir)])
-            exclude = [rel for rel in inside if rel and rel != "."]
-            exclude += workspace.harness_paths(Path(repo.source), self.out, self.cache_dir)
+            exclude = self.left_out(Path(repo.source), [self.trial.path, *(q.verify_dir for q in self.trial.questions)])
         made = workspace.clone(repo.source, ws, self.cache_dir, repo.ref, exclude=exclude, session=self.session_id)
         self.fields["extra"]["commit"] = made.commit
         self.note_source(repo.source, made)
