@@ -170,7 +170,8 @@ def exact_test_name(n1: int, n0: int) -> str:
 
 
 def boschloo_p(k1: int, n1: int, k0: int, n0: int, alternative: str = "two-sided") -> float:
-    """p-value of Boschloo's exact unconditional test of ``p1 = p0`` (``scipy.stats.boschloo_exact``); for tables
+    """p-value of Boschloo's exact unconditional test of ``p1 = p0`` (``scipy.stats.boschloo_exact``'s, computed by
+    ``stats.boschloo`` with its work per pair of sample sizes shared); for tables
     larger than ``BOSCHLOO_MAX_TABLE`` (``n1 * n0``), Fisher's exact test (``scipy.stats.fisher_exact``): exact
     too, and never smaller than Boschloo's p (Boschloo's test is Fisher's p used as a statistic, maximised over the
     nuisance parameter: R. D. Boschloo, Statistica Neerlandica 24, 1970), so a verdict stays at its level; at these
@@ -193,15 +194,15 @@ def boschloo_p(k1: int, n1: int, k0: int, n0: int, alternative: str = "two-sided
 
 @functools.lru_cache(maxsize=8192)
 def _boschloo(table: tuple[int, int, int, int], alternative: str) -> float:
-    from scipy.stats import boschloo_exact
-
     k1, n1, k0, n0 = table
     if exact_test_name(n1, n0) == "Fisher":
         from scipy.stats import fisher_exact
 
         p = fisher_exact([[k1, k0], [n1 - k1, n0 - k0]], alternative=alternative).pvalue
-        return 1.0 if not math.isfinite(p) else float(min(1.0, max(0.0, p)))
-    p = boschloo_exact([[k1, k0], [n1 - k1, n0 - k0]], alternative=alternative).pvalue
+    else:
+        from pytest_agentrace.stats.boschloo import boschloo_exact_p
+
+        p = boschloo_exact_p(k1, n1, k0, n0, alternative)
     return 1.0 if not math.isfinite(p) else float(min(1.0, max(0.0, p)))
 
 
