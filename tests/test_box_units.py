@@ -126,7 +126,7 @@ def test_outbox_files_are_redacted_as_they_are_copied(tmp_path: Path) -> None:
 
 def test_secret_inputs_and_a_git_templates_other_task_files(tmp_path: Path) -> None:
     """Other evaluations' hidden inputs are found by their contents (a task file with hidden checks, a trial file and
-    the folder its questions' ``verify_files`` name, a Harbor task's tests and solution) and left out of a template made from a git repository's commit; a task file
+    the folders its questions' ``verify_files`` and arms' ``overlay`` name, a Harbor task's tests and solution) and left out of a template made from a git repository's commit; a task file
     without hidden checks, a project's YAML/TOML files and a link stay."""
     from helpers import make_repo
 
@@ -142,7 +142,9 @@ def test_secret_inputs_and_a_git_templates_other_task_files(tmp_path: Path) -> N
         "fixes/pp.patch": "SOLUTION\n",
         "evals/q.toml": "[defaults]\nreps = 1\n\n[[questions]]\nid = 'a'\nexpect = ['KEY']\n",
         "evals/bad.toml": "[[questions]]\nid = \n",
-        "evals/v.toml": "[[questions]]\nid = 'v'\nverify = 'pytest'\nverify_files = 'v-hidden'\n",
+        "evals/v.toml": "[[arms]]\nname = 'docs'\noverlay = 'overlay-docs'\n\n"
+                        "[[questions]]\nid = 'v'\nverify = 'pytest'\nverify_files = 'v-hidden'\n",
+        "evals/overlay-docs/AGENTS.md": "the treatment: only the docs arm may see it\n",
         "evals/v-hidden/test_v.py": "HIDDEN\n",
         "evals/outside.toml": "[[questions]]\nid = 'o'\nverify = 'pytest'\nverify_files = '../../elsewhere'\n",
         "hb/task.toml": "[verifier]\ntimeout_sec = 60\n",
@@ -150,9 +152,9 @@ def test_secret_inputs_and_a_git_templates_other_task_files(tmp_path: Path) -> N
         "hb/tests/test_outputs.py": "HIDDEN\n",
         "hb/solution/solve.sh": "SOLUTION\n",
     })
-    assert inputs.secret_inputs(src) == ["evals/bad.toml", "evals/fix.yaml", "evals/outside.toml", "evals/patched.yml",
-                                         "evals/q.toml", "evals/v-hidden", "evals/v.toml", "fixes/pp.patch", "hb/solution",
-                                         "hb/tests"]
+    assert inputs.secret_inputs(src) == ["evals/bad.toml", "evals/fix.yaml", "evals/outside.toml", "evals/overlay-docs",
+                                         "evals/patched.yml", "evals/q.toml", "evals/v-hidden", "evals/v.toml",
+                                         "fixes/pp.patch", "hb/solution", "hb/tests"]
     template, _ = workspace.template_repo(src, tmp_path / "cache")
     kept = sorted(str(p.relative_to(template)) for p in template.rglob("*") if ".git" not in p.parts and p.is_file())
     assert kept == ["app.py", "ci.yml", "evals/plain.yaml", "hb/instruction.md", "hb/task.toml", "pyproject.toml"]

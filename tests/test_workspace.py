@@ -319,3 +319,24 @@ def test_a_session_notes_uncommitted_changes_of_the_repo_it_clones(pytester: pyt
     head = git(pytester.path / "app", "rev-parse", "HEAD").strip()[:12]
     res.stdout.fnmatch_lines([f"*app has 1 uncommitted change(s) (calc.py): runs start from its last commit {head};"
                               " commit them to include them (2 runs: *"])
+
+
+def test_an_arms_overlay_inside_the_repo_is_in_its_own_arms_workspace_only(pytester: pytest.Pytester,
+                                                                             xdist: list[str]) -> None:
+    """A trial committed inside the project it evaluates (``source = ".."``): the plain arm's workspace does not hold
+    the instruction-file arm's overlay folder, and that arm sees its file once, at the top."""
+    import json
+
+    from helpers import make_repo
+
+    make_repo(pytester.path, {
+        "src/app.py": "PORT = 8451\n",
+        "evals/overlay-instr/AGENTS.md": "The port is 8451.\n",
+        "evals/trial.toml": '[defaults]\nreps = 1\nbaseline = "plain"\n[[repos]]\nname = "proj"\nsource = ".."\n'
+                            '[[arms]]\nname = "plain"\n[[arms]]\nname = "instr"\noverlay = "overlay-instr"\n'
+                            '[[agents]]\nname = "lister"\ncommand = ["sh", "-c", "find . -name AGENTS.md", "{prompt_file}"]\n'
+                            '[[questions]]\nid = "files"\nrepo = "proj"\nprompt = "list"\nexpect = ["AGENTS"]\n'})
+    pytester.runpytest("--agentrace", "evals/trial.toml", "--agentrace-out", "out", *xdist)
+    seen = {arm: (pytester.path / "out/runs/files" / arm / "lister/1/raw.out").read_text().split()
+            for arm in ("plain", "instr")}
+    assert seen == {"plain": [], "instr": ["./AGENTS.md"]}, json.dumps(seen)

@@ -1,5 +1,6 @@
 """Which files of a workspace's source are other evaluations' inputs that hold what an agent must never read: the
-hidden checks and solutions of a task file, the answer keys of a trial file, a Harbor task's tests and solution.
+hidden checks and solutions of a task file, the answer keys and arm overlays of a trial file, a Harbor task's tests
+and solution.
 
 A task whose ``repo`` is the folder it lives in (``repo: .``) gets that folder as its workspace; the project's
 other task and trial files lie in it too. ``secret_inputs`` finds them in a template's tree so that
@@ -10,7 +11,9 @@ other task and trial files lie in it too. ``secret_inputs`` finds them in a temp
   and the patch file its ``solution_patch`` names (relative to the task file) when it lies under the root;
 - a TOML file with a top-level ``[[questions]]`` array (a trial file: its questions carry the answer keys;
   ``spec.trial``'s rule), also when it does not parse but has that line, and the folders its questions'
-  ``verify_files`` name (relative to the trial file) that lie under the root;
+  ``verify_files`` and its arms' ``overlay`` name (relative to the trial file) that lie under the root (an overlay
+  is one arm's treatment: the other arms' workspaces, and every other evaluation's, must not hold it; its own arm
+  gets it laid over the clone);
 - beside a Harbor ``task.toml`` with an ``instruction.md``: the ``tests`` and ``solution`` folders.
 
 Files over ``SIZE_CAP`` bytes, links and ``.git`` are not read. The rule is read from files' contents, never
@@ -30,7 +33,7 @@ from pytest_agentrace import fstree
 SECRET_KEYS = frozenset({"verify_command", "verify_files", "solution_files", "solution_patch"})
 HARBOR_HIDDEN = ("tests", "solution")
 SIZE_CAP = 1_000_000  # bytes: a larger YAML/TOML file is data, not a task or trial file
-RULE = "inputs-v3"  # part of a template's cache digest: a change of this rule makes new templates
+RULE = "inputs-v4"  # part of a template's cache digest: a change of this rule makes new templates
 
 
 def is_patch_file_name(value: str) -> bool:
@@ -65,17 +68,22 @@ def _task_like(text: str) -> list[str] | None:
     return [patch.strip()] if isinstance(patch, str) and is_patch_file_name(patch) else []
 
 
-def _trial_questions(text: str) -> list | None:
-    """The question tables of the trial file ``text`` (``[]`` when it does not parse but has a ``[[questions]]``
-    line), or None when it is no trial file."""
+def _trial_folders(text: str) -> list | None:
+    """The folders the trial file ``text`` names that no workspace may hold (as written, relative to the file): its
+    questions' ``verify_files`` and its arms' ``overlay`` (an arm's treatment, which another arm must not see; ``[]``
+    when it does not parse but has a ``[[questions]]`` line), or None when it is no trial file."""
     if "questions" not in text:
         return None
     try:
-        questions = tomllib.loads(text).get("questions")
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         found = any(line.strip().replace(" ", "") == "[[questions]]" for line in text.splitlines())
         return [] if found else None
-    return questions if isinstance(questions, list) else None
+    questions, arms = data.get("questions"), data.get("arms")
+    if not isinstance(questions, list):
+        return None
+    return [*(q.get("verify_files") for q in questions if isinstance(q, dict)),
+            *(a.get("overlay") for a in (arms if isinstance(arms, list) else []) if isinstance(a, dict))]
 
 
 def secret_inputs(root: Path) -> list[str]:
@@ -99,11 +107,10 @@ def secret_inputs(root: Path) -> list[str]:
             text = _text(here / name)
             if text is None:
                 continue
-            questions = _trial_questions(text) if suffix == ".toml" else None
+            folders = _trial_folders(text) if suffix == ".toml" else None
             patches = _task_like(text) if suffix != ".toml" else None
-            if questions is not None or patches is not None:
-                named = [q.get("verify_files") for q in questions or [] if isinstance(q, dict)]
-                found += [(rel / name).as_posix(), *_under(root, here, [*named, *(patches or [])])]
+            if folders is not None or patches is not None:
+                found += [(rel / name).as_posix(), *_under(root, here, [*(folders or []), *(patches or [])])]
     return sorted(set(found))
 
 
