@@ -358,3 +358,48 @@ def test_report_without_out_reads_the_projects_results(tmp_path: Path, capsys: p
     monkeypatch.chdir(tmp_path / "evals" / "other")
     code, _, err = main(capsys, "report")
     assert code == 2 and "no results folder given (OUT)" in err
+
+
+TINY_TASK = """name: tiny
+description: Make add() return a+b.
+repo: repo
+test_command: python -m pytest -q test_a.py
+agents: [oracle, noop]
+solution_patch: |
+  --- a/a.py
+  +++ b/a.py
+  @@ -1,2 +1,2 @@
+   def add(a, b):
+  -    return a - b
+  +    return a + b
+"""
+
+
+def test_gates_on_task_runs_decide_and_skip_the_baselines(pytester: pytest.Pytester, xdist: list[str],
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder of task runs (oracle passes, the noop baseline fails as expected): ``compare --fail-on`` decides every
+    gate word (the task runs are scored first), and no threshold gate reads the baseline's cells, in the session
+    or after it."""
+    from pytest_agentrace import cli
+
+    pytester.makefile(".yaml", task=TINY_TASK)
+    (pytester.path / "repo").mkdir()
+    (pytester.path / "repo" / "a.py").write_text("def add(a, b):\n    return a - b\n")
+    (pytester.path / "repo" / "test_a.py").write_text("from a import add\n\ndef test_add():\n    assert add(1, 2) == 3\n")
+    res = pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out", "--agentrace-fail-on", "pass_rate<0.8",
+                             *xdist)
+    assert res.ret == 0 and "FAILED pass_rate" not in res.stdout.str()
+    out = pytester.path / "out"
+    assert cli.main(["snapshot", str(out), "-o", str(pytester.path / "snap.json")]) == 0
+    capsys.readouterr()
+    for gate, want in [("regressed", 0), ("errors", 0), ("pass_rate<0.8", 0), ("pass@1<0.9", 0), ("not-run", 0),
+                       ("new", 0), ("flip>0.2", 0), ("worse", 1)]:  # worse: no arm ran beside a baseline arm
+        code = cli.main(["compare", str(out), "--snapshot", str(pytester.path / "snap.json"), "--fail-on", gate])
+        err = capsys.readouterr().err
+        assert (code, "Traceback" in err) == (want, False), (gate, err)
+    (pytester.path / "repo" / "test_a.py").write_text("def test_add():\n    assert False\n")  # oracle now fails
+    res = pytester.runpytest("--agentrace", "task.yaml", "--agentrace-out", "out2", "--agentrace-fail-on", "pass_rate<0.8",
+                             *xdist)
+    assert res.ret == 1
+    assert "agentrace: FAILED pass_rate<0.8: oracle tiny [default]: pass rate 0.00 (0/1 passed)" in res.stdout.str()
+    assert "FAILED pass_rate<0.8: noop" not in res.stdout.str()

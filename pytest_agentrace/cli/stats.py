@@ -37,6 +37,7 @@ from pytest_agentrace.report.stats_text import (
     render,
 )
 from pytest_agentrace.report.terminal import CLI_HINT, summary_lines
+from pytest_agentrace.report.view import baseline_agents
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats import numerics as stats
 from pytest_agentrace.stats import planning
@@ -277,10 +278,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     return run(_report, args)
 
 
+def scored(outcomes: list[Any]) -> list[Any]:
+    """``outcomes`` with the task runs scored (``score.score_outcomes``), once per command: a task's runs of one rep
+    race, whichever session made them."""
+    if any(o.kind == "task" and o.score is None and o.is_sample for o in outcomes):
+        return score_outcomes(outcomes, per_session=False)
+    return outcomes
+
+
 def _report(args: argparse.Namespace) -> int:
-    outcomes = load_outcomes(args.out, args.last_session)
-    if any(o.kind == "task" and o.score is None and o.is_sample for o in outcomes):  # the command's one scoring
-        outcomes = score_outcomes(outcomes, per_session=False)  # a task's runs of one rep race, whichever session
+    outcomes = scored(load_outcomes(args.out, args.last_session))
     cases = _cases(args.case)
     if cases and not any(o.case in cases for o in outcomes):
         raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
@@ -329,6 +336,7 @@ def _gates(values: list[str] | None):
 def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
     """Print the snapshot comparison; 1 when a ``--fail-on`` verdict occurs, else 0."""
     gates = _gates(args.fail_on)
+    outcomes = scored(outcomes)
     if (args.old_arm is None) != (args.new_arm is None):
         raise CliError("give both --old-arm and --new-arm, or neither")
     try:
@@ -345,7 +353,7 @@ def compare_and_gate(outcomes: list[Any], args: argparse.Namespace) -> int:
     cells, comparisons, flips = (report.cells, report.comparisons, report.reliability) if report is not None else ((), (), ())
     family = (gate_family(gates, comparisons, rows, getattr(args, "gate_cells", HOLM), args.regression_alpha)
               if any(g.verdict for g in gates) else None)
-    failures = gate_failures(gates, cells, comparisons, rows, flips, family=family)
+    failures = gate_failures(gates, cells, comparisons, rows, flips, family=family, baselines=baseline_agents(outcomes))
     failures += unanswered_gates(gates, comparisons, rows, (o.arm for o in outcomes)) if report is not None else []
     print("\n".join(compare_lines(rows, args.format, width=stdout_width(), family=family, failed=len(failures))))
     for line in failures:

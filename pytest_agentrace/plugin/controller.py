@@ -56,7 +56,7 @@ from pytest_agentrace.report.junit import OUTCOME_PROPERTY, patch_junit
 from pytest_agentrace.report.result import Context, SessionResult, build_result
 from pytest_agentrace.report.terminal import Shown, section
 from pytest_agentrace.report.text import skip_lines
-from pytest_agentrace.report.view import expects_failure
+from pytest_agentrace.report.view import baseline_agents, expects_failure
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats.report import StatsReport, build_report
 from pytest_agentrace.stats.score import score_outcomes
@@ -263,7 +263,8 @@ class Controller:
                     parsed = parse_fail_on(self.settings.fail_on)
                     if any(g.verdict for g in parsed):
                         family = gate_family(parsed, report.comparisons, rows, self.settings.gate_cells, self.settings.regression_alpha)
-                    failures += gate_failures(parsed, report.cells, report.comparisons, rows, report.reliability, family=family)
+                    failures += gate_failures(parsed, report.cells, report.comparisons, rows, report.reliability, family=family,
+                                              baselines=baseline_agents(outcomes))
                     failures += unanswered_gates(parsed, report.comparisons, rows, (o.arm for o in outcomes))
                     if family is not None:
                         notes.append((f"agentrace: {family.summary(len(failures))}", False))

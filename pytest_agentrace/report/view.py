@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_agentrace.record.model import Outcome
@@ -30,6 +30,15 @@ def expects_failure(run: Outcome) -> bool:
     if expect is not None:
         return expect == "fail"
     return str(run.agent).split(":", 1)[0].split("~", 1)[0] == "noop"
+
+
+def baseline_agents(runs: Iterable[Outcome]) -> set[str]:
+    """The agents every one of whose ``runs`` is a baseline expected to fail (``expects_failure``): the threshold
+    gates (``pass_rate<0.8``, ``pass@k``) do not read their cells."""
+    agents: dict[str, bool] = {}
+    for run in runs:
+        agents[run.agent] = agents.get(run.agent, True) and expects_failure(run)
+    return {agent for agent, baseline in agents.items() if baseline}
 
 
 def generated(result: SessionResult) -> str:

@@ -387,9 +387,11 @@ def unanswered_gates(gates: Iterable[Gate], comparisons: Sequence[Any], snapshot
 
 def gate_failures(gates: Iterable[Gate], cells: Sequence[Any] = (), comparisons: Sequence[Any] = (),
                   snapshot_rows: Sequence[Any] | None = None, flips: Sequence[Any] = (), mode: str = HOLM,
-                  rate: float = GATE_RATE, family: GateFamily | None = None) -> list[str]:
+                  rate: float = GATE_RATE, family: GateFamily | None = None,
+                  baselines: Iterable[str] = ()) -> list[str]:
     """One reason line per (gate, failing cell). Inputs are ``cells.CellSummary``, ``cells.ArmComparison``,
-    ``snapshot.SnapshotRow`` and ``cells.Reliability`` objects (anything with the same attributes).
+    ``snapshot.SnapshotRow`` and ``cells.Reliability`` objects (anything with the same attributes). ``baselines``:
+    the agents expected to fail (``noop``, ``expect: fail``), whose cells no threshold gate reads.
 
     ``snapshot_rows`` is ``None`` when no snapshot was compared. When one was, a verdict that a snapshot
     comparison gives (``SNAPSHOT_GATES``: regressed, dearer, improved) gates the snapshot rows only: a
@@ -401,7 +403,7 @@ def gate_failures(gates: Iterable[Gate], cells: Sequence[Any] = (), comparisons:
     Holm-adjusted p is below ``rate``) unless ``mode`` is ``raw``; ``family`` passes one already built.
     Threshold gates (pass@k, pass^k, flip, pass_rate) are descriptive limits, not tests, and are not adjusted.
     """
-    gates = list(gates)
+    gates, skip = list(gates), set(baselines)
     fam = family if family is not None else gate_family(gates, comparisons, snapshot_rows, mode, rate)
     out: list[str] = []
 
@@ -430,6 +432,8 @@ def gate_failures(gates: Iterable[Gate], cells: Sequence[Any] = (), comparisons:
                     out.append(f"{g.text}: {f.agent} arm {f.arm}: flip rate {f.flip_rate:.2f} ({f.flipping} of {f.cases} cases)")
         else:
             for c in cells:
+                if c.agent in skip:
+                    continue
                 if g.metric == "pass_rate":
                     x, label = c.pass_rate, "pass rate"
                 else:
