@@ -384,3 +384,16 @@ def test_an_arm_gate_with_no_baseline_run_fails_saying_so(project: pytest.Pytest
     res.stdout.fnmatch_lines(["*agentrace: FAILED worse: nothing to compare: no arm ran beside its baseline arm (arms run: docs)*"])
     assert "FAILED cheaper: nothing to compare" in res.stdout.str()
     assert run(project, "--agentrace-fail-on", "worse", *xdist).ret == 0
+
+
+def test_a_session_stopped_early_writes_no_snapshot(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    """``--agentrace-snapshot-update`` with ``-x``: the loop stops at the first failed run, so the cells would be cut
+    short; the file is left as it was and the summary says so. The same session run to its end writes it."""
+    pytester.makefile(".yaml", t='name: t\ndescription: hi\ntest_command: "false"\nagents: [oracle]\n')
+    args = ["--agentrace", "--agentrace-out", "out", "--agentrace-reps", "4", "--agentrace-snapshot", "snap.json",
+            "--agentrace-snapshot-update", *xdist]
+    res = pytester.runpytest(*args, "-x")
+    assert "snapshot not written: the session stopped before every run ran" in res.stdout.str()
+    assert not (pytester.path / "snap.json").exists()
+    res = pytester.runpytest(*args)
+    assert "snapshot written" in res.stdout.str() and (pytester.path / "snap.json").is_file()

@@ -165,6 +165,7 @@ class Controller:
         self.bad_payloads: list[str] = []
         self.skipped: dict[str, str] = {}  # node id -> skip reason of a run item skipped in its setup
         self.result: SessionResult | None = None
+        self.cut_short = False  # the run loop stopped early (-x, --maxfail; an interrupt never reaches its end)
         self.written: list[tuple[str, bool]] = []
         self.progress = Progress(config, agentrace)
 
@@ -235,6 +236,7 @@ class Controller:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session):
         result = yield
+        self.cut_short = bool(session.shouldstop or session.shouldfail)  # -x, --maxfail: not every run ran
         if self.finish(gates=True).failures:
             session.testsfailed += 1
         return result
@@ -257,7 +259,7 @@ class Controller:
         validation = validate.verdict_rows(outcomes) if self.settings.validate and outcomes else None
         if outcomes:
             try:
-                report, rows, snap_notes = self._statistics(list(outcomes))
+                report, rows, snap_notes = self._statistics(list(outcomes), whole=gates and not self.cut_short)
                 notes += [(n, False) for n in snap_notes]
                 if gates:
                     parsed = parse_fail_on(self.settings.fail_on)
@@ -284,13 +286,18 @@ class Controller:
         self.result = dataclasses.replace(result, notes=tuple(notes))
         return self.result
 
-    def _statistics(self, outcomes: list[Outcome]) -> tuple[StatsReport, list[SnapshotRow] | None, list[str]]:
-        """The statistics report, the snapshot comparison (or the snapshot written), and notes."""
+    def _statistics(self, outcomes: list[Outcome], whole: bool = True) -> tuple[StatsReport, list[SnapshotRow] | None, list[str]]:
+        """The statistics report, the snapshot comparison (or the snapshot written), and notes. ``whole``: the run
+        loop ran to its end (not interrupted, not stopped by ``-x``/``--maxfail``); else no snapshot is written, as
+        its cells would be cut short."""
         s = self.settings
         seq = {"caps": self._caps(outcomes)} if s.stop_when_decided else None
         report = build_report(outcomes, s.baseline, s.seed, s.resamples, sequential=seq, target=s.generalize)
         rows, notes = None, []
-        if s.snapshot and s.snapshot_update:
+        if s.snapshot and s.snapshot_update and not whole:
+            notes.append(f"snapshot not written: the session stopped before every run ran (its cells would be cut "
+                         f"short); {setting_path(self.config, 'snapshot', s.snapshot)} is as it was")
+        elif s.snapshot and s.snapshot_update:
             path = setting_path(self.config, "snapshot", s.snapshot)
             snap, kept = updated_snapshot(path, make_snapshot(outcomes))
             write_snapshot(path, snap)
