@@ -360,6 +360,26 @@ def test_report_without_out_reads_the_projects_results(tmp_path: Path, capsys: p
     assert code == 2 and "no results folder given (OUT)" in err
 
 
+
+@pytest.mark.parametrize("ini", ["pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"])
+def test_report_without_out_reads_the_folder_the_ini_file_names(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch, ini: str) -> None:
+    """An ini file's ``agentrace_out`` is where the project's sessions write: a command without OUT reads that
+    folder, not an older ``.agentrace/`` beside it."""
+    text = {"pytest.ini": "[pytest]\nagentrace_out = results\n",
+            "pyproject.toml": "[tool.pytest.ini_options]\nagentrace_out = 'results'\n",
+            "tox.ini": "[pytest]\nagentrace_out = results\n", "setup.cfg": "[tool:pytest]\nagentrace_out = results\n"}[ini]
+    (tmp_path / ini).write_text(text)
+    (tmp_path / ".agentrace" / "runs").mkdir(parents=True)  # stale: of another setting
+    results(tmp_path / "results")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    from pytest_agentrace.record.storepath import default_results
+
+    assert default_results() == tmp_path / "results"
+    code, out, _ = main(capsys, "report", "--resamples", "200")
+    assert code == 0 and "docs" in out
+
 TINY_TASK = """name: tiny
 description: Make add() return a+b.
 repo: repo

@@ -30,11 +30,48 @@ def default_path(rootdir: Path | str | None = None) -> Path:
 
 
 def default_results(start: Path | None = None) -> Path | None:
-    """The results folder a command run in ``start`` (default: the current folder) reads when it is given none: the
-    nearest ``.agentrace/`` holding ``runs/`` from ``start`` upward, looked for up to the project's top (as
-    ``cli_root``); None when there is none."""
-    found = _nearest(start, lambda folder: (folder / ".agentrace" / "runs").is_dir())
-    return found / ".agentrace" if found is not None else None
+    """The results folder a command run in ``start`` (default: the current folder) reads when it is given none,
+    from ``start`` upward up to the project's top (as ``cli_root``): in the nearest folder with either, the folder its
+    pytest ini file names in ``agentrace_out`` (``ini_results``: where its sessions write), else its ``.agentrace/``
+    holding ``runs/``; None when there is neither."""
+    found = _nearest(start, lambda folder: ini_results(folder) is not None or (folder / ".agentrace" / "runs").is_dir())
+    if found is None:
+        return None
+    return ini_results(found) or found / ".agentrace"
+
+
+INI_FILES = (("pytest.ini", "pytest"), (".pytest.ini", "pytest"), ("pyproject.toml", None), ("tox.ini", "pytest"),
+             ("setup.cfg", "tool:pytest"))
+
+
+def ini_results(folder: Path) -> Path | None:
+    """``agentrace_out`` of the pytest ini file in ``folder`` (``pytest.ini``, ``pyproject.toml``'s
+    ``[tool.pytest.ini_options]`` or ``[tool.pytest]``, ``tox.ini``, ``setup.cfg``; the first that is a pytest
+    configuration, as pytest chooses), relative to ``folder``; None when it names none or is unreadable."""
+    import configparser  # here: a command without OUT needs them, not every pytest start
+    import tomllib
+
+    for name, section in INI_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            if section is None:
+                tool = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("pytest")
+                if not isinstance(tool, dict):
+                    continue
+                table = tool.get("ini_options", tool)
+                value = table.get("agentrace_out") if isinstance(table, dict) else None
+            else:
+                parser = configparser.ConfigParser(interpolation=None)
+                parser.read_string(path.read_text(encoding="utf-8"))
+                if not parser.has_section(section):
+                    continue
+                value = parser.get(section, "agentrace_out", fallback=None)
+        except (OSError, ValueError, configparser.Error):
+            return None
+        return (folder / str(value).strip()).resolve() if isinstance(value, str) and value.strip() else None
+    return None
 
 
 def cli_root(start: Path | None = None) -> Path:
