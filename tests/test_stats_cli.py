@@ -423,3 +423,9 @@ def test_gates_on_task_runs_decide_and_skip_the_baselines(pytester: pytest.Pytes
     assert res.ret == 1
     assert "agentrace: FAILED pass_rate<0.8: oracle tiny [default]: pass rate 0.00 (0/1 passed)" in res.stdout.str()
     assert "FAILED pass_rate<0.8: noop" not in res.stdout.str()
+
+
+def test_regress_help_after_the_file_is_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = main(capsys, "regress", str(tmp_path / "trial.toml"), "--snapshot", "s.json", "--help")
+    assert code == 0 and out.startswith("usage: agentrace regress FILE --snapshot SNAPSHOT") and "--fail-on" in out
+    assert not err and not any(tmp_path.iterdir())  # no pytest session ran

@@ -122,11 +122,7 @@ def register(sub: Any) -> None:
     p.add_argument("out", metavar="OUT", help="results folder holding its runs")
     p.set_defaults(func=cmd_rescore)
 
-    p = sub.add_parser("regress", help="run a trial (or task) with pytest, then compare it with a snapshot",
-                       usage="agentrace regress FILE --snapshot SNAPSHOT [options] [pytest args ...] [-- more pytest args]",
-                       description="Run FILE with pytest --agentrace into a results folder, then compare that session's cells with "
-                                   "the snapshot (exit 1 when a --fail-on verdict occurs). Arguments this command does not know are "
-                                   "passed to pytest, as is everything after --.")
+    p = sub.add_parser("regress", help="run a trial (or task) with pytest, then compare it with a snapshot", **REGRESS_TEXT)
     _regress_options(p)
     p.set_defaults(func=cmd_regress)
 
@@ -135,6 +131,12 @@ def _common(p: argparse.ArgumentParser, fmt: bool = False, suppress: bool = Fals
     add_cli_options(p, "baseline", "seed", "resamples", "last_session", suppress=suppress)
     if fmt:
         output_options(p, ("text", "markdown", "json"), short=short, suppress=suppress)
+
+
+REGRESS_TEXT = {"usage": "agentrace regress FILE --snapshot SNAPSHOT [options] [pytest args ...] [-- more pytest args]",
+                "description": "Run FILE with pytest --agentrace into a results folder, then compare that session's cells "
+                               "with the snapshot (exit 1 when a --fail-on verdict occurs). Arguments this command does not "
+                               "know are passed to pytest, as is everything after --."}
 
 
 def _regress_options(p: argparse.ArgumentParser, suppress: bool = False) -> None:
@@ -483,6 +485,11 @@ def _regress(args: argparse.Namespace) -> int:
 
     rest = list(args.rest)
     cut = rest.index("--") if "--" in rest else len(rest)
+    if {"-h", "--help"} & set(rest[:cut]):  # this command's help, not pytest's (pytest's: after --)
+        helper = argparse.ArgumentParser(prog="agentrace regress", **REGRESS_TEXT)
+        _regress_options(helper)
+        helper.print_help()
+        return 0
     later = argparse.ArgumentParser(prog="agentrace regress", add_help=False, allow_abbrev=False)
     _regress_options(later, suppress=True)
     known, unknown = later.parse_known_args(rest[:cut])
