@@ -163,10 +163,18 @@ def test_a_task_or_trial_file_without_the_flag_gets_a_hint(pytester: pytest.Pyte
     (pytester.path / "config.yaml").write_text("verbose: true\n")
     res = pytester.runpytest("task.yaml", "trial.toml", "-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    res.stdout.fnmatch_lines(["agentrace: task.yaml trial.toml are task or trial files of pytest-agentrace; run them "
-                              "with `pytest --agentrace task.yaml trial.toml`"])
+    res.stdout.fnmatch_lines(["agentrace: task.yaml trial.toml: task or trial files of pytest-agentrace, which pytest "
+                              "collects only with its flag; run `pytest --agentrace task.yaml trial.toml`"])
     res = pytester.runpytest("config.yaml", "-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR and "agentrace:" not in res.stdout.str()
+    (pytester.path / "evals" / "deep").mkdir(parents=True)  # a folder of them: pytest says only "no tests ran"
+    (pytester.path / "task.yaml").rename(pytester.path / "evals" / "deep" / "task.yaml")
+    res = pytester.runpytest("evals", "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    res.stdout.fnmatch_lines(["agentrace: evals: task or trial files of pytest-agentrace*`pytest --agentrace evals`"])
+    (pytester.path / "evals" / "deep" / "task.yaml").unlink()
+    res = pytester.runpytest("evals", "-p", "no:cacheprovider")
+    assert res.ret == pytest.ExitCode.NO_TESTS_COLLECTED and "agentrace:" not in res.stdout.str()
 
 
 def test_a_new_results_folder_stays_out_of_git(pytester: pytest.Pytester, bin_dir: Path) -> None:

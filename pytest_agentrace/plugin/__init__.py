@@ -132,8 +132,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     elif exitstatus in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.NO_TESTS_COLLECTED) and \
             (missed := forgotten_flag(session.config)):  # ``pytest task.yaml``: pytest alone says only "not found"
         files = " ".join(missed)
-        line = (f"agentrace: {files} {'is a task or trial file' if len(missed) == 1 else 'are task or trial files'} of "
-                f"pytest-agentrace; run {'it' if len(missed) == 1 else 'them'} with `pytest --agentrace {files}`")
+        line = (f"agentrace: {files}: task or trial files of pytest-agentrace, which pytest collects only with its "
+                f"flag; run `pytest --agentrace {files}`")
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(line, yellow=True)

@@ -12,6 +12,7 @@ adapter: a plain ``pytest`` run, and ``pytest --help``, load a handful of small 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -80,33 +81,48 @@ def builtin_args(early_config: pytest.Config) -> list[str]:
 
 
 def forgotten_flag(config: pytest.Config) -> list[str]:
-    """The command-line arguments of a session without ``--agentrace`` that name a task file, a trial file or a Harbor
-    task folder (which pytest alone does not collect: ``not found``), for a hint. Each is read only when it is a
-    ``.yaml``/``.yml``/``.toml`` file or a folder with ``task.toml``; one that does not parse is none."""
-    from pathlib import Path
-
+    """The command-line arguments of a session without ``--agentrace`` that name a task file, a trial file, a Harbor
+    task folder or a folder holding a task or trial file (``_holds_spec``), which pytest alone does not collect
+    (``not found``, ``no tests ran``), for a hint. Only ``.yaml``/``.yml``/``.toml`` files are read; one that does
+    not parse is none."""
     found = []
     for arg in config.args:
         path = Path(config.invocation_params.dir, str(arg).split("::", 1)[0])
-        try:
-            if path.is_dir():
-                if (path / "task.toml").is_file() and (path / "instruction.md").is_file():
-                    found.append(str(arg))
-                continue
-            if path.suffix in (".yaml", ".yml") and path.is_file():
-                import yaml
-
-                from pytest_agentrace.spec.task import is_task_data
-
-                if is_task_data(yaml.safe_load(path.read_text(encoding="utf-8"))):
-                    found.append(str(arg))
-            elif path.suffix == ".toml" and path.is_file():
-                import tomllib
-
-                from pytest_agentrace.spec.trial import is_trial_data
-
-                if is_trial_data(tomllib.loads(path.read_text(encoding="utf-8"))):
-                    found.append(str(arg))
-        except Exception:  # noqa: BLE001 - a file that cannot be read or parsed is no task or trial file for a hint
-            continue
+        if path.is_dir():
+            harbor = (path / "task.toml").is_file() and (path / "instruction.md").is_file()
+            if harbor or _holds_spec(path):
+                found.append(str(arg))
+        elif _is_spec(path):
+            found.append(str(arg))
     return found
+
+
+FOLDER_LOOK = 200  # candidate files of a folder argument read for a hint, at most (three levels deep)
+
+
+def _holds_spec(folder: Path) -> bool:
+    """Whether ``folder`` holds a task or trial file within three levels (the first ``FOLDER_LOOK`` candidates)."""
+    candidates = (p for depth in ("*", "*/*", "*/*/*") for p in sorted(folder.glob(depth))
+                  if p.suffix in (".yaml", ".yml", ".toml") and p.name != "pyproject.toml")
+    return any(_is_spec(p) for _, p in zip(range(FOLDER_LOOK), candidates, strict=False))
+
+
+def _is_spec(path: Path) -> bool:
+    """Whether ``path`` is a task or trial file (parsed; one that cannot be read or parsed is none)."""
+    try:
+        if path.suffix in (".yaml", ".yml") and path.is_file():
+            import yaml
+
+            from pytest_agentrace.spec.task import is_task_data
+
+            return bool(is_task_data(yaml.safe_load(path.read_text(encoding="utf-8"))))
+        if path.suffix == ".toml" and path.is_file():
+            import tomllib
+
+            from pytest_agentrace.spec.trial import is_trial_data
+
+            return bool(is_trial_data(tomllib.loads(path.read_text(encoding="utf-8"))))
+    except Exception:  # noqa: BLE001 - a file that cannot be read or parsed is no task or trial file for a hint
+        return False
+    return False
+    return False
