@@ -169,6 +169,23 @@ def test_harbor_folders_run_unchanged_in_harbors_layout(pytester: pytest.Pyteste
 
 
 @needs_bwrap
+def test_the_oracle_offline_runs_its_script_without_a_model_and_without_a_network(pytester: pytest.Pytester) -> None:
+    """Under ``--agentrace-offline`` with a model double script for the session, the Harbor oracle runs
+    ``solve.sh`` as is (no double around it, no price from one), in a namespace with no network."""
+    shutil.copytree(EXAMPLE, pytester.path / "suite" / "word-count")
+    solve = pytester.path / "suite" / "word-count" / "solution" / "solve.sh"
+    solve.write_text(solve.read_text() + "\ncurl -sS --max-time 3 http://example.com >/dev/null 2>&1 && exit 9 || true\n")
+    (pytester.path / "script.yaml").write_text("steps:\n  - text: done\n")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "suite", "--agentrace-agent", "oracle",
+                             "--agentrace-offline", "--agentrace-model-double", "script.yaml")
+    res.assert_outcomes(passed=1)
+    oracle = runs(pytester.path / "out")[("word-count", "oracle")]
+    argv = json.loads((pytester.path / "out/runs/word-count/default/oracle/1/argv.json").read_text())
+    assert argv == ["bash", "/solution/solve.sh"] and oracle["extra"]["network_mode"] == "none"
+    assert oracle["usage"]["cost_source"] == "none" and oracle["usage"]["cost_usd"] is None
+
+
+@needs_bwrap
 def test_validate_and_an_agent_of_ones_own(pytester: pytest.Pytester) -> None:
     shutil.copytree(EXAMPLE, pytester.path / "word-count")
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-validate", "word-count")

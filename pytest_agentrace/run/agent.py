@@ -236,7 +236,8 @@ def prepare(spec: RunSpec, ctx: RunContext, adapter: Any, secrets: Any) -> Launc
             inv = adapter.invocation(ctx)
             argv, env, stdin = [*inv.argv, *spec.agent.args], inv.env, inv.stdin
         wrapped, opts = Wrapped(argv, env), ctx.options
-        if spec.agent.model_double or opts.model_double or opts.offline or opts.record or opts.replay:
+        calls_model = spec.agent.name != "oracle"  # a Harbor task's oracle runs its solution script, no model
+        if calls_model and (spec.agent.model_double or opts.model_double or opts.offline or opts.record or opts.replay):
             session = importlib.import_module(DOUBLE_RUNS).start_session(spec, ctx)
             wrapped = session.apply(argv, env)
     except AgentError as exc:
@@ -368,17 +369,19 @@ def provider_env(adapter: Any, base: Mapping[str, str] | None = None) -> dict[st
 def network_for(spec: RunSpec, ctx: RunContext, wrapped: Wrapped,
                 session: Any) -> tuple[str, RunNetwork | None, Wrapped]:
     """``(mode, provider network or None, wrapped)`` of one agent run (``run.network``): the mode from the
-    agent's, the file's or the session's setting (``none`` under ``--agentrace-offline``, whose namespace
-    ``model_double.netns`` already made: ``wrapped`` as given); for ``provider`` a gate on the session proxy and the
+    agent's, the file's or the session's setting (``none`` under ``--agentrace-offline``: the namespace
+    ``model_double.netns`` already made, ``wrapped`` as given, or, for a run without the double, one made here); for ``provider`` a gate on the session proxy and the
     bridge in front of ``wrapped.argv`` (helper ``netbridge``); without a sandbox, ``unshare -n`` makes the
     namespace (for ``none``, with ``netns``'s helper in front: helper ``netns``). Raises ``AgentError`` when no
     namespace can be made, ``OSError`` when the gate's socket cannot."""
     opts = ctx.options
     argv, env = wrapped.argv, wrapped.env
     mode = network.mode_for(opts.network, getattr(spec.spec, "network", None), spec.agent.network)
-    if opts.offline or (session is not None and session.offline):
+    if session is not None and session.offline:
         return "none", None, wrapped
-    if mode == "host":
+    if opts.offline:  # a run without the double (a Harbor oracle): no network all the same
+        mode = "none"
+    elif mode == "host":
         return mode, None, wrapped
     unshare: tuple[str, ...] = ()
     if opts.sandbox is None:
