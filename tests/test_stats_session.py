@@ -397,3 +397,18 @@ def test_a_session_stopped_early_writes_no_snapshot(pytester: pytest.Pytester, x
     assert not (pytester.path / "snap.json").exists()
     res = pytester.runpytest(*args)
     assert "snapshot written" in res.stdout.str() and (pytester.path / "snap.json").is_file()
+
+
+def test_a_snapshot_gate_without_a_snapshot_fails_unless_the_session_writes_it(pytester: pytest.Pytester,
+                                                                               xdist: list[str]) -> None:
+    """``--agentrace-fail-on regressed`` (or ``improved``) with no snapshot looks at nothing: the session fails saying
+    so, as ``dearer`` already did; a session that writes the snapshot passes, and one compared with it decides."""
+    pytester.makefile(".yaml", t='name: t\ndescription: hi\ntest_command: "true"\nagents: [{name: ok, command: "true"}]\n')
+    base = ["--agentrace", "--agentrace-out", "out", "--agentrace-reps", "2", *xdist]
+    res = pytester.runpytest(*base, "--agentrace-fail-on", "regressed,improved")
+    assert res.ret == 1
+    assert res.stdout.str().count("nothing to compare: no snapshot was compared") == 2
+    snap = ["--agentrace-snapshot", "snap.json", "--agentrace-fail-on", "regressed"]
+    assert pytester.runpytest(*base, *snap, "--agentrace-snapshot-update").ret == 0
+    res = pytester.runpytest(*base, *snap)
+    assert res.ret == 0 and "nothing to compare" not in res.stdout.str()

@@ -267,7 +267,8 @@ class Controller:
                         family = gate_family(parsed, report.comparisons, rows, self.settings.gate_cells, self.settings.regression_alpha)
                     failures += gate_failures(parsed, report.cells, report.comparisons, rows, report.reliability, family=family,
                                               baselines=baseline_agents(outcomes))
-                    failures += unanswered_gates(parsed, report.comparisons, rows, (o.arm for o in outcomes))
+                    failures += unanswered_gates(parsed, report.comparisons, rows, (o.arm for o in outcomes),
+                                                 snapshot_written=bool(self.settings.snapshot and self.settings.snapshot_update))
                     if family is not None:
                         notes.append((f"agentrace: {family.summary(len(failures))}", False))
             except Exception as exc:  # noqa: BLE001 - a bug in the statistics must not lose the session's results; it fails the session visibly

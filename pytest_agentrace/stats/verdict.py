@@ -371,18 +371,24 @@ def gate_family(gates: Iterable[Gate], comparisons: Sequence[Any] = (), snapshot
 
 
 def unanswered_gates(gates: Iterable[Gate], comparisons: Sequence[Any], snapshot_rows: Sequence[Any] | None,
-                     arms: Iterable[str]) -> list[str]:
-    """One failure line per arm-comparison verdict gate (better, worse, cheaper, dearer; not one a snapshot answers)
-    when the session has no arm compared with its baseline at all (``arms``: the arms its runs have): such a gate
-    looks at nothing, and a CI gate that cannot look must not pass in silence (a session of one arm, ``-k``,
-    ``--agentrace-arm``, or of tasks, whose only arm is ``default``)."""
+                     arms: Iterable[str], snapshot_written: bool = False) -> list[str]:
+    """One failure line per verdict gate that looks at nothing, as a CI gate that cannot look must not pass in
+    silence: ``regressed`` and ``improved`` when no snapshot was compared (only a snapshot answers them; not when
+    the session writes it, ``snapshot_written``), and an arm-comparison gate (better, worse, cheaper, dearer; not one
+    a snapshot answers) when no arm ran beside its baseline at all (``arms``: the arms the runs have; a session of
+    one arm, ``-k``, ``--agentrace-arm``, or of tasks, whose only arm is ``default``)."""
+    gates = list(gates)
+    out = [f"{g.text}: nothing to compare: no snapshot was compared (--agentrace-snapshot FILE in a session, "
+           "agentrace compare --snapshot FILE after one); give one, or leave this gate out"
+           for g in gates if g.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
+           and snapshot_rows is None and not snapshot_written]
     if comparisons:
-        return []
+        return out
     arms = sorted(set(arms))
     words = (Verdict.BETTER, Verdict.WORSE, Verdict.CHEAPER, Verdict.DEARER)
-    return [f"{g.text}: nothing to compare: no arm ran beside its baseline arm (arms run: {', '.join(arms) or 'none'}); "
-            "run the baseline arm too, or leave this gate out"
-            for g in gates if g.verdict in words and not (snapshot_rows is not None and g.verdict in SNAPSHOT_GATES)]
+    return out + [f"{g.text}: nothing to compare: no arm ran beside its baseline arm (arms run: {', '.join(arms) or 'none'}); "
+                  "run the baseline arm too, or leave this gate out"
+                  for g in gates if g.verdict in words and not (snapshot_rows is not None and g.verdict in SNAPSHOT_GATES)]
 
 
 def gate_failures(gates: Iterable[Gate], cells: Sequence[Any] = (), comparisons: Sequence[Any] = (),
