@@ -199,3 +199,39 @@ def test_make_folders_refuses_every_link_on_the_way(tmp_path: Path) -> None:
         with pytest.raises(UnsafePath):
             make_folders(tmp_path / "a", rel)
     assert list((tmp_path / "out").iterdir()) == [] and not (tmp_path / "escape").exists()
+
+
+RACE_TASK = """name: tiny
+description: Make add() return a+b.
+repo: repo
+test_command: python -m pytest -q test_a.py
+agents:
+  - {name: fixer, command: ["sh", "-c", "sed -i 's/a - b/a + b/' a.py", "{prompt_file}"]}
+  - {name: fixer2, command: ["sh", "-c", "sed -i 's/a - b/a + b/' a.py", "{prompt_file}"]}
+  - {name: idle, command: ["true", "{prompt_file}"]}
+  - {name: idle2, command: ["true", "{prompt_file}"]}
+"""
+
+
+def test_merged_shards_race_as_one_session(pytester: pytest.Pytester, xdist: list[str],
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Task runs split over shards: the merged folder's leaderboard, wins and Elo are the one session's (the runs of
+    a task and rep race together, whichever shard ran them), not one race per shard."""
+    pytester.makefile(".yaml", task=RACE_TASK)
+    (pytester.path / "repo").mkdir()
+    (pytester.path / "repo" / "a.py").write_text("def add(a, b):\n    return a - b\n")
+    (pytester.path / "repo" / "test_a.py").write_text("from a import add\n\ndef test_add():\n    assert add(1, 2) == 3\n")
+    session(pytester, "single", "task.yaml", *xdist)
+    for k in (1, 2):
+        session(pytester, f"s{k}", "task.yaml", "--agentrace-shard", f"{k}/2", *xdist)
+    root = pytester.path
+    assert all(len(runs(root / f"s{k}")) == 2 for k in (1, 2))  # each shard raced two of the four agents
+    assert main(capsys, "merge", str(root / "s1"), str(root / "s2"), "--to", str(root / "merged"))[0] == 0
+    views = {}
+    for name in ("single", "merged"):
+        code, text, err = main(capsys, "render", str(root / name), "--format", "json")
+        assert code == 0, err
+        doc = json.loads(text)
+        views[name] = ([(s["agent"], s["wins"], s["races"]) for s in doc["leaderboard"]], doc["elo"]["ratings"])
+    assert views["merged"] == views["single"]
+    assert sorted(views["single"][0]) == [("fixer", 0, 1), ("fixer2", 0, 1), ("idle", 0, 1), ("idle2", 0, 1)]

@@ -17,7 +17,7 @@ from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.report.leaderboard import Standing, leaderboard
 from pytest_agentrace.spec.task import Task, load_task
 from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES
-from pytest_agentrace.stats.ratings import apply_race, elo, elo_history, races
+from pytest_agentrace.stats.ratings import apply_race, elo, elo_history, one_session, races
 from pytest_agentrace.stats.report import StatsReport, build_report
 from pytest_agentrace.stats.score import require_scored
 from pytest_agentrace.stats.snapshot import SnapshotRow
@@ -112,10 +112,12 @@ def build_result(outcomes: Sequence[Outcome], context: Context | None = None, *,
     """A result over scored ``outcomes`` (raises ``score.UnscoredError`` for an unscored task run): the statistics
     report (``report`` when given, e.g. the session's with its stop-when-decided verdicts; else ``build_report``
     with ``context``'s settings), the leaderboard, and the Elo series over ``history`` (scored outcomes of the
-    history store, this session's included) or else ``outcomes``. ``fields``: the other ``SessionResult`` fields."""
+    history store, this session's included) or else ``outcomes``; ``outcomes`` race as one session
+    (``ratings.one_session``: merged shards, resumed runs). ``fields``: the other ``SessionResult`` fields."""
     context = context or Context()
     runs = tuple(require_scored(outcomes, "build_result"))
     if report is None and runs:
         report = build_report(runs, context.baseline, context.seed, context.resamples, target=context.target)
-    return SessionResult(runs, report, tuple(leaderboard(runs)), EloSeries.of(list(history) if history else runs),
+    raced = one_session(runs)  # a folder's runs race as one session, whichever session (shard) made them
+    return SessionResult(runs, report, tuple(leaderboard(raced)), EloSeries.of(list(history) if history else raced),
                          context=context, **fields)

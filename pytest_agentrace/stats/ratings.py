@@ -43,6 +43,18 @@ class Race:
     scores: dict[str, float]
 
 
+def one_session(outcomes: Iterable[Outcome]) -> list[Outcome]:
+    """``outcomes`` with every task run's ``session_id`` one id (the sessions' ids, sorted, joined by ``+``): the runs
+    of one results folder - shards merged into it, runs a resumed session reused - race as one session, as they were
+    scored (``score.score_outcomes(per_session=False)``). The history store's sessions stay apart."""
+    outcomes = list(outcomes)
+    ids = sorted({o.session_id for o in outcomes if o.kind == "task"})
+    if len(ids) < 2:
+        return outcomes
+    joined = "+".join(ids)
+    return [o.replace(session_id=joined) if o.kind == "task" else o for o in outcomes]
+
+
 def races(outcomes: Iterable[Outcome]) -> list[Race]:
     """Races (task outcomes with a score, grouped by session, source and case) in time order; single-agent groups
     are included (they change no rating). Task runs must be scored (``score.score_outcomes``; raises
@@ -163,8 +175,9 @@ def _wilson_fraction(p: float, n: int, confidence: float) -> tuple[float, float]
 
 
 def race_stats(outcomes: Sequence[Outcome]) -> list[RaceStats]:
-    """``RaceStats`` per agent over the scored task outcomes (sorted by mean score, best first)."""
-    outcomes = require_scored(outcomes, "race_stats")
+    """``RaceStats`` per agent over the scored task outcomes of one results folder or session (sorted by mean score,
+    best first); they race as one session (``one_session``)."""
+    outcomes = one_session(require_scored(outcomes, "race_stats"))
     ratings = elo(outcomes)
     all_races = races(outcomes)
     by_agent: dict[str, list[Outcome]] = defaultdict(list)
