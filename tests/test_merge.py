@@ -78,6 +78,15 @@ def test_merged_shards_equal_one_session(project: pytest.Pytester, xdist: list[s
         assert db.execute("SELECT COUNT(*), COUNT(DISTINCT session_id) FROM runs").fetchone() == (12, 3)
     last = json.loads((root / "merged" / "last-session.json").read_text())
     assert sorted(last["run_ids"]) == sorted(runs(root / "single")) and last["session_id"].count("+") == 2
+    assert last["shards"] == {"total": 3, "ran": [1, 2, 3]} and "shard" not in err
+    # one shard's artifact missing: the merge says so, the reports warn, and a gate refuses to decide
+    code, text, _ = main(capsys, "merge", str(root / "out1"), str(root / "out3"), "--to", str(root / "part"))
+    assert code == 0 and f"warning: {root / 'part'} holds shards 1, 3 of 3; shard 2 of 3 missing" in text
+    code, _, err = main(capsys, "report", str(root / "part"), "--resamples", "200")
+    assert code == 0 and "shard 2 of 3 missing" in err
+    code, _, err = main(capsys, "compare", str(root / "part"), "--snapshot", str(root / "single.snap.json"),
+                        "--fail-on", "regressed")
+    assert code == 2 and "refusing to gate:" in err and "shard 2 of 3 missing" in err
 
 
 def run_record(rep: int, status: str = "passed", session: str = "s1") -> Outcome:

@@ -31,7 +31,15 @@ from typing import Any
 
 from pytest_agentrace import untrusted
 from pytest_agentrace.record.manifest import MANIFEST_DIR, SEAL_SUFFIX, manifest_key, verify
-from pytest_agentrace.record.runfile import LAST_SESSION_FILE, RUN_FILE, read_json, read_run, write_last_session
+from pytest_agentrace.record.runfile import (
+    LAST_SESSION_FILE,
+    RUN_FILE,
+    missing_shards,
+    read_json,
+    read_run,
+    session_shards,
+    write_last_session,
+)
 from pytest_agentrace.record.safefile import make_folders, read_bytes, read_text, regular_files, write_bytes, write_new
 from pytest_agentrace.record.store import Store, StoreError
 from pytest_agentrace.record.storepath import DEFAULT_NAME
@@ -167,9 +175,11 @@ def plan(outs: list[Path], target: Path) -> tuple[list[Found], int]:
     return copies, same
 
 
-def last_session(outs: list[Path]) -> tuple[list[str], list[str]] | None:
-    """(session ids, run ids) of the inputs' ``last-session.json`` files (None when none has one)."""
+def last_session(outs: list[Path]) -> tuple[list[str], list[str], tuple[int, list[int]] | None] | None:
+    """(session ids, run ids, shards ``(N, [K, ...])`` or None) of the inputs' ``last-session.json`` files (None
+    when none has one). Raises ``MergeError`` for an unreadable one, or for shards of different totals."""
     sessions, ids, any_found = [], set(), False
+    totals, ran = set(), set()
     for out in outs:
         path = out / LAST_SESSION_FILE
         if not path.is_file():
@@ -183,7 +193,13 @@ def last_session(outs: list[Path]) -> tuple[list[str], list[str]] | None:
             ids.update(str(i) for i in data["run_ids"])
             if data.get("session_id"):
                 sessions.append(str(data["session_id"]))
-    return (sessions, sorted(ids)) if any_found else None
+            if (shards := session_shards(data)) is not None:
+                totals.add(shards[0])
+                ran.update(shards[1])
+    if len(totals) > 1:
+        raise MergeError(f"the inputs are shards of {' and '.join(map(str, sorted(totals)))} machines: shards of one "
+                         "session share their total (--agentrace-shard K/N); merge those of one session")
+    return (sessions, sorted(ids), (totals.pop(), sorted(ran)) if totals else None) if any_found else None
 
 
 def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[str]:
@@ -222,8 +238,10 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
     copy_manifests(outs, target)
     lines.append(f"agentrace merge: {len(copies)} runs copied into {target}" + (f" ({same} identical duplicates skipped)" if same else ""))
     if found is not None:
-        sessions, ids = found
-        write_last_session(target, "+".join(sessions) or "merged", ids)
+        sessions, ids, shards = found
+        write_last_session(target, "+".join(sessions) or "merged", ids, shards)
+        if why := missing_shards(target):
+            lines.append(f"agentrace merge: warning: {why}")
     return lines
 
 

@@ -25,7 +25,7 @@ from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.index import iter_outcomes, iter_runs
 from pytest_agentrace.record.manifest import digest_run, verify, write_manifest
 from pytest_agentrace.record.model import Status
-from pytest_agentrace.record.runfile import last_session_ids, scan_runs, write_run
+from pytest_agentrace.record.runfile import last_session_ids, missing_shards, scan_runs, write_run
 from pytest_agentrace.record.store import Store, StoreError
 from pytest_agentrace.record.storepath import default_path, default_results
 from pytest_agentrace.record.trajectory import write_trajectory
@@ -201,6 +201,10 @@ def load_outcomes(out: str | Path | None, last_session: bool = False, gate: bool
     if gate and (why := refuse_gate(found, path, None if not paths else
                                     [p.parent.relative_to(path).as_posix() for p, _ in runs])):
         raise CliError(why)
+    if why := missing_shards(path):  # part of a sharded session: figures of part of its runs
+        if gate:
+            raise CliError(f"refusing to gate: {why}")
+        print(f"agentrace: warning: {why}", file=sys.stderr)
     outcomes = [o for _, o in runs]
     if not outcomes:
         raise CliError(f"{path}: no run.json records under {path / 'runs'}; run `pytest --agentrace --agentrace-out {path}` first")

@@ -346,7 +346,9 @@ class Controller:
             except OSError as exc:
                 notes.append((f"agentrace: manifests not sealed: {exc}", True))
         try:
-            write_last_session(self.out, self.session_id, [o.run_id for o in outcomes])
+            shard = self.agentrace.shard
+            write_last_session(self.out, self.session_id, [o.run_id for o in outcomes],
+                               (shard.total, [shard.index]) if shard is not None and shard.total > 1 else None)
         except OSError as exc:
             notes.append((f"agentrace: last-session record not written: {exc}", True))
         try:  # the results-folder index, so that reports read one file instead of every run.json

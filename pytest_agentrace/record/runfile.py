@@ -138,13 +138,49 @@ def scan_runs(out: Path, top: str = "runs") -> Scan:
 LAST_SESSION_FILE = "last-session.json"
 
 
-def write_last_session(out: Path, session_id: str, run_ids: list[str]) -> Path:
+def write_last_session(out: Path, session_id: str, run_ids: list[str], shards: tuple[int, list[int]] | None = None) -> Path:
     """Record which runs the session that just ended produced or reused: ``<out>/last-session.json``,
-    ``{"session_id": str, "run_ids": [str, ...]}`` (sorted), written atomically by the controller. A results folder
-    keeps every run ever made; ``--last-session`` in the ``agentrace`` commands reads only these."""
+    ``{"session_id": str, "run_ids": [str, ...]}`` (sorted), and ``"shards": {"total": N, "ran": [K, ...]}`` when
+    the session was shard K of N (``shards``: ``(N, [K, ...])``; a merge of shards lists each it holds), written
+    atomically by the controller. A results folder keeps every run ever made; ``--last-session`` in the
+    ``agentrace`` commands reads only these, and ``missing_shards`` the shards."""
+    doc: dict[str, Any] = {"session_id": session_id, "run_ids": sorted(set(run_ids))}
+    if shards is not None:
+        doc["shards"] = {"total": shards[0], "ran": sorted(set(shards[1]))}
     path = Path(out) / LAST_SESSION_FILE
-    write_atomic(path, json.dumps({"session_id": session_id, "run_ids": sorted(set(run_ids))}, indent=1) + "\n")
+    write_atomic(path, json.dumps(doc, indent=1) + "\n")
     return path
+
+
+def session_shards(data: Any) -> tuple[int, list[int]] | None:
+    """``(N, [K, ...])`` of a parsed ``last-session.json`` (``write_last_session``), None when it names no shards or
+    not in that shape."""
+    shards = data.get("shards") if isinstance(data, dict) else None
+    if not isinstance(shards, dict):
+        return None
+    total, ran = shards.get("total"), shards.get("ran")
+    if type(total) is not int or total < 1 or not isinstance(ran, list) or not all(type(k) is int for k in ran):
+        return None
+    return total, sorted(set(ran))
+
+
+def missing_shards(out: Path) -> str | None:
+    """Why ``out`` holds part of a sharded session's runs: its ``last-session.json`` says shards K of N ran and not
+    all N did (a shard's artifact missing from a merge, or one shard's folder read alone); None when it names no
+    shards, all ran, or it cannot be read."""
+    try:
+        found = session_shards(read_json(Path(out) / LAST_SESSION_FILE))
+    except (OSError, ValueError):
+        return None
+    if found is None:
+        return None
+    total, ran = found
+    missing = [k for k in range(1, total + 1) if k not in ran]
+    if not missing:
+        return None
+    return (f"{out} holds shard{'s' if len(ran) != 1 else ''} {', '.join(map(str, ran)) or 'none'} of {total}; shard"
+            f"{'s' if len(missing) != 1 else ''} {', '.join(map(str, missing))} of {total} missing (merge every shard's "
+            "folder with `agentrace merge`)")
 
 
 def read_json(path: Path) -> Any:
