@@ -134,3 +134,19 @@ def test_a_cassette_keeps_no_secret_in_a_body_key_or_query_key(tmp_path: Path) -
     with ModelDouble(script()) as upstream, RecordingProxy(upstream.url, s) as proxy:
         call(proxy.url, f"/v1/chat/completions?{SECRET}=1", {**BODY, SECRET: 1})
     assert SECRET not in json.dumps(proxy.cassette("r", {}).to_dict())
+
+
+def test_a_client_that_resets_its_connection_leaves_no_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+    """A CLI that drops a connection (reset, not closed) is its own business: nothing on stderr, which the double
+    shares with the run's ``raw.err``; the double keeps answering."""
+    import struct
+
+    with ModelDouble(script()) as d:
+        port = int(d.url.rsplit(":", 1)[1].split("/")[0])
+        for _ in range(3):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+            s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")  # a request cut short
+            s.close()
+        assert call(d.url, "/v1/models", method="GET").status == 200
+    assert "Traceback" not in capfd.readouterr().err

@@ -292,6 +292,15 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     double: ModelDouble
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up mid-answer (a CLI stopping a stream it no longer needs) is the client's business:
+        no traceback on the run's stderr; anything else as ``socketserver`` reports it."""
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+            return
+        super().handle_error(request, client_address)
+
 
 class ModelDouble:
     """A model double server on ``host`` (127.0.0.1) and ``port`` (0: a free port), serving ``script`` on
