@@ -122,6 +122,30 @@ def test_a_source_repo_with_config_builds_its_template_without_running_it(tmp_pa
     assert not (marks / "ran").exists()
 
 
+def test_the_uncommitted_check_runs_nothing_the_source_names(tmp_path: Path) -> None:
+    """Asking whether a source repo has uncommitted changes (``workspace.uncommitted``) runs none of its clean
+    filter, fsmonitor or hooks and writes nothing into it, and still names the changed and untracked files."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    src = make_repo(tmp_path / "src", {"a.txt": "plain\n", ".gitattributes": "* filter=evil\n"})
+    evil = src / ".git" / "evil.sh"
+    evil.write_text(f"#!/bin/sh\necho ran >> {marks / 'ran'}\ncat\n")
+    evil.chmod(0o755)
+    for key in ("filter.evil.smudge", "filter.evil.clean", "core.fsmonitor"):
+        git(src, "config", key, str(evil))
+    for hook in ("post-index-change", "reference-transaction"):
+        (src / ".git" / hook).write_text("")
+        (src / ".git" / "hooks" / hook).write_text(evil.read_text())
+        (src / ".git" / "hooks" / hook).chmod(0o755)
+    (src / "a.txt").write_text("edited\n")
+    (src / "new.txt").write_text("new\n")
+    (marks / "ran").unlink(missing_ok=True)
+    before = sorted((p.relative_to(src).as_posix(), p.stat().st_mtime_ns) for p in src.rglob("*") if p.is_file())
+    assert workspace.uncommitted(src, session="t") == ("a.txt", "new.txt")
+    assert not (marks / "ran").exists()
+    assert sorted((p.relative_to(src).as_posix(), p.stat().st_mtime_ns) for p in src.rglob("*") if p.is_file()) == before
+
+
 def test_a_binary_file_is_recorded_by_hash_not_bytes(pytester: pytest.Pytester) -> None:
     """A binary file holding a key: diff.patch names it with size and sha256 (no ``GIT binary patch`` that
     ``git apply`` turns back into the key); a task with ``binary_diffs: true`` keeps the bytes."""

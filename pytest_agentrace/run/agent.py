@@ -377,7 +377,7 @@ def network_for(spec: RunSpec, ctx: RunContext, wrapped: Wrapped,
     opts = ctx.options
     argv, env = wrapped.argv, wrapped.env
     mode = network.mode_for(opts.network, getattr(spec.spec, "network", None), spec.agent.network)
-    if session is not None and session.offline:
+    if session is not None and (opts.offline or session.offline):  # the double's namespace (or why it has none)
         return "none", None, wrapped
     if opts.offline:  # a run without the double (a Harbor oracle): no network all the same
         mode = "none"

@@ -130,12 +130,12 @@ def desk_dir(ws: Path) -> Path:
     return ws.with_name(ws.name + ".git")
 
 
-def make_desk(ws: Path, objects: Iterable[Path] = (), index: Path | None = None) -> Path:
-    """Create ``desk_dir(ws)``: harness-written ``config`` and ``info/attributes`` (``DESK_ATTRIBUTES``), the
-    object folders ``objects`` borrowed read-only (``objects/info/alternates``), and a copy of ``index`` (a fresh
-    clone's, with its stat data and mtime: unchanged files are not hashed again). Returns the folder; an old one is
-    replaced. Raises ``WorkspaceError`` when it cannot be written."""
-    desk = desk_dir(ws)
+def make_desk(ws: Path, objects: Iterable[Path] = (), index: Path | None = None, desk: Path | None = None) -> Path:
+    """Create ``desk_dir(ws)`` (or ``desk``): harness-written ``config`` and ``info/attributes``
+    (``DESK_ATTRIBUTES``), the object folders ``objects`` borrowed read-only (``objects/info/alternates``), and a
+    copy of ``index`` (a fresh clone's, with its stat data and mtime: unchanged files are not hashed again). Returns
+    the folder; an old one is replaced. Raises ``WorkspaceError`` when it cannot be written."""
+    desk = desk_dir(ws) if desk is None else Path(desk)
     try:
         if desk.is_symlink() or desk.is_file():
             desk.unlink()
@@ -373,11 +373,12 @@ def clone(repo: str | None, dest: Path, cache_dir: Path, ref: str | None = None,
             raise WorkspaceError(f"repo {repo} does not exist or is not a directory")
         exclude = list(exclude)
         template, commit = template_repo(path, cache_dir, exclude, ref)
+        changed = uncommitted(path, exclude, session) if commit and ref is None else ()
         head, tree = template_head(template)
         checkout(dest, [template / ".git" / "objects"], head)  # no origin: the source is never reachable from it
         # the desk reads the template's objects (the harness's cache) and starts from the checkout's index
         make_desk(dest, [template / ".git" / "objects"], dest / ".git" / "index")
-        return Clone(commit or head, tree, uncommitted(path, exclude, session) if commit and ref is None else ())
+        return Clone(commit or head, tree, changed)
     drop_origin(dest)  # nothing to push to: the source is never reachable from the clone
     return Clone(commit or git(["rev-parse", "HEAD"], dest).strip(), tree)
 
@@ -387,19 +388,39 @@ _UNCOMMITTED: dict[tuple[str, tuple[str, ...], str], tuple[str, ...]] = {}
 
 def uncommitted(source: Path, exclude: Iterable[str] = (), session: str = "") -> tuple[str, ...]:
     """The paths (relative, POSIX, sorted) where the work tree of the git repository ``source`` differs from its
-    HEAD: changed, added, deleted or untracked files git does not ignore, other than the ``exclude`` paths and what
-    lies below them; () when git cannot tell. A workspace holds the HEAD's files, so these are what a run does not
-    see. Asked once per process, repository and ``session`` (hardened ``git status``, without optional locks:
-    nothing in the repository is written)."""
+    HEAD: changed, added, deleted or untracked files its ``.gitignore`` files do not ignore, other than the
+    ``exclude`` paths and what lies below them; () when git cannot tell. A workspace holds the HEAD's files, so these
+    are what a run does not see. Asked once per process, repository and ``session``, through a scratch desk
+    (``make_desk``: the harness's config and attributes, the source's objects borrowed, a copy of its index for the
+    stat data): nothing the source's config or attributes name runs (no filter, fsmonitor or hook), and nothing in
+    it is written."""
     key = (str(Path(source).absolute()), tuple(sorted(exclude)), session)
     if key not in _UNCOMMITTED:
-        proc = git_process(["-c", f"safe.directory={key[0]}", "--no-optional-locks", "status", "--porcelain=v1", "-z",
-                            "--no-renames", "--untracked-files=all", "--ignore-submodules=all"], Path(source),
-                           errors="surrogateescape")
-        paths = [entry[3:] for entry in proc.stdout.split("\0") if len(entry) > 3] if proc.returncode == 0 else []
-        _UNCOMMITTED[key] = tuple(sorted(p for p in paths
+        _UNCOMMITTED[key] = tuple(sorted(p for p in _changed(Path(source))
                                          if not any(p == e or p.startswith(e.rstrip("/") + "/") for e in key[1])))
     return _UNCOMMITTED[key]
+
+
+def _changed(source: Path) -> list[str]:
+    """``uncommitted``'s paths before the exclusions ([] when git cannot tell)."""
+    try:
+        commit, objects = source_commit(source)
+        index = Path(git(["-c", f"safe.directory={Path(source).absolute()}", "rev-parse", "--path-format=absolute",
+                          "--git-path", "index"], source).strip())
+        with tempfile.TemporaryDirectory(prefix="agentrace-status-") as tmp:
+            desk = make_desk(source, [objects], index if index.is_file() and not index.is_symlink() else None,
+                             desk=Path(tmp) / "desk")
+            (desk / "HEAD").write_text(f"{commit}\n", encoding="utf-8")
+            where = ["--git-dir", str(desk), "--work-tree", str(Path(source).absolute())]
+            if not (desk / "index").is_file():
+                git([*where, "read-tree", commit], desk)
+            proc = git_process([*where, "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all",
+                                "--ignore-submodules=all"], desk, errors="surrogateescape")
+    except (WorkspaceError, OSError):
+        return []
+    if proc.returncode != 0:
+        return []
+    return [entry[3:] for entry in proc.stdout.split("\0") if len(entry) > 3]
 
 
 def drop_origin(dest: Path) -> None:
