@@ -250,3 +250,12 @@ def test_what_a_command_prints_from_a_folder_is_shown_never_acted_on(tmp_path: P
     assert "\x1b" not in (tmp_path / "r.txt").read_text() and "\x1b" not in capsys.readouterr().err
     assert cli.main(["export", str(out), "-o", str(tmp_path / "x.json")]) == 0
     assert json.loads((tmp_path / "x.json").read_text())["totals"]["runs"] == 3  # JSON: as the format writes it
+
+
+def test_a_harbor_task_toml_that_is_a_link_is_refused(harbor: Path, tmp_path: Path) -> None:
+    host = tmp_path / "host.toml"
+    host.write_text((harbor / "task.toml").read_text())
+    (harbor / "task.toml").unlink()
+    (harbor / "task.toml").symlink_to(host)
+    with pytest.raises(SpecError, match="task.toml: is a link or no regular file"):
+        load_harbor_task(harbor)

@@ -108,8 +108,8 @@ MAX_FILE_BYTES = 1024 * 1024  # task.toml, instruction.md, environment/Dockerfil
 MAX_FOLDER_BYTES = 1024 ** 3  # apparent size of a task folder's regular files (tests/ and solution/ are copied per run)
 
 
-def _own_text(path: Path, key: str | None = None) -> str:
-    """The text of ``path``, a regular file of the task's own folder: read without following a link
+def _own_bytes(path: Path, key: str | None = None) -> bytes:
+    """The bytes of ``path``, a regular file of the task's own folder: read without following a link
     (``safefile.read_bytes``), at most ``MAX_FILE_BYTES``. Raises ``SpecError`` for a link, a missing or special
     file, or a larger one: a task folder from elsewhere never makes the harness read a host file."""
     if not safefile.is_regular(path):
@@ -120,7 +120,12 @@ def _own_text(path: Path, key: str | None = None) -> str:
         raise SpecError(path, key, "cannot be read")
     if len(data) > MAX_FILE_BYTES:
         raise SpecError(path, key, f"is larger than {MAX_FILE_BYTES} bytes")
-    return data.decode("utf-8", errors="replace")
+    return data
+
+
+def _own_text(path: Path, key: str | None = None) -> str:
+    """``_own_bytes`` as text (undecodable bytes replaced)."""
+    return _own_bytes(path, key).decode("utf-8", errors="replace")
 
 
 def _own_folder(path: Path, folder: Path, name: str, script: str, required: bool) -> Path | None:
@@ -169,7 +174,7 @@ def load_harbor_task(path: Path) -> Task:
 
 def _load(path: Path) -> Task:
     folder = path.parent.resolve()
-    raw = path.read_bytes()
+    raw = _own_bytes(path)
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
