@@ -99,14 +99,14 @@ def test_planted_git_config_never_runs_and_changes_nothing_recorded(planted, xdi
         assert "HOME-SECRET" not in patch and ".aws" not in patch, attack
 
 
-def test_a_source_repo_with_config_builds_its_template_without_running_it(tmp_path: Path) -> None:
-    """A task's source repo carrying a smudge/clean filter, fsmonitor and hooks: the template holds the committed
-    bytes and nothing runs (the old checkout ran the smudge filter in the source)."""
+def hostile_source(tmp_path: Path, output: str) -> tuple[Path, Path]:
+    """``(source repo, marks folder)``: a repo whose clean/smudge filter, fsmonitor and hooks run a script that
+    leaves ``marks/ran`` (then runs ``output``), so a test can tell whether anything of the source ran."""
     marks = tmp_path / "marks"
     marks.mkdir()
     src = make_repo(tmp_path / "src", {"a.txt": "plain\n", ".gitattributes": "* filter=evil\n"})
     evil = src / ".git" / "evil.sh"
-    evil.write_text(f"#!/bin/sh\necho ran >> {marks / 'ran'}\necho SMUDGED\n")
+    evil.write_text(f"#!/bin/sh\necho ran >> {marks / 'ran'}\n{output}\n")
     evil.chmod(0o755)
     for key in ("filter.evil.smudge", "filter.evil.clean", "core.fsmonitor"):
         git(src, "config", key, str(evil))
@@ -114,6 +114,13 @@ def test_a_source_repo_with_config_builds_its_template_without_running_it(tmp_pa
         (src / ".git" / "hooks" / hook).write_text(evil.read_text())
         (src / ".git" / "hooks" / hook).chmod(0o755)
     (marks / "ran").unlink(missing_ok=True)  # the test's own git config calls above may have run the fsmonitor
+    return src, marks
+
+
+def test_a_source_repo_with_config_builds_its_template_without_running_it(tmp_path: Path) -> None:
+    """A task's source repo carrying a smudge/clean filter, fsmonitor and hooks: the template holds the committed
+    bytes and nothing runs (the old checkout ran the smudge filter in the source)."""
+    src, marks = hostile_source(tmp_path, "echo SMUDGED")
     ws = tmp_path / "ws"
     made = workspace.clone(str(src), ws, tmp_path / "cache")
     assert not (marks / "ran").exists()
@@ -125,21 +132,10 @@ def test_a_source_repo_with_config_builds_its_template_without_running_it(tmp_pa
 def test_the_uncommitted_check_runs_nothing_the_source_names(tmp_path: Path) -> None:
     """Asking whether a source repo has uncommitted changes (``workspace.uncommitted``) runs none of its clean
     filter, fsmonitor or hooks and writes nothing into it, and still names the changed and untracked files."""
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    src = make_repo(tmp_path / "src", {"a.txt": "plain\n", ".gitattributes": "* filter=evil\n"})
-    evil = src / ".git" / "evil.sh"
-    evil.write_text(f"#!/bin/sh\necho ran >> {marks / 'ran'}\ncat\n")
-    evil.chmod(0o755)
-    for key in ("filter.evil.smudge", "filter.evil.clean", "core.fsmonitor"):
-        git(src, "config", key, str(evil))
-    for hook in ("post-index-change", "reference-transaction"):
-        (src / ".git" / hook).write_text("")
-        (src / ".git" / "hooks" / hook).write_text(evil.read_text())
-        (src / ".git" / "hooks" / hook).chmod(0o755)
+    src, marks = hostile_source(tmp_path, "cat")
     (src / "a.txt").write_text("edited\n")
     (src / "new.txt").write_text("new\n")
-    (marks / "ran").unlink(missing_ok=True)
+    (marks / "ran").unlink(missing_ok=True)  # the edits' own stat calls above run nothing, but be sure
     before = sorted((p.relative_to(src).as_posix(), p.stat().st_mtime_ns) for p in src.rglob("*") if p.is_file())
     assert workspace.uncommitted(src, session="t") == ("a.txt", "new.txt")
     assert not (marks / "ran").exists()

@@ -34,10 +34,14 @@ def default_results(start: Path | None = None) -> Path | None:
     from ``start`` upward up to the project's top (as ``cli_root``): in the nearest folder with either, the folder its
     pytest ini file names in ``agentrace_out`` (``ini_results``: where its sessions write), else its ``.agentrace/``
     holding ``runs/``; None when there is neither."""
-    found = _nearest(start, lambda folder: ini_results(folder) is not None or (folder / ".agentrace" / "runs").is_dir())
-    if found is None:
-        return None
-    return ini_results(found) or found / ".agentrace"
+    named: dict[Path, Path | None] = {}  # each folder's ini file read once
+
+    def holds(folder: Path) -> bool:
+        named[folder] = ini_results(folder)
+        return named[folder] is not None or (folder / ".agentrace" / "runs").is_dir()
+
+    found = _nearest(start, holds)
+    return None if found is None else named[found] or found / ".agentrace"
 
 
 INI_FILES = (("pytest.ini", "pytest"), (".pytest.ini", "pytest"), ("pyproject.toml", None), ("tox.ini", "pytest"),
