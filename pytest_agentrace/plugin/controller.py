@@ -30,6 +30,7 @@ import dataclasses
 import datetime as _dt
 import json
 import os
+import traceback
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
@@ -167,6 +168,8 @@ class Controller:
         self.result: SessionResult | None = None
         self.cut_short = False  # the run loop stopped early (-x, --maxfail; an interrupt never reaches its end)
         self.written: list[tuple[str, bool]] = []
+        self.errors: list[str] = []  # internal errors' lines (``_internal_error``)
+        self.session: pytest.Session | None = None
         self.progress = Progress(config, agentrace)
 
     # -- gathering ---------------------------------------------------------------------------------------------
@@ -403,12 +406,16 @@ class Controller:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        result = self.finish()
-        xml = self.config.getoption("xmlpath", default=None)
-        if xml and result.outcomes:
-            patch_junit(Path(xml), result)
-        if result.outcomes:
-            self.written = self._write(result)
+        self.session = session
+        try:
+            result = self.finish()
+            xml = self.config.getoption("xmlpath", default=None)
+            if xml and result.outcomes:
+                patch_junit(Path(xml), result)
+            if result.outcomes:
+                self.written = self._write(result)
+        except Exception:  # noqa: BLE001 - the runs are recorded already; the bug is shown and fails the session
+            self._internal_error("writing the session's outputs")
 
     def _write(self, result: SessionResult) -> list[tuple[str, bool]]:
         """Render ``result`` to each requested output (``_report_targets``; a format's ``render(result)``); returns
@@ -431,18 +438,35 @@ class Controller:
         return lines
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        """The one ``agentrace`` section (``report.terminal.section``), at pytest's width and verbosity."""
-        result = self.finish()
-        shown = Shown(width=terminal_width(terminalreporter), verbosity=config.get_verbosity(),
-                      show_cost=not self.settings.no_cost, skips=tuple(skip_lines(self.skipped.values())),
-                      overrides=tuple(override_lines(self.agentrace.wanted, {o.agent for o in result.outcomes},
-                                                     self.agentrace.overrides)),
-                      snapshot=self.settings.snapshot, written=tuple(self.written))
-        lines = section(result, shown)
+        """The one ``agentrace`` section (``report.terminal.section``), at pytest's width and verbosity; under it,
+        in red, any internal error of the session's end (``_internal_error``)."""
+        lines: list[tuple[str, dict[str, Any]]] = []
+        try:
+            if self.result is not None or not self.errors:  # else finish() failed already, its traceback is kept
+                result = self.finish()
+                shown = Shown(width=terminal_width(terminalreporter), verbosity=config.get_verbosity(),
+                              show_cost=not self.settings.no_cost, skips=tuple(skip_lines(self.skipped.values())),
+                              overrides=tuple(override_lines(self.agentrace.wanted, {o.agent for o in result.outcomes},
+                                                             self.agentrace.overrides)),
+                              snapshot=self.settings.snapshot, written=tuple(self.written))
+                lines = section(result, shown)
+        except Exception:  # noqa: BLE001 - as in pytest_sessionfinish: shown, never a crash that hides pytest's summary
+            self._internal_error("the terminal summary")
+        lines += [(line, {"red": True}) for line in self.errors]
         if lines:
             terminalreporter.section("agentrace")
         for line, markup in lines:
             terminalreporter.write_line(printable(line), **markup)  # what agents wrote: shown, never acted on
+
+    def _internal_error(self, where: str) -> None:
+        """An exception of the harness's own while ``where`` (called in its ``except``): its traceback is kept for
+        the summary's last lines and the session's exit status becomes pytest's ``INTERNAL_ERROR`` (3). Every
+        run is in the results folder already (``agentrace report OUT`` renders them again)."""
+        self.errors += [f"agentrace: internal error in {where} (a bug of pytest-agentrace; the runs are kept in "
+                        f"{self.out}, `agentrace report {self.out}` renders them):",
+                        *traceback.format_exc().rstrip().splitlines()]
+        if self.session is not None:
+            self.session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.progress.close()
