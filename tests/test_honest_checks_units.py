@@ -15,7 +15,7 @@ import pytest
 from helpers import make_repo
 
 from pytest_agentrace.errors import SpecError
-from pytest_agentrace.run import cleantree, counting, machinery, snapshot, workspace
+from pytest_agentrace.run import cleantree, counting, desk, machinery, snapshot, workspace
 from pytest_agentrace.spec.task import load_task
 
 
@@ -282,7 +282,7 @@ def test_the_clean_trees_commit_is_the_one_git_commit_tree_writes(tmp_path: Path
     ours = cleantree._commit(bare, tree)
     theirs = subprocess.run(["git", "--git-dir", str(bare), "commit-tree", "-m", cleantree.COMMIT_MESSAGE, tree],
                             capture_output=True, text=True, check=True,
-                            env={**os.environ, **workspace.GIT_IDENTITY}).stdout.strip()
+                            env={**os.environ, **desk.GIT_IDENTITY}).stdout.strip()
     assert ours == theirs
     assert cleantree._commit(bare, tree) == ours  # written once: an object is its content
     assert subprocess.run(["git", "--git-dir", str(bare), "cat-file", "-t", ours], capture_output=True, text=True,

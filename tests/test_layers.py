@@ -106,7 +106,7 @@ RUN_TIERS = [
     ("pipeline", ("run.pipeline", "run.race", "run.resume", "run.agent", "run.judge", "run.task", "run.trial",
                   "run.harbor")),
     ("adapters", ("agents", "model_double")),
-    ("desk", ("run.workspace", "run.snapshot", "run.treefiles", "run.inputs", "run.linksafe", "run.cleantree", "run.machinery", "run.cleanlayers", "run.counting", "run.checks")),
+    ("desk", ("run.workspace", "run.desk", "run.snapshot", "run.treefiles", "run.inputs", "run.linksafe", "run.cleantree", "run.machinery", "run.cleanlayers", "run.counting", "run.checks")),
     ("box", ("run.sandbox", "run.limits", "run.cgroup", "run.process", "run.reaper", "run.slots", "run.outbox", "run.discard",
              "run.network", "run.netbridge", "run.netproxy", "run.launch")),
     ("values", ("run.runspec", "run")),

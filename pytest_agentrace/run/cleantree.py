@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agentrace.errors import WorkspaceError
+from pytest_agentrace.run.desk import GIT_IDENTITY
 from pytest_agentrace.run.discard import remove
 from pytest_agentrace.run.linksafe import write_files
 from pytest_agentrace.run.machinery import (
@@ -76,7 +77,7 @@ from pytest_agentrace.run.machinery import (
     shadowing,
 )
 from pytest_agentrace.run.sandbox import Overlay
-from pytest_agentrace.run.workspace import GIT_IDENTITY, checkout
+from pytest_agentrace.run.workspace import checkout
 
 LINK, GITLINK = "120000", "160000"
 _EPOCH = 946684800  # GIT_IDENTITY's dates, 2000-01-01T00:00:00+0000, in seconds

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pytest_agentrace.errors import WorkspaceError
 from pytest_agentrace.run import treefiles
-from pytest_agentrace.run.workspace import desk_dir, desk_git, git_process, make_desk
+from pytest_agentrace.run.desk import desk_dir, desk_git, git_process, make_desk
 
 
 def snapshot_tree(ws: Path, git_folder: Path | None = None) -> str:
