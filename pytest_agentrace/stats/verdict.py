@@ -25,6 +25,7 @@ A verdict is the decision of one comparison, always read together with its inter
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -152,9 +153,12 @@ def snapshot_tests(old_passed: int, old_total: int, new_passed: int, new_total: 
     adjusts, ``gate_family``): ``regressed`` the one-sided pass-rate p towards a lower rate; ``dearer`` the token
     test's two-sided p when the ratio is above 1 (else 1: read with the direction it is a valid one-sided p);
     ``improved`` twice the smaller of the one-sided higher-rate p and the token p below 1 (Bonferroni over its two
-    routes). A test that could not run has p 1.
+    routes). The token test's route is there only when it could run (a ratio with a p-value and at least
+    ``SNAPSHOT_MIN_RUNS`` runs with tokens a side): without it ``dearer`` has no entry (no test to count in a gate's
+    family), and ``improved`` is the pass-rate route alone, not doubled.
     """
-    gate_p = {Verdict.REGRESSED.value: 1.0, Verdict.DEARER.value: 1.0, Verdict.IMPROVED.value: 1.0}
+    gate_p = {Verdict.REGRESSED.value: 1.0, Verdict.IMPROVED.value: 1.0}
+    token_p: float | None = None  # the token test's p towards improved (None: it did not run)
     up_p = 1.0
     detail: list[str] = []
     old_rate = old_passed / old_total if old_total else None
@@ -189,7 +193,8 @@ def snapshot_tests(old_passed: int, old_total: int, new_passed: int, new_total: 
         enough = (min(ratio.n_arm, ratio.n_base) if runs_per_side is None else runs_per_side) >= SNAPSHOT_MIN_RUNS
         sign = significant(iv, ratio_p, token_alpha, 1.0) if enough else 0
         if enough and ratio_p is not None:
-            gate_p[Verdict.DEARER.value if ratio.estimate > 1 else Verdict.IMPROVED.value] = ratio_p
+            gate_p[Verdict.DEARER.value] = ratio_p if ratio.estimate > 1 else 1.0
+            token_p = 1.0 if ratio.estimate > 1 else ratio_p
         dearer = sign > 0 and iv.lo > 1.0 + tolerance
         improved_cost = sign < 0 and iv.hi < 1.0 - tolerance
         text = f"tokens x{ratio.estimate:.2f}"
@@ -205,8 +210,37 @@ def snapshot_tests(old_passed: int, old_total: int, new_passed: int, new_total: 
     found = [v.value for v, hit in ((Verdict.REGRESSED, regressed), (Verdict.DEARER, dearer)) if hit]
     if not found and (improved_cost or improved_pass):
         found = [Verdict.IMPROVED.value]
-    gate_p[Verdict.IMPROVED.value] = min(1.0, 2.0 * min(up_p, gate_p[Verdict.IMPROVED.value]))
+    gate_p[Verdict.IMPROVED.value] = up_p if token_p is None else min(1.0, 2.0 * min(up_p, token_p))
     return found or [Verdict.SAME.value], detail, gate_p
+
+
+@functools.lru_cache(maxsize=4096)
+def _reachable_p(n_new: int, old_passed: int, old_total: int, side: str) -> float:
+    """The smallest one-sided Boschloo p a cell of ``n_new`` runs can reach against ``old_passed / old_total``:
+    that of the most extreme table (none passed for ``less``, all for ``greater``; Boschloo's p is monotone in the
+    new side's count)."""
+    from pytest_agentrace.stats.numerics import boschloo_p
+
+    return boschloo_p(0 if side == "less" else n_new, n_new, old_passed, old_total, side)
+
+
+def reachable_p(row: Any, verdict: str) -> float:
+    """The smallest p-value the test behind ``verdict`` (regressed / dearer / improved) of snapshot ``row`` could
+    give at its run counts, whatever the runs did: 1.0 for a regression of a cell at 0 passed (it cannot fall) and
+    an improvement of one that passed every run, the extreme table's exact p for a cell (``_reachable_p``), 0.0
+    where it is not computed (a pooled row's test, the token test), so that such a test always counts. A gate's
+    family leaves out a test that cannot reach its level (``gate_family``)."""
+    old_p, old_t, new_t = (getattr(row, k, None) for k in ("old_passed", "old_total", "new_total"))
+    if not old_t or not new_t or verdict == Verdict.DEARER.value:
+        return 0.0
+    if verdict == Verdict.REGRESSED.value:
+        if old_p == 0:
+            return 1.0
+        return 0.0 if getattr(row, "pooled", False) else _reachable_p(new_t, old_p, old_t, "less")
+    up = 1.0 if old_p == old_t else 0.0 if getattr(row, "pooled", False) else _reachable_p(new_t, old_p, old_t, "greater")
+    if Verdict.DEARER.value in (row.gate_p or {}):  # the token route could run too: Bonferroni over the two
+        return 0.0
+    return up
 
 
 def snapshot_verdict(old_passed: int, old_total: int, new_passed: int, new_total: int, ratio: Any = None, ratio_p: float | None = None,
@@ -309,6 +343,8 @@ class GateFamily:
     rate: float
     tests: tuple[GateTest, ...]
     verdicts: tuple[str, ...]
+    left_out: int = 0  # snapshot tests that cannot reach ``rate`` at their run counts (``reachable_p``)
+    cannot_fail: tuple[str, ...] = ()  # gated verdicts with rows to test of which no test can reach ``rate``
 
     def adjusted(self, source: str, index: int) -> dict[str, float]:
         """``{metric: adjusted p}`` of one row or comparison (empty when no gated test looks at it)."""
@@ -327,10 +363,18 @@ class GateFamily:
         items = len({(t.source, t.index) for t in self.tests})
         what = ", ".join(self.verdicts) + f" over {items} row{'s' if items != 1 else ''}"
         if self.mode == RAW:
-            return (f"gate: {_tests(len(self.tests))} ({what}), each at {self.rate:g} on its own "
+            line = (f"gate: {_tests(len(self.tests))} ({what}), each at {self.rate:g} on its own "
                     f"(--agentrace-gate-cells raw: no family-wise rate); {failed} failed.")
-        return (f"gate: {_tests(len(self.tests))} ({what}) at a family-wise error rate of {self.rate:.0%} "
-                f"(Holm); {failed} failed.")
+        else:
+            line = (f"gate: {_tests(len(self.tests))} ({what}) at a family-wise error rate of {self.rate:.0%} "
+                    f"(Holm); {failed} failed.")
+        if self.left_out:
+            line += (f" {_tests(self.left_out)} left out: at these run counts no outcome could reach p < "
+                     f"{self.rate:g} (a cell at 0 passed cannot regress).")
+        if self.cannot_fail:
+            line += (f" {', '.join(self.cannot_fail)} cannot fail at these run counts, whatever the runs do: "
+                     "add runs (--agentrace-reps) to both the snapshot and the session.")
+        return line
 
 
 def _tests(m: int) -> str:
@@ -342,18 +386,35 @@ def gate_family(gates: Iterable[Gate], comparisons: Sequence[Any] = (), snapshot
     """Every test the verdict ``gates`` look at (see ``gate_failures`` for which), with Holm-adjusted p-values
     (``numerics.holm_adjust``). A snapshot row contributes one test per gated verdict (its ``gate_p``, from
     ``snapshot_tests``; rows ``not run`` / ``new`` none); a comparison one per metric whose verdict a gate names
-    (cheaper / dearer: relative cost; better / worse: pass rate and score). Raises ``ValueError`` for a bad ``mode``."""
+    (cheaper / dearer: relative cost; better / worse: pass rate and score). Raises ``ValueError`` for a bad ``mode``.
+
+    A snapshot test that could not give p < ``rate`` at its run counts whatever the runs did (``reachable_p``: the
+    regression of a cell at 0 passed, a fall from 2/2 to 0/2) is left out: it can never fail the gate, and counted
+    it would only raise every other test's adjusted p (four such tests beside one real fall from 3/3 to 0/3 made
+    it pass). Leaving it out keeps the family-wise rate: Holm's bound counts the tests that may reject, and whether
+    one may is fixed by the run counts (the snapshot's and the session's plan), not by the outcomes (Tarone's
+    argument, Biometrics 46, 1990, with the cut at the family's level). The summary counts them, and names a gated
+    verdict none of whose tests could reach the level."""
     from pytest_agentrace.stats.numerics import holm_adjust
 
     check_gate_cells(mode)
     words = [g.verdict for g in gates if g.verdict]
     raw: list[tuple[str, int, str, float | None]] = []
+    left_out, cannot_fail = 0, []
     for word in dict.fromkeys(words):
         if snapshot_rows is not None and word in SNAPSHOT_GATES:
+            tested = reachable = 0
             for i, r in enumerate(snapshot_rows):
                 gate_p = getattr(r, "gate_p", None)
                 if gate_p and word in gate_p:
+                    tested += 1
+                    if reachable_p(r, word) >= rate:
+                        left_out += 1  # it can never fail the gate; counted, it would only raise the others' p
+                        continue
+                    reachable += 1
                     raw.append(("row", i, word, gate_p[word]))
+            if tested and not reachable:
+                cannot_fail.append(word)
             continue
         metrics = (("relative cost",) if word in (Verdict.CHEAPER, Verdict.DEARER)
                    else ("pass rate", "score") if word in (Verdict.BETTER, Verdict.WORSE) else ())
@@ -367,7 +428,7 @@ def gate_family(gates: Iterable[Gate], comparisons: Sequence[Any] = (), snapshot
         seen.setdefault((source, i, metric), float(p))  # type: ignore[arg-type]
     adjusted = holm_adjust(list(seen.values()))
     tests = tuple(GateTest(src, i, m, p, float(a)) for ((src, i, m), p), a in zip(seen.items(), adjusted, strict=True))
-    return GateFamily(mode, rate, tests, tuple(dict.fromkeys(words)))
+    return GateFamily(mode, rate, tests, tuple(dict.fromkeys(words)), left_out, tuple(cannot_fail))
 
 
 def unanswered_gates(gates: Iterable[Gate], comparisons: Sequence[Any], snapshot_rows: Sequence[Any] | None,
@@ -376,12 +437,20 @@ def unanswered_gates(gates: Iterable[Gate], comparisons: Sequence[Any], snapshot
     silence: ``regressed`` and ``improved`` when no snapshot was compared (only a snapshot answers them; not when
     the session writes it, ``snapshot_written``), and an arm-comparison gate (better, worse, cheaper, dearer; not one
     a snapshot answers) when no arm ran beside its baseline at all (``arms``: the arms the runs have; a session of
-    one arm, ``-k``, ``--agentrace-arm``, or of tasks, whose only arm is ``default``)."""
+    one arm, ``-k``, ``--agentrace-arm``, or of tasks, whose only arm is ``default``), and a snapshot gate none of
+    whose rows has its test (``dearer`` with no cell's token counts on both sides, say)."""
     gates = list(gates)
     out = [f"{g.text}: nothing to compare: no snapshot was compared (--agentrace-snapshot FILE in a session, "
            "agentrace compare --snapshot FILE after one); give one, or leave this gate out"
            for g in gates if g.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
            and snapshot_rows is None and not snapshot_written]
+    if snapshot_rows is not None:  # a snapshot was compared, but no row has the gated verdict's test
+        why = {Verdict.DEARER: f"its token test needs at least {SNAPSHOT_MIN_RUNS} runs with token counts on each side",
+               Verdict.REGRESSED: "no cell ran both in the snapshot and now", Verdict.IMPROVED: "no cell ran both in the snapshot and now"}
+        out += [f"{g.text}: nothing to compare: no cell of the snapshot could be tested ({why[g.verdict]}); "
+                "leave this gate out, or give it runs it can test"
+                for g in gates if g.verdict in SNAPSHOT_GATES
+                and not any(g.verdict in (getattr(r, "gate_p", None) or {}) for r in snapshot_rows)]
     if comparisons:
         return out
     arms = sorted(set(arms))
