@@ -186,6 +186,20 @@ def test_the_oracle_offline_runs_its_script_without_a_model_and_without_a_networ
 
 
 @needs_bwrap
+def test_an_agent_of_ones_own_named_oracle_still_gets_the_model_double(pytester: pytest.Pytester) -> None:
+    """Only the Harbor oracle that runs ``solve.sh`` goes without a model double: an agent of one's own that is
+    merely named ``oracle`` (its own command) is put in front of the double like any other."""
+    shutil.copytree(EXAMPLE, pytester.path / "word-count")
+    (pytester.path / "script.yaml").write_text("steps:\n  - text: done\n")
+    agent = "{name: oracle, command: 'sh -c \"echo $OPENAI_BASE_URL > /logs/agent/url.txt\"'}"
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-agent", agent,
+                             "--agentrace-model-double", "script.yaml", "word-count")
+    res.assert_outcomes(failed=1)
+    url = next((pytester.path / "out").rglob("url.txt")).read_text().strip()
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), url
+
+
+@needs_bwrap
 def test_validate_and_an_agent_of_ones_own(pytester: pytest.Pytester) -> None:
     shutil.copytree(EXAMPLE, pytester.path / "word-count")
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-validate", "word-count")

@@ -58,7 +58,7 @@ def test_export_validates_against_the_schema(results: Path, tmp_path: Path) -> N
     doc = json.loads(target.read_text())
     validate(doc)
     assert doc["schema_version"] == 1 and doc["product"]["name"] == "pytest-agentrace" and doc["session"] is None
-    assert doc["totals"] == {"runs": 10, "passed": 6, "failed": 4, "timeout": 0, "error": 0}
+    assert doc["totals"] == {"runs": 10, "passed": 6, "failed": 4, "expected_failures": 0, "timeout": 0, "error": 0}
     assert doc["config"]["agents"] == ["a", "b"] and doc["config"]["reps"] == 3
     assert [(c["kind"], c["case"], c["arm"], c["agent"], c["passed"], c["valid"]) for c in doc["cells"]] == [
         ("task", "fix-add", "default", "a", 2, 2), ("task", "fix-add", "default", "b", 1, 2),
@@ -69,6 +69,22 @@ def test_export_validates_against_the_schema(results: Path, tmp_path: Path) -> N
     assert len(doc["runs"]) == 10 and all(r["kind"] in ("task", "trial") for r in doc["runs"])
     # scores were filled in for the task runs, as in a session
     assert all(r["score"] is not None for r in doc["runs"] if r["kind"] == "task")
+
+
+def test_a_baselines_failed_runs_are_expected_failures_in_every_format() -> None:
+    """The JSON totals count a ``noop`` baseline's failed runs apart from the failed ones, as the Markdown headline
+    and JUnit (skipped, pytest's xfailed) do: a dashboard reading ``totals.failed`` sees a green session as green."""
+    from pytest_agentrace.report.json_export import document
+    from pytest_agentrace.report.result import build_result
+    from pytest_agentrace.stats.score import score_outcomes
+
+    runs = [outcome(agent="a", rep=r) for r in (1, 2)] + [outcome(agent="a", rep=3, status="failed")]
+    runs += [outcome(agent="noop", rep=r, status="failed", tokens=None, cost=None) for r in (1, 2, 3)]
+    result = build_result(score_outcomes(runs))
+    doc = document(result)
+    validate(doc)
+    assert doc["totals"] == {"runs": 6, "passed": 2, "failed": 1, "expected_failures": 3, "timeout": 0, "error": 0}
+    assert markdown.headline(result).startswith("6 runs: 2 passed, 1 failed, 3 expected failures (baselines)")
 
 
 def test_schema_catches_bad_documents(results: Path, tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def test_acceptance_session_writes_every_report(pytester: pytest.Pytester, bin_d
 
     doc = json.loads((pytester.path / "out/report.json").read_text())
     validate(doc)
-    assert doc["totals"] == {"runs": 24, "passed": 18, "failed": 6, "timeout": 0, "error": 0}
+    assert doc["totals"] == {"runs": 24, "passed": 18, "failed": 6, "expected_failures": 0, "timeout": 0, "error": 0}
     assert doc["config"]["agents"] == ["alpha", "beta", "gamma", "reader"] and doc["config"]["reps"] == 3
     assert [t["name"] for t in doc["config"]["tasks"]] == ["fix-add", "fix-mul"] and doc["config"]["tasks"][0]["timeout"] == 60
     (trial,) = doc["config"]["trials"]

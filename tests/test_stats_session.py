@@ -399,6 +399,17 @@ def test_a_session_stopped_early_writes_no_snapshot(pytester: pytest.Pytester, x
     assert "snapshot written" in res.stdout.str() and (pytester.path / "snap.json").is_file()
 
 
+def test_a_shard_writes_no_snapshot(pytester: pytest.Pytester, xdist: list[str]) -> None:
+    """``--agentrace-snapshot-update`` under ``--agentrace-shard 2/2``: the shard holds only some reps of each cell
+    (a 3/3 cell would be written as 2/2), so the file is left as it was and the summary says where to write it from."""
+    pytester.makefile(".yaml", t='name: t\ndescription: hi\ntest_command: "true"\nagents: [oracle]\n')
+    (pytester.path / "snap.json").write_text("kept")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-reps", "3", "--agentrace-shard", "2/2",
+                             "--agentrace-snapshot", "snap.json", "--agentrace-snapshot-update", *xdist)
+    res.stdout.fnmatch_lines(["*snapshot not written: shard 2 of 2 holds only part of each cell's runs;*"])
+    assert (pytester.path / "snap.json").read_text() == "kept"
+
+
 def test_a_snapshot_gate_without_a_snapshot_fails_unless_the_session_writes_it(pytester: pytest.Pytester,
                                                                                xdist: list[str]) -> None:
     """``--agentrace-fail-on regressed`` (or ``improved``) with no snapshot looks at nothing: the session fails saying

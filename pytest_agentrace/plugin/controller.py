@@ -293,12 +293,17 @@ class Controller:
     def _statistics(self, outcomes: list[Outcome], whole: bool = True) -> tuple[StatsReport, list[SnapshotRow] | None, list[str]]:
         """The statistics report, the snapshot comparison (or the snapshot written), and notes. ``whole``: the run
         loop ran to its end (not interrupted, not stopped by ``-x``/``--maxfail``); else no snapshot is written, as
-        its cells would be cut short."""
+        its cells would be cut short; nor under a shard of N > 1, whose cells hold part of the runs."""
         s = self.settings
         seq = {"caps": self._caps(outcomes)} if s.stop_when_decided else None
         report = build_report(outcomes, s.baseline, s.seed, s.resamples, sequential=seq, target=s.generalize)
         rows, notes = None, []
-        if s.snapshot and s.snapshot_update and not whole:
+        shard = self.agentrace.shard
+        if s.snapshot and s.snapshot_update and shard is not None and shard.total > 1:
+            notes.append(f"snapshot not written: shard {shard.index} of {shard.total} holds only part of each cell's "
+                         f"runs; {setting_path(self.config, 'snapshot', s.snapshot)} is as it was: write it from the "
+                         "merged folder (agentrace merge, then agentrace snapshot MERGED -o FILE)")
+        elif s.snapshot and s.snapshot_update and not whole:
             notes.append(f"snapshot not written: the session stopped before every run ran (its cells would be cut "
                          f"short); {setting_path(self.config, 'snapshot', s.snapshot)} is as it was")
         elif s.snapshot and s.snapshot_update:

@@ -13,7 +13,8 @@ is, so the three never disagree. Top-level keys::
     results_dir     the results folder the runs came from (run files: prompt, diff, logs) or null
     config          {agents, tasks [{name, source, timeout}], trials [{name, source, timeout, arms, baseline,
                     questions}], reps, timeout (the session's override, seconds), seed, baseline}
-    totals          {runs, passed, failed, timeout, error}
+    totals          {runs, passed, failed, expected_failures, timeout, error}: a failed run of a baseline expected
+                    to fail (``noop``, ``expect: fail``; pytest's xfailed) counts in expected_failures, not failed
     leaderboard     per agent: runs, races, wins, win_rate, mean_score, mean_cost (USD), mean_seconds, passed
                     (races and ties as defined in ``report.leaderboard``)
     cells           per case x arm x agent: ``cells.summarize`` (Wilson pass-rate interval, token interval, ...)
@@ -39,7 +40,7 @@ from pytest_agentrace.errors import SpecError
 from pytest_agentrace.record.model import Outcome
 from pytest_agentrace.record.redact import redact_data, secret_values
 from pytest_agentrace.report.result import Context, EloSeries, SessionResult, build_result
-from pytest_agentrace.report.view import generated
+from pytest_agentrace.report.view import expected_failure, generated
 from pytest_agentrace.spec.task import load_task
 from pytest_agentrace.spec.trial import load_trial
 from pytest_agentrace.stats.numerics import DEFAULT_RESAMPLES
@@ -163,6 +164,7 @@ def _document(result: SessionResult) -> dict[str, Any]:
     options = dict(ctx.options)
     tasks, trials = _spec_info(outcomes, ctx.load_task)
     statuses = Counter(str(o.status) for o in outcomes)
+    xfailed = sum(expected_failure(o) for o in outcomes)  # a baseline's failed run: pytest's xfailed, not failed
     stats = result.report or build_report(outcomes, ctx.baseline, ctx.seed, ctx.resamples, target=ctx.target)
     elo = result.elo or EloSeries.of(outcomes)
     session_doc = None
@@ -183,7 +185,8 @@ def _document(result: SessionResult) -> dict[str, Any]:
             "timeout": options.get("timeout"), "seed": ctx.seed, "resamples": ctx.resamples, "baseline": ctx.baseline,
             "generalize": stats.settings.get("target", ctx.target),
         },
-        "totals": {"runs": len(outcomes), **{s: statuses.get(s, 0) for s in ("passed", "failed", "timeout", "error")},
+        "totals": {"runs": len(outcomes), "passed": statuses.get("passed", 0), "failed": statuses.get("failed", 0) - xfailed,
+                   "expected_failures": xfailed, "timeout": statuses.get("timeout", 0), "error": statuses.get("error", 0),
                    **({"stopped": statuses["stopped"]} if statuses.get("stopped") else {})},  # race mode's stopped runs
         "leaderboard": [s.to_dict() for s in result.leaderboard],
         "cells": [c.to_dict() for c in stats.cells],

@@ -22,7 +22,7 @@ from pytest_agentrace.report.numbers import grouped, pct, span, tokens, usd
 from pytest_agentrace.report.numbers import grouped as num
 from pytest_agentrace.report.result import SessionResult
 from pytest_agentrace.report.stats_text import ratio_text
-from pytest_agentrace.report.view import expects_failure, generated, session_field, shown, target_text
+from pytest_agentrace.report.view import expected_failure, generated, session_field, shown, target_text
 from pytest_agentrace.stats.cells import CellSummary
 from pytest_agentrace.stats.compare import ArmComparison
 
@@ -183,12 +183,6 @@ def elo_rows(result: SessionResult) -> list[tuple[str, float]]:
     """``(agent, rating)`` best first (ties by name)."""
     ratings = result.elo.ratings if result.elo is not None else {}
     return sorted(ratings.items(), key=lambda kv: (-kv[1], kv[0]))
-
-
-def expected_failure(run: Outcome) -> bool:
-    """True for a failed run of a baseline expected to fail (``view.expects_failure``: ``noop``, ``expect: fail``),
-    which pytest reports as ``xfailed``."""
-    return run.status == "failed" and expects_failure(run)
 
 
 def headline(result: SessionResult) -> str:

@@ -32,6 +32,12 @@ def expects_failure(run: Outcome) -> bool:
     return str(run.agent).split(":", 1)[0].split("~", 1)[0] == "noop"
 
 
+def expected_failure(run: Outcome) -> bool:
+    """True for a failed run of a baseline expected to fail (``expects_failure``: ``noop``, ``expect: fail``), which
+    pytest reports as ``xfailed``: every format counts it apart from the failed runs."""
+    return run.status == "failed" and expects_failure(run)
+
+
 def baseline_agents(runs: Iterable[Outcome]) -> set[str]:
     """The agents every one of whose ``runs`` is a baseline expected to fail (``expects_failure``): the threshold
     gates (``pass_rate<0.8``, ``pass@k``) do not read their cells."""

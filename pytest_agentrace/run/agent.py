@@ -236,8 +236,7 @@ def prepare(spec: RunSpec, ctx: RunContext, adapter: Any, secrets: Any) -> Launc
             inv = adapter.invocation(ctx)
             argv, env, stdin = [*inv.argv, *spec.agent.args], inv.env, inv.stdin
         wrapped, opts = Wrapped(argv, env), ctx.options
-        calls_model = spec.agent.name != "oracle"  # a Harbor task's oracle runs its solution script, no model
-        if calls_model and (spec.agent.model_double or opts.model_double or opts.offline or opts.record or opts.replay):
+        if spec.agent.calls_model and (spec.agent.model_double or opts.model_double or opts.offline or opts.record or opts.replay):
             session = importlib.import_module(DOUBLE_RUNS).start_session(spec, ctx)
             wrapped = session.apply(argv, env)
     except AgentError as exc:

@@ -43,6 +43,8 @@ class AgentSpec:
     ``limits``: the agent's own resource limits (``parse_limits``), over its file's and the session's.
     ``network``: the agent's own network mode and allow-list (``run.network.parse_network``), over its file's.
     ``sandbox``: a string is the CLI's own sandbox mode; a mapping ``{read, write}`` is ``box`` (``parse_box``).
+    ``calls_model``: False for an agent that runs a script and no model (a Harbor task's oracle running its
+    ``solution/solve.sh``): no model double, recorder or replayer is put in front of it; no file can set it.
     """
 
     name: str
@@ -60,6 +62,7 @@ class AgentSpec:
     limits: Limits | None = None  # this agent's resource limits (over its file's and the session's)
     network: NetworkSpec | None = None  # this agent's network mode / allow-list (run.network; over its file's)
     box: BoxSpec | None = None  # ``sandbox: {read, write}``: more the harness's sandbox shows this agent's runs
+    calls_model: bool = True
 
     @property
     def adapter(self) -> str:

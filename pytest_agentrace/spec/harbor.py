@@ -307,4 +307,5 @@ def harbor_agent(task: Task, agent: AgentSpec) -> AgentSpec:
         return agent
     import dataclasses
 
-    return dataclasses.replace(agent, command=ORACLE_COMMAND, kind="plain", env={**layout.solution_env, **agent.env})
+    return dataclasses.replace(agent, command=ORACLE_COMMAND, kind="plain", env={**layout.solution_env, **agent.env},
+                               calls_model=False)
