@@ -191,12 +191,14 @@ def test_an_agent_of_ones_own_named_oracle_still_gets_the_model_double(pytester:
     merely named ``oracle`` (its own command) is put in front of the double like any other."""
     shutil.copytree(EXAMPLE, pytester.path / "word-count")
     (pytester.path / "script.yaml").write_text("steps:\n  - text: done\n")
-    agent = "{name: oracle, command: 'sh -c \"echo $OPENAI_BASE_URL > /logs/agent/url.txt\"'}"
+    agent = "{name: oracle, command: 'sh -c \"echo base=$OPENAI_BASE_URL\"'}"
     res = pytester.runpytest("--agentrace", "--agentrace-out", "out", "--agentrace-agent", agent,
                              "--agentrace-model-double", "script.yaml", "word-count")
     res.assert_outcomes(failed=1)
-    url = next((pytester.path / "out").rglob("url.txt")).read_text().strip()
-    assert url.startswith("http://127.0.0.1:") and url.endswith("/v1"), url
+    run_dir = pytester.path / "out/runs/word-count/default/oracle/1"
+    url = (run_dir / "raw.out").read_text().strip().removeprefix("base=")
+    assert url.startswith("http://") and url.endswith("/v1"), url
+    assert (run_dir / "model-double.json").is_file()  # the double served the run (no request came)
 
 
 @needs_bwrap

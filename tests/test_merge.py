@@ -87,6 +87,17 @@ def test_merged_shards_equal_one_session(project: pytest.Pytester, xdist: list[s
     code, _, err = main(capsys, "compare", str(root / "part"), "--snapshot", str(root / "single.snap.json"),
                         "--fail-on", "regressed")
     assert code == 2 and "refusing to gate:" in err and "shard 2 of 3 missing" in err
+    code, _, err = main(capsys, "snapshot", str(root / "part"), "--to", str(root / "part.snap.json"))
+    assert code == 2 and "refusing to write a snapshot:" in err and not (root / "part.snap.json").exists()
+    # a shard stopped at its first failed run (as a cancelled CI job is): merged, it is named as a missing one is
+    res = project.runpytest("--agentrace", "--agentrace-out", "stopped2", "--agentrace-db", "stopped2/history.db",
+                            "--agentrace-shard", "2/3", "--maxfail", "1", *xdist)
+    assert res.ret in (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED), res.stdout.str()  # xdist: 2
+    assert json.loads((root / "stopped2" / "last-session.json").read_text())["shards"] == {"total": 3, "ran": [2], "stopped": [2]}
+    code, text, _ = main(capsys, "merge", str(root / "out1"), str(root / "stopped2"), str(root / "out3"), "--to", str(root / "cut"))
+    assert code == 0 and "shard 2 of 3 stopped before every run ran" in text, text
+    code, _, err = main(capsys, "compare", str(root / "cut"), "--snapshot", str(root / "single.snap.json"), "--fail-on", "regressed")
+    assert code == 2 and "refusing to gate:" in err and "stopped before every run ran" in err
 
 
 def run_record(rep: int, status: str = "passed", session: str = "s1") -> Outcome:

@@ -147,6 +147,14 @@ def test_task_files_resume_too(pytester: pytest.Pytester, bin_dir: Path) -> None
     res.assert_outcomes(passed=2, xfailed=2)
     assert count.read_text().count("run") == 2
     assert res.stdout.str().count("2 (2 reused)") == 2  # one table per task with reps: each agent's row counts them
+    # the same agent id with another command (or timeout) is another agent: its runs are made again, noop's reused
+    other = "{name: fixer, command: 'fixer {prompt} --again'}"
+    res = run(pytester, "--agentrace-reps", "2", "--agentrace-resume", "--agentrace-agent", other, "--agentrace-agent", "noop")
+    res.assert_outcomes(passed=2, xfailed=2)
+    assert count.read_text().count("run") == 4
+    assert "2 (2 reused)" in res.stdout.str() and res.stdout.str().count("reused)") == 1
+    run(pytester, "--agentrace-reps", "2", "--agentrace-resume", "--agentrace-timeout", "50").assert_outcomes(passed=2, xfailed=2)
+    assert count.read_text().count("run") == 6
 
 
 def spec_for(tmp_path: Path, content_hash: str = "abc") -> RunSpec:
@@ -159,8 +167,12 @@ def spec_for(tmp_path: Path, content_hash: str = "abc") -> RunSpec:
 
 
 def outcome(spec: RunSpec, **kw) -> Outcome:
-    fields = {"run_id": spec.id, "kind": "trial", "source": "t.toml", "case": "q", "arm": "arm", "agent": "bot", "rep": 1, "status": "passed", "content_hash": "abc", "exit_code": 0}
+    fields = {"run_id": spec.id, "kind": "trial", "source": "t.toml", "case": "q", "arm": "arm", "agent": "bot", "rep": 1,
+              "status": "passed", "content_hash": "abc", "exit_code": 0, "extra": {"agent_hash": spec.agent_hash}}
     return Outcome(**{**fields, **kw})
+
+
+OTHER_AGENT = RunSpec("trial", Path("t.toml"), "q", "arm", AgentSpec("bot", "bot", command=("other",)), 1, 10.0, None, None)
 
 
 @pytest.mark.parametrize(
@@ -175,6 +187,8 @@ def outcome(spec: RunSpec, **kw) -> Outcome:
         ({"run_id": "trial:q/arm/bot/r2"}, False, False),
         ({"status": "weird"}, False, False),
         ({"schema_version": 99}, False, False),
+        ({"extra": {"agent_hash": OTHER_AGENT.agent_hash}}, False, False),  # another entry under the id "bot"
+        ({"extra": {}}, False, False),  # a record that does not say which agent made it
     ],
 )
 def test_stored_outcome_rules(tmp_path: Path, changes: dict, reuse: bool, reuse_retry: bool) -> None:

@@ -249,7 +249,8 @@ def test_resume_reuses_rescored_runs_only_for_the_key_they_were_graded_with(tmp_
         return trial_runs(load_trial(trial), [AgentSpec(name="a", id="a", command=("bot", "{prompt}"))], ["base"], 1)[0]
 
     out = tmp_path / "out"
-    write(out, trial_run("port", "base", 1, 100, "passed", answer="It listens on 9090.", source=str(trial)).replace(content_hash=spec().spec.content_hash))
+    made = trial_run("port", "base", 1, 100, "passed", answer="It listens on 9090.", source=str(trial))
+    write(out, made.replace(content_hash=spec().spec.content_hash, extra={**made.extra, "agent_hash": spec().agent_hash}))
     assert stored_outcome(spec(), out) is not None  # ran with this file: reused
     trial.write_text(TRIAL.format(expect='["9090"]'))
     assert stored_outcome(spec(), out) is None  # the key changed: not reused before a rescore

@@ -38,6 +38,7 @@ from pytest_agentrace.record.runfile import (
     read_json,
     read_run,
     session_shards,
+    stopped_shards,
     write_last_session,
 )
 from pytest_agentrace.record.safefile import make_folders, read_bytes, read_text, regular_files, write_bytes, write_new
@@ -175,11 +176,12 @@ def plan(outs: list[Path], target: Path) -> tuple[list[Found], int]:
     return copies, same
 
 
-def last_session(outs: list[Path]) -> tuple[list[str], list[str], tuple[int, list[int]] | None] | None:
-    """(session ids, run ids, shards ``(N, [K, ...])`` or None) of the inputs' ``last-session.json`` files (None
-    when none has one). Raises ``MergeError`` for an unreadable one, or for shards of different totals."""
+def last_session(outs: list[Path]) -> tuple[list[str], list[str], tuple[int, list[int]] | None, list[int]] | None:
+    """(session ids, run ids, shards ``(N, [K, ...])`` or None, the shards that stopped early) of the inputs'
+    ``last-session.json`` files (None when none has one). Raises ``MergeError`` for an unreadable one, or for
+    shards of different totals."""
     sessions, ids, any_found = [], set(), False
-    totals, ran = set(), set()
+    totals, ran, stopped = set(), set(), set()
     for out in outs:
         path = out / LAST_SESSION_FILE
         if not path.is_file():
@@ -196,10 +198,11 @@ def last_session(outs: list[Path]) -> tuple[list[str], list[str], tuple[int, lis
             if (shards := session_shards(data)) is not None:
                 totals.add(shards[0])
                 ran.update(shards[1])
+                stopped.update(stopped_shards(data))
     if len(totals) > 1:
         raise MergeError(f"the inputs are shards of {' and '.join(map(str, sorted(totals)))} machines: shards of one "
                          "session share their total (--agentrace-shard K/N); merge those of one session")
-    return (sessions, sorted(ids), (totals.pop(), sorted(ran)) if totals else None) if any_found else None
+    return (sessions, sorted(ids), (totals.pop(), sorted(ran)) if totals else None, sorted(stopped)) if any_found else None
 
 
 def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[str]:
@@ -238,8 +241,8 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
     copy_manifests(outs, target)
     lines.append(f"agentrace merge: {len(copies)} runs copied into {target}" + (f" ({same} identical duplicates skipped)" if same else ""))
     if found is not None:
-        sessions, ids, shards = found
-        write_last_session(target, "+".join(sessions) or "merged", ids, shards)
+        sessions, ids, shards, stopped = found
+        write_last_session(target, "+".join(sessions) or "merged", ids, shards, stopped)
         if why := missing_shards(target):
             lines.append(f"agentrace merge: warning: {why}")
     return lines

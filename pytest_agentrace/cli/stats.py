@@ -171,11 +171,12 @@ OUT_HELP = ("results folder (--agentrace-out of the session; default: the neares
             "the project's top)")
 
 
-def load_outcomes(out: str | Path | None, last_session: bool = False, gate: bool = False) -> list[Any]:
+def load_outcomes(out: str | Path | None, last_session: bool = False, gate: bool = False, whole: bool = False) -> list[Any]:
     """Every readable run record under ``out/runs`` (``out`` None: ``record.storepath.default_results``; ``last_session``: only those of ``last-session.json``), after a
     warning about unverifiable records (``cli.verify``). A record whose folder a manifest names is read from the
     bytes the manifest check hashed; the index (``record.index``) serves only the others. Raises ``CliError`` when there is none, and with ``gate``
-    when a record it returns is unverifiable (a gate never decides on those)."""
+    when a record it returns is unverifiable (a gate never decides on those); with ``gate`` or ``whole`` (a
+    snapshot, the baseline of later gates) when the folder holds part of a sharded session (``missing_shards``)."""
     if out is None:  # the default results folder of the project the command runs in
         found = default_results()
         if found is None:
@@ -202,8 +203,8 @@ def load_outcomes(out: str | Path | None, last_session: bool = False, gate: bool
                                     [p.parent.relative_to(path).as_posix() for p, _ in runs])):
         raise CliError(why)
     if why := missing_shards(path):  # part of a sharded session: figures of part of its runs
-        if gate:
-            raise CliError(f"refusing to gate: {why}")
+        if gate or whole:
+            raise CliError(f"refusing to {'gate' if gate else 'write a snapshot'}: {why}")
         print(f"agentrace: warning: {why}", file=sys.stderr)
     outcomes = [o for _, o in runs]
     if not outcomes:
@@ -326,7 +327,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    snap = make_snapshot(load_outcomes(args.out, getattr(args, "last_session", False)), args.name)
+    snap = make_snapshot(load_outcomes(args.out, getattr(args, "last_session", False), whole=True), args.name)
     path = write_snapshot(Path(args.to), snap)
     print(f"wrote {path}: {len(snap['cells'])} cells")
     return 0

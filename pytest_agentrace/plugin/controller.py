@@ -167,6 +167,7 @@ class Controller:
         self.skipped: dict[str, str] = {}  # node id -> skip reason of a run item skipped in its setup
         self.result: SessionResult | None = None
         self.cut_short = False  # the run loop stopped early (-x, --maxfail; an interrupt never reaches its end)
+        self.whole = False  # the run loop ran every run (set at its end; an interrupted session never sets it)
         self.written: list[tuple[str, bool]] = []
         self.errors: list[str] = []  # internal errors' lines (``_internal_error``)
         self.session: pytest.Session | None = None
@@ -240,6 +241,7 @@ class Controller:
     def pytest_runtestloop(self, session: pytest.Session):
         result = yield
         self.cut_short = bool(session.shouldstop or session.shouldfail)  # -x, --maxfail: not every run ran
+        self.whole = not self.cut_short  # an interrupt never gets here: the session ends with whole False
         if self.finish(gates=True).failures:
             session.testsfailed += 1
         return result
@@ -355,8 +357,10 @@ class Controller:
                 notes.append((f"agentrace: manifests not sealed: {exc}", True))
         try:
             shard = self.agentrace.shard
+            sharded = shard is not None and shard.total > 1
             write_last_session(self.out, self.session_id, [o.run_id for o in outcomes],
-                               (shard.total, [shard.index]) if shard is not None and shard.total > 1 else None)
+                               (shard.total, [shard.index]) if sharded else None,
+                               [shard.index] if sharded and not self.whole else [])
         except OSError as exc:
             notes.append((f"agentrace: last-session record not written: {exc}", True))
         try:  # the results-folder index, so that reports read one file instead of every run.json

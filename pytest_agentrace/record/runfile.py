@@ -138,15 +138,19 @@ def scan_runs(out: Path, top: str = "runs") -> Scan:
 LAST_SESSION_FILE = "last-session.json"
 
 
-def write_last_session(out: Path, session_id: str, run_ids: list[str], shards: tuple[int, list[int]] | None = None) -> Path:
+def write_last_session(out: Path, session_id: str, run_ids: list[str], shards: tuple[int, list[int]] | None = None,
+                       stopped: list[int] = ()) -> Path:
     """Record which runs the session that just ended produced or reused: ``<out>/last-session.json``,
     ``{"session_id": str, "run_ids": [str, ...]}`` (sorted), and ``"shards": {"total": N, "ran": [K, ...]}`` when
-    the session was shard K of N (``shards``: ``(N, [K, ...])``; a merge of shards lists each it holds), written
-    atomically by the controller. A results folder keeps every run ever made; ``--last-session`` in the
-    ``agentrace`` commands reads only these, and ``missing_shards`` the shards."""
+    the session was shard K of N (``shards``: ``(N, [K, ...])``; a merge of shards lists each it holds), with
+    ``"stopped": [K, ...]``, the shards whose session stopped before every run ran (Ctrl-C, a CI job's timeout,
+    ``-x``), when there are some; written atomically by the controller. A results folder keeps every run ever made;
+    ``--last-session`` in the ``agentrace`` commands reads only these, and ``missing_shards`` the shards."""
     doc: dict[str, Any] = {"session_id": session_id, "run_ids": sorted(set(run_ids))}
     if shards is not None:
         doc["shards"] = {"total": shards[0], "ran": sorted(set(shards[1]))}
+        if stopped:
+            doc["shards"]["stopped"] = sorted(set(stopped))
     path = Path(out) / LAST_SESSION_FILE
     write_atomic(path, json.dumps(doc, indent=1) + "\n")
     return path
@@ -164,19 +168,33 @@ def session_shards(data: Any) -> tuple[int, list[int]] | None:
     return total, sorted(set(ran))
 
 
+def stopped_shards(data: Any) -> list[int]:
+    """The shards of a parsed ``last-session.json`` whose session stopped before every run ran (``[]``: none, or
+    not in that shape)."""
+    shards = data.get("shards") if isinstance(data, dict) else None
+    stopped = shards.get("stopped") if isinstance(shards, dict) else None
+    return sorted({k for k in stopped if type(k) is int}) if isinstance(stopped, list) else []
+
+
 def missing_shards(out: Path) -> str | None:
     """Why ``out`` holds part of a sharded session's runs: its ``last-session.json`` says shards K of N ran and not
-    all N did (a shard's artifact missing from a merge, or one shard's folder read alone); None when it names no
-    shards, all ran, or it cannot be read."""
+    all N did (a shard's artifact missing from a merge, or one shard's folder read alone), or that a shard's
+    session stopped before every run ran (its folder merged all the same); None when it names no shards, all ran
+    to their end, or it cannot be read."""
     try:
-        found = session_shards(read_json(Path(out) / LAST_SESSION_FILE))
+        data = read_json(Path(out) / LAST_SESSION_FILE)
     except (OSError, ValueError):
         return None
+    found = session_shards(data)
     if found is None:
         return None
     total, ran = found
     missing = [k for k in range(1, total + 1) if k not in ran]
     if not missing:
+        if stopped := stopped_shards(data):
+            return (f"{out}: shard{'s' if len(stopped) != 1 else ''} {', '.join(map(str, stopped))} of {total} stopped "
+                    "before every run ran (interrupted, a CI job's time limit, -x): its cells hold part of their runs "
+                    "(run it again with --agentrace-resume into its folder, then merge again)")
         return None
     return (f"{out} holds shard{'s' if len(ran) != 1 else ''} {', '.join(map(str, ran)) or 'none'} of {total}; shard"
             f"{'s' if len(missing) != 1 else ''} {', '.join(map(str, missing))} of {total} missing (merge every shard's "

@@ -151,6 +151,7 @@ def _run(spec: RunSpec, tmp: Path, out: Path, options: RunOptions, session_id: s
     fields["extra"] = {**fields["extra"], "sandbox": sandbox.describe() if sandbox is not None else {"on": False}}
     if getattr(spec.agent, "expect", None):  # a baseline's `expect: fail` (or pass): reports read it (xfail)
         fields["extra"]["expect"] = spec.agent.expect
+    fields["extra"]["agent_hash"] = spec.agent_hash  # resume reuses the record for this very agent entry only
     box_out: Path | None = None  # the outbox ({run_dir}, $TRIAL_OUT), made before the agent starts
     box_files: tuple[str, ...] = ()  # what the harness's double in the box wrote into the outbox (its request logs)
 

@@ -1,8 +1,8 @@
 """Resume and interrupt safety, for task and trial runs alike.
 
 ``--agentrace-resume``: a run whose ``run.json`` in the results folder is complete (it parses as a run record
-of this schema), is for the same RunSpec id and has the same content hash as the task/trial file now, is not
-run again; its item reports the stored outcome with ``reused = True``.
+of this schema), is for the same RunSpec id, the same agent entry and timeout (``RunSpec.agent_hash``) and has the
+same content hash as the task/trial file now, is not run again; its item reports the stored outcome with ``reused = True``.
 A record is reused only when it is verified against the results folder's manifests (``record.manifest``): one
 changed, added or removed after its session is run again.
 ``--agentrace-retry-failed`` (implies resume): the same, except runs that did not finish cleanly are run
@@ -38,7 +38,8 @@ def stored_outcome(spec: Any, out: Path, retry_failed: bool = False) -> Outcome 
     ``None`` when ``run.json`` is missing or unreadable, is unverifiable (its folder does not match the newest
     manifest naming it, or its status contradicts its evidence: ``record.manifest.check_run``), records another
     run id or an older content hash (after ``agentrace rescore``: the hash it was re-graded with,
-    ``graded_hash``), has an unknown status, or (with ``retry_failed``) ``needs_retry``.
+    ``graded_hash``), was made by another agent entry or timeout (``RunSpec.agent_hash``; a record of a version
+    without it too), has an unknown status, or (with ``retry_failed``) ``needs_retry``.
     """
     path = spec.run_dir(out) / RUN_FILE
     if not path.is_file():
@@ -52,6 +53,8 @@ def stored_outcome(spec: Any, out: Path, retry_failed: bool = False) -> Outcome 
         return None
     content_hash = getattr(spec.spec, "content_hash", "")
     if outcome.run_id != spec.id or not content_hash or graded_hash(outcome) != content_hash:
+        return None
+    if (outcome.extra or {}).get("agent_hash") != spec.agent_hash:  # another agent entry (command, env, ...) under this id
         return None
     if outcome.status not in set(Status):
         return None

@@ -69,6 +69,19 @@ class RunSpec:
         """``<out>/runs/<case>/<arm>/<agent>/<rep>``."""
         return out / "runs" / self.case / self.arm / self.agent.id / str(self.rep)
 
+    @property
+    def agent_hash(self) -> str:
+        """sha256 (hex) of what makes this run's agent the agent it is: its whole resolved entry (name, model,
+        command, kind, env, args, edits, sandbox, model double, limits, network, box; from the file or the command
+        line) and the timeout. Kept in the record (``extra.agent_hash``): resume reuses a record only for the same
+        agent, not for another entry that shares its id. The files a command runs are not hashed."""
+        import dataclasses
+        import hashlib
+        import json
+
+        data = {"agent": dataclasses.asdict(self.agent), "timeout": self.timeout}
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
 
 @dataclass(frozen=True)
 class Limits:
