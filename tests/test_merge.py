@@ -122,6 +122,26 @@ def test_merge_refuses_conflicting_duplicates(tmp_path: Path, capsys: pytest.Cap
     assert not (tmp_path / "m").exists()  # nothing written
 
 
+def test_merge_warns_when_shards_ran_one_file_from_different_folders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two shards that ran the same trial file (same name and content hash) from different checkout folders: the
+    merge says the reports will take it as two files; the same file from one folder, or two different files, are
+    no warning."""
+    def rec(rep: int, source: str, digest: str = "h1") -> Outcome:
+        return run_record(rep).replace(source=source, content_hash=digest)
+
+    a = folder(tmp_path / "a", rec(1, "/ci/a/p/trial.toml"), rec(2, "/ci/a/p/other.toml", "h2"))
+    b = folder(tmp_path / "b", rec(3, "/ci/b/p/trial.toml"), rec(4, "/ci/b/p/other.toml", "h3"))
+    code, text, err = main(capsys, "merge", str(a), str(b), "--to", str(tmp_path / "m"))
+    assert code == 0, err
+    assert ("agentrace merge: warning: the trial file trial.toml was run from 2 folders (/ci/a/p/trial.toml, "
+            "/ci/b/p/trial.toml): the reports take each as a file of its own; run every shard from the same checkout "
+            "path") in text
+    assert "other.toml" not in text  # two versions of a file: no warning
+    c = folder(tmp_path / "c", rec(5, "/ci/a/p/trial.toml"))
+    code, text, _ = main(capsys, "merge", str(a), str(c), "--to", str(tmp_path / "m2"))
+    assert code == 0 and "warning" not in text
+
+
 def test_merge_accepts_identical_duplicates_and_keeps_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = folder(tmp_path / "a", run_record(1), run_record(2))
     b = folder(tmp_path / "b", run_record(2), run_record(3))

@@ -148,9 +148,10 @@ def gather(out: Path) -> list[Found]:
     return found
 
 
-def plan(outs: list[Path], target: Path) -> tuple[list[Found], int]:
-    """The run folders to copy into ``target`` and how many duplicates were equal (skipped). Raises ``MergeError``
-    for a run id with two different records, or two run ids in one run folder."""
+def plan(outs: list[Path], target: Path) -> tuple[list[Found], int, list[Found]]:
+    """The run folders to copy into ``target``, how many duplicates were equal (skipped), and every record the
+    merged folder will hold. Raises ``MergeError`` for a run id with two different records, or two run ids in one
+    run folder."""
     seen: dict[str, Found] = {}
     by_rel: dict[Path, Found] = {}
     copies: list[Found] = []
@@ -173,7 +174,22 @@ def plan(outs: list[Path], target: Path) -> tuple[list[Found], int]:
             seen[f.run_id] = by_rel[f.rel] = f
             if source != target:
                 copies.append(f)
-    return copies, same
+    return copies, same, list(seen.values())
+
+
+def split_files(found: list[Found]) -> list[str]:
+    """Warnings for one task or trial file whose runs name it by different paths (the same file name and content
+    hash, its runs from shards that ran it from different checkout folders): the reports take each path as a file
+    of its own, so one trial's cells and comparisons would be split in two."""
+    paths: dict[tuple[str, str, str], set[str]] = {}
+    for f in found:
+        record = f.record if isinstance(f.record, dict) else {}
+        source, digest = str(record.get("source") or ""), str(record.get("content_hash") or "")
+        if source and digest:
+            paths.setdefault((str(record.get("kind")), Path(source).name, digest), set()).add(source)
+    return [f"agentrace merge: warning: the {kind} file {name} was run from {len(where)} folders ({', '.join(sorted(where))}): "
+            "the reports take each as a file of its own; run every shard from the same checkout path"
+            for (kind, name, _), where in sorted(paths.items()) if len(where) > 1]
 
 
 def last_session(outs: list[Path]) -> tuple[list[str], list[str], tuple[int, list[int]] | None, list[int]] | None:
@@ -220,9 +236,9 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
     if why := linked(target, ("runs", MANIFEST_DIR, DEFAULT_NAME)) or (to_db.is_symlink() and f"{to_db} is a link; "
                                                                        "name the history file itself"):
         raise MergeError(why)
-    copies, same = plan(outs, target)
+    copies, same, held = plan(outs, target)
     found = last_session([o for o in outs if o != target])
-    lines = [note for out in outs if (note := manifest_note(out))]
+    lines = [note for out in outs if (note := manifest_note(out))] + split_files(held)
     histories = [d for d in dict.fromkeys([*(o / DEFAULT_NAME for o in outs), *dbs]) if d.is_file() and d != to_db]
     if histories:
         try:
