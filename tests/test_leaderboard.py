@@ -167,3 +167,26 @@ def test_a_store_without_task_races_says_so(tmp_path: Path, capsys: pytest.Captu
         pass
     assert main(["leaderboard", "--db", str(db)]) == 0
     assert "no task races recorded" in capsys.readouterr().out
+
+
+def test_agents_tied_on_every_ranked_column_share_a_rank() -> None:
+    """Three agents with no wins and equal mean scores and one below them: ranks 1, 1, 1, 4 (competition ranking, as
+    the task tables rank equal scores), in the Markdown and HTML leaderboards alike."""
+    from helpers.report import outcome
+
+    from pytest_agentrace.report import html, markdown
+    from pytest_agentrace.report.leaderboard import Standing, standing_ranks
+    from pytest_agentrace.report.result import build_result
+    from pytest_agentrace.stats.score import score_outcomes
+
+    table = [Standing(agent=a, runs=2, races=0, wins=0, win_rate=None, mean_score=100.0, mean_cost=None, mean_seconds=1.0,
+                      passed=2) for a in ("claude", "mine", "oracle")]
+    table.append(Standing(agent="noop", runs=2, races=0, wins=0, win_rate=None, mean_score=0.0, mean_cost=None,
+                          mean_seconds=1.0, passed=0))
+    assert standing_ranks(table) == [1, 1, 1, 4]
+    runs = score_outcomes([outcome(case=f"t{t}", agent=a, rep=1) for a in ("a", "b") for t in (1, 2)])
+    result = build_result(runs)
+    assert [row[0] for row in markdown.leaderboard_rows(result)] == [1, 1]
+    page = html.render(result)
+    rows = page[page.index('id="leaderboard"'):].split("</tbody>")[0]
+    assert rows.count('<td data-sort="1.0" class="num">1</td><td>') == 2 and ">2</td><td>b<" not in rows

@@ -35,7 +35,7 @@ from pytest_agentrace.record.safefile import read_text, regular_files
 from pytest_agentrace.record.trajectory import build_trajectory, load_trajectory, read_prompt
 from pytest_agentrace.report import charts
 from pytest_agentrace.report.json_export import system_info
-from pytest_agentrace.report.leaderboard import RACE_NOTE
+from pytest_agentrace.report.leaderboard import RACE_NOTE, standing_ranks
 from pytest_agentrace.report.limits import status_text
 from pytest_agentrace.report.markdown import (
     COMPARISON_HEADERS,
@@ -235,7 +235,7 @@ def _tables(result: SessionResult) -> str:
         rows = [[i, s.agent, s.wins, s.races, Cell(pct(s.win_rate), s.win_rate, "num"),
                  Cell(num(s.mean_score), s.mean_score, "num"), Cell(f"{s.passed}/{s.runs}", s.passed, "num"),
                  Cell(usd(s.mean_cost), s.mean_cost, "num"), Cell(num(s.mean_seconds), s.mean_seconds, "num")]
-                for i, s in enumerate(result.leaderboard, 1)]
+                for i, s in zip(standing_ranks(result.leaderboard), result.leaderboard, strict=True)]
         out.append(_section("Leaderboard", table(LEADERBOARD_HEADERS, rows, "leaderboard", numeric=[0, 2, 3, 4, 5, 6, 7, 8]),
                             RACE_NOTE))
     task = cells_of(result, "task")

@@ -101,7 +101,20 @@ def leaderboard(outcomes: Iterable[Outcome], min_runs: int = 0) -> list[Standing
             mean_score=_mean([float(o.score) for o in mine]), mean_cost=_mean(costs),  # type: ignore[arg-type]
             mean_seconds=_mean([o.seconds for o in mine]), passed=sum(o.status == "passed" for o in mine),
         ))
-    return sorted(table, key=lambda s: (-s.wins, -(s.win_rate or 0.0), -(s.mean_score or 0.0), s.agent))
+    return sorted(table, key=lambda s: (*_standing_key(s), s.agent))
+
+
+def _standing_key(s: Standing) -> tuple[float, float, float]:
+    return (-s.wins, -(s.win_rate or 0.0), -(s.mean_score or 0.0))
+
+
+def standing_ranks(table: Sequence[Standing]) -> list[int]:
+    """Competition ranks ("1224") of a sorted leaderboard: agents equal in wins, win rate and mean score share a
+    rank (the name only orders them), as the task tables rank agents of equal score."""
+    ranks: list[int] = []
+    for i, s in enumerate(table):
+        ranks.append(ranks[-1] if i and _standing_key(s) == _standing_key(table[i - 1]) else i + 1)
+    return ranks
 
 
 def history(outcomes: Iterable[Outcome], agent: str | None = None, limit: int | None = 20) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_agentrace import __version__
 from pytest_agentrace.record.model import Outcome
-from pytest_agentrace.report.leaderboard import RACE_NOTE
+from pytest_agentrace.report.leaderboard import RACE_NOTE, standing_ranks
 from pytest_agentrace.report.limits import hits_line
 from pytest_agentrace.report.numbers import grouped, pct, span, tokens, usd
 from pytest_agentrace.report.numbers import grouped as num
@@ -126,7 +126,8 @@ def cells_of(result: SessionResult, kind: str) -> list[CellSummary]:
 
 def leaderboard_rows(result: SessionResult) -> list[list[Any]]:
     return [[i, s.agent, s.wins, s.races, pct(s.win_rate), num(s.mean_score), f"{s.passed}/{s.runs}",
-             usd(s.mean_cost), num(s.mean_seconds)] for i, s in enumerate(result.leaderboard, 1)]
+             usd(s.mean_cost), num(s.mean_seconds)]
+            for i, s in zip(standing_ranks(result.leaderboard), result.leaderboard, strict=True)]
 
 
 LEADERBOARD_HEADERS = ["Rank", "Agent", "Wins", "Races", "Win %", "Mean score", "Passed", "Mean cost", "Mean time (s)"]
