@@ -119,6 +119,17 @@ def test_a_tie_names_no_winner() -> None:
     assert "no overall winner: p, q tie on total score (200.0 of 200; within 1 point)" in matrix_lines(runs)
 
 
+def test_a_total_is_out_of_the_tasks_the_agent_has_a_score_on() -> None:
+    """p ran three tasks, q two of them: each total is out of its own tasks, and says so when they are fewer."""
+    runs = scored(
+        *(outcome(case=t, agent="p", seconds=10, source=f"/s/{t}.yaml") for t in ("a", "b", "c")),
+        *(outcome(case=t, agent="q", seconds=10, status="failed", source=f"/s/{t}.yaml") for t in ("a", "b")),
+    )
+    (line,) = [x for x in matrix_lines(runs) if x.startswith("winner:")]
+    assert line.startswith("winner: p (total score 300.0 of 300, 2/2 tasks won; runner-up q "), line
+    assert line.endswith(" of 200)"), line
+
+
 def test_race_table_names_its_score_interval_wilson() -> None:
     runs = scored(*(outcome(case="t", agent=a, rep=r, seconds=10, source="/s/t.yaml") for a in ("p", "q") for r in (1, 2)))
     report = build_report(runs, None, 0, 200)

@@ -126,6 +126,13 @@ def _footer(s: AgentTotals, n_tasks: int, show_cost: bool) -> list[str]:
     return rows
 
 
+def _over(s: AgentTotals, n_tasks: int, short: bool = False) -> str:
+    """`` over 23 of 24 tasks`` when the agent has a score on only some of the tasks (its total is out of those)."""
+    if s.tasks == n_tasks:
+        return ""
+    return f" of {100 * s.tasks}" if short else f" over {s.tasks} of {n_tasks} tasks"
+
+
 def winner_line(stats: Sequence[AgentTotals], n_tasks: int) -> str | None:
     """``winner: A (total score 412.0 of 500, 4/5 tasks won)``, or the tie of the best two (within 1 point);
     None with fewer than two agents."""
@@ -140,8 +147,8 @@ def winner_line(stats: Sequence[AgentTotals], n_tasks: int) -> str | None:
         )
     won = f", {best.wins}/{best.races} tasks won" if best.races else ""
     return (
-        f"winner: {best.agent} (total score {best.total:.1f} of {100 * n_tasks}{won}; "
-        f"runner-up {second.agent} {second.total:.1f})"
+        f"winner: {best.agent} (total score {best.total:.1f} of {100 * best.tasks}{_over(best, n_tasks)}{won}; "
+        f"runner-up {second.agent} {second.total:.1f}{_over(second, n_tasks, short=True)})"
     )
 
 
