@@ -44,7 +44,7 @@ def shape(xml: bytes) -> dict:
 
 
 def test_the_render_of_a_results_folder_is_the_finished_session_file(pytester: pytest.Pytester, bin_dir: Path,
-                                                                    xdist: list[str]) -> None:
+                                                                    xdist: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     make_repo(pytester.path / "repo", BUGGY_REPO)
     write_script(bin_dir / "fixer", FIXER)
     write_script(bin_dir / "lazy", "print('I changed nothing')\n")
@@ -59,6 +59,10 @@ def test_the_render_of_a_results_folder_is_the_finished_session_file(pytester: p
                      "--db", str(pytester.path / "none.db"), "-o", str(pytester.path / "r.xml")]) == 0
     rendered = shape((pytester.path / "r.xml").read_bytes())
     assert rendered == session
+    monkeypatch.chdir("/")  # rendered from elsewhere: the classnames are still relative to the session's rootdir
+    assert cli.main(["render", str(pytester.path / ".agentrace"), "--format", "junit", "--resamples", "200",
+                     "--db", str(pytester.path / "none.db"), "-o", str(pytester.path / "r2.xml")]) == 0
+    assert shape((pytester.path / "r2.xml").read_bytes()) == session
     assert session["totals"] == {"name": "pytest", "tests": "4", "errors": "1", "failures": "1", "skipped": "1"}
     assert session["suite_attrs"] == SUITE_ATTRS and session["case_attrs"] == {frozenset({"classname", "name", "time"})}
     assert [(c[0], c[1], c[2]) for c in session["cases"]] == [

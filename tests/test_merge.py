@@ -84,6 +84,14 @@ def test_merged_shards_equal_one_session(project: pytest.Pytester, xdist: list[s
     assert code == 0 and f"warning: {root / 'part'} holds shards 1, 3 of 3; shard 2 of 3 missing" in text
     code, _, err = main(capsys, "report", str(root / "part"), "--resamples", "200")
     assert code == 0 and "shard 2 of 3 missing" in err
+    # and in the body of every report of the folder (a step summary does not show standard error)
+    code, text, _ = main(capsys, "report", str(root / "part"), "--resamples", "200", "--format", "markdown")
+    assert code == 0 and text.startswith("> **Partial results:** ") and "shard 2 of 3 missing" in text.splitlines()[0]
+    for fmt in ("md", "html", "comment"):
+        code, text, _ = main(capsys, "render", str(root / "part"), "--format", fmt, "--resamples", "200")
+        assert code == 0 and "partial results: " in text and "shard 2 of 3 missing" in text, fmt
+    code, text, _ = main(capsys, "render", str(root / "part"), "--format", "json", "--resamples", "200")
+    assert code == 0 and "shard 2 of 3 missing" in json.loads(text)["partial"]
     code, _, err = main(capsys, "compare", str(root / "part"), "--snapshot", str(root / "single.snap.json"),
                         "--fail-on", "regressed")
     assert code == 2 and "refusing to gate:" in err and "shard 2 of 3 missing" in err

@@ -192,12 +192,12 @@ def split_files(found: list[Found]) -> list[str]:
             for (kind, name, _), where in sorted(paths.items()) if len(where) > 1]
 
 
-def last_session(outs: list[Path]) -> tuple[list[str], list[str], tuple[int, list[int]] | None, list[int]] | None:
-    """(session ids, run ids, shards ``(N, [K, ...])`` or None, the shards that stopped early) of the inputs'
-    ``last-session.json`` files (None when none has one). Raises ``MergeError`` for an unreadable one, or for
-    shards of different totals."""
+def last_session(outs: list[Path]) -> tuple[list[str], list[str], tuple[int, list[int]] | None, list[int], str | None] | None:
+    """(session ids, run ids, shards ``(N, [K, ...])`` or None, the shards that stopped early, the rootdir they
+    share or None) of the inputs' ``last-session.json`` files (None when none has one). Raises ``MergeError`` for
+    an unreadable one, or for shards of different totals."""
     sessions, ids, any_found = [], set(), False
-    totals, ran, stopped = set(), set(), set()
+    totals, ran, stopped, roots = set(), set(), set(), set()
     for out in outs:
         path = out / LAST_SESSION_FILE
         if not path.is_file():
@@ -211,6 +211,8 @@ def last_session(outs: list[Path]) -> tuple[list[str], list[str], tuple[int, lis
             ids.update(str(i) for i in data["run_ids"])
             if data.get("session_id"):
                 sessions.append(str(data["session_id"]))
+            if isinstance(data.get("rootdir"), str):
+                roots.add(data["rootdir"])
             if (shards := session_shards(data)) is not None:
                 totals.add(shards[0])
                 ran.update(shards[1])
@@ -218,7 +220,8 @@ def last_session(outs: list[Path]) -> tuple[list[str], list[str], tuple[int, lis
     if len(totals) > 1:
         raise MergeError(f"the inputs are shards of {' and '.join(map(str, sorted(totals)))} machines: shards of one "
                          "session share their total (--agentrace-shard K/N); merge those of one session")
-    return (sessions, sorted(ids), (totals.pop(), sorted(ran)) if totals else None, sorted(stopped)) if any_found else None
+    root = roots.pop() if len(roots) == 1 else None  # shards run from different folders have no one rootdir
+    return (sessions, sorted(ids), (totals.pop(), sorted(ran)) if totals else None, sorted(stopped), root) if any_found else None
 
 
 def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[str]:
@@ -257,8 +260,8 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
     copy_manifests(outs, target)
     lines.append(f"agentrace merge: {len(copies)} runs copied into {target}" + (f" ({same} identical duplicates skipped)" if same else ""))
     if found is not None:
-        sessions, ids, shards, stopped = found
-        write_last_session(target, "+".join(sessions) or "merged", ids, shards, stopped)
+        sessions, ids, shards, stopped, root = found
+        write_last_session(target, "+".join(sessions) or "merged", ids, shards, stopped, root)
         if why := missing_shards(target):
             lines.append(f"agentrace merge: warning: {why}")
     return lines

@@ -25,7 +25,7 @@ from pytest_agentrace.cli.verify import warn_unverifiable
 from pytest_agentrace.options import add_cli_options
 from pytest_agentrace.record.index import iter_outcomes
 from pytest_agentrace.record.manifest import MANIFEST_DIR, results_digest
-from pytest_agentrace.record.runfile import RUN_FILE, scan_runs, write_atomic
+from pytest_agentrace.record.runfile import RUN_FILE, missing_shards, scan_runs, session_rootdir, write_atomic
 from pytest_agentrace.record.store import Store, StoreError
 from pytest_agentrace.record.storepath import default_path
 from pytest_agentrace.record.trajectory import iter_trajectories, load_trajectory
@@ -254,7 +254,8 @@ def result_for(args: argparse.Namespace, paths: dict[str, Path] | None = None, d
     if digest and (out / MANIFEST_DIR).is_dir():
         shown_digest = results_digest(out)
     context = Context(out=out, baseline=args.baseline, seed=args.seed, resamples=args.resamples, target=args.generalize,
-                      paths=paths or {}, full_report=getattr(args, "full_report", None), digest=shown_digest)
+                      paths=paths or {}, full_report=getattr(args, "full_report", None), digest=shown_digest,
+                      rootdir=session_rootdir(out), partial=missing_shards(out))
     return build_result(outcomes, context, history=history_rows)
 
 

@@ -301,6 +301,9 @@ def _report(args: argparse.Namespace) -> int:
     seq = {"cap": args.stop_when_decided} if args.stop_when_decided else None
     report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq, target=args.generalize)
     width = stdout_width()
+    folder = args.out or default_results()
+    if args.format != "json" and folder is not None and (why := missing_shards(Path(folder))):  # said in the body too
+        sys.stdout.write(f"> **Partial results:** {why}\n\n" if args.format == "markdown" else f"partial results: {why}\n\n")
     if args.format != "json":
         sys.stdout.write(summary_tables([o for o in outcomes if not cases or o.case in cases], args.format, width))
     sys.stdout.write(render(report, args.format, width=width))

@@ -139,14 +139,18 @@ LAST_SESSION_FILE = "last-session.json"
 
 
 def write_last_session(out: Path, session_id: str, run_ids: list[str], shards: tuple[int, list[int]] | None = None,
-                       stopped: list[int] = ()) -> Path:
+                       stopped: list[int] = (), rootdir: Path | str | None = None) -> Path:
     """Record which runs the session that just ended produced or reused: ``<out>/last-session.json``,
     ``{"session_id": str, "run_ids": [str, ...]}`` (sorted), and ``"shards": {"total": N, "ran": [K, ...]}`` when
     the session was shard K of N (``shards``: ``(N, [K, ...])``; a merge of shards lists each it holds), with
     ``"stopped": [K, ...]``, the shards whose session stopped before every run ran (Ctrl-C, a CI job's timeout,
-    ``-x``), when there are some; written atomically by the controller. A results folder keeps every run ever made;
-    ``--last-session`` in the ``agentrace`` commands reads only these, and ``missing_shards`` the shards."""
+    ``-x``), when there are some; ``"rootdir"``: pytest's rootdir of the session (what its node ids, and JUnit's
+    classnames, are relative to; ``session_rootdir``). Written atomically by the controller. A results folder keeps
+    every run ever made; ``--last-session`` in the ``agentrace`` commands reads only these, and ``missing_shards``
+    the shards."""
     doc: dict[str, Any] = {"session_id": session_id, "run_ids": sorted(set(run_ids))}
+    if rootdir is not None:
+        doc["rootdir"] = str(rootdir)
     if shards is not None:
         doc["shards"] = {"total": shards[0], "ran": sorted(set(shards[1]))}
         if stopped:
@@ -166,6 +170,17 @@ def session_shards(data: Any) -> tuple[int, list[int]] | None:
     if type(total) is not int or total < 1 or not isinstance(ran, list) or not all(type(k) is int for k in ran):
         return None
     return total, sorted(set(ran))
+
+
+def session_rootdir(out: Path) -> Path | None:
+    """The rootdir ``<out>/last-session.json`` names (``write_last_session``); None when it names none, or the file
+    is missing or unreadable."""
+    try:
+        data = read_json(Path(out) / LAST_SESSION_FILE)
+    except (OSError, ValueError):
+        return None
+    root = data.get("rootdir") if isinstance(data, dict) else None
+    return Path(root) if isinstance(root, str) and root.startswith("/") else None
 
 
 def stopped_shards(data: Any) -> list[int]:

@@ -11,6 +11,7 @@ is, so the three never disagree. Top-level keys::
     system          {python, implementation, platform, machine, host, cpus, pytest}
     session         {id, started, finished, args, git_sha, rootdir} or null (a results folder has no session)
     results_dir     the results folder the runs came from (run files: prompt, diff, logs) or null
+    partial         (only when so) why the folder holds part of a sharded session's runs: a shard missing or stopped
     config          {agents, tasks [{name, source, timeout}], trials [{name, source, timeout, arms, baseline,
                     questions}], reps, timeout (the session's override, seconds), seed, baseline}
     totals          {runs, passed, failed, expected_failures, timeout, error}: a failed run of a baseline expected
@@ -178,6 +179,7 @@ def _document(result: SessionResult) -> dict[str, Any]:
         "system": system_info(),
         "session": session_doc,
         "results_dir": str(ctx.out) if ctx.out else None,
+        **({"partial": ctx.partial} if ctx.partial else {}),  # the folder holds part of a sharded session's runs
         "config": {
             "agents": sorted({o.agent for o in outcomes}),
             "tasks": tasks, "trials": trials,

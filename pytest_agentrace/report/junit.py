@@ -9,7 +9,8 @@ per-case properties, as pytest's ``record_property`` writes them, are read by CI
 ``timestamp`` (ISO 8601) and ``hostname``, its ``<properties>``, and one ``<testcase classname name time>`` per run:
 
 - ``classname``: the run's task or trial file as its pytest node id names it (``spec.builtin.node_path``; relative
-  to the session's rootdir when the result has its session row, else to the working directory), ``/`` made ``.``
+  to the session's rootdir: its session row's, else the one its results folder's ``last-session.json`` names, else
+  the working directory), ``/`` made ``.``
   as pytest does; ``name``: the item's name, ``case[agent-rN]`` (tasks) or ``case[arm-agent-rN]`` (trials);
   ``time``: the run's ``total_seconds`` (pytest's covers the item's setup, call and teardown: the same run);
 - ``<properties>``: ``run_properties`` (the run's record as one JSON payload, then scalars);
@@ -172,7 +173,7 @@ def render(result: SessionResult) -> str:
     view = shown(result)
     runs = view.outcomes
     invocation = Path.cwd()
-    rootdir = Path(session_field(view, "rootdir") or invocation)
+    rootdir = Path(session_field(view, "rootdir") or view.context.rootdir or invocation)
     suite = ET.Element("testsuite", name=SUITE_NAME)
     if pairs := suite_properties(view):
         ET.SubElement(suite, "properties").extend(_properties(pairs))

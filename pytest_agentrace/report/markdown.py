@@ -189,7 +189,8 @@ def elo_rows(result: SessionResult) -> list[tuple[str, float]]:
 def headline(result: SessionResult) -> str:
     """``N runs: P passed, F failed, X expected failures, T timed out, E errors`` (expected failures: baselines'
     failed runs, ``expected_failure``, left out of ``failed``; said only when there are some), limit hits, session,
-    commit and version, joined by `` · ``."""
+    commit and version, joined by `` · ``; first, when the folder holds part of a sharded session's runs
+    (``Context.partial``), ``partial results: <why>``."""
     runs = result.outcomes
     t = Counter(str(o.status) for o in runs)
     xfailed = sum(expected_failure(r) for r in runs)
@@ -203,6 +204,8 @@ def headline(result: SessionResult) -> str:
     if sha := session_field(result, "git_sha"):
         parts.append(f"commit {sha[:10]}")
     parts.append(f"pytest-agentrace {__version__}")
+    if result.context.partial:
+        parts.insert(0, f"partial results: {result.context.partial}")
     return " · ".join(parts)
 
 

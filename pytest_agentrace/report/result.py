@@ -64,7 +64,10 @@ class Context:
     it is written to (the HTML report links run files relative to its own place); ``full_report``: where the full
     report is, for the PR comment; ``digest``: the results digest of ``out`` (``record.manifest.results_digest``: the
 session's at its end, the CLI's when it reads the folder), None when unknown; ``load_task``: how the export reads a task file's settings (a session passes its
-    collection's, so the file is parsed once per process; raises what ``spec.task.load_task`` raises).
+    collection's, so the file is parsed once per process; raises what ``spec.task.load_task`` raises); ``rootdir``:
+    the session's pytest rootdir for a results folder read without its session row (JUnit's classnames);
+    ``partial``: why the folder holds part of a sharded session's runs (``record.runfile.missing_shards``), said at
+    the top of every report made from it.
     """
 
     out: Path | None = None
@@ -78,6 +81,8 @@ session's at its end, the CLI's when it reads the folder), None when unknown; ``
     full_report: str | None = None
     digest: str | None = None
     load_task: Callable[[Path], Task] = field(default=load_task, compare=False, repr=False)
+    rootdir: Path | None = None  # the session's pytest rootdir when no session row says it (``last-session.json``)
+    partial: str | None = None  # why the results folder holds part of a session's runs (a missing or stopped shard)
 
 
 @dataclass(frozen=True)
