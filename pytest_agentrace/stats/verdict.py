@@ -370,7 +370,7 @@ class GateFamily:
                     f"(Holm); {failed} failed.")
         if self.left_out:
             line += (f" {_tests(self.left_out)} left out: at these run counts no outcome could reach p < "
-                     f"{self.rate:g} (a cell at 0 passed cannot regress).")
+                     f"{self.rate:g} (a cell at 0 passed cannot regress, nor one that passed every run improve).")
         if self.cannot_fail:
             line += (f" {', '.join(self.cannot_fail)} cannot fail at these run counts, whatever the runs do: "
                      "add runs (--agentrace-reps) to both the snapshot and the session.")
