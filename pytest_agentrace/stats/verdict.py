@@ -238,7 +238,7 @@ def reachable_p(row: Any, verdict: str) -> float:
             return 1.0
         return 0.0 if getattr(row, "pooled", False) else _reachable_p(new_t, old_p, old_t, "less")
     up = 1.0 if old_p == old_t else 0.0 if getattr(row, "pooled", False) else _reachable_p(new_t, old_p, old_t, "greater")
-    if Verdict.DEARER.value in (row.gate_p or {}):  # the token route could run too: Bonferroni over the two
+    if Verdict.DEARER.value in (getattr(row, "gate_p", None) or {}):  # the token route could run too: Bonferroni over the two
         return 0.0
     return up
 
