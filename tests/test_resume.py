@@ -254,3 +254,30 @@ def test_sigterm_handler_only_under_agentrace_and_restored(pytester: pytest.Pyte
     assert "HANDLER _raise_interrupt" in pytester.runpytest("-s", "--agentrace").stdout.str()
     assert signal.getsignal(signal.SIGTERM) == before
     assert "HANDLER _raise_interrupt" not in pytester.runpytest("-s").stdout.str()
+
+
+def test_agent_hash_is_taken_over_the_redacted_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stored hash cannot confirm a key: an entry whose env holds a key (or whose args carry a known key shape)
+    hashes as its redacted form does, so another key gives the same hash (the records are resumed), while another
+    value of an ordinary variable, or another model, is another agent."""
+    import dataclasses
+    import hashlib
+
+    monkeypatch.delenv("MY_SERVICE_TOKEN", raising=False)
+
+    def hashed(**kw) -> str:
+        return RunSpec("trial", Path("t.toml"), "q", "arm", AgentSpec("bot", "bot", **kw), 1, 10.0, None, None).agent_hash
+
+    one = hashed(env={"MY_SERVICE_TOKEN": "correct-horse-battery-1"}, args=("--key", "ghp_" + "a" * 36))
+    other = hashed(env={"MY_SERVICE_TOKEN": "another-secret-value-2"}, args=("--key", "ghp_" + "b" * 36))
+    assert one == other == hashed(env={"MY_SERVICE_TOKEN": "<redacted>"}, args=("--key", "<redacted>"))
+    # the hash of the entry in clear (what a holder of a candidate key would compute) is not what is stored
+    clear = {"agent": dataclasses.asdict(AgentSpec("bot", "bot", env={"MY_SERVICE_TOKEN": "correct-horse-battery-1"},
+                                                   args=("--key", "ghp_" + "a" * 36))), "timeout": 10.0}
+    assert hashlib.sha256(json.dumps(clear, sort_keys=True, default=str).encode()).hexdigest() != one
+    # a key of the session's environment found literally in the entry is redacted as well
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "session-key-0123456789")
+    assert hashed(args=("--token=session-key-0123456789",)) == hashed(args=("--token=<redacted>",))
+    # what does make another agent still changes the hash
+    assert hashed(env={"MODE": "fast"}) != hashed(env={"MODE": "slow"})
+    assert hashed(model="m1") != hashed(model="m2")

@@ -74,13 +74,25 @@ class RunSpec:
         """sha256 (hex) of what makes this run's agent the agent it is: its whole resolved entry (name, model,
         command, kind, env, args, edits, sandbox, model double, limits, network, box; from the file or the command
         line) and the timeout. Kept in the record (``extra.agent_hash``): resume reuses a record only for the same
-        agent, not for another entry that shares its id. The files a command runs are not hashed."""
+        agent, not for another entry that shares its id. The files a command runs are not hashed.
+
+        The entry is hashed as it would be stored: passed through ``record.redact.redact_data`` with the values of
+        the secret-like variables of the environment and of the entry's ``env``. A key is not what makes the agent
+        (another key resumes the same records), and a stored hash of a key would let anyone holding a candidate key
+        confirm it."""
         import dataclasses
         import hashlib
         import json
+        import os
 
-        data = {"agent": dataclasses.asdict(self.agent), "timeout": self.timeout}
-        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+        # here, not at the top: this module is read at every pytest start (standard library only)
+        from pytest_agentrace.record.redact import redact_data, secret_values
+
+        entry = dataclasses.asdict(self.agent)
+        env = {k: str(v) for k, v in (entry.get("env") or {}).items()}
+        data = json.loads(json.dumps({"agent": entry, "timeout": self.timeout}, default=str))
+        data = redact_data(data, secret_values({**os.environ, **env}))
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
