@@ -87,6 +87,27 @@ def test_a_baselines_failed_runs_are_expected_failures_in_every_format() -> None
     assert markdown.headline(result).startswith("6 runs: 2 passed, 1 failed, 3 expected failures (baselines)")
 
 
+def test_the_partial_line_is_redacted_and_printable_in_every_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Context.partial`` (why a folder holds part of a sharded session; it names the folder's path) reaches every
+    report body through redaction and ``printable``, as every other exported field does."""
+    from pytest_agentrace.report.json_export import document
+    from pytest_agentrace.report.result import Context, build_result
+    from pytest_agentrace.stats.score import score_outcomes
+
+    monkeypatch.setenv("CI_DEPLOY_TOKEN", "tok-0123456789abcdef")
+    why = "/ci/tok-0123456789abcdef/out holds shards 1 of 2; shard 2 of 2 missing\x1b]52;c;aGk=\x07"
+    result = build_result(score_outcomes([outcome(agent="a", rep=1)]), Context(partial=why))
+    md = markdown.render_result(result)
+    page = html_report.render(result)
+    comment = markdown.comment_body(result)
+    doc = document(result)
+    for text in (md, page, comment, doc["partial"]):
+        assert "tok-0123456789abcdef" not in text and "shard 2 of 2 missing" in text
+    for text in (md, page, comment):  # read by people (JSON is data: its encoder escapes a control character)
+        assert "\x1b" not in text and "\\x1b]52" in text
+    assert "partial results: /ci/<redacted>/out holds shards 1 of 2" in md
+
+
 def test_schema_catches_bad_documents(results: Path, tmp_path: Path) -> None:
     target = tmp_path / "export.json"
     main(["export", str(results), "-o", str(target)])

@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +172,22 @@ OUT_HELP = ("results folder (--agentrace-out of the session; default: the neares
             "the project's top)")
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """What ``load_results`` read: the run records (``Outcome``), the results folder they came from (resolved) and
+    why they are part of a sharded session's runs (``record.runfile.missing_shards``; None: whole)."""
+
+    outcomes: list[Any]
+    folder: Path
+    partial: str | None
+
+
 def load_outcomes(out: str | Path | None, last_session: bool = False, gate: bool = False, whole: bool = False) -> list[Any]:
+    """``load_results(...).outcomes``: the run records alone."""
+    return load_results(out, last_session, gate, whole).outcomes
+
+
+def load_results(out: str | Path | None, last_session: bool = False, gate: bool = False, whole: bool = False) -> Loaded:
     """Every readable run record under ``out/runs`` (``out`` None: ``record.storepath.default_results``; ``last_session``: only those of ``last-session.json``), after a
     warning about unverifiable records (``cli.verify``). A record whose folder a manifest names is read from the
     bytes the manifest check hashed; the index (``record.index``) serves only the others. Raises ``CliError`` when there is none, and with ``gate``
@@ -209,7 +225,7 @@ def load_outcomes(out: str | Path | None, last_session: bool = False, gate: bool
     outcomes = [o for _, o in runs]
     if not outcomes:
         raise CliError(f"{path}: no run.json records under {path / 'runs'}; run `pytest --agentrace --agentrace-out {path}` first")
-    return outcomes
+    return Loaded(outcomes, path, why)
 
 
 def _cases(values: list[str]) -> list[str] | None:
@@ -294,15 +310,15 @@ def scored(outcomes: list[Any]) -> list[Any]:
 
 
 def _report(args: argparse.Namespace) -> int:
-    outcomes = scored(load_outcomes(args.out, args.last_session))
+    loaded = load_results(args.out, args.last_session)
+    outcomes = scored(loaded.outcomes)
     cases = _cases(args.case)
     if cases and not any(o.case in cases for o in outcomes):
         raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
     seq = {"cap": args.stop_when_decided} if args.stop_when_decided else None
     report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq, target=args.generalize)
     width = stdout_width()
-    folder = args.out or default_results()
-    if args.format != "json" and folder is not None and (why := missing_shards(Path(folder))):  # said in the body too
+    if args.format != "json" and (why := loaded.partial):  # said in the body too
         sys.stdout.write(f"> **Partial results:** {why}\n\n" if args.format == "markdown" else f"partial results: {why}\n\n")
     if args.format != "json":
         sys.stdout.write(summary_tables([o for o in outcomes if not cases or o.case in cases], args.format, width))

@@ -70,7 +70,8 @@ def shown(result: SessionResult) -> SessionResult:
             report=redact_fields(report, secrets, finite=True, show=True),
             leaderboard=redact_fields(result.leaderboard, secrets, finite=True, show=True),
             elo=redact_fields(elo, secrets, finite=True, show=True),
-            context=dataclasses.replace(ctx, session=redact_fields(dict(ctx.session), secrets, show=True) if ctx.session else None))
+            context=dataclasses.replace(ctx, session=redact_fields(dict(ctx.session), secrets, show=True) if ctx.session else None,
+                                        partial=redact_fields(ctx.partial, secrets, show=True)))
         result.cache["shown"] = copy
     return result.cache["shown"]
 
