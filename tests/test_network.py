@@ -311,3 +311,73 @@ def test_sweep_removes_gone_processes_gate_folders_only(tmp_path: Path) -> None:
     finally:
         run.close()
     assert not run.gate.path.parent.exists()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return s.getsockname()[1]
+
+
+def test_a_host_the_proxy_cannot_reach_is_counted_and_named(tmp_path: Path, reached: _Reached) -> None:
+    """Allowed but unreachable (nothing listens): every request fails with 502 and is counted as ``failed``; the run
+    is named unreachable only while no allowed host was reached."""
+    port = closed_port()
+    rules = network.allow_list("plain", {}, [f"127.0.0.1:{port}", f"127.0.0.1:{reached.port}"])
+    child = ("import sys, urllib.request as u\n"
+             "for url in sys.argv[1:]:\n"
+             "    try:\n"
+             "        print(u.build_opener(u.ProxyHandler()).open(url, timeout=5).read().decode())\n"
+             "    except Exception as e:\n"
+             "        print('failed', getattr(e, 'code', type(e).__name__))\n")
+    for urls, unreachable in (([f"http://127.0.0.1:{port}/"] * 3, True),
+                              ([f"http://127.0.0.1:{port}/", f"http://127.0.0.1:{reached.port}/"], False)):
+        net = network.open_run(rules)
+        argv, env = net.wrap([sys.executable, "-c", child, *urls], dict(os.environ), netns.probe()[0])
+        env.pop("no_proxy", None)
+        env.pop("NO_PROXY", None)
+        res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert res.stdout.split("\n")[0] == "failed 502", res.stdout + res.stderr
+        contacts = net.close()
+        failed = {"host": "127.0.0.1", "port": port, "allowed": True, "count": len(urls) if unreachable else 1,
+                  "failed": len(urls) if unreachable else 1}
+        assert failed in contacts
+        if unreachable:
+            assert net.unreachable_reason() == (f"network: cannot reach 127.0.0.1:{port} from this machine (3 requests "
+                                                "failed; the provider is unreachable, not the agent at fault)")
+        else:
+            assert net.unreachable_reason() is None
+
+
+RETRIER = r"""
+import os, sys, time, urllib.request as u
+for k in ("no_proxy", "NO_PROXY"):
+    os.environ.pop(k, None)
+while True:  # as codex does without its provider: "Reconnecting... waiting for network", until it is stopped
+    try:
+        u.build_opener(u.ProxyHandler()).open(os.environ["PROVIDER_URL"], timeout=5)
+    except Exception as exc:
+        print("Reconnecting...", exc, flush=True)
+    time.sleep(0.3)
+"""
+
+
+@needs_sandbox
+def test_an_agent_that_times_out_for_want_of_its_provider_is_an_error(pytester: pytest.Pytester, xdist) -> None:
+    """The run's allowed provider cannot be reached (every request through the proxy failed, none connected) and the
+    agent retries until its time is up: that is this machine's fault, an ``error`` naming the host, not the agent's
+    timeout (a reached host keeps the timeout the agent's: ``Gate.unreachable``, tested above)."""
+    port = closed_port()
+    make_repo(pytester.path / "repo", BUGGY_REPO)
+    write_script(pytester.path / "retrier.py", RETRIER)
+    (pytester.path / "task.yaml").write_text(
+        "name: net\ndescription: retry\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\ntimeout: 4\n"
+        f"env: {{PROVIDER_URL: 'http://127.0.0.1:{port}/v1'}}\n"
+        f"agents:\n  - {{name: retrier, command: '{pytester.path / 'retrier.py'}', "
+        f"network: {{allow: ['127.0.0.1:{port}']}}}}\n")
+    res = pytester.runpytest("--agentrace", "--agentrace-out", "out", *xdist)
+    res.assert_outcomes(errors=1)
+    run = json.loads(next((pytester.path / "out" / "runs").glob("net/default/retrier/1/run.json")).read_text())
+    assert run["status"] == "error" and run["reason"].startswith(f"network: cannot reach 127.0.0.1:{port} from this machine (")
+    (entry,) = run["extra"]["network"]
+    assert entry["allowed"] and entry["failed"] == entry["count"] >= 2

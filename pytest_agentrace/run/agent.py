@@ -343,6 +343,8 @@ def read_run(spec: RunSpec, ctx: RunContext, adapter: Any, launch: Launch | None
             extra["network"] = finished.contacts
             if launch.net is not None and (blocked := launch.net.blocked_reason()):
                 extra["network_blocked"] = blocked
+            if launch.net is not None and (unreachable := launch.net.unreachable_reason()):
+                extra["network_unreachable"] = unreachable  # an unfinished run then errs (pipeline.agent_fault)
     if finished.hidden:  # the run failed on a path the box does not show
         extra["sandbox_hidden"] = finished.hidden
     missing = missing_commands(stdout + "\n" + stderr)

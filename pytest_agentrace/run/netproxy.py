@@ -11,7 +11,8 @@ http://host:port/path``). The proxy looks at the host and port only:
   request in origin form, then relays bytes both ways until either side closes;
 - anything else: ``403`` with ``agentrace: blocked HOST:PORT (allow it with network.allow)``, and nothing is sent.
 
-Every request is counted in ``Gate.contacts`` (``{host, port, allowed, count}``), which the run records. TLS stays
+Every request is counted in ``Gate.contacts`` (``{host, port, allowed, count}``, with ``failed``: the allowed requests
+whose host could not be reached, each answered ``502``), which the run records. TLS stays
 end to end (the proxy never sees inside a CONNECT tunnel), as in Anthropic's sandbox-runtime, whose Linux mode
 bridges a unix socket to a filtering HTTP proxy in the same way. ``resolve`` maps a ``host:port`` to the address
 actually dialled (as curl's ``--resolve`` does): tests put the model double behind a provider's host name.
@@ -92,14 +93,26 @@ class Gate:
     allow: tuple[Rule, ...]
     resolve: Mapping[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
     contacts: dict[tuple[str, int, bool], int] = field(default_factory=dict)
+    failed: dict[tuple[str, int], int] = field(default_factory=dict)  # allowed host:port -> connections that failed
+    reached: set[tuple[str, int]] = field(default_factory=set)  # allowed host:port the proxy connected to
     server: Any = None
 
     def allowed(self, host: str, port: int) -> bool:
         return any(rule.matches(host, port) for rule in self.allow)
 
     def record(self) -> list[dict[str, Any]]:
-        """The contacts as ``[{host, port, allowed, count}]``, in the order first seen (run.json ``network``)."""
-        return [{"host": h, "port": p, "allowed": ok, "count": n} for (h, p, ok), n in self.contacts.items()]
+        """The contacts as ``[{host, port, allowed, count}]``, in the order first seen (run.json ``network``), an
+        allowed one with ``failed``: how many of its requests could not reach the host (when any)."""
+        return [{"host": h, "port": p, "allowed": ok, "count": n,
+                 **({"failed": self.failed[(h, p)]} if ok and self.failed.get((h, p)) else {})}
+                for (h, p, ok), n in self.contacts.items()]
+
+    def unreachable(self) -> list[str]:
+        """``host:port`` of every allowed host the run asked for, when the proxy could connect to none of them (every
+        request failed: no route, no name resolution, refused); empty when any allowed host was reached."""
+        if self.reached:
+            return []
+        return [f"{h}:{p}" for (h, p) in self.failed]
 
     def blocked(self) -> list[str]:
         """``host:port`` of every refused contact, in the order first seen."""
@@ -186,11 +199,13 @@ async def _serve(gate: Gate, reader: asyncio.StreamReader, writer: asyncio.Strea
         try:
             up_reader, upstream_writer = await asyncio.wait_for(asyncio.open_connection(*dial), CONNECT_TIMEOUT)
         except (TimeoutError, OSError) as exc:
+            gate.failed[(host, port)] = gate.failed.get((host, port), 0) + 1
             body = f"agentrace: cannot reach {host}:{port}: {exc}\n".encode()
             writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
                          + body)
             await writer.drain()
             return
+        gate.reached.add((host, port))
         if method.upper() == "CONNECT":
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             await writer.drain()

@@ -166,6 +166,18 @@ class RunNetwork:
         return f"network: blocked {blocked[0]}{more} (allow it with network.allow)"
 
 
+    def unreachable_reason(self) -> str | None:
+        """``network: cannot reach HOST:PORT from this machine (N requests failed)`` when the run asked for allowed
+        hosts and the proxy reached none of them (``Gate.unreachable``), or None."""
+        hosts = self.gate.unreachable()
+        if not hosts:
+            return None
+        tries = sum(self.gate.failed.values())
+        more = f" and {len(hosts) - 1} more" if len(hosts) > 1 else ""
+        return (f"network: cannot reach {hosts[0]}{more} from this machine ({tries} request{'s' if tries != 1 else ''} "
+                "failed; the provider is unreachable, not the agent at fault)")
+
+
 def open_run(rules: list[Rule], resolve: Mapping[tuple[str, int], tuple[str, int]] | None = None) -> RunNetwork:
     """A ``provider`` network for one run: a gate whose socket is ``proxy.sock`` in a fresh folder of its own under
     ``/tmp`` (a unix socket's path has at most 107 bytes, and pytest's folders are deeper; only this folder is shown

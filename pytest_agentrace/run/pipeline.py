@@ -13,8 +13,10 @@ The status rule (``decide``), first match wins; ``error`` is our side's fault an
    same limits) that hits one fails the run the same way, after rule 2's missing tool (``... in the tests check``);
 2. ``error``: the workspace could not be made or set up (clone, overlay, prepare, setup), the agent could not
    be started, a replayed run sent a request its cassette does not hold (``cassette mismatch``), its CLI
-   reported a fault of its environment (no login, model provider down), its output stops without a terminal
-   event although it exited 0, or a check could not run its tool (``checks.missing_tool``);
+   reported a fault of its environment (no login, model provider down), it did not finish and the network proxy
+   reached none of the allowed hosts it asked for (``network: cannot reach ...``: a CLI that retries until its time
+   is up), its output stops without a terminal event although it exited 0, or a check could not run its tool
+   (``checks.missing_tool``);
 3. ``timeout``: the agent ran out of time (its checks still run and are recorded);
 4. ``failed``: the agent left the workspace unreadable to git, or changed a protected file (``tampered``);
 5. ``failed``: the case's checks say no (task: tests or verify; trial: answer key or verify);
@@ -340,11 +342,15 @@ def exposed(spec: RunSpec) -> tuple[list[str], list[str]]:
 
 
 def agent_fault(agent: AgentRun) -> tuple[Status, str] | None:
-    """Rule 2's agent part: an ``error`` when the agent's CLI reported a fault of its environment, or its output
-    stopped without a terminal event although it exited 0 (see the module docstring)."""
+    """Rule 2's agent part: an ``error`` when the agent's CLI reported a fault of its environment, when it did not
+    finish and the proxy reached none of the hosts it asked for, or when its output stopped without a terminal
+    event although it exited 0 (see the module docstring)."""
     usage = agent.usage
     if usage.status == AgentStatus.ERROR:
         return Status.ERROR, f"agent environment: {usage.error or 'the CLI reported an error on our side'}"
+    unfinished = agent.timed_out or agent.exit_code != 0 or usage.status != AgentStatus.COMPLETED
+    if unfinished and (unreachable := agent.extra.get("network_unreachable")):
+        return Status.ERROR, unreachable  # the proxy reached none of the allowed hosts: no model turn was possible
     if usage.status == AgentStatus.INCOMPLETE and not agent.timed_out and agent.exit_code == 0:
         return Status.ERROR, f"incomplete agent run: {usage.error or 'no terminal event in its output'}"
     return None
