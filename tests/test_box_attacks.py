@@ -73,6 +73,15 @@ elif attack == "outbox_links":
     open(out + "/note.txt", "w").write("a regular file")
     open(out + "/keyed.txt", "w").write("pushed with ghp_" + "A" * 36 + "; DEPLOY_PASSWORD=correct-horse-battery\n")
     got = "links left"
+elif attack == "setuid":  # a setuid program left where a user of the host could run it
+    import shutil
+    for where in (".", sys.argv[1], target):
+        copy = os.path.join(where, "myid")
+        attempt("copy " + where, lambda: shutil.copy("/usr/bin/id", copy) and "copied")
+        for mode in (0o6755, 0o4755, 0o2755):
+            attempt(f"chmod {mode:o} {where}", lambda: os.chmod(copy, mode) or "set")
+        attempt("creat " + where, lambda: os.close(os.open(os.path.join(where, "made"), os.O_CREAT | os.O_WRONLY, 0o4755)) or "made")
+    got = {k: (v if v in ("set", "made", "copied") else v.split(":")[1].strip()) for k, v in got.items()}
 elif attack == "needs_file":  # an honest agent that needs a fixture outside its workspace, then fixes add()
     print(open(target).read())
     open("calc.py", "w").write("def add(a, b):\n    return a + b\n")
@@ -230,6 +239,25 @@ def test_links_left_in_the_outbox_are_never_followed(project, xdist) -> None:
     skipped = records[0]["extra"]["outbox"]["skipped"]
     assert {"leak.txt", "homedir", "pipe", "raw.out", "run.json"} <= set(skipped)
     untouched(pytester, home, before)
+
+
+def test_no_setuid_or_setgid_file_leaves_the_box(project, xdist, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The box's user is the session's outside (root here): a program the agent copies into its workspace, its outbox
+    or a ``sandbox.write`` folder and marks setuid would run as that user for anyone. Every such chmod and creat is
+    refused (``EPERM``) and no file with either bit is left, on the host or in the records."""
+    pytester, home, _ = project
+    shared = tmp_path_factory.mktemp("shared")
+    shared.chmod(0o755)
+    _, results, records = run_attack(pytester, "setuid", str(shared), xdist, command_args=" {run_dir}",
+                                     more=f"sandbox: {{write: ['{shared}']}}\n")
+    assert len(results) == 1 and len(records) == 1
+    got = results[0]
+    assert [k for k, v in got.items() if k.startswith("copy")] == [k for k, v in got.items() if v == "copied"]
+    refused = {k: v for k, v in got.items() if k.startswith(("chmod", "creat"))}
+    assert len(refused) == 12 and set(refused.values()) == {"PermissionError"}, refused
+    made = [p for p in [*shared.rglob("*"), *(pytester.path / "out").rglob("*")] if p.is_file()]
+    assert shared / "myid" in made
+    assert [p for p in made if p.lstat().st_mode & 0o6000] == []
 
 
 def test_sandbox_read_exposes_a_path_and_the_reason_names_it_when_missing(project, xdist) -> None:

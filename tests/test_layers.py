@@ -107,7 +107,7 @@ RUN_TIERS = [
                   "run.harbor")),
     ("adapters", ("agents", "model_double")),
     ("desk", ("run.workspace", "run.desk", "run.snapshot", "run.treefiles", "run.inputs", "run.linksafe", "run.cleantree", "run.machinery", "run.cleanlayers", "run.counting", "run.checks")),
-    ("box", ("run.sandbox", "run.limits", "run.cgroup", "run.process", "run.reaper", "run.slots", "run.outbox", "run.discard",
+    ("box", ("run.sandbox", "run.seccomp", "run.limits", "run.cgroup", "run.process", "run.reaper", "run.slots", "run.outbox", "run.discard",
              "run.network", "run.netbridge", "run.netproxy", "run.launch")),
     ("values", ("run.runspec", "run")),
 ]

@@ -17,7 +17,9 @@ An allow-list of what a run sees (``Sandbox.wrap``), on an empty root:
 - read-write: the workspace, a fresh HOME at ``SANDBOX_HOME`` (not under ``/tmp``: Codex refuses helper binaries
   there), a private ``/tmp`` and ``/dev/shm`` backed by the run's scratch folder (counted by the disk watch
   against ``--agentrace-disk``), the run's outbox, and the paths ``sandbox.write`` adds;
-- a fresh ``/dev`` and its own ``/proc``; when the first process ends, the kernel ends every process in it.
+- a fresh ``/dev`` and its own ``/proc``; when the first process ends, the kernel ends every process in it;
+- every command starts under ``run.seccomp``'s filter: no file it makes or changes gets a setuid or setgid bit
+  (the box's user is the session's user outside, root in a root session).
 
 Nothing else of the host exists inside: the user's project and HOME, results folders, cassettes, other tasks'
 folders and other runs' workspaces are simply absent. A folder of ``hidden`` is kept out even when an install
@@ -51,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pytest_agentrace.run import seccomp
 from pytest_agentrace.run.discard import remove
 
 SANDBOX_HOME = "/home/agentrace"  # the agent's HOME inside the sandbox
@@ -497,7 +500,7 @@ class Sandbox:
         args += ["--remount-ro", "/"]
         if scratch is not None:
             _mount_points(args, scratch / "tmp")
-        return [*args, "--", *argv], env
+        return [*args, "--", *(seccomp.wrapped(argv) if seccomp.supported() else argv)], env
 
 
 def _mount_points(args: list[str], tmp: Path) -> None:
