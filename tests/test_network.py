@@ -381,3 +381,31 @@ def test_an_agent_that_times_out_for_want_of_its_provider_is_an_error(pytester: 
     assert run["status"] == "error" and run["reason"].startswith(f"network: cannot reach 127.0.0.1:{port} from this machine (")
     (entry,) = run["extra"]["network"]
     assert entry["allowed"] and entry["failed"] == entry["count"] >= 2
+
+
+def test_a_run_that_asks_for_thousands_of_hosts_keeps_a_small_record(tmp_path: Path) -> None:
+    """Each distinct host a run asks for is an entry of its record up to ``MAX_CONTACTS``; the rest are counted as
+    one ``<other hosts>`` entry, and a host name longer than a DNS name can be is a bad request, not an entry."""
+    from pytest_agentrace.run import netproxy
+
+    net = network.open_run(network.allow_list("plain", {}, []))
+
+    def ask(host: str) -> bytes:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(10)
+            s.connect(str(net.gate.path))
+            s.sendall(f"CONNECT {host}:443 HTTP/1.1\r\n\r\n".encode())
+            return s.recv(200)
+
+    try:
+        assert ask("h" * 300 + ".test").startswith(b"HTTP/1.1 400 ")
+        for i in range(netproxy.MAX_CONTACTS + 50):
+            assert ask(f"host{i}.test").startswith(b"HTTP/1.1 403 ")
+        ask("host0.test")
+    finally:
+        contacts = net.close()
+    assert len(contacts) == netproxy.MAX_CONTACTS + 1
+    assert contacts[0] == {"host": "host0.test", "port": 443, "allowed": False, "count": 2}
+    assert contacts[-1] == {"host": "<other hosts>", "port": 0, "allowed": False, "count": 50}
+    assert not any(len(c["host"]) > netproxy.MAX_HOST for c in contacts)
+    assert net.blocked_reason() == f"network: blocked host0.test:443 and {netproxy.MAX_CONTACTS} more (allow it with network.allow)"

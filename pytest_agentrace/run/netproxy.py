@@ -11,8 +11,10 @@ http://host:port/path``). The proxy looks at the host and port only:
   request in origin form, then relays bytes both ways until either side closes;
 - anything else: ``403`` with ``agentrace: blocked HOST:PORT (allow it with network.allow)``, and nothing is sent.
 
-Every request is counted in ``Gate.contacts`` (``{host, port, allowed, count}``, with ``failed``: the allowed requests
-whose host could not be reached, each answered ``502``), which the run records. TLS stays
+Every request is counted in ``Gate.contacts`` (``{host, port, allowed, count}``, with ``failed``: the allowed
+requests whose host could not be reached, each answered ``502``), which the run records: at most ``MAX_CONTACTS``
+distinct entries, the rest counted together as ``<other hosts>``; a host name over ``MAX_HOST`` characters is a
+bad request (``400``). TLS stays
 end to end (the proxy never sees inside a CONNECT tunnel), as in Anthropic's sandbox-runtime, whose Linux mode
 bridges a unix socket to a filtering HTTP proxy in the same way. ``resolve`` maps a ``host:port`` to the address
 actually dialled (as curl's ``--resolve`` does): tests put the model double behind a provider's host name.
@@ -35,6 +37,9 @@ if TYPE_CHECKING:  # asyncio is imported in the functions that serve: a run with
     import asyncio
 
 MAX_HEAD = 64 * 1024  # bytes: the longest request head the proxy reads before it refuses
+MAX_HOST = 253  # characters of a host name (RFC 1035's limit for a name in text): a longer one is no host
+MAX_CONTACTS = 100  # distinct (host, port, allowed) a run's record names; the rest are counted as OTHER_HOSTS
+OTHER_HOSTS = "<other hosts>"
 CONNECT_TIMEOUT = 30.0  # seconds to reach an allowed host
 _BLOCK_REASON = "agentrace: blocked {} (allow it with network.allow)"
 
@@ -100,6 +105,14 @@ class Gate:
     def allowed(self, host: str, port: int) -> bool:
         return any(rule.matches(host, port) for rule in self.allow)
 
+    def count(self, host: str, port: int, ok: bool) -> None:
+        """One more request to ``host:port`` in ``contacts``; past ``MAX_CONTACTS`` distinct entries a new one is
+        counted under ``OTHER_HOSTS`` (port 0), so a run's record stays small whatever it asks for."""
+        key = (host, port, ok)
+        if key not in self.contacts and len(self.contacts) >= MAX_CONTACTS:
+            key = (OTHER_HOSTS, 0, ok)
+        self.contacts[key] = self.contacts.get(key, 0) + 1
+
     def record(self) -> list[dict[str, Any]]:
         """The contacts as ``[{host, port, allowed, count}]``, in the order first seen (run.json ``network``), an
         allowed one with ``failed``: how many of its requests could not reach the host (when any)."""
@@ -115,8 +128,8 @@ class Gate:
         return [f"{h}:{p}" for (h, p) in self.failed]
 
     def blocked(self) -> list[str]:
-        """``host:port`` of every refused contact, in the order first seen."""
-        return [f"{h}:{p}" for (h, p, ok) in self.contacts if not ok]
+        """``host:port`` of every refused contact, in the order first seen (``OTHER_HOSTS`` last when counted)."""
+        return [h if h == OTHER_HOSTS else f"{h}:{p}" for (h, p, ok) in self.contacts if not ok]
 
 
 def _head_end(buf: bytes) -> int:
@@ -180,6 +193,8 @@ async def _serve(gate: Gate, reader: asyncio.StreamReader, writer: asyncio.Strea
         try:
             method, target, version = lines[0].decode("latin-1").split(" ", 2)
             host, port, origin = _target(method.upper(), target, lines[1:])
+            if len(host) > MAX_HOST:
+                raise ValueError(f"a host name of {len(host)} characters (at most {MAX_HOST})")
         except ValueError as exc:
             body = f"agentrace: bad proxy request: {exc}\n".encode()
             writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
@@ -187,8 +202,7 @@ async def _serve(gate: Gate, reader: asyncio.StreamReader, writer: asyncio.Strea
             await writer.drain()
             return
         ok = gate.allowed(host, port)
-        key = (host, port, ok)
-        gate.contacts[key] = gate.contacts.get(key, 0) + 1
+        gate.count(host, port, ok)
         if not ok:
             body = (_BLOCK_REASON.format(f"{host}:{port}") + "\n").encode()
             writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
@@ -199,13 +213,15 @@ async def _serve(gate: Gate, reader: asyncio.StreamReader, writer: asyncio.Strea
         try:
             up_reader, upstream_writer = await asyncio.wait_for(asyncio.open_connection(*dial), CONNECT_TIMEOUT)
         except (TimeoutError, OSError) as exc:
-            gate.failed[(host, port)] = gate.failed.get((host, port), 0) + 1
+            where = (host, port) if (host, port) in gate.failed or len(gate.failed) < MAX_CONTACTS else (OTHER_HOSTS, 0)
+            gate.failed[where] = gate.failed.get(where, 0) + 1
             body = f"agentrace: cannot reach {host}:{port}: {exc}\n".encode()
             writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
                          + body)
             await writer.drain()
             return
-        gate.reached.add((host, port))
+        if len(gate.reached) < MAX_CONTACTS:
+            gate.reached.add((host, port))
         if method.upper() == "CONNECT":
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             await writer.drain()
