@@ -120,3 +120,41 @@ def test_collect_puts_the_agents_files_under_outbox_and_the_doubles_logs_on_top(
     assert again["copied"] == 0 and set(again["skipped"]) == {"raw.out", "model-double-requests.jsonl",
                                                               "sub/model-double-requests.jsonl", "run.json"}
     assert outbox.collect(tmp_path / "missing", record) == {"copied": 0}
+
+
+def test_outbox_names_are_stored_as_redacted_text_and_the_record_verifies(tmp_path: Path) -> None:
+    """A name that is no UTF-8 (``x\\xff.txt``) is stored as text (``x\\\\xff.txt``), so the manifest names the very
+    file and the record verifies (it was "changed after its session", so resume ran a failing agent again and merge
+    refused the folder); a name holding a session secret, a file's or a folder's, is stored redacted; a folder too
+    deep to be listed is named in ``skipped``, not dropped unnamed (below)."""
+    from pytest_agentrace.record.manifest import digest_run, write_manifest
+    from pytest_agentrace.record.model import Outcome
+    from pytest_agentrace.record.runfile import write_run
+
+    secret = "zqxsupersecretvalue987"
+    box, record = outbox.make(tmp_path), tmp_path / "out" / "runs" / "t" / "default" / "a" / "1"
+    record.mkdir(parents=True)
+    (box / os.fsdecode(b"x\xff.txt")).write_text("odd name")
+    (box / f"{secret}.txt").write_text("named after a key")
+    (box / f"dir-{secret}").mkdir()
+    (box / f"dir-{secret}" / "f.txt").write_text("in a folder named after a key")
+    taken = outbox.collect(box, record, secrets=[secret])
+    stored = sorted(p.relative_to(record / "outbox").as_posix() for p in (record / "outbox").rglob("*") if p.is_file())
+    assert stored == ["<redacted>.txt", "dir-<redacted>/f.txt", "x\\xff.txt"]
+    assert taken["copied"] == 3 and not any(secret in k for k in taken.get("skipped", {}))
+    write_run(record, Outcome(run_id="task:t/default/a/r1", kind="task", source="t.yaml", case="t", arm="default",
+                              agent="a", rep=1, status="failed", reason="gave up", exit_code=0))
+    out = tmp_path / "out"
+    write_manifest(out, "s1", {"task:t/default/a/r1": digest_run(out, record)})
+    assert verify(out).ok
+
+
+def test_a_folder_too_deep_to_list_is_named_in_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    box, record = outbox.make(tmp_path), tmp_path / "record"
+    record.mkdir()
+    (box / "a" / "b").mkdir(parents=True)
+    (box / "a" / "b" / "f.txt").write_text("deep")
+    (box / "top.txt").write_text("shallow")
+    monkeypatch.setattr(outbox, "PATH_MAX", len(os.fsencode(box / "a" / "b")))  # "a/b" is as deep as listing goes
+    taken = outbox.collect(box, record)
+    assert taken["copied"] == 1 and taken["skipped"] == {"a/b": f"too deep to copy (a path of {outbox.PATH_MAX} bytes or more)"}

@@ -14,7 +14,9 @@ request logs into the outbox, the only folder it can write), copied to the recor
 Links (to files or folders), FIFOs and devices are skipped and never followed, each file is read with no-follow
 (``record.safefile.read_bytes``) and written with no-follow and exclusive create into folders the harness makes, at
 most ``FILE_CAP`` bytes a file, ``TOTAL_CAP`` in all and ``COUNT_CAP`` files (what lies past it is neither copied
-nor listed one by one), and a path the record folder already holds is never replaced. Nothing named ``run.json``
+nor listed one by one), and a path the record folder already holds is never replaced. A file is stored under its
+name as text (``stored_name``: bytes that are no UTF-8 as ``\\xNN``, secrets as ``<redacted>``); a folder too deep
+to be listed by its path is named in ``skipped``. Nothing named ``run.json``
 (file or folder) is copied, at any depth: the record readers take every ``runs/**/run.json`` for a run (an agent's
 ``sub/run.json`` was counted as another agent's passed run). Every copied file goes through redaction
 (``redact_bytes``): the session's secret values are replaced in any file, and a UTF-8 text file also gets
@@ -39,6 +41,7 @@ FILE_CAP = 64 * 1024**2  # bytes of one file copied out
 TOTAL_CAP = 256 * 1024**2  # bytes copied out of one outbox
 COUNT_CAP = 10_000  # entries (files, links, folders) looked at in one outbox; the rest are counted, not copied
 SKIPPED_CAP = 100  # entries named one by one in ``skipped``
+PATH_MAX = 4096  # bytes of a path Linux takes (linux/limits.h): a folder at a longer path cannot be listed by it
 NAME = "outbox"  # the folder in the run's scratch
 RECORD_NAME = "a run record's name (only the harness writes one)"
 
@@ -97,12 +100,16 @@ def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int
             dirs[:] = []
             continue
         seen += len(dirs) + len(names)
+        deep = set()
         for d in list(dirs):
             if os.path.islink(base / d):
                 skip(rel_root / d, "a link (not followed)")
             elif d == RUN_FILE:
                 skip(rel_root / d, RECORD_NAME)
-        dirs[:] = sorted(d for d in dirs if not os.path.islink(base / d) and d != RUN_FILE)
+            elif len(os.fsencode(base / d)) >= PATH_MAX:  # no call can list it by its path: said, not lost unnamed
+                skip(rel_root / d, f"too deep to copy (a path of {PATH_MAX} bytes or more)")
+                deep.add(d)
+        dirs[:] = sorted(d for d in dirs if not os.path.islink(base / d) and d != RUN_FILE and d not in deep)
         for name in sorted(names):
             rel = rel_root / name
             src = base / name
@@ -115,7 +122,7 @@ def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int
                 skip(rel, "a link (not followed)" if src.is_symlink() else "not a regular file")
                 continue
             theirs = rel_root == Path(".") and name in harness
-            dest = record / rel if theirs else record / OUTBOX_DIR / rel
+            dest = record / rel if theirs else record / OUTBOX_DIR / stored_name(rel, secrets)
             if os.path.lexists(dest):
                 skip(rel, "the record folder already holds this path")
                 continue
@@ -142,6 +149,14 @@ def collect(outbox: Path, record: Path, file_cap: int = FILE_CAP, total_cap: int
     return {"copied": copied, **({"folder": OUTBOX_DIR} if copied else {}), **({"harness": own} if own else {}),
             **({"skipped": skipped} if skipped else {}), **({"redacted": redacted} if redacted else {}),
             **({"over_count_cap": over} if over else {})}
+
+
+def stored_name(rel: Path, secrets: Sequence[str] = ()) -> Path:
+    """The path an outbox file ``rel`` is copied to (under the record's ``outbox/``): its bytes that are no UTF-8
+    shown as ``\\xNN`` (a record's names are text: the manifest, the reports and JSON name them), then passed
+    through ``record.redact.redact`` with ``secrets`` (a file named after a key is stored under ``<redacted>``)."""
+    text = os.fsencode(rel).decode("utf-8", "backslashreplace")
+    return Path(redact(text, secrets))
 
 
 def _folders(record: Path, rel: Path) -> None:
