@@ -88,6 +88,11 @@ def test_old_spellings_are_aliases(tmp_path: Path, capsys: pytest.CaptureFixture
     assert sub["ratings"].parse_args(["--json"]).format == "json"
     assert sub["parse"].parse_args(["claude", "f", "--json"]).format == "json"
     assert sub["history"].parse_args(["--format", "text"]).format == "terminal"
+    for name in WRITERS:  # `--format terminal` (= text) wherever a text format is offered
+        formats = next((a.choices for a in sub[name]._actions if "--format" in a.option_strings), None) or ()
+        if "text" in formats or "terminal" in formats:
+            args = {"parse": ["claude", "f"], "merge": ["a"], "compare": ["--snapshot", "s.json"], "render": ["out"]}.get(name, [])
+            assert sub[name].parse_args([*args, "--format", "terminal"]).format in ("text", "terminal"), name
     assert sub["merge"].parse_args(["a", "--to", "m"]).to == "m" == sub["merge"].parse_args(["a", "-o", "m"]).to
 
 
@@ -201,3 +206,15 @@ def test_dash_o_replaces_a_link_instead_of_writing_through_it(tmp_path: Path, ca
     assert main(["schema", "task", "-o", str(tmp_path / "link.json")]) == 0
     assert victim.read_text() == "keep me\n"
     assert not (tmp_path / "link.json").is_symlink() and json.loads((tmp_path / "link.json").read_text())["title"]
+
+
+def test_an_unknown_case_names_the_folder_found(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``agentrace report --case X`` without OUT names the results folder it found, not ``None``."""
+    (tmp_path / "pyproject.toml").write_text("")
+    out = _results(tmp_path)
+    out.rename(tmp_path / ".agentrace")
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "--case", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert f"--case nosuch: no such case in {tmp_path / '.agentrace'} (cases: t)" in err and "None" not in err

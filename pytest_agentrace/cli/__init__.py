@@ -54,12 +54,15 @@ def output_options(p: argparse.ArgumentParser, formats: tuple[str, ...] = ("text
                    short: bool = True, json_alias: bool = False, suppress: bool = False) -> None:
     """Add ``-o/--output FILE`` (dest ``output_file``: ``main`` sends the command's standard output there and says
     ``agentrace: wrote FILE`` on standard error) and
-    ``--format`` with ``formats`` (``json_alias``: also ``--json``, the same as ``--format json``). ``short``: False
+    ``--format`` with ``formats`` (``terminal`` read as ``text``; ``json_alias``: also ``--json``, the same as
+    ``--format json``). ``short``: False
     leaves ``-o`` out (``regress`` passes it to pytest, where it is ``--override-ini``)."""
     flags = ("-o", "--output") if short else ("--output",)
     kw: dict[str, Any] = {"default": argparse.SUPPRESS} if suppress else {}
     p.add_argument(*flags, dest="output_file", metavar="FILE", help="write to FILE instead of standard output", **kw)
-    p.add_argument("--format", choices=formats, help=f"output format (default: {default})",
+    alias = {"terminal": "text"} if "text" in formats else {}  # the store commands' word for text, taken everywhere
+    p.add_argument("--format", choices=formats, type=lambda value: alias.get(value, value), metavar="|".join(formats),
+                   help=f"output format (default: {default})",
                    **({"default": argparse.SUPPRESS} if suppress else {"default": default}))
     if json_alias:
         p.add_argument("--json", dest="format", action="store_const", const="json", help="alias of --format json")

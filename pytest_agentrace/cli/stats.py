@@ -314,7 +314,7 @@ def _report(args: argparse.Namespace) -> int:
     outcomes = scored(loaded.outcomes)
     cases = _cases(args.case)
     if cases and not any(o.case in cases for o in outcomes):
-        raise CliError(f"--case {', '.join(cases)}: no such case in {args.out} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
+        raise CliError(f"--case {', '.join(cases)}: no such case in {loaded.folder} (cases: {', '.join(sorted({o.case for o in outcomes}))})")
     seq = {"cap": args.stop_when_decided} if args.stop_when_decided else None
     report = build_report(outcomes, args.baseline, args.seed, args.resamples, cases, seq, target=args.generalize)
     width = stdout_width()
