@@ -41,6 +41,11 @@ def test_each_verbosity_shows_what_it_should() -> None:
                      ("agentrace: 1 run skipped: claude not installed", {}),
                      ("agentrace: runs were not sandboxed", WARN), ("agentrace: FAILED gate: a is worse", FAIL)]
     assert count_line(()) == "agentrace: 0 runs"
+    # a noop baseline's failed runs are pytest's xfailed: counted apart, as every format counts them
+    runs = [outcome(agent="a", rep=1), outcome(agent="noop", rep=1, status="failed"), outcome(agent="noop", rep=2, status="failed"),
+            outcome(agent="a", rep=2, status="failed")]
+    assert count_line(runs) == "agentrace: 4 runs: 1 passed, 2 expected failures, 1 failed"
+    assert count_line(runs[:2]) == "agentrace: 2 runs: 1 passed, 1 expected failure"
 
 
 def test_an_empty_session_has_no_section_and_a_width_is_kept() -> None:

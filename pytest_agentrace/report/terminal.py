@@ -30,6 +30,7 @@ from pytest_agentrace.report.result import SessionResult
 from pytest_agentrace.report.stats_text import compare_lines, report_lines
 from pytest_agentrace.report.text import task_tables
 from pytest_agentrace.report.trials import trial_tables
+from pytest_agentrace.report.view import expected_failure
 
 DETAIL_TASKS = 3  # up to this many tasks, the per-task tables are shown without -v
 # the line under a task matrix that says how to see the per-task tables it stands for: pytest's -v in a session;
@@ -84,11 +85,13 @@ class Shown:
 
 
 def count_line(outcomes: Sequence[Outcome]) -> str:
-    """``agentrace: 12 runs: 9 passed, 2 failed, 1 error`` (statuses in order of first appearance; ``-qq``)."""
+    """``agentrace: 12 runs: 9 passed, 2 failed, 1 error`` (statuses in order of first appearance; ``-qq``), a
+    baseline's failed runs counted apart as ``expected failures`` (pytest's xfailed), as every format counts them."""
     counts: dict[str, int] = {}
     for o in outcomes:
-        counts[str(o.status)] = counts.get(str(o.status), 0) + 1
-    parts = ", ".join(f"{n} {status}" for status, n in counts.items())
+        status = "expected failure" if expected_failure(o) else str(o.status)
+        counts[status] = counts.get(status, 0) + 1
+    parts = ", ".join(f"{n} {status}{'s' if status == 'expected failure' and n != 1 else ''}" for status, n in counts.items())
     return f"agentrace: {len(outcomes)} run{'s' if len(outcomes) != 1 else ''}" + (f": {parts}" if parts else "")
 
 
