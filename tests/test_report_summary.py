@@ -126,8 +126,25 @@ def test_a_total_is_out_of_the_tasks_the_agent_has_a_score_on() -> None:
         *(outcome(case=t, agent="q", seconds=10, status="failed", source=f"/s/{t}.yaml") for t in ("a", "b")),
     )
     (line,) = [x for x in matrix_lines(runs) if x.startswith("winner:")]
-    assert line.startswith("winner: p (total score 300.0 of 300, 2/2 tasks won; runner-up q "), line
-    assert line.endswith(" of 200)"), line
+    # totals over 3 and 2 tasks are not compared: the winner line ranks by the mean score a task
+    assert line.startswith("winner: p (mean score 100.0 a task over 3 of 3 tasks, 2/2 tasks won; runner-up q "), line
+    assert line.endswith(" over 2)"), line
+
+
+def test_a_baseline_is_never_winner_or_runner_up_and_fewer_tasks_do_not_lose() -> None:
+    """noop ran three tasks (a low score each, 105 in all), fixer one (100, won): the total favoured noop as
+    runner-up. A baseline is never winner or runner-up, and uneven coverage is ranked by the mean a task."""
+    runs = scored(
+        *(outcome(case=t, agent="oracle", seconds=1, source=f"/s/{t}.yaml") for t in ("a", "b")),
+        *(outcome(case=t, agent="noop", seconds=1, status="failed", source=f"/s/{t}.yaml") for t in ("a", "b", "c")),
+        outcome(case="c", agent="fixer", seconds=1, source="/s/c.yaml"),
+    )
+    (line,) = [x for x in matrix_lines(runs) if x.startswith(("winner:", "no overall winner"))]
+    assert "noop" not in line and line.startswith("no overall winner: fixer, oracle tie on mean score a task (100.0"), line
+    runs = scored(outcome(case="a", agent="p", seconds=1, source="/s/a.yaml"),
+                  *(outcome(case=t, agent="noop", seconds=1, status="failed", source=f"/s/{t}.yaml") for t in ("a", "b")))
+    (line,) = [x for x in matrix_lines(runs) if x.startswith("winner:")]  # one agent beside the baseline
+    assert line == "winner: p (mean score 100.0 a task over 1 of 2 tasks, 1/1 tasks won; baseline noop 35.0 over 2)"
 
 
 def test_race_table_names_its_score_interval_wilson() -> None:

@@ -9,8 +9,10 @@ tasks, per agent: ``Total score`` (sum of the cells, coderace's TOTAL), ``Win ra
 against at least one other agent; a win needs a mean score more than 1 point above every other agent's, so ties
 are not wins, as in ``stats.ratings``), ``Mean time (s)`` (agent seconds over its valid runs) and
 ``Total cost (USD)`` (every run with a known cost, marked ``(priced)`` / ``(est.)`` as in the task tables, and
-``k of n runs`` when only some runs have one). One line then names the overall winner: the highest total score,
-or a tie when the best two are within 1 point. Pure functions over scored outcomes; tabulate imported lazily.
+``k of n runs`` when only some runs have one). One line then names the overall winner: the highest total score
+(the highest mean score a task when the agents have scores on different numbers of tasks), or a tie when the best
+two are within 1 point; a baseline expected to fail (``noop``) is never winner or runner-up (beside one agent, it is
+named as the baseline). Pure functions over scored outcomes; tabulate imported lazily.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pytest_agentrace.record.model import Outcome, Status
 from pytest_agentrace.report import numbers
 from pytest_agentrace.report.fit import fit, fit_lines
 from pytest_agentrace.report.text import COST_MARKS
+from pytest_agentrace.report.view import expects_failure
 from pytest_agentrace.stats.ratings import DRAW_MARGIN
 
 ROW_LABELS = ("Total score", "Win rate", "Mean time (s)", "Total cost (USD)")
@@ -36,7 +39,8 @@ Cells = dict[tuple[str, str], list[Outcome]]  # (task label, agent) -> runs
 class AgentTotals:
     """One agent's column footer: ``total`` score (sum over its scored tasks), ``tasks`` scored, ``wins`` and
     ``races`` (tasks with another agent scored), ``seconds`` (mean agent seconds over valid runs, None: none),
-    ``cost`` (USD summed over runs with a known cost, None: none), ``costed`` / ``runs`` (runs with a cost / all)."""
+    ``cost`` (USD summed over runs with a known cost, None: none), ``costed`` / ``runs`` (runs with a cost / all);
+    ``baseline``: every run of the agent's is a baseline's expected to fail (``noop``, ``expect: fail``)."""
 
     agent: str
     total: float
@@ -48,6 +52,12 @@ class AgentTotals:
     costed: int
     runs: int
     cost_mark: str = ""
+    baseline: bool = False
+
+    @property
+    def mean(self) -> float:
+        """The mean score over the tasks the agent has a score on (0 when none)."""
+        return self.total / self.tasks if self.tasks else 0.0
 
 
 def _cell(runs: list[Outcome]) -> str:
@@ -108,6 +118,7 @@ def totals(outcomes: Iterable[Outcome]) -> tuple[list[str], list[str], Cells, li
                 len(costs),
                 len(mine),
                 next((COST_MARKS[s] for s in ("estimated", "priced") if s in sources), ""),
+                all(expects_failure(o) for o in mine),
             )
         )
     stats.sort(key=lambda s: (-s.total, s.agent))
@@ -134,22 +145,34 @@ def _over(s: AgentTotals, n_tasks: int, short: bool = False) -> str:
 
 
 def winner_line(stats: Sequence[AgentTotals], n_tasks: int) -> str | None:
-    """``winner: A (total score 412.0 of 500, 4/5 tasks won)``, or the tie of the best two (within 1 point);
-    None with fewer than two agents."""
+    """``winner: A (total score 412.0 of 500, 4/5 tasks won; runner-up B 375.0)``, or the tie of the best two
+    (within 1 point). A baseline expected to fail (``noop``, ``expect: fail``) is never winner or runner-up: beside
+    one agent it is named as the baseline (``...; baseline noop 70.0``). Totals over different numbers of tasks are
+    not compared: when the agents have scores on different numbers of tasks, they are ranked by their mean score a
+    task (``winner: A (mean score 95.0 a task over 2 of 3 tasks, ...)``). None with fewer than two agents."""
     if len(stats) < 2:
         return None
-    best, second = stats[0], stats[1]
-    if best.total - second.total <= DRAW_MARGIN:
-        tied = [s.agent for s in stats if best.total - s.total <= DRAW_MARGIN]
-        return (
-            f"no overall winner: {', '.join(tied)} tie on total score ({best.total:.1f} of {100 * n_tasks}; "
-            f"within {DRAW_MARGIN:g} point)"
-        )
+    contenders = [s for s in stats if not s.baseline]
+    if not contenders:
+        return None
+    even = len({s.tasks for s in stats}) == 1
+    figure = (lambda s: s.total) if even else (lambda s: s.mean)
+    contenders.sort(key=lambda s: (-figure(s), s.agent))
+    best = contenders[0]
+    second = contenders[1] if len(contenders) > 1 else min(
+        (s for s in stats if s.baseline), key=lambda s: (-figure(s), s.agent))
+    role = "runner-up" if not second.baseline else "baseline"
+    if figure(best) - figure(second) <= DRAW_MARGIN:
+        tied = [s.agent for s in (*contenders, second) if figure(best) - figure(s) <= DRAW_MARGIN]
+        tied = list(dict.fromkeys(tied))
+        what = f"total score ({best.total:.1f} of {100 * n_tasks}" if even else f"mean score a task ({best.mean:.1f}"
+        return f"no overall winner: {', '.join(tied)} tie on {what}; within {DRAW_MARGIN:g} point)"
     won = f", {best.wins}/{best.races} tasks won" if best.races else ""
-    return (
-        f"winner: {best.agent} (total score {best.total:.1f} of {100 * best.tasks}{_over(best, n_tasks)}{won}; "
-        f"runner-up {second.agent} {second.total:.1f}{_over(second, n_tasks, short=True)})"
-    )
+    if even:
+        return (f"winner: {best.agent} (total score {best.total:.1f} of {100 * best.tasks}{_over(best, n_tasks)}{won}; "
+                f"{role} {second.agent} {second.total:.1f}{_over(second, n_tasks, short=True)})")
+    return (f"winner: {best.agent} (mean score {best.mean:.1f} a task over {best.tasks} of {n_tasks} tasks{won}; "
+            f"{role} {second.agent} {second.mean:.1f} over {second.tasks})")
 
 
 def matrix_lines(
