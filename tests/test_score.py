@@ -89,3 +89,18 @@ def test_time_differences_up_to_two_seconds_are_ties() -> None:
     assert s == {"a": 100.0, "b": 85.0}
     s = score_group([run("a", "passed", True, seconds=2.0, lines=3), run("b", "passed", True, seconds=2.0, lines=4)], False, True)
     assert s == {"a": 100.0, "b": 90.0}
+
+
+def test_a_task_with_verify_and_no_test_command_counts_verify_for_the_tests_part() -> None:
+    """A Harbor task's only check is its verifier: a perfect run scores 100 (it scored 75, the tests part lost), a
+    failing one keeps below any passing one (exit + lint + nothing else)."""
+    def harbor(agent: str, status: str, verify: bool, exit_code: int = 0) -> Outcome:
+        o = run(agent, status, True, lint=None, verify=verify, exit_code=exit_code)
+        return o.replace(checks={"verify": o.checks["verify"]})
+
+    s = score_group([harbor("oracle", "passed", True)], True, False)
+    assert s == {"oracle": 100.0}
+    s = score_group([harbor("bad", "failed", False), harbor("crash", "failed", True, exit_code=1)], True, False)
+    assert s == {"bad": 35.0, "crash": 70.0}  # exit 20 + lint 15; tests 25 + verify 30 + lint 15
+    s = score_group([run("t", "failed", False, lint=None, verify=True)], True, False)
+    assert s == {"t": 65.0}  # a tests check of its own stays its own: verify 30 + exit 20 + lint 15 + 0 tests

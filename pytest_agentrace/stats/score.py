@@ -5,7 +5,8 @@ time 15, lines 10``; with one ``tests 25, verify 30, exit 20, lint 15, time 5, l
 ``scoring:`` mapping replaces them; weights are normalised to sum 1 and the score is ``100 * sum(w_i * c_i)``.
 
 Components (each 0..1) of one run:
-- ``tests`` / ``verify``: 1 when the command exited 0 (verify counts only when the task has one);
+- ``tests`` / ``verify``: 1 when the command exited 0 (verify counts only when the task has one; a task with a
+  verify command and no test command, such as a Harbor task, counts its verify check for both);
 - ``exit``: 1 when the agent exited 0 and its own output did not report a failure (claude ``is_error``); ``lint``: 1 when lint exited 0, or when the task has no lint command;
 - ``time`` / ``lines``: min-max normalised (lower is better) over the *passing* runs (status ``passed``) of the
   same task and rep. Edge cases, chosen so that a do-nothing agent can never outrank one that passed:
@@ -82,7 +83,10 @@ def components(o: Outcome, has_verify: bool, has_lint: bool) -> dict[str, float]
         return 1.0 if c is not None and c.passed else 0.0
 
     clean_exit = o.exit_code == 0 and not o.timed_out and o.usage.status != AgentStatus.FAILED
-    comp = {"tests": ok("tests"), "exit": 1.0 if clean_exit else 0.0}
+    # a task with a verify command and no test command (a Harbor task: its tests/test.sh is the verifier) has no
+    # tests check: its verify check is its tests too, so a perfect run scores 100, as a task without lint does
+    tests = ok("verify") if has_verify and "tests" not in o.checks and "verify" in o.checks else ok("tests")
+    comp = {"tests": tests, "exit": 1.0 if clean_exit else 0.0}
     comp["lint"] = ok("lint") if has_lint else 1.0
     if has_verify:
         comp["verify"] = ok("verify")
