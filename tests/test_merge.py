@@ -78,7 +78,9 @@ def test_merged_shards_equal_one_session(project: pytest.Pytester, xdist: list[s
         assert db.execute("SELECT COUNT(*), COUNT(DISTINCT session_id) FROM runs").fetchone() == (12, 3)
     last = json.loads((root / "merged" / "last-session.json").read_text())
     assert sorted(last["run_ids"]) == sorted(runs(root / "single")) and last["session_id"].count("+") == 2
+    split = last["shards"].pop("split")
     assert last["shards"] == {"total": 3, "ran": [1, 2, 3]} and "shard" not in err
+    assert sorted(split) == ["1", "2", "3"] and len(set(split.values())) == 1  # one split, recorded by each shard
     # one shard's artifact missing: the merge says so, the reports warn, and a gate refuses to decide
     code, text, _ = main(capsys, "merge", str(root / "out1"), str(root / "out3"), "--to", str(root / "part"))
     assert code == 0 and f"warning: {root / 'part'} holds shards 1, 3 of 3; shard 2 of 3 missing" in text
@@ -101,7 +103,8 @@ def test_merged_shards_equal_one_session(project: pytest.Pytester, xdist: list[s
     res = project.runpytest("--agentrace", "--agentrace-out", "stopped2", "--agentrace-db", "stopped2/history.db",
                             "--agentrace-shard", "2/3", "--maxfail", "1", *xdist)
     assert res.ret in (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERRUPTED), res.stdout.str()  # xdist: 2
-    assert json.loads((root / "stopped2" / "last-session.json").read_text())["shards"] == {"total": 3, "ran": [2], "stopped": [2]}
+    assert json.loads((root / "stopped2" / "last-session.json").read_text())["shards"] == {
+        "total": 3, "ran": [2], "stopped": [2], "split": {"2": split["2"]}}
     code, text, _ = main(capsys, "merge", str(root / "out1"), str(root / "stopped2"), str(root / "out3"), "--to", str(root / "cut"))
     assert code == 0 and "shard 2 of 3 stopped before every run ran" in text, text
     code, _, err = main(capsys, "compare", str(root / "cut"), "--snapshot", str(root / "single.snap.json"), "--fail-on", "regressed")

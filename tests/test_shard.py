@@ -100,16 +100,40 @@ def test_cell_seconds_reads_the_history_store(tmp_path: Path) -> None:
 
 def test_union_of_shards_is_every_run_once(project: pytest.Pytester, xdist: list[str]) -> None:
     ran: list[str] = []
+    digests: set[str] = set()
     for k in (1, 2, 3):
         out = f"out{k}"
         res = project.runpytest("--agentrace", "--agentrace-out", out, "--agentrace-db", f"{out}/history.db",
                                 "--agentrace-shard", f"{k}/3", *xdist)
         counts = res.parseoutcomes()
         assert counts.get("passed", 0) + counts.get("failed", 0) == 4
+        last = json.loads((project.path / out / "last-session.json").read_text())
+        digests.add(last["shards"]["split"][str(k)])
         assert counts.get("deselected") == (None if xdist else 8)  # xdist's controller collects nothing to deselect
         assert f"agentrace: shard {k}/3 of the runs" in res.stdout.str()
         ran += list(runs(project.path / out))
     assert sorted(ran) == sorted(ALL_IDS)
+    assert len(digests) == 1  # one history each, empty alike: one split
+
+
+def test_shards_that_split_differently_are_refused_by_the_merge(project: pytest.Pytester, xdist: list[str],
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Shards run one after another on one machine with the default history: each session saves its runs to the
+    history the next one balances by, so the splits differ (some runs twice, others never). Each shard records its
+    split's digest; the merge names the shards that differ and writes nothing, before any record conflict."""
+    from pytest_agentrace import cli
+
+    digests = {}
+    for k in (1, 2, 3):
+        project.runpytest("--agentrace", "--agentrace-out", f"out{k}", "--agentrace-shard", f"{k}/3", *xdist)
+        split = json.loads((project.path / f"out{k}" / "last-session.json").read_text())["shards"]["split"]
+        assert list(split) == [str(k)] and len(split[str(k)]) == 16
+        digests[k] = split[str(k)]
+    assert len(set(digests.values())) > 1  # the second and third read the history the first ones saved
+    code = cli.main(["merge", *(str(project.path / f"out{k}") for k in (1, 2, 3)), "-o", str(project.path / "merged")])
+    err = capsys.readouterr().err
+    assert code == 2 and "the shards split the runs differently (" in err and "--agentrace-db" in err, err
+    assert not (project.path / "merged").exists()
 
 
 def test_auto_reads_gitlab_variables(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

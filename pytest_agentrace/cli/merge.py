@@ -27,7 +27,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_agentrace import untrusted
 from pytest_agentrace.record.manifest import MANIFEST_DIR, SEAL_SUFFIX, manifest_key, verify
@@ -38,6 +38,7 @@ from pytest_agentrace.record.runfile import (
     read_json,
     read_run,
     session_shards,
+    shard_splits,
     stopped_shards,
     write_last_session,
 )
@@ -192,12 +193,24 @@ def split_files(found: list[Found]) -> list[str]:
             for (kind, name, _), where in sorted(paths.items()) if len(where) > 1]
 
 
-def last_session(outs: list[Path]) -> tuple[list[str], list[str], tuple[int, list[int]] | None, list[int], str | None] | None:
-    """(session ids, run ids, shards ``(N, [K, ...])`` or None, the shards that stopped early, the rootdir they
-    share or None) of the inputs' ``last-session.json`` files (None when none has one). Raises ``MergeError`` for
-    an unreadable one, or for shards of different totals."""
+class Last(NamedTuple):
+    """What the inputs' ``last-session.json`` files say together (``last_session``)."""
+
+    sessions: list[str]
+    ids: list[str]
+    shards: tuple[int, list[int]] | None  # (N, [K, ...])
+    stopped: list[int]  # the shards whose session stopped before every run ran
+    root: str | None  # the rootdir they share, None when they differ
+    splits: dict[int, str]  # shard -> the digest of its split of the runs
+
+
+def last_session(outs: list[Path]) -> Last | None:
+    """What the inputs' ``last-session.json`` files say (``Last``; None when none has one). Raises ``MergeError``
+    for an unreadable one, for shards of different totals, and for shards that split the runs differently (they
+    read different histories: some runs ran twice and others never)."""
     sessions, ids, any_found = [], set(), False
     totals, ran, stopped, roots = set(), set(), set(), set()
+    splits: dict[int, str] = {}
     for out in outs:
         path = out / LAST_SESSION_FILE
         if not path.is_file():
@@ -217,11 +230,23 @@ def last_session(outs: list[Path]) -> tuple[list[str], list[str], tuple[int, lis
                 totals.add(shards[0])
                 ran.update(shards[1])
                 stopped.update(stopped_shards(data))
+                splits.update(shard_splits(data))
     if len(totals) > 1:
         raise MergeError(f"the inputs are shards of {' and '.join(map(str, sorted(totals)))} machines: shards of one "
                          "session share their total (--agentrace-shard K/N); merge those of one session")
+    if len(set(splits.values())) > 1:
+        groups: dict[str, list[int]] = {}
+        for k, digest in sorted(splits.items()):
+            groups.setdefault(digest, []).append(k)
+        seen = "; ".join(f"shard{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))}: {d}" for d, ks in groups.items())
+        raise MergeError(f"the shards split the runs differently ({seen}): each read another history of run durations, "
+                         "so some runs ran twice and others never. Give every shard the same history file "
+                         "(--agentrace-db FILE restored on each, as the CI examples do) or each an empty one of its own "
+                         "(--agentrace-db shardK/history.db), and run the shards again")
     root = roots.pop() if len(roots) == 1 else None  # shards run from different folders have no one rootdir
-    return (sessions, sorted(ids), (totals.pop(), sorted(ran)) if totals else None, sorted(stopped), root) if any_found else None
+    if not any_found:
+        return None
+    return Last(sessions, sorted(ids), (totals.pop(), sorted(ran)) if totals else None, sorted(stopped), root, splits)
 
 
 def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[str]:
@@ -239,8 +264,8 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
     if why := linked(target, ("runs", MANIFEST_DIR, DEFAULT_NAME)) or (to_db.is_symlink() and f"{to_db} is a link; "
                                                                        "name the history file itself"):
         raise MergeError(why)
+    found = last_session([o for o in outs if o != target])  # before the records: a split that differs says so first
     copies, same, held = plan(outs, target)
-    found = last_session([o for o in outs if o != target])
     lines = [note for out in outs if (note := manifest_note(out))] + split_files(held)
     histories = [d for d in dict.fromkeys([*(o / DEFAULT_NAME for o in outs), *dbs]) if d.is_file() and d != to_db]
     if histories:
@@ -260,8 +285,8 @@ def merge(outs: list[Path], target: Path, dbs: list[Path], to_db: Path) -> list[
     copy_manifests(outs, target)
     lines.append(f"agentrace merge: {len(copies)} runs copied into {target}" + (f" ({same} identical duplicates skipped)" if same else ""))
     if found is not None:
-        sessions, ids, shards, stopped, root = found
-        write_last_session(target, "+".join(sessions) or "merged", ids, shards, stopped, root)
+        write_last_session(target, "+".join(found.sessions) or "merged", found.ids, found.shards, found.stopped, found.root,
+                           found.splits)
         if why := missing_shards(target):
             lines.append(f"agentrace merge: warning: {why}")
     return lines

@@ -360,7 +360,8 @@ class Controller:
             sharded = shard is not None and shard.total > 1
             write_last_session(self.out, self.session_id, [o.run_id for o in outcomes],
                                (shard.total, [shard.index]) if sharded else None,
-                               [shard.index] if sharded and not self.whole else [], rootdir=self.config.rootpath)
+                               [shard.index] if sharded and not self.whole else [], rootdir=self.config.rootpath,
+                               splits={shard.index: self.agentrace.split} if sharded and self.agentrace.split else None)
         except OSError as exc:
             notes.append((f"agentrace: last-session record not written: {exc}", True))
         try:  # the results-folder index, so that reports read one file instead of every run.json

@@ -139,13 +139,16 @@ LAST_SESSION_FILE = "last-session.json"
 
 
 def write_last_session(out: Path, session_id: str, run_ids: list[str], shards: tuple[int, list[int]] | None = None,
-                       stopped: list[int] = (), rootdir: Path | str | None = None) -> Path:
+                       stopped: list[int] = (), rootdir: Path | str | None = None,
+                       splits: dict[int, str] | None = None) -> Path:
     """Record which runs the session that just ended produced or reused: ``<out>/last-session.json``,
     ``{"session_id": str, "run_ids": [str, ...]}`` (sorted), and ``"shards": {"total": N, "ran": [K, ...]}`` when
     the session was shard K of N (``shards``: ``(N, [K, ...])``; a merge of shards lists each it holds), with
     ``"stopped": [K, ...]``, the shards whose session stopped before every run ran (Ctrl-C, a CI job's timeout,
     ``-x``), when there are some; ``"rootdir"``: pytest's rootdir of the session (what its node ids, and JUnit's
-    classnames, are relative to; ``session_rootdir``). Written atomically by the controller. A results folder keeps
+    classnames, are relative to; ``session_rootdir``); ``"split": {"K": digest}``, each shard's digest of its split
+    of the runs over all shards (``spec.shard.split_digest``; ``shard_splits``). Written atomically by the
+    controller. A results folder keeps
     every run ever made; ``--last-session`` in the ``agentrace`` commands reads only these, and ``missing_shards``
     the shards."""
     doc: dict[str, Any] = {"session_id": session_id, "run_ids": sorted(set(run_ids))}
@@ -155,6 +158,8 @@ def write_last_session(out: Path, session_id: str, run_ids: list[str], shards: t
         doc["shards"] = {"total": shards[0], "ran": sorted(set(shards[1]))}
         if stopped:
             doc["shards"]["stopped"] = sorted(set(stopped))
+        if splits:
+            doc["shards"]["split"] = {str(k): v for k, v in sorted(splits.items())}
     path = Path(out) / LAST_SESSION_FILE
     write_atomic(path, json.dumps(doc, indent=1) + "\n")
     return path
@@ -181,6 +186,16 @@ def session_rootdir(out: Path) -> Path | None:
         return None
     root = data.get("rootdir") if isinstance(data, dict) else None
     return Path(root) if isinstance(root, str) and root.startswith("/") else None
+
+
+def shard_splits(data: Any) -> dict[int, str]:
+    """``{K: digest}`` of a parsed ``last-session.json``: each shard's digest of its split of the runs (``{}``: none
+    recorded, or not in that shape)."""
+    shards = data.get("shards") if isinstance(data, dict) else None
+    found = shards.get("split") if isinstance(shards, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {int(k): v for k, v in found.items() if isinstance(k, str) and k.isdigit() and isinstance(v, str)}
 
 
 def stopped_shards(data: Any) -> list[int]:

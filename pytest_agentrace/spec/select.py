@@ -32,7 +32,7 @@ from pytest_agentrace.run.race import group_id
 from pytest_agentrace.spec.builtin import SAME_NAME_NOTE, keep_difficulty, level_key, same_level, sorted_levels
 from pytest_agentrace.spec.common import AgentSpec, parse_agent, unique_agent_ids
 from pytest_agentrace.spec.matrix import RunSpec
-from pytest_agentrace.spec.shard import Shard, select
+from pytest_agentrace.spec.shard import Shard, split
 
 AGENT_OPTION = "--agentrace-agent"
 VALIDATION_AGENTS = ("oracle", "noop")  # --agentrace-validate: the reference solution and no change
@@ -149,13 +149,15 @@ class Selection:
     """What ``select_runs`` decided. ``kept``: the runs to run, in the order they run; ``deselected``: ``(run,
     reason)`` for each run left out; ``errors``: ``(run, message)`` for kept runs that must fail instead of running
     (collisions); ``warnings``: one line each; ``plain``: whether pytest's own tests (not runs) are kept (only shard
-    1 of N keeps them, so they run once over all shards)."""
+    1 of N keeps them, so they run once over all shards); ``split``: the digest of a shard's split of the runs over
+    every shard (``spec.shard.split_digest``; None without a shard of N > 1)."""
 
     kept: tuple[RunSpec, ...]
     deselected: tuple[tuple[RunSpec, str], ...] = ()
     errors: tuple[tuple[RunSpec, str], ...] = ()
     warnings: tuple[str, ...] = ()
     plain: bool = True
+    split: str | None = None
 
 
 def select_runs(runs: Sequence[RunSpec], rules: Rules) -> Selection:
@@ -169,15 +171,15 @@ def select_runs(runs: Sequence[RunSpec], rules: Rules) -> Selection:
             dropped.append((spec, reason))
         else:
             kept.append(spec)
-    plain = True
+    plain, digest = True, None
     if rules.shard is not None and rules.shard.total > 1:
-        kept, off = _shard(kept, rules)
+        kept, off, digest = _shard(kept, rules)
         dropped += off
         plain = rules.shard.index == 1
     if rules.rep_major:
         kept.sort(key=lambda spec: spec.rep)
     return Selection(tuple(kept), tuple(dropped), collisions(kept), _difficulty_warnings(runs, rules) + _validate_warnings(runs, rules),
-                     plain)
+                     plain, digest)
 
 
 def _filtered(spec: RunSpec, rules: Rules) -> str | None:
@@ -190,14 +192,14 @@ def _filtered(spec: RunSpec, rules: Rules) -> str | None:
     return None
 
 
-def _shard(runs: list[RunSpec], rules: Rules) -> tuple[list[RunSpec], list[tuple[RunSpec, str]]]:
-    """The runs of ``rules.shard`` and the others, each with its reason. The unit a shard takes whole is the run
-    (its id), or under race mode the race."""
+def _shard(runs: list[RunSpec], rules: Rules) -> tuple[list[RunSpec], list[tuple[RunSpec, str]], str | None]:
+    """The runs of ``rules.shard``, the others (each with its reason) and the split's digest. The unit a shard takes
+    whole is the run (its id), or under race mode the race."""
     unit = group_id if rules.race else (lambda spec: spec.id)
-    mine = select([unit(spec) for spec in runs], rules.shard, rules.history)
+    mine, digest = split([unit(spec) for spec in runs], rules.shard, rules.history)
     kept = [spec for spec in runs if unit(spec) in mine]
     taken = {id(spec) for spec in kept}
-    return kept, [(spec, f"another shard's run (shard {rules.shard})") for spec in runs if id(spec) not in taken]
+    return kept, [(spec, f"another shard's run (shard {rules.shard})") for spec in runs if id(spec) not in taken], digest
 
 
 def collisions(runs: Sequence[RunSpec]) -> tuple[tuple[RunSpec, str], ...]:

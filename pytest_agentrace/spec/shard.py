@@ -15,7 +15,10 @@ sha256 of the run id and then the lowest shard number, so with no history at all
 sha256 order: balanced by count and stable when runs are added.
 
 The partition is the same on every machine only if each reads the same history: restore one history file on
-every shard (the CI examples restore the merged ``history.db`` of the last run), or none.
+every shard (the CI examples restore the merged ``history.db`` of the last run), or none. Each shard records its
+split's digest (``split_digest`` of the whole assignment) in ``last-session.json``; ``agentrace merge`` refuses
+shards whose digests differ (shards run one after another on one machine, sharing its history, would otherwise
+have run some runs twice and others never).
 
 ``auto`` reads the CI's parallel-job variables: GitLab ``CI_NODE_INDEX``/``CI_NODE_TOTAL`` (1-based), CircleCI
 ``CIRCLE_NODE_INDEX``/``CIRCLE_NODE_TOTAL`` and Buildkite ``BUILDKITE_PARALLEL_JOB``/``BUILDKITE_PARALLEL_JOB_COUNT``
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import heapq
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -137,7 +141,21 @@ def assign(run_ids: Sequence[str], total: int, seconds: Mapping[str, float] | No
 
 def select(run_ids: Sequence[str], shard: Shard, history: Mapping[str, float]) -> set[str]:
     """The run ids of ``shard`` among ``run_ids``, balanced by ``history`` (``record.store.cell_seconds``)."""
+    return split(run_ids, shard, history)[0]
+
+
+def split(run_ids: Sequence[str], shard: Shard, history: Mapping[str, float]) -> tuple[set[str], str | None]:
+    """``(the run ids of shard, the split's digest)``: ``select``'s ids, and ``split_digest`` of the whole
+    assignment (every shard's runs; None for a shard of 1), which every shard of one split computes alike."""
     if shard.total == 1:
-        return set(run_ids)
+        return set(run_ids), None
     placed = assign(run_ids, shard.total, expected_seconds(run_ids, history))
-    return {i for i, k in placed.items() if k == shard.index}
+    return {i for i, k in placed.items() if k == shard.index}, split_digest(placed)
+
+
+def split_digest(placed: Mapping[str, int]) -> str:
+    """The first 16 hex digits of the sha256 of ``placed`` (``{run id: shard}``) as canonical JSON (sorted pairs):
+    shards that read different histories place some runs differently, and their digests differ (``agentrace
+    merge`` refuses to merge them: some runs ran twice and others never)."""
+    body = json.dumps(sorted(placed.items()), separators=(",", ":"))
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
