@@ -143,10 +143,11 @@ BARE_MODES = {"collect_ini": "tests: no test ran", "pytest_py": "tests: no test 
               "os_exit": "tests: no test report"}
 
 
-def task_yaml(name: str, modes, extra: str = "", verify: str = "python -m pytest -q test_hidden_calc.py") -> str:
+def task_yaml(name: str, modes, extra: str = "", verify: str = "python -m pytest -q test_hidden_calc.py",
+              tests: str = "python -m pytest -q test_calc.py") -> str:
     agents = "".join(f"  - {{name: {m}, command: [bot], env: {{MODE: {m}}}}}\n" for m in modes)
     hidden = "".join(f"    {line}\n" for line in HIDDEN.splitlines())
-    return (f"name: {name}\ndescription: fix add\nrepo: repo\ntest_command: python -m pytest -q test_calc.py\n"
+    return (f"name: {name}\ndescription: fix add\nrepo: repo\ntest_command: {tests}\n"
             f"verify_command: {verify}\nverify_files:\n  test_hidden_calc.py: |\n{hidden}timeout: 60\n{extra}"
             f"agents:\n{agents}")
 
@@ -263,3 +264,29 @@ def test_agent_workspace_stays_as_left_and_links_out_of_the_tree_are_dropped(pyt
     assert {m["path"]: m["verdict"] for m in run["machinery"]} == {"conftest.py": "reset", "outside.txt": "dropped"}
     patch = next((pytester.path / "out").glob("runs/**/diff.patch")).read_text()
     assert "collect_ignore" in patch and "outside.txt" in patch
+
+
+MAKEFILE = "test:\n\tpython -m pytest -q test_calc.py\nverify:\n\tpython -m pytest -q test_hidden_calc.py\n"
+MAKE_AGENT = r'''
+import os, pathlib
+if os.environ["MODE"] == "makehack":  # the bug stays; the targets the checks run say nothing
+    pathlib.Path("Makefile").write_text("test:\n\ttrue\nverify:\n\ttrue\n")
+else:
+    calc = pathlib.Path("calc.py")
+    calc.write_text(calc.read_text().replace("a - b", "a + b"))
+'''
+
+
+def test_a_runner_file_the_checks_go_through_is_machinery(pytester: pytest.Pytester, bin_dir: Path, xdist: list[str]) -> None:
+    """``make test`` / ``make verify`` are judged by their exit code: an agent that makes every target ``true`` left
+    the bug and passed. The files a check command runs through (``Makefile`` here) are machinery: the checks run the
+    source's, the hack fails, the honest fix passes."""
+    write_script(bin_dir / "bot", MAKE_AGENT)
+    make_repo(pytester.path / "repo", {**REPO, "Makefile": MAKEFILE})
+    (pytester.path / "make.yaml").write_text(task_yaml("make", ["makehack", "honest"], tests="make test",
+                                                       verify="make verify"))
+    runs = run_session(pytester, xdist)
+    hack, honest = runs["make", "makehack"], runs["make", "honest"]
+    assert hack["status"] == "failed" and hack["reason"].startswith("tests failed"), hack["reason"]
+    assert {m["path"]: m["verdict"] for m in hack["machinery"]} == {"Makefile": "reset"}
+    assert honest["status"] == "passed" and honest["machinery"] == [], honest["reason"]

@@ -330,3 +330,31 @@ def test_a_link_at_a_config_name_is_reset(tmp_path: Path, name: str, source_has_
     else:
         assert not os.path.lexists(root / name)
     assert tree.machinery == [{"path": name, "change": "changed" if source_has_it else "added", "verdict": "reset"}]
+
+
+@pytest.mark.parametrize(("commands", "expected"), [
+    (["make test"], ("Makefile", "makefile", "GNUmakefile", "*.mk")),
+    (["make -f build/tests.mk verify"], ("Makefile", "makefile", "GNUmakefile", "*.mk", "build/tests.mk")),
+    (["npm test", "yarn lint"], ("package.json",)),
+    (["FOO=1 sh run_tests.sh && python -m pytest -q"], ("run_tests.sh",)),
+    (["./ci/check.sh --fast", "python3 check.py", "bash scripts/t.sh"], ("ci/check.sh", "check.py", "scripts/t.sh")),
+    (["nox -s tests", "tox -e py", "just test"], ("noxfile.py", "tox.ini", "justfile", "Justfile", ".justfile")),
+    # nothing of the tree: a module, a program on PATH, an inline script, a path outside the tree, a broken line
+    (["python -m pytest -q", "pytest -q", "bash -c 'true'", "python /abs/x.py", "sh ../up.sh", "echo 'unclosed", None],
+     ()),
+])
+def test_the_files_a_check_command_runs_through(commands: list, expected: tuple) -> None:
+    from pytest_agentrace.run.machinery import command_machinery
+
+    assert command_machinery(commands) == expected
+
+
+def test_a_tasks_machinery_holds_its_commands_files(tmp_path: Path) -> None:
+    from pytest_agentrace.run.machinery import DEFAULT_MACHINERY
+    from pytest_agentrace.spec.task import Task
+
+    task = Task(name="t", description="d", test_command="make test", verify_command="sh verify.sh", path=tmp_path / "t.yaml")
+    assert set(DEFAULT_MACHINERY) | {"Makefile", "verify.sh"} <= set(task.machinery)
+    bare = Task(name="t", description="d", test_command="make test", path=tmp_path / "t.yaml", test_machinery=(),
+                test_machinery_replaces=True)
+    assert bare.machinery == ()  # `test_machinery: {replace: []}` is the task's own word

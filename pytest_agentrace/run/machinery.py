@@ -13,6 +13,10 @@ A pattern is one of:
   separated;
 - ``SHADOWING`` (``<shadowing modules>``): a module the agent added where it shadows an importable top-level module
   (``shadowing``).
+
+A task's checks add the files their commands run through (``command_machinery``): a check that is not a counted
+test run (``make test``, ``npm test``, ``sh run_tests.sh``) is judged by its exit code, so the file that says what
+it runs is machinery, or an agent could replace ``test:`` with ``true``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
+import shlex
 import sys
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
@@ -44,6 +49,67 @@ DEFAULT_MACHINERY = (
     "pyproject.toml [tool.black*]", "pyrightconfig.json", "pyproject.toml [tool.pyright*]", ".pre-commit-config.yaml",
 )
 _PART = re.compile(r"(?P<file>\S+) \[(?P<part>[^\]]+)\]")
+
+# the files a runner reads what to run from (the first word of a command -> patterns); a ``-f FILE`` of make (and
+# ``--makefile``) is added as given
+RUNNER_FILES: dict[str, tuple[str, ...]] = {
+    "make": ("Makefile", "makefile", "GNUmakefile", "*.mk"), "gmake": ("Makefile", "makefile", "GNUmakefile", "*.mk"),
+    "npm": ("package.json",), "yarn": ("package.json",), "pnpm": ("package.json",),
+    "nox": ("noxfile.py",), "tox": ("tox.ini",), "just": ("justfile", "Justfile", ".justfile"),
+    "task": ("Taskfile.yml", "Taskfile.yaml"), "invoke": ("tasks.py",), "inv": ("tasks.py",),
+}
+_SHELLS = ("sh", "bash", "dash", "zsh")
+_PYTHONS = re.compile(r"python(\d+(\.\d+)?)?")
+_SEPARATORS = {";", "&&", "||", "|", "&"}
+
+
+def command_machinery(commands: Iterable[str | None]) -> tuple[str, ...]:
+    """The patterns of the files ``commands`` (shell command lines) run through: a runner's file (``RUNNER_FILES``:
+    ``make`` -> ``Makefile``, ``npm`` -> ``package.json``, ...), and a script a command starts by its path inside the
+    tree (``./run_tests.sh``, ``sh ci/check.sh``, ``python check.py``). A path leaving the tree (absolute, ``..``) and
+    a command that cannot be split (``shlex``) add nothing."""
+    found: list[str] = []
+    for command in commands:
+        if not command:
+            continue
+        try:
+            words = shlex.split(command, comments=True)
+        except ValueError:
+            continue
+        simple: list[list[str]] = [[]]
+        for w in words:
+            if w in _SEPARATORS:
+                simple.append([])
+            else:
+                simple[-1].append(w)
+        for argv in simple:
+            while argv and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", argv[0]):  # VAR=value before the command
+                argv = argv[1:]
+            if argv:
+                found += _runs_through(argv)
+    return tuple(dict.fromkeys(p for p in found if pattern_problem(p) is None))
+
+
+def _runs_through(argv: list[str]) -> list[str]:
+    """``command_machinery``'s files of one simple command ``argv``."""
+    name = argv[0].rsplit("/", 1)[-1]
+    if name in RUNNER_FILES:
+        given = [argv[i + 1] for i, w in enumerate(argv[:-1]) if name in ("make", "gmake") and w in ("-f", "--file", "--makefile")]
+        return [*RUNNER_FILES[name], *(_inside(g) for g in given)]
+    if name in _SHELLS or _PYTHONS.fullmatch(name):
+        script = next((w for w in argv[1:] if not w.startswith("-")), None)
+        if script is None or (argv[1:] and argv[1] in ("-c", "-m")):
+            return []
+        return [_inside(script)]
+    if "/" in argv[0]:  # ./run_tests.sh, scripts/check
+        return [_inside(argv[0])]
+    return []
+
+
+def _inside(path: str) -> str:
+    """``path`` as a pattern from the tree's root (``./`` dropped; a name alone: at any depth); an absolute or
+    escaping path is no pattern (``pattern_problem`` drops it)."""
+    return path[2:] if path.startswith("./") else path
 
 
 def machinery_patterns(extra: Iterable[str] = (), replace: Iterable[str] | None = None) -> tuple[str, ...]:

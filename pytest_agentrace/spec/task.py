@@ -16,7 +16,7 @@ from typing import Any
 from pytest_agentrace.errors import SpecError
 from pytest_agentrace.run.inputs import is_patch_file_name
 from pytest_agentrace.run.limits import Limits
-from pytest_agentrace.run.machinery import machinery_patterns, pattern_problem
+from pytest_agentrace.run.machinery import command_machinery, machinery_patterns, pattern_problem
 from pytest_agentrace.run.network import NetworkSpec, parse_network
 from pytest_agentrace.run.sandbox import BoxSpec
 from pytest_agentrace.spec.common import AGENT_KEYS, AgentSpec, parse_agent, parse_box, parse_limits, unique_agent_ids
@@ -122,10 +122,13 @@ class Task:
 
     @property
     def machinery(self) -> tuple[str, ...]:
-        """The test machinery patterns of the task's checks (``run.machinery.machinery_patterns``)."""
+        """The test machinery patterns of the task's checks (``run.machinery.machinery_patterns``): the defaults, the
+        files the check commands run through (``run.machinery.command_machinery``: a ``Makefile`` for ``make test``)
+        and ``test_machinery``; ``test_machinery: {replace: [...]}`` alone."""
         if self.test_machinery_replaces:
             return machinery_patterns(replace=self.test_machinery)
-        return machinery_patterns(self.test_machinery)
+        ran = command_machinery((self.test_command, self.lint_command, self.verify_command))
+        return machinery_patterns((*ran, *self.test_machinery))
 
     @property
     def protected_globs(self) -> tuple[str, ...]:
