@@ -242,7 +242,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("allow_empty", "exit 0 when no run could start (every agent missing, every run item skipped); by default "
            "such a session fails with one line naming why", False, flag=True),
     *(format_option(f) for f in formats.FORMATS if f.to == "file"),  # --agentrace-html/md/json: report.formats
-    Option("no_cost", "hide token and cost columns in the summary", False, flag=True),
+    Option("no_cost", "hide the token and cost columns of the run tables (the statistics keep theirs)", False, flag=True),
     # statistics, snapshots, gates
     Option("seed", "seed of the bootstrap and permutation draws, so a report is reproducible (default 0)", 0, type=int,
            metavar="N", cli="--seed"),
