@@ -126,5 +126,10 @@ def test_gate_family_holm_keeps_a_lone_raw_hit_from_failing_many_cells() -> None
     assert verdict.gate_failures(gates, snapshot_rows=rows(0.001), family=fam) == [
         "regressed: a q19 [x]: regressed (Holm p=0.02, 20 tests) - lower"]
     assert fam.summary(1) == "gate: 20 tests (regressed over 20 rows) at a family-wise error rate of 5% (Holm); 1 failed."
+    # no snapshot row and no comparison: the gates look at nothing, and the line says so instead of "0 tests; 2 failed"
+    empty = verdict.gate_family(verdict.parse_fail_on("regressed,worse"), snapshot_rows=None)
+    assert empty.summary(2) == ("gate: no test to run (regressed, worse: no snapshot row or comparison of arms to test); "
+                                "2 gates failed for that (below).")
+    assert empty.summary(0).endswith("to test).")
     with pytest.raises(ValueError, match="gate-cells: choose holm or raw"):
         verdict.gate_family(gates, snapshot_rows=[], mode="bonferroni")

@@ -359,9 +359,13 @@ class GateFamily:
         return not found or found[0] < self.rate
 
     def summary(self, failed: int) -> str:
-        """``gate: 44 tests (regressed, dearer over 22 rows) at a family-wise error rate of 5% (Holm); 0 failed.``"""
+        """``gate: 44 tests (regressed, dearer over 22 rows) at a family-wise error rate of 5% (Holm); 0 failed.``;
+        with no test at all, ``gate: no test to run (...)`` and how many gates failed for that."""
         items = len({(t.source, t.index) for t in self.tests})
         what = ", ".join(self.verdicts) + f" over {items} row{'s' if items != 1 else ''}"
+        if not self.tests and not self.left_out:  # no snapshot row or comparison to test: a gate that looks at nothing
+            return (f"gate: no test to run ({', '.join(self.verdicts)}: no snapshot row or comparison of arms to test)"
+                    + (f"; {failed} gate{'s' if failed != 1 else ''} failed for that (below)." if failed else "."))
         if self.mode == RAW:
             line = (f"gate: {_tests(len(self.tests))} ({what}), each at {self.rate:g} on its own "
                     f"(--agentrace-gate-cells raw: no family-wise rate); {failed} failed.")
