@@ -358,3 +358,12 @@ def test_a_tasks_machinery_holds_its_commands_files(tmp_path: Path) -> None:
     bare = Task(name="t", description="d", test_command="make test", path=tmp_path / "t.yaml", test_machinery=(),
                 test_machinery_replaces=True)
     assert bare.machinery == ()  # `test_machinery: {replace: []}` is the task's own word
+
+
+@pytest.mark.parametrize(("path", "target", "inside"), [
+    ("x", "y/..", False),  # y -> . makes y/.. the tree's parent: a red team's two-hop link kept before
+    ("a/x", "../b", True), ("a/x", "../../b", False), ("x", "sub/file.txt", True), ("a/b/x", "../../c/./d", True),
+    ("x", "sub/../sub/f", False), ("x", "/etc/passwd", False), ("x", "", False), ("x", ".", True),
+])
+def test_a_link_is_kept_only_when_its_text_cannot_leave_the_tree(path: str, target: str, inside: bool) -> None:
+    assert cleantree._inside(path, target.encode()) is inside

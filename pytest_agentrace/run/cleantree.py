@@ -388,9 +388,15 @@ def _apply(git_dir: Path, tree: str, updates: list[tuple[str, tuple[str, str] | 
 
 
 def _inside(path: str, target: bytes) -> bool:
-    """Whether a link at ``path`` to ``target`` resolves inside the tree (relative, never above its root)."""
+    """Whether a link at ``path`` to ``target`` resolves inside the tree (relative, never above its root). A ``..``
+    after a name (``y/..``) is refused: the name may be another link (``y -> .``), whose ``..`` is its target's
+    parent, not the one the text names; a git path itself never passes through a link, so leading ``..`` go up
+    real folders."""
     text = target.decode("utf-8", "surrogateescape")
     if not text or text.startswith("/") or "\0" in text:
+        return False
+    parts = [p for p in text.split("/") if p not in ("", ".")]
+    if any(p == ".." for p in parts[next((i for i, p in enumerate(parts) if p != ".."), len(parts)):]):
         return False
     joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), text))
     return joined != ".." and not joined.startswith("../") and not joined.startswith("/")
