@@ -86,7 +86,8 @@ def test_list_of_a_folder_lists_the_good_tasks_and_reports_each_broken_file(tmp_
     (tmp_path / "other.yaml").write_text("just: some yaml\n")  # not a task: neither listed nor an error
     assert main(["tasks", "list", str(tmp_path)]) == 1
     captured = capsys.readouterr()
-    assert rows(captured.out) == [["one", "yaml", "-", "yes (1 test)", "300"], ["two", "yaml", "-", "yes (2 tests)", "300"]]
+    assert rows(captured.out) == [["one", "yaml", str(tmp_path / "one.yaml"), "-", "yes (1 test)", "300"],
+                                  ["two", "yaml", str(tmp_path / "sub" / "two.yaml"), "-", "yes (2 tests)", "300"]]
     assert "2 task(s)." in captured.out
     errors = captured.err.splitlines()
     assert errors[0].startswith(f"agentrace tasks list: error: {tmp_path / 'syntax.yaml'}: ")

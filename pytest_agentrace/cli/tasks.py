@@ -139,8 +139,17 @@ def register_tasks(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the current folder when it lies below it, else absolute."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def cmd_tasks_list(args: argparse.Namespace) -> int:
-    """Print the table of the built-in tasks (or of the tasks under PATH), easiest first, then by name. A task
+    """Print the table of the built-in tasks (or of the tasks under PATH, with each one's format and file), easiest
+    first, then by name. A task
     file under PATH that does not load is reported on standard error (one line each, file, key and fix) after the
     table of the ones that do, and the exit status is then 1."""
     from tabulate import tabulate
@@ -159,10 +168,11 @@ def cmd_tasks_list(args: argparse.Namespace) -> int:
         else:
             n = count_tests(task.verify_files)
             verify = f"yes ({n} test{'' if n == 1 else 's'})" if task.verify_command else "no"
-        fmt = ["harbor" if task.harbor is not None else "yaml"] if args.paths else []  # the built-ins are YAML
+        # under PATH: the format and the file (relative to the current folder when below it), as one name may repeat
+        fmt = ["harbor" if task.harbor is not None else "yaml", _shown_path(task.path)] if args.paths else []
         rows.append((rank, [task.name, *fmt, task.difficulty or "-", verify, f"{task.timeout:g}"]))
-    rows.sort(key=lambda r: (r[0], r[1][0]))
-    headers = ["Name", *(["Format"] if args.paths else []), "Difficulty", "Verify", "Timeout (s)"]
+    rows.sort(key=lambda r: (r[0], r[1][0], r[1][2] if args.paths else ""))
+    headers = ["Name", *(["Format", "File"] if args.paths else []), "Difficulty", "Verify", "Timeout (s)"]
     if rows or not broken:
         print(tabulate([r[1] for r in rows], headers=headers, tablefmt="github"))
     if any(t.harbor is not None and t.harbor.environment for t in tasks):
