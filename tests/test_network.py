@@ -347,6 +347,15 @@ def test_a_host_the_proxy_cannot_reach_is_counted_and_named(tmp_path: Path, reac
                                                 "failed; the provider is unreachable, not the agent at fault)")
         else:
             assert net.unreachable_reason() is None
+    # what a run cannot pass off as this machine's fault: a host the harness reaches when it tries again, a port
+    # the allow-list does not name, a wildcard's sub-domain
+    net = network.open_run(network.allow_list("plain", {}, [f"127.0.0.1:{reached.port}", "*.invalid", "localhost"]))
+    try:
+        net.gate.failed.update({("127.0.0.1", reached.port): 2, ("nothing.invalid", 443): 1, ("localhost", port): 1})
+        assert net.gate.unreachable() == [("127.0.0.1", reached.port)]
+        assert net.unreachable_reason() is None  # the harness reaches it now: the run's own failure
+    finally:
+        net.close()
 
 
 RETRIER = r"""

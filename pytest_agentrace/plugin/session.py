@@ -65,7 +65,7 @@ SESSION_LOCK = ".session.lock"
 WORKER_SESSION = "agentrace_session"  # workerinput key: the controller's session id
 WORKER_DESELECTED = "agentrace_deselected"  # workeroutput key: a pytest-xdist worker's deselected items
 WORKER_OVERRIDES = "agentrace_overrides"  # workeroutput key: what a worker's --agentrace-agent overrides did
-WORKER_SPLIT = "agentrace_split"  # workeroutput key: a worker's shard split (digest, runs kept)
+WORKER_SPLIT = "agentrace_split"  # workeroutput key: the digest of a worker's shard split
 STOP_OFF_WARNING = ("--agentrace-stop-when-decided is off under --agentrace-shard {shard}: a shard holds only some reps "
                     "of each cell, so its looks would see part of the evidence; every rep up to the cap runs (decide on "
                     "the merged folder with `agentrace report --stop-when-decided CAP`)")
@@ -101,7 +101,7 @@ class AgentraceSession:
     (``{race id: [RunSpec, ...]}``); ``cases``: under stop-when-decided, the selected cases per ``(trial file,
     agent id)``; ``feed``: the live progress display's feed (``spec -> on_stdout`` or None); ``split``: the digest of
     the shard's split of the runs (``spec.shard.split_digest``; on the controller a worker's), None without a shard
-    of N > 1; ``here``: the runs kept here (on the controller the workers' largest count)."""
+    of N > 1."""
 
     config: pytest.Config
     settings: _options.Settings
@@ -119,7 +119,6 @@ class AgentraceSession:
     cases: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     feed: Callable[[RunSpec], Callable[[bytes], None] | None] | None = None
     split: str | None = None
-    here: int = 0
 
     @cached_property
     def files(self) -> collect.SpecFiles:
@@ -263,9 +262,9 @@ class AgentraceSession:
         ``pytest_deselected``, warn, and give a colliding run's item its error."""
         runs = [item.run_spec for item in items if isinstance(item, collect.RunItem)]
         chosen = select_runs(runs, self.rules())
-        self.split, self.here = chosen.split, len(chosen.kept)
+        self.split = chosen.split
         if chosen.split is not None and hasattr(self.config, "workeroutput"):
-            self.config.workeroutput[WORKER_SPLIT] = [chosen.split, len(chosen.kept)]
+            self.config.workeroutput[WORKER_SPLIT] = chosen.split
         kept = {id(spec): n for n, spec in enumerate(chosen.kept)}
         keep, drop = [], []
         for item in items:
@@ -312,8 +311,8 @@ class AgentraceSession:
             self.deselected = max(self.deselected, count)
         for agent_id, effects in output.get(WORKER_OVERRIDES, {}).items():
             self.overrides.setdefault(agent_id, set()).update(effects)
-        if isinstance(found := output.get(WORKER_SPLIT), list) and len(found) == 2:
-            self.split, self.here = str(found[0]), max(self.here, int(found[1]))
+        if isinstance(found := output.get(WORKER_SPLIT), str):
+            self.split = found
 
     def configure_node(self, node: Any) -> None:
         """``pytest_configure_node`` (controller): give a worker the session id."""

@@ -120,12 +120,18 @@ class Gate:
                  **({"failed": self.failed[(h, p)]} if ok and self.failed.get((h, p)) else {})}
                 for (h, p, ok), n in self.contacts.items()]
 
-    def unreachable(self) -> list[str]:
-        """``host:port`` of every allowed host the run asked for, when the proxy could connect to none of them (every
-        request failed: no route, no name resolution, refused); empty when any allowed host was reached."""
+    def named(self, host: str, port: int) -> bool:
+        """Whether an allow-list entry names ``host`` itself (not by a ``*.`` wildcard) at ``port``: its own port,
+        or 443 / 80 for an entry without one (a provider's API)."""
+        return any(r.host == host and (port == r.port if r.port is not None else port in (443, 80)) for r in self.allow)
+
+    def unreachable(self) -> list[tuple[str, int]]:
+        """The allowed hosts the run asked for, by name and port (``named``), when the proxy could connect to none of
+        the hosts it asked for (every request failed: no route, no name resolution, refused); empty when any allowed
+        host was reached. Other failures (a wildcard's unknown sub-domain, another port) are the run's own choice."""
         if self.reached:
             return []
-        return [f"{h}:{p}" for (h, p) in self.failed]
+        return [(h, p) for (h, p) in self.failed if h != OTHER_HOSTS and self.named(h, p)]
 
     def blocked(self) -> list[str]:
         """``host:port`` of every refused contact, in the order first seen (``OTHER_HOSTS`` last when counted)."""

@@ -168,14 +168,30 @@ class RunNetwork:
 
     def unreachable_reason(self) -> str | None:
         """``network: cannot reach HOST:PORT from this machine (N requests failed)`` when the run asked for allowed
-        hosts and the proxy reached none of them (``Gate.unreachable``), or None."""
+        hosts and the proxy reached none of them (``Gate.unreachable``: hosts the allow-list names, at their port
+        or 443/80) and the harness, trying each again now (``PROBE_SECONDS``), cannot reach them either; None
+        otherwise. A run that only asked for what does not answer can so not pass its failure off as this
+        machine's: the harness's own try must fail too."""
         hosts = self.gate.unreachable()
-        if not hosts:
+        if not hosts or any(_reachable(self.gate.resolve.get(hp, hp)) for hp in hosts[:PROBED]):
             return None
         tries = sum(self.gate.failed.values())
         more = f" and {len(hosts) - 1} more" if len(hosts) > 1 else ""
-        return (f"network: cannot reach {hosts[0]}{more} from this machine ({tries} request{'s' if tries != 1 else ''} "
-                "failed; the provider is unreachable, not the agent at fault)")
+        return (f"network: cannot reach {hosts[0][0]}:{hosts[0][1]}{more} from this machine ({tries} "
+                f"request{'s' if tries != 1 else ''} failed; the provider is unreachable, not the agent at fault)")
+
+
+PROBE_SECONDS = 3.0  # the harness's own try at a host a run could not reach
+PROBED = 2  # hosts tried again at most
+
+
+def _reachable(where: tuple[str, int]) -> bool:
+    """Whether a TCP connection to ``where`` (host, port) opens within ``PROBE_SECONDS``."""
+    try:
+        with socket.create_connection(where, timeout=PROBE_SECONDS):
+            return True
+    except OSError:
+        return False
 
 
 def open_run(rules: list[Rule], resolve: Mapping[tuple[str, int], tuple[str, int]] | None = None) -> RunNetwork:
