@@ -89,4 +89,7 @@ def test_every_boxed_command_starts_under_the_filter(tmp_path: Path) -> None:
     argv, _ = Sandbox(bwrap).wrap(["true"], writable=[tmp_path], home=None, env={})
     after = argv[argv.index("--") + 1:]
     assert after[:5] == [sys.executable, "-S", "-I", "-c", seccomp.INSTALLER] and after[-1] == "true"
+    # a box that shows nothing else still shows the installer's interpreter and its standard library
+    shown = {argv[i + 1] for i, flag in enumerate(argv[:-2]) if flag == "--ro-bind"}
+    assert any(os.path.abspath(sys.base_prefix).startswith(p) for p in shown), shown
     assert os.path.basename(argv[0]).startswith("bwrap")

@@ -471,7 +471,8 @@ class Sandbox:
         # show the project (the task file beside it); the script itself still is
         prefixes = [pre for pre in map(_prefix, needs) if not any(_under(h, [str(pre)]) for h in hidden)]
         shown: list[str] = []
-        for p in [*self.visible, *needs, *prefixes, *self.read]:
+        filtered = seccomp.supported()  # the filter's installer is the session's Python: shown, read-only
+        for p in [*self.visible, *needs, *prefixes, *self.read, *(seccomp.interpreter_paths() if filtered else ())]:
             path = os.path.abspath(p)
             if os.path.exists(path) and path not in shown:
                 shown.append(path)
@@ -500,7 +501,7 @@ class Sandbox:
         args += ["--remount-ro", "/"]
         if scratch is not None:
             _mount_points(args, scratch / "tmp")
-        return [*args, "--", *(seccomp.wrapped(argv) if seccomp.supported() else argv)], env
+        return [*args, "--", *(seccomp.wrapped(argv) if filtered else argv)], env
 
 
 def _mount_points(args: list[str], tmp: Path) -> None:

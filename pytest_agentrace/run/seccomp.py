@@ -25,6 +25,7 @@ would need a descriptor per box passed through every launch; the installer costs
 
 from __future__ import annotations
 
+import os
 import platform
 import struct
 import sys
@@ -125,6 +126,13 @@ INSTALLER = (
 def supported() -> bool:
     """True on a machine whose calls the filter knows (x86-64, AArch64)."""
     return platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64")
+
+
+def interpreter_paths() -> tuple[str, ...]:
+    """What the installer needs to start in a box: the session's interpreter (its real path and its install
+    prefix) and its standard library (``sys.base_prefix``; ``sys.prefix`` for a virtual environment)."""
+    real = os.path.realpath(sys.executable)
+    return tuple(dict.fromkeys((sys.executable, os.path.dirname(os.path.dirname(real)), sys.base_prefix, sys.prefix)))
 
 
 def wrapped(argv: Sequence[str]) -> list[str]:
