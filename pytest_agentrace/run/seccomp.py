@@ -25,6 +25,7 @@ would need a descriptor per box passed through every launch; the installer costs
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import struct
@@ -49,8 +50,9 @@ CALLS: dict[int, dict[int, int | None]] = {
 }
 
 
+@functools.cache
 def program() -> bytes:
-    """The filter as ``struct sock_filter`` records (u16 code, u8 jt, u8 jf, u32 k; native byte order), the mode
+    """Built once per process (every box passes the same program). The filter as ``struct sock_filter`` records (u16 code, u8 jt, u8 jf, u32 k; native byte order), the mode
     argument's low 32 bits read (the mode is an ``unsigned int`` on every listed architecture)."""
     code: list[tuple[int, int, int, int]] = []
     blocks: list[tuple[int, list[tuple[int, int, int, int]]]] = []  # (arch, its block) after the dispatch
@@ -128,6 +130,7 @@ def supported() -> bool:
     return platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64")
 
 
+@functools.cache
 def interpreter_paths() -> tuple[str, ...]:
     """What the installer needs to start in a box: the session's interpreter (its real path and its install
     prefix) and its standard library (``sys.base_prefix``; ``sys.prefix`` for a virtual environment)."""
