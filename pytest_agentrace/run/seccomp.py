@@ -52,8 +52,9 @@ CALLS: dict[int, dict[int, int | None]] = {
 
 @functools.cache
 def program() -> bytes:
-    """Built once per process (every box passes the same program). The filter as ``struct sock_filter`` records (u16 code, u8 jt, u8 jf, u32 k; native byte order), the mode
-    argument's low 32 bits read (the mode is an ``unsigned int`` on every listed architecture)."""
+    """The filter as ``struct sock_filter`` records (u16 code, u8 jt, u8 jf, u32 k; native byte order), the mode
+    argument's low 32 bits read (the mode is an ``unsigned int`` on every listed architecture). Built once per
+    process: every box passes the same program."""
     code: list[tuple[int, int, int, int]] = []
     blocks: list[tuple[int, list[tuple[int, int, int, int]]]] = []  # (arch, its block) after the dispatch
     code.append((LD_W_ABS, 0, 0, ARCH))
